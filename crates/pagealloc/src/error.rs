@@ -1,0 +1,267 @@
+//! Typed errors. Every misuse names the pfn it was about; none of them leaves the
+//! allocator's state changed.
+
+use crate::types::{MigrateType, Pfn};
+use thiserror::Error;
+
+/// An allocation that could not be met. A normal result, never an abort.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum AllocError {
+    /// No zone in the zonelist had a free block of this order above its watermark.
+    #[error("out of memory: no free block of order {order}")]
+    NoMemory {
+        /// The order asked for.
+        order: u32,
+    },
+    /// The order is above `MAX_ORDER` (10).
+    #[error("order {order} is above the maximum order 10")]
+    InvalidOrder {
+        /// The order asked for.
+        order: u32,
+    },
+    /// The node id does not exist.
+    #[error("node {nid} does not exist")]
+    InvalidNode {
+        /// The node asked for.
+        nid: u32,
+    },
+    /// A failure injected by the `fail-inject` feature.
+    #[error("injected allocation failure")]
+    Injected,
+}
+
+/// Why `free_pages` refused a pfn. The allocator's state is unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum FreeError {
+    /// The pfn is past the end of the arena.
+    #[error("{pfn:?} is out of range (arena has {nr_pages} pages)")]
+    OutOfRange {
+        /// The pfn given.
+        pfn: Pfn,
+        /// Pages in the arena.
+        nr_pages: u64,
+    },
+    /// The order is above `MAX_ORDER`.
+    #[error("{pfn:?}: order {order} is above the maximum order 10")]
+    InvalidOrder {
+        /// The pfn given.
+        pfn: Pfn,
+        /// The order given.
+        order: u32,
+    },
+    /// The pfn is not aligned to `1 << order`.
+    #[error("{pfn:?} is not aligned for order {order}")]
+    Misaligned {
+        /// The pfn given.
+        pfn: Pfn,
+        /// The order given.
+        order: u32,
+    },
+    /// The pfn heads an allocated block of another order.
+    #[error("{pfn:?} was allocated with order {actual}, freed with order {order}")]
+    WrongOrder {
+        /// The pfn given.
+        pfn: Pfn,
+        /// The order given.
+        order: u32,
+        /// The order it was allocated with.
+        actual: u32,
+    },
+    /// The pfn is already free (in the buddy lists or on a per-CPU list).
+    #[error("{pfn:?} is already free (double free)")]
+    DoubleFree {
+        /// The pfn given.
+        pfn: Pfn,
+    },
+    /// The pfn lies inside an allocated block headed by another pfn.
+    #[error("{pfn:?} is inside the allocated block headed by {head:?}")]
+    InsideBlock {
+        /// The pfn given.
+        pfn: Pfn,
+        /// The head of the block it lies in.
+        head: Pfn,
+    },
+    /// The pfn is not the head of any allocated block and not free either (it is
+    /// held by isolation, or otherwise not the allocator's to take back).
+    #[error("{pfn:?} was never allocated")]
+    NotAllocated {
+        /// The pfn given.
+        pfn: Pfn,
+    },
+    /// The page is locked: unlock it before freeing.
+    #[error("{pfn:?} is locked")]
+    Locked {
+        /// The pfn given.
+        pfn: Pfn,
+    },
+    /// The page is under writeback: end writeback before freeing.
+    #[error("{pfn:?} is under writeback")]
+    Writeback {
+        /// The pfn given.
+        pfn: Pfn,
+    },
+}
+
+impl FreeError {
+    /// The pfn the error is about.
+    pub fn pfn(&self) -> Pfn {
+        match *self {
+            FreeError::OutOfRange { pfn, .. }
+            | FreeError::InvalidOrder { pfn, .. }
+            | FreeError::Misaligned { pfn, .. }
+            | FreeError::WrongOrder { pfn, .. }
+            | FreeError::DoubleFree { pfn }
+            | FreeError::InsideBlock { pfn, .. }
+            | FreeError::NotAllocated { pfn }
+            | FreeError::Locked { pfn }
+            | FreeError::Writeback { pfn } => pfn,
+        }
+    }
+}
+
+/// A `Config` that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ConfigError {
+    /// The arena is smaller than one pageblock (2 MiB).
+    #[error("arena of {bytes} bytes is smaller than one pageblock ({min} bytes): give at least {min} bytes")]
+    ArenaTooSmall {
+        /// Bytes asked for.
+        bytes: u64,
+        /// The smallest arena that works.
+        min: u64,
+    },
+    /// The arena is not a whole number of pages.
+    #[error("arena of {bytes} bytes is not a multiple of the page size (4096)")]
+    ArenaNotPageMultiple {
+        /// Bytes asked for.
+        bytes: u64,
+    },
+    /// The arena has more pages than 32-bit pfn links can name.
+    #[error("arena of {bytes} bytes is too large (at most 2^32 - 2 pages)")]
+    ArenaTooLarge {
+        /// Bytes asked for.
+        bytes: u64,
+    },
+    /// More nodes than pageblocks (or zero nodes).
+    #[error("{nodes} nodes cannot split an arena of {pageblocks} pageblocks: each node needs at least one pageblock")]
+    TooManyNodes {
+        /// Nodes asked for.
+        nodes: u32,
+        /// Pageblocks in the arena.
+        pageblocks: u64,
+    },
+    /// A zone would have no pages.
+    #[error("zone {zone} on node {nid} would have no pages: {why}")]
+    EmptyZone {
+        /// Node.
+        nid: u32,
+        /// Zone name.
+        zone: &'static str,
+        /// What made it empty.
+        why: String,
+    },
+    /// The memory mapping failed.
+    #[error("mapping the arena failed: {0}")]
+    Mmap(String),
+    /// Some other field is out of its range.
+    #[error("invalid setting {field}: {why}")]
+    Invalid {
+        /// The field.
+        field: &'static str,
+        /// Why.
+        why: String,
+    },
+}
+
+/// A broken invariant found by `check_invariants`.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("invariant broken at {pfn:?}: {what}")]
+pub struct InvariantError {
+    /// Where it was found (or pfn 0 for a global count).
+    pub pfn: Pfn,
+    /// What is wrong.
+    pub what: String,
+}
+
+impl InvariantError {
+    pub(crate) fn new(pfn: u64, what: impl Into<String>) -> Self {
+        Self { pfn: Pfn::new(pfn), what: what.into() }
+    }
+}
+
+/// Why a page-state operation (lock, writeback, isolation) was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum PageStateError {
+    /// The pfn is past the end of the arena.
+    #[error("{pfn:?} is out of range")]
+    OutOfRange {
+        /// The pfn given.
+        pfn: Pfn,
+    },
+    /// The pfn is not the head of an allocated block.
+    #[error("{pfn:?} is not an allocated page")]
+    NotAllocated {
+        /// The pfn given.
+        pfn: Pfn,
+    },
+    /// Unlock of a page that is not locked.
+    #[error("{pfn:?} is not locked")]
+    NotLocked {
+        /// The pfn given.
+        pfn: Pfn,
+    },
+    /// end_page_writeback of a page not under writeback.
+    #[error("{pfn:?} is not under writeback")]
+    NotWriteback {
+        /// The pfn given.
+        pfn: Pfn,
+    },
+    /// A pageblock in the range is already isolated.
+    #[error("pageblock at {pfn:?} is already isolated")]
+    AlreadyIsolated {
+        /// First pfn of the block.
+        pfn: Pfn,
+    },
+    /// A pageblock in the range is not isolated.
+    #[error("pageblock at {pfn:?} is not isolated")]
+    NotIsolated {
+        /// First pfn of the block.
+        pfn: Pfn,
+    },
+    /// A range that is not pageblock aligned or crosses a zone.
+    #[error("range at {pfn:?} is not pageblock-aligned within one zone")]
+    BadRange {
+        /// First pfn of the range.
+        pfn: Pfn,
+    },
+    /// A range holds a HighAtomic block, which isolation refuses (as the kernel does).
+    #[error("range at {pfn:?} holds a {mt} pageblock")]
+    Unisolatable {
+        /// First pfn of the offending block.
+        pfn: Pfn,
+        /// Its type.
+        mt: MigrateType,
+    },
+}
+
+/// Why a wait ended without its condition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum WaitError {
+    /// The timeout passed.
+    #[error("wait timed out")]
+    TimedOut,
+    /// The cancel token was cancelled.
+    #[error("wait cancelled")]
+    Cancelled,
+    /// The page is not in a state that can be waited on.
+    #[error(transparent)]
+    State(#[from] PageStateError),
+}
+
+/// A bulk free that skipped some entries. Every valid entry was freed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("bulk free skipped {} invalid entries (first: index {}: {})", .rejected.len(), .rejected[0].0, .rejected[0].1)]
+pub struct BulkFreeError {
+    /// `(index in the input slice, why)` for every skipped entry, in input order.
+    pub rejected: Vec<(usize, FreeError)>,
+}

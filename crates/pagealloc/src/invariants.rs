@@ -1,0 +1,220 @@
+//! `check_invariants`: every identity the module docs state, checked from
+//! scratch. Takes each zone lock in turn (never two at once), so it can run while
+//! other threads allocate; the identities are per zone.
+
+use crate::allocator::{Inner, PageAllocator};
+use crate::error::InvariantError;
+use crate::page::flags;
+use crate::types::{MigrateType, MAX_ORDER, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
+use crate::zone::Zone;
+
+/// Page totals of one zone found by a full walk.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ZoneCensus {
+    /// Pages in free blocks on the buddy lists (isolated lists included).
+    pub free: u64,
+    /// Pages in free blocks on isolated lists.
+    pub isolated_free: u64,
+    /// Pages on per-CPU lists and front caches.
+    pub pcp: u64,
+    /// Pages in allocated blocks.
+    pub allocated: u64,
+}
+
+impl PageAllocator {
+    /// Check every invariant; the first broken one is returned with its pfn.
+    pub fn check_invariants(&self) -> Result<(), InvariantError> {
+        for z in self.inner.zones.iter() {
+            self.inner.check_zone(z)?;
+        }
+        Ok(())
+    }
+
+    /// Pages by state, summed over zones (a walk under each zone lock in turn).
+    pub fn census(&self) -> ZoneCensus {
+        let mut c = ZoneCensus::default();
+        for z in self.inner.zones.iter() {
+            let _g = z.lock(&self.inner.mm);
+            let zc = self.inner.census_zone(z);
+            c.free += zc.free;
+            c.isolated_free += zc.isolated_free;
+            c.pcp += zc.pcp;
+            c.allocated += zc.allocated;
+        }
+        c
+    }
+}
+
+impl Inner {
+    fn census_zone(&self, z: &Zone) -> ZoneCensus {
+        let mut c = ZoneCensus::default();
+        let mut p = z.start;
+        while p < z.end {
+            let d = self.mm.page(p);
+            let f = d.flags();
+            let n = 1u64 << d.order();
+            if f & flags::BUDDY != 0 {
+                c.free += n;
+                if z.pageblock_mt_racy(p) == MigrateType::Isolate {
+                    c.isolated_free += n;
+                }
+            } else if f & flags::PCP != 0 {
+                c.pcp += n;
+            } else if f & flags::HEAD != 0 {
+                c.allocated += n;
+            } else {
+                p += 1;
+                continue;
+            }
+            p += n;
+        }
+        c
+    }
+
+    fn check_zone(&self, z: &Zone) -> Result<(), InvariantError> {
+        let g = z.lock(&self.mm);
+        let mm = &self.mm;
+        let err =
+            |p: u64, s: String| Err(InvariantError::new(p, format!("zone {} node {}: {s}", z.ztype.name(), z.nid)));
+        // 1. Lists: marks, orders, alignment, hygiene, counts.
+        let mut listed = 0u64;
+        let mut free_pages = 0u64;
+        for o in 0..NR_ORDERS {
+            for mt in MigrateType::ALL {
+                let mut n = 0u64;
+                for p in g.area.lists[o][mt.index()].iter(mm) {
+                    let d = mm.page(p);
+                    if !d.is_buddy() || d.order() as usize != o {
+                        return err(
+                            p,
+                            format!(
+                                "on free list order {o} {mt} but marked flags {:#x} order {}",
+                                d.flags(),
+                                d.order()
+                            ),
+                        );
+                    }
+                    if p & ((1 << o) - 1) != 0 || !z.contains(p) || p + (1 << o) > z.end {
+                        return err(p, format!("free block of order {o} misaligned or outside its zone"));
+                    }
+                    let mut b = p;
+                    while b < p + (1u64 << o) {
+                        let bmt = z.pageblock_mt_racy(b);
+                        if bmt != mt {
+                            return err(
+                                p,
+                                format!("free block on the {mt} list of order {o} lies in a {bmt} pageblock"),
+                            );
+                        }
+                        b += PAGEBLOCK_PAGES;
+                    }
+                    n += 1;
+                    if n > z.spanned() {
+                        return err(p, format!("free list order {o} {mt} has a cycle"));
+                    }
+                }
+                let counted = z.stats.free_blocks[o][mt.index()].get_racy();
+                if counted != n {
+                    return err(z.start, format!("free_blocks[{o}][{mt}] = {counted} but the list has {n}"));
+                }
+                listed += n;
+                if mt != MigrateType::Isolate {
+                    free_pages += n << o;
+                }
+            }
+        }
+        let nr_free = z.stats.nr_free_pages.get_racy();
+        if nr_free != free_pages {
+            return err(z.start, format!("NR_FREE_PAGES = {nr_free} but non-isolated lists hold {free_pages}"));
+        }
+        // 2. Descriptor walk: marks agree with lists, nothing inside a block, maximal merging.
+        let mut covered_until = z.start;
+        let mut heads = 0u64;
+        let mut census = ZoneCensus::default();
+        let mut p = z.start;
+        while p < z.end {
+            let d = mm.page(p);
+            let f = d.flags();
+            let marks = f & (flags::BUDDY | flags::HEAD | flags::PCP);
+            if marks == 0 {
+                p += 1;
+                continue;
+            }
+            if marks.count_ones() > 1 {
+                return err(p, format!("more than one of BUDDY/HEAD/PCP set: {f:#x}"));
+            }
+            if p < covered_until {
+                return err(p, format!("marked page inside the block that ends at {covered_until:#x}"));
+            }
+            let o = d.order();
+            if o > MAX_ORDER || p & ((1 << o) - 1) != 0 {
+                return err(p, format!("head of order {o} misaligned"));
+            }
+            let n = 1u64 << o;
+            if marks == flags::BUDDY {
+                heads += 1;
+                census.free += n;
+                if o < MAX_ORDER {
+                    let buddy = p ^ n;
+                    if z.contains(buddy) {
+                        let bd = mm.page(buddy);
+                        if bd.is_buddy() && bd.order() == o {
+                            let (a, b) = (z.pageblock_mt_racy(p), z.pageblock_mt_racy(buddy));
+                            let may_stay_apart = o >= PAGEBLOCK_ORDER && a != b && !(a.is_pcptype() && b.is_pcptype());
+                            if !may_stay_apart {
+                                return err(
+                                    p,
+                                    format!("free block of order {o} and its free buddy {buddy:#x} were not merged"),
+                                );
+                            }
+                        }
+                    }
+                }
+            } else if marks == flags::PCP {
+                census.pcp += n;
+            } else {
+                census.allocated += n;
+            }
+            covered_until = p + n;
+            p += n;
+        }
+        if heads != listed {
+            return err(z.start, format!("{heads} pages marked free but {listed} on the free lists"));
+        }
+        // 3. Pageblock counts by effective type.
+        let mut counts = [0u64; MIGRATE_TYPES];
+        for b in 0..z.nr_pageblocks() as u64 {
+            counts[z.pageblock_mt_racy(z.start + b * PAGEBLOCK_PAGES).index()] += 1;
+        }
+        for mt in MigrateType::ALL {
+            let c = z.stats.block_count[mt.index()].get_racy();
+            if c != counts[mt.index()] {
+                return err(
+                    z.start,
+                    format!("block_count[{mt}] = {c} but {} pageblocks have that type", counts[mt.index()]),
+                );
+            }
+        }
+        // 4. Conservation.
+        let pcp = self.pcp_pages_locked(z);
+        if census.pcp != pcp {
+            return err(z.start, format!("{} pages marked PCP but per-CPU lists hold {pcp}", census.pcp));
+        }
+        if census.free + census.pcp + census.allocated != z.managed {
+            return err(
+                z.start,
+                format!(
+                    "conservation: free {} + pcp {} + allocated {} != managed {}",
+                    census.free, census.pcp, census.allocated, z.managed
+                ),
+            );
+        }
+        drop(g);
+        Ok(())
+    }
+
+    /// Pages on this zone's per-CPU lists and front caches.
+    pub(crate) fn pcp_pages_locked(&self, _z: &Zone) -> u64 {
+        0
+    }
+}

@@ -1,0 +1,48 @@
+//! # pagealloc
+//!
+//! The Linux kernel's page-frame allocator, rebuilt as a user-space library: a
+//! zoned buddy allocator (orders 0..=10) with migratetypes and pageblocks,
+//! fallback with claim and steal, watermarks and a HighAtomic reserve, over a
+//! real memory arena (or abstract frames).
+//!
+//! ```
+//! use pagealloc::{Config, Gfp, PageAllocator};
+//! let a = PageAllocator::new(Config::small(16 << 20)).unwrap();
+//! let pfn = a.alloc_pages(Gfp::MOVABLE, 2).unwrap();
+//! a.free_pages(pfn, 2).unwrap();
+//! assert!(a.free_pages(pfn, 2).is_err()); // double free: a typed error, no harm done
+//! a.check_invariants().unwrap();
+//! ```
+//!
+//! Layers, each using only the one below: `memmap` (arena, descriptors) ->
+//! `zone`/`buddy` (free areas, merge/split, fallback) -> `allocator` (zonelists,
+//! watermarks, public API).
+#![warn(missing_docs)]
+
+mod allocator;
+mod buddy;
+mod config;
+pub mod cpu;
+mod error;
+mod invariants;
+mod list;
+mod memmap;
+mod page;
+mod pages;
+mod sync;
+mod types;
+mod zone;
+
+pub use allocator::PageAllocator;
+pub use config::{Backing, Config, DrainMode};
+pub use error::{AllocError, BulkFreeError, ConfigError, FreeError, InvariantError, PageStateError, WaitError};
+pub use invariants::ZoneCensus;
+pub use page::flags as page_flags;
+pub use pages::Pages;
+pub use types::{
+    CpuId, Gfp, MigrateType, NodeId, Pfn, ZoneType, MAX_ORDER, MIGRATE_PCPTYPES, MIGRATE_TYPES, NR_ORDERS,
+    PAGEBLOCK_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE,
+};
+
+#[cfg(test)]
+mod tests;

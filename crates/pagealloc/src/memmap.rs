@@ -1,0 +1,187 @@
+//! The memory map: the arena's backing memory and the page descriptor array.
+//!
+//! This module and `frontcache` are the only places with `unsafe` code.
+//!
+//! Invariants:
+//! - `descs.len() == nr_pages`; pfn `p` is valid iff `p < nr_pages`.
+//! - With backing, frame `p` is the 4 KiB at `base + p * PAGE_SIZE`, inside one
+//!   mapping that lives as long as the `MemMap`.
+
+use crate::config::Backing;
+use crate::error::ConfigError;
+use crate::page::PageDesc;
+use crate::types::{Pfn, PAGE_SIZE};
+use std::ptr::NonNull;
+
+/// The arena's memory and descriptors.
+pub(crate) struct MemMap {
+    descs: Box<[PageDesc]>,
+    mapping: Option<Mapping>,
+    /// True when hugepages were asked for and the kernel refused them.
+    pub(crate) hugepage_fallback: bool,
+}
+
+struct Mapping {
+    /// Start of the arena (2 MiB aligned for hugepages).
+    base: NonNull<u8>,
+    /// What mmap returned and its length, for munmap.
+    raw: NonNull<u8>,
+    raw_len: usize,
+}
+
+// SAFETY: the mapping is plain memory owned by the MemMap; handing frames to
+// threads is the allocator's business and never aliases descriptors.
+unsafe impl Send for Mapping {}
+// SAFETY: as above; the MemMap itself never reads or writes frame memory except
+// through `zero_frames`, whose caller owns the frames.
+unsafe impl Sync for Mapping {}
+
+const HUGE: usize = 2 << 20;
+
+impl MemMap {
+    pub(crate) fn new(nr_pages: u64, backing: Backing) -> Result<Self, ConfigError> {
+        let descs = alloc_descs(nr_pages as usize);
+        let len = nr_pages as usize * PAGE_SIZE;
+        let (mapping, hugepage_fallback) = match backing {
+            Backing::None => (None, false),
+            Backing::Anonymous => (Some(Mapping::new(len, false)?.0), false),
+            Backing::HugePages => {
+                let (m, advised) = Mapping::new(len, true)?;
+                (Some(m), !advised)
+            }
+        };
+        Ok(Self { descs, mapping, hugepage_fallback })
+    }
+
+    #[inline(always)]
+    pub(crate) fn nr_pages(&self) -> u64 {
+        self.descs.len() as u64
+    }
+
+    /// The descriptor of a pfn the caller has range-checked.
+    #[inline(always)]
+    pub(crate) fn page(&self, pfn: u64) -> &PageDesc {
+        &self.descs[pfn as usize]
+    }
+
+    pub(crate) fn has_backing(&self) -> bool {
+        self.mapping.is_some()
+    }
+
+    /// Address of a frame (None without backing or out of range).
+    pub(crate) fn page_address(&self, pfn: Pfn) -> Option<NonNull<u8>> {
+        let m = self.mapping.as_ref()?;
+        if pfn.as_u64() >= self.nr_pages() {
+            return None;
+        }
+        // SAFETY: pfn < nr_pages, so the offset stays inside the mapping of
+        // nr_pages * PAGE_SIZE bytes that starts at `base`.
+        Some(unsafe { m.base.add(pfn.idx() * PAGE_SIZE) })
+    }
+
+    /// Zero `1 << order` frames starting at `pfn`.
+    ///
+    /// The caller has just allocated the block, so no one else may access it.
+    pub(crate) fn zero_frames(&self, pfn: u64, order: u32) {
+        if let Some(p) = self.page_address(Pfn::new(pfn)) {
+            let len = PAGE_SIZE << order;
+            debug_assert!(pfn + (1 << order) <= self.nr_pages());
+            // SAFETY: the block [pfn, pfn + 2^order) is inside the mapping (checked
+            // by the allocator before handing it out) and owned by the caller, who
+            // just allocated it, so no other reference to these bytes exists.
+            unsafe { std::ptr::write_bytes(p.as_ptr(), 0, len) };
+        }
+    }
+}
+
+/// The descriptor array, zero-filled by the allocator so untouched pages cost nothing.
+#[cfg(not(loom))]
+fn alloc_descs(n: usize) -> Box<[PageDesc]> {
+    use std::alloc::{alloc_zeroed, handle_alloc_error, Layout};
+    // All-zero is "a tail page with no links"; links are only read after being
+    // written, so NIL initialisation is unnecessary.
+    let layout = Layout::array::<PageDesc>(n).expect("descriptor array size overflows");
+    assert!(layout.size() > 0);
+    // SAFETY: layout has non-zero size (asserted above).
+    let p = unsafe { alloc_zeroed(layout) } as *mut PageDesc;
+    if p.is_null() {
+        handle_alloc_error(layout);
+    }
+    // SAFETY: `p` points to `n` zeroed PageDescs allocated with the global
+    // allocator and the layout of `[PageDesc; n]`, which Box<[PageDesc]> frees
+    // with the same layout. PageDesc is four 32-bit atomics, for which all-zero
+    // bytes are a valid value.
+    unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n)) }
+}
+
+#[cfg(loom)]
+fn alloc_descs(n: usize) -> Box<[PageDesc]> {
+    (0..n).map(|_| PageDesc::new()).collect()
+}
+
+impl Mapping {
+    /// Map `len` bytes; returns the mapping and whether MADV_HUGEPAGE was accepted.
+    #[cfg(not(miri))]
+    fn new(len: usize, huge: bool) -> Result<(Self, bool), ConfigError> {
+        let raw_len = if huge { len + HUGE } else { len };
+        // SAFETY: an anonymous private mapping at an address of the kernel's
+        // choosing has no preconditions; the result is checked below.
+        let raw = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                raw_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if raw == libc::MAP_FAILED {
+            return Err(ConfigError::Mmap(std::io::Error::last_os_error().to_string()));
+        }
+        let raw = NonNull::new(raw as *mut u8).ok_or_else(|| ConfigError::Mmap("mmap returned null".into()))?;
+        let mut advised = false;
+        let base = if huge {
+            let off = raw.as_ptr().align_offset(HUGE);
+            // SAFETY: off < HUGE and the mapping is len + HUGE bytes, so
+            // base..base+len is inside it.
+            let base = unsafe { raw.add(off) };
+            // SAFETY: madvise on a range inside our own mapping.
+            advised = unsafe { libc::madvise(base.as_ptr().cast(), len, libc::MADV_HUGEPAGE) } == 0;
+            base
+        } else {
+            raw
+        };
+        Ok((Self { base, raw, raw_len }, advised))
+    }
+
+    /// Under Miri, plain heap memory stands in for mmap.
+    #[cfg(miri)]
+    fn new(len: usize, _huge: bool) -> Result<(Self, bool), ConfigError> {
+        let layout =
+            std::alloc::Layout::from_size_align(len, PAGE_SIZE).map_err(|e| ConfigError::Mmap(e.to_string()))?;
+        // SAFETY: len >= one pageblock, so the layout is non-zero.
+        let raw = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })
+            .ok_or_else(|| ConfigError::Mmap("out of memory".into()))?;
+        Ok((Self { base: raw, raw, raw_len: len }, false))
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        #[cfg(not(miri))]
+        // SAFETY: raw/raw_len are exactly what mmap returned; nothing refers to
+        // the frames once the MemMap (and so the allocator) is gone.
+        unsafe {
+            libc::munmap(self.raw.as_ptr().cast(), self.raw_len);
+        }
+        #[cfg(miri)]
+        // SAFETY: allocated in `new` with this layout.
+        unsafe {
+            std::alloc::dealloc(
+                self.raw.as_ptr(),
+                std::alloc::Layout::from_size_align_unchecked(self.raw_len, PAGE_SIZE),
+            );
+        }
+    }
+}

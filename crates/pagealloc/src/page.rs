@@ -1,0 +1,126 @@
+//! The page descriptor (the kernel's `struct page`, in 16 bytes).
+//!
+//! ```text
+//!   flags   AtomicU32   state bits below; the page-lock protocol's word
+//!   private LockedU32   order (bits 0..4) and a migratetype (bits 8..11)
+//!   next    LockedU32   pfn link of whichever list holds the page (NIL if none)
+//!   prev    LockedU32
+//! ```
+//!
+//! Invariants (checked by `check_invariants`):
+//! - `BUDDY` is set only on the head of a free block in a zone's free lists, and
+//!   then `private.order` is that block's order.
+//! - `HEAD` is set only on the head of an allocated block, with its order and the
+//!   migratetype it was allocated for in `private`.
+//! - `PCP` is set only on an order-N page sitting on a per-CPU list or front cache.
+//! - At most one of `BUDDY`, `HEAD`, `PCP` is set. Pages inside a block (tails)
+//!   have all three clear; their links are stale and never read.
+//! - `next`/`prev` are read and written only by the holder of the lock of the
+//!   list the page is on (zone lock or pcp lock).
+
+use crate::sync::{AtomicU32, LockedU32, Ordering};
+use crate::types::MigrateType;
+
+/// Link value meaning "no page".
+pub(crate) const NIL: u32 = u32::MAX;
+
+/// Page flag bits, at the kernel's positions where the kernel has them.
+pub mod flags {
+    /// The page is locked (PG_locked).
+    pub const LOCKED: u32 = 1 << 0;
+    /// The page is under writeback (PG_writeback).
+    pub const WRITEBACK: u32 = 1 << 1;
+    /// The page's contents are valid (PG_uptodate).
+    pub const UPTODATE: u32 = 1 << 3;
+    /// Someone may be waiting on this page in the hashed wait queues (PG_waiters).
+    pub const WAITERS: u32 = 1 << 7;
+    /// Head of a free block in the buddy lists (the kernel's PageBuddy).
+    pub const BUDDY: u32 = 1 << 8;
+    /// Head of an allocated block.
+    pub const HEAD: u32 = 1 << 9;
+    /// On a per-CPU list or a thread's front cache.
+    pub const PCP: u32 = 1 << 10;
+    /// The bits the page-lock protocol owns.
+    pub const LOCK_STATE: u32 = LOCKED | WRITEBACK | UPTODATE | WAITERS;
+}
+
+/// One page frame's descriptor.
+#[derive(Debug)]
+#[repr(C)]
+pub(crate) struct PageDesc {
+    pub(crate) flags: AtomicU32,
+    private: LockedU32,
+    pub(crate) next: LockedU32,
+    pub(crate) prev: LockedU32,
+}
+
+#[cfg(not(loom))]
+const _: () = assert!(std::mem::size_of::<PageDesc>() <= 16, "a page descriptor must fit in 16 bytes");
+
+const ORDER_MASK: u32 = 0x1f;
+const MT_SHIFT: u32 = 8;
+
+impl PageDesc {
+    pub(crate) fn new() -> Self {
+        Self {
+            flags: AtomicU32::new(0),
+            private: LockedU32::new(0),
+            next: LockedU32::new(NIL),
+            prev: LockedU32::new(NIL),
+        }
+    }
+
+    /// Lock-free read of the flags (may race with the lock protocol; the
+    /// allocator's own bits change only under its locks).
+    #[inline(always)]
+    pub(crate) fn flags(&self) -> u32 {
+        self.flags.load(Ordering::Relaxed)
+    }
+
+    /// Overwrite the flags. Only for pages nobody else may legitimately touch:
+    /// free pages, or the allocated head being freed after its checks.
+    #[inline(always)]
+    pub(crate) fn set_flags(&self, f: u32) {
+        self.flags.store(f, Ordering::Relaxed)
+    }
+
+    #[inline(always)]
+    pub(crate) fn order(&self) -> u32 {
+        self.private.get() & ORDER_MASK
+    }
+
+    #[inline(always)]
+    pub(crate) fn private_mt(&self) -> MigrateType {
+        MigrateType::from_index(((self.private.get() >> MT_SHIFT) & 7) as usize)
+    }
+
+    #[inline(always)]
+    pub(crate) fn set_private(&self, order: u32, mt: MigrateType) {
+        self.private.set(order | ((mt as u32) << MT_SHIFT))
+    }
+
+    #[inline(always)]
+    pub(crate) fn is_buddy(&self) -> bool {
+        self.flags() & flags::BUDDY != 0
+    }
+
+    /// Mark as the head of a free block of `order`.
+    #[inline(always)]
+    pub(crate) fn set_buddy(&self, order: u32) {
+        self.private.set(order);
+        self.set_flags(flags::BUDDY);
+    }
+
+    /// Mark as the head of an allocated block of `order` for `mt`.
+    #[inline(always)]
+    pub(crate) fn set_allocated(&self, order: u32, mt: MigrateType) {
+        self.set_private(order, mt);
+        self.set_flags(flags::HEAD);
+    }
+
+    /// Clear every mark: the page becomes a tail of some larger block.
+    #[inline(always)]
+    pub(crate) fn clear(&self) {
+        self.set_flags(0);
+    }
+}

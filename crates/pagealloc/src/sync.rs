@@ -1,0 +1,115 @@
+//! The synchronisation shim: every atomic and lock the concurrent protocols use
+//! comes from here, so the same code runs under [loom] with `--cfg loom`.
+//!
+//! Two families live here:
+//! - protocol atomics ([`AtomicU32`], [`AtomicU64`], [`AtomicBool`], [`fence`]):
+//!   the words whose orderings carry a protocol (page lock bits, pcp ownership,
+//!   seqcounts). Under loom they are loom's, so loom explores their interleavings.
+//! - [`LockedU32`]: a cell that is only ever read or written while its owner holds
+//!   a lock (descriptor links, the order/private word). It is a relaxed atomic so
+//!   that shared references stay sound without `unsafe`; under loom it stays a
+//!   plain core atomic because the lock that protects it is what loom models.
+//!
+//! [loom]: https://docs.rs/loom
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
+
+pub(crate) use std::sync::atomic::Ordering;
+
+#[cfg(loom)]
+pub(crate) use loom::sync::Arc;
+#[cfg(not(loom))]
+pub(crate) use std::sync::Arc;
+
+/// A mutex with `lock` and `try_lock`, parking_lot's outside loom.
+#[cfg(not(loom))]
+pub(crate) type Mutex<T> = parking_lot::Mutex<T>;
+#[cfg(not(loom))]
+pub(crate) type MutexGuard<'a, T> = parking_lot::MutexGuard<'a, T>;
+
+#[cfg(loom)]
+pub(crate) use loom_mutex::{Mutex, MutexGuard};
+
+#[cfg(loom)]
+mod loom_mutex {
+    /// loom's mutex with parking_lot's signatures (no poisoning).
+    #[derive(Debug)]
+    pub(crate) struct Mutex<T>(loom::sync::Mutex<T>);
+    pub(crate) type MutexGuard<'a, T> = loom::sync::MutexGuard<'a, T>;
+    impl<T> Mutex<T> {
+        pub(crate) fn new(v: T) -> Self {
+            Self(loom::sync::Mutex::new(v))
+        }
+        pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+            self.0.lock().unwrap()
+        }
+        pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+            self.0.try_lock().ok()
+        }
+    }
+}
+
+/// Yield inside a spin loop (loom needs to be told, or it explores forever).
+#[inline]
+pub(crate) fn spin_yield() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::thread::yield_now();
+}
+
+/// A `u32` owned by whoever holds the lock that protects it.
+///
+/// All accesses are `Relaxed`: the lock's acquire/release orders them. Never use
+/// it for a word that is read outside its lock and relied upon for ordering.
+#[derive(Debug, Default)]
+#[repr(transparent)]
+pub(crate) struct LockedU32(std::sync::atomic::AtomicU32);
+
+impl LockedU32 {
+    #[inline]
+    pub(crate) const fn new(v: u32) -> Self {
+        Self(std::sync::atomic::AtomicU32::new(v))
+    }
+    #[inline(always)]
+    pub(crate) fn get(&self) -> u32 {
+        self.0.load(Ordering::Relaxed)
+    }
+    #[inline(always)]
+    pub(crate) fn set(&self, v: u32) {
+        self.0.store(v, Ordering::Relaxed)
+    }
+}
+
+/// A counter written only by the holder of one lock and read lock-free by anyone.
+///
+/// The writer does a load and a store (no read-modify-write: it already has
+/// exclusion); readers may see a value a moment old, never a torn one.
+#[derive(Debug, Default)]
+#[repr(transparent)]
+pub(crate) struct LockedCounter(std::sync::atomic::AtomicU64);
+
+impl LockedCounter {
+    #[inline]
+    pub(crate) const fn new(v: u64) -> Self {
+        Self(std::sync::atomic::AtomicU64::new(v))
+    }
+    /// Lock-free read; may be stale.
+    #[inline(always)]
+    pub(crate) fn get_racy(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+    /// Caller holds the protecting lock.
+    #[inline(always)]
+    pub(crate) fn add_locked(&self, d: u64) {
+        self.0.store(self.0.load(Ordering::Relaxed).wrapping_add(d), Ordering::Relaxed)
+    }
+    /// Caller holds the protecting lock.
+    #[inline(always)]
+    pub(crate) fn sub_locked(&self, d: u64) {
+        self.0.store(self.0.load(Ordering::Relaxed).wrapping_sub(d), Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,178 @@
+//! Unit tests of the allocator as a whole (small arenas, no backing unless noted).
+
+use crate::*;
+
+fn small(mb: u64) -> PageAllocator {
+    PageAllocator::new(Config::small(mb << 20)).unwrap()
+}
+
+#[test]
+fn fresh_arena_is_all_max_order_blocks() {
+    let a = small(16);
+    a.check_invariants().unwrap();
+    assert_eq!(a.nr_free_pages(), 4096);
+    assert_eq!(a.managed_pages(), 4096);
+}
+
+#[test]
+fn alloc_free_every_order_restores_the_arena() {
+    let a = small(16);
+    for order in 0..=MAX_ORDER {
+        let p = a.alloc_pages(Gfp::KERNEL, order).unwrap();
+        assert_eq!(p.as_u64() % (1 << order), 0);
+        a.check_invariants().unwrap();
+        a.free_pages(p, order).unwrap();
+        a.check_invariants().unwrap();
+    }
+    assert_eq!(a.nr_free_pages(), 4096);
+}
+
+#[test]
+fn exhaustion_then_free_all_coalesces() {
+    let a = PageAllocator::new(Config::small(8 << 20).min_free_kbytes(Some(0))).unwrap();
+    let mut got = Vec::new();
+    while let Ok(p) = a.alloc_pages(Gfp::MOVABLE, 0) {
+        got.push(p);
+    }
+    assert_eq!(got.len() as u64, a.managed_pages());
+    assert!(matches!(a.alloc_pages(Gfp::MOVABLE, 0), Err(AllocError::NoMemory { order: 0 })));
+    a.check_invariants().unwrap();
+    for p in got {
+        a.free_pages(p, 0).unwrap();
+    }
+    a.check_invariants().unwrap();
+    assert_eq!(a.nr_free_pages(), a.managed_pages());
+}
+
+#[test]
+fn bad_frees_are_typed_and_harmless() {
+    let a = small(8);
+    let p = a.alloc_pages(Gfp::KERNEL, 2).unwrap();
+    let q = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
+    let free_before = a.nr_free_pages();
+    assert_eq!(
+        a.free_pages(Pfn::new(1 << 40), 0),
+        Err(FreeError::OutOfRange { pfn: Pfn::new(1 << 40), nr_pages: 2048 })
+    );
+    assert_eq!(a.free_pages(p, 11), Err(FreeError::InvalidOrder { pfn: p, order: 11 }));
+    assert_eq!(a.free_pages(p.add(1), 1), Err(FreeError::Misaligned { pfn: p.add(1), order: 1 }));
+    assert_eq!(a.free_pages(p, 1), Err(FreeError::WrongOrder { pfn: p, order: 1, actual: 2 }));
+    assert_eq!(a.free_pages(p.add(2), 0), Err(FreeError::InsideBlock { pfn: p.add(2), head: p }));
+    a.free_pages(q, 0).unwrap();
+    assert_eq!(a.free_pages(q, 0), Err(FreeError::DoubleFree { pfn: q }));
+    // A pfn in the middle of a big free block: also already free.
+    assert_eq!(a.free_pages(Pfn::new(1500), 0), Err(FreeError::DoubleFree { pfn: Pfn::new(1500) }));
+    assert_eq!(a.nr_free_pages(), free_before + 1);
+    a.check_invariants().unwrap();
+    a.free_pages(p, 2).unwrap();
+    a.check_invariants().unwrap();
+}
+
+#[test]
+fn config_errors_explain_themselves() {
+    assert!(matches!(PageAllocator::new(Config::small(1 << 20)), Err(ConfigError::ArenaTooSmall { .. })));
+    assert!(matches!(PageAllocator::new(Config::small((2 << 20) + 1)), Err(ConfigError::ArenaNotPageMultiple { .. })));
+    assert!(matches!(PageAllocator::new(Config::small(4 << 20).nodes(3)), Err(ConfigError::TooManyNodes { .. })));
+    assert!(matches!(PageAllocator::new(Config::small(4 << 20).nodes(0)), Err(ConfigError::TooManyNodes { .. })));
+    let e = PageAllocator::new(Config::small(4 << 20).movable_zone_bytes(4 << 20)).err().unwrap();
+    assert!(matches!(e, ConfigError::EmptyZone { .. }));
+    assert!(e.to_string().contains("Movable"), "{e}");
+}
+
+#[test]
+fn movable_zone_serves_only_movable_requests() {
+    let a = PageAllocator::new(Config::small(16 << 20).movable_zone_bytes(4 << 20).min_free_kbytes(Some(0))).unwrap();
+    let movable_start = 3 * 1024;
+    let mut kernel = Vec::new();
+    while let Ok(p) = a.alloc_pages(Gfp::KERNEL, 0) {
+        assert!(p.as_u64() < movable_start, "unmovable page {p:?} in the Movable zone");
+        kernel.push(p);
+    }
+    let m = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+    assert!(m.as_u64() >= movable_start);
+    a.check_invariants().unwrap();
+}
+
+#[test]
+fn nodes_split_the_arena_and_thisnode_stays_home() {
+    let a = PageAllocator::new(Config::small(16 << 20).nodes(2).min_free_kbytes(Some(0))).unwrap();
+    assert_eq!(a.nr_nodes(), 2);
+    let p = a.alloc_pages_node(1, Gfp::KERNEL, 0).unwrap();
+    assert_eq!(a.pfn_to_nid(p), Some(NodeId(1)));
+    let mut n0 = Vec::new();
+    while let Ok(p) = a.alloc_pages_node(0, Gfp::KERNEL | Gfp::THISNODE, 0) {
+        assert_eq!(a.pfn_to_nid(p), Some(NodeId(0)));
+        n0.push(p);
+    }
+    // Without THISNODE the request spills to node 1.
+    let spill = a.alloc_pages_node(0, Gfp::KERNEL, 0).unwrap();
+    assert_eq!(a.pfn_to_nid(spill), Some(NodeId(1)));
+    assert!(matches!(a.alloc_pages_node(7, Gfp::KERNEL, 0), Err(AllocError::InvalidNode { nid: 7 })));
+    a.check_invariants().unwrap();
+}
+
+#[test]
+fn fallback_claims_whole_blocks_for_unmovable() {
+    let a = small(8);
+    let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
+    // The first unmovable request claims a whole movable block (all blocks start movable).
+    let z = &a.inner.zones[0];
+    assert_eq!(z.pageblock_mt_racy(p.as_u64()), MigrateType::Unmovable);
+    let m = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+    assert_ne!(m.as_u64() / PAGEBLOCK_PAGES, p.as_u64() / PAGEBLOCK_PAGES);
+    a.check_invariants().unwrap();
+    a.free_pages(p, 0).unwrap();
+    a.free_pages(m, 0).unwrap();
+    a.check_invariants().unwrap();
+}
+
+#[test]
+fn zeroed_allocation_is_zero() {
+    let a = PageAllocator::new(Config::default().arena_bytes(8 << 20)).unwrap();
+    let p = a.alloc_pages(Gfp::KERNEL, 1).unwrap();
+    let ptr = a.page_address(p).unwrap();
+    // SAFETY: we own the two frames at ptr.
+    unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0xAB, 2 * PAGE_SIZE) };
+    a.free_pages(p, 1).unwrap();
+    let q = a.alloc_pages(Gfp::KERNEL | Gfp::ZERO, 1).unwrap();
+    let ptr = a.page_address(q).unwrap();
+    // SAFETY: we own the two frames at ptr.
+    let s = unsafe { std::slice::from_raw_parts(ptr.as_ptr(), 2 * PAGE_SIZE) };
+    assert!(s.iter().all(|&b| b == 0));
+}
+
+#[test]
+fn no_backing_has_no_addresses() {
+    let a = small(4);
+    let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
+    assert!(a.page_address(p).is_none());
+}
+
+#[test]
+fn highatomic_reserve_is_made_under_pressure_and_given_back() {
+    let a = PageAllocator::new(Config::small(32 << 20).min_free_kbytes(Some(4096))).unwrap();
+    let z = &a.inner.zones[0];
+    let mut v = Vec::new();
+    // Ordinary requests stop at the min watermark...
+    while let Ok(q) = a.alloc_pages(Gfp::KERNEL, 0) {
+        v.push(q);
+    }
+    assert!(a.nr_free_pages() <= z.wmark[0] + 1);
+    // ...a high-priority order-2 request dips below it and reserves its pageblock.
+    let p = a.alloc_pages(Gfp::ATOMIC, 2).unwrap();
+    assert_eq!(z.pageblock_mt_racy(p.as_u64()), MigrateType::HighAtomic);
+    assert!(z.stats.nr_reserved_highatomic.get_racy() >= PAGEBLOCK_PAGES);
+    a.check_invariants().unwrap();
+    // Exhausting high-priority order-0 requests gives the reserve back before failing.
+    while let Ok(q) = a.alloc_pages(Gfp::ATOMIC, 0) {
+        v.push(q);
+    }
+    a.check_invariants().unwrap();
+    let ha_free: u64 = z.stats.free_blocks.iter().map(|o| o[MigrateType::HighAtomic.index()].get_racy()).sum();
+    assert_eq!(ha_free, 0);
+    for q in v {
+        a.free_pages(q, 0).unwrap();
+    }
+    a.free_pages(p, 2).unwrap();
+    a.check_invariants().unwrap();
+}

@@ -1,0 +1,233 @@
+//! Vocabulary types shared by every layer: page frame numbers, orders,
+//! migratetypes, GFP flags and CPU ids.
+
+use std::fmt;
+
+/// log2 of the page size.
+pub const PAGE_SHIFT: u32 = 12;
+/// Bytes per page frame.
+pub const PAGE_SIZE: usize = 1 << PAGE_SHIFT;
+/// Largest order the buddy allocator hands out (the kernel's `MAX_PAGE_ORDER`).
+pub const MAX_ORDER: u32 = 10;
+/// Number of orders, 0..=MAX_ORDER (the kernel's `NR_PAGE_ORDERS`).
+pub const NR_ORDERS: usize = MAX_ORDER as usize + 1;
+/// Order of a pageblock: the unit that carries a migratetype.
+pub const PAGEBLOCK_ORDER: u32 = 9;
+/// Pages per pageblock.
+pub const PAGEBLOCK_PAGES: u64 = 1 << PAGEBLOCK_ORDER;
+
+/// A page frame number: the index of a 4 KiB frame in the arena.
+///
+/// Pfns are plain numbers so users can do arithmetic over contiguous ranges.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Pfn(u64);
+
+impl Pfn {
+    /// Wrap a raw frame number.
+    #[inline]
+    pub const fn new(pfn: u64) -> Self {
+        Self(pfn)
+    }
+    /// The raw frame number.
+    #[inline]
+    pub const fn as_u64(self) -> u64 {
+        self.0
+    }
+    /// The frame `n` pages after this one.
+    #[inline]
+    pub const fn add(self, n: u64) -> Self {
+        Self(self.0 + n)
+    }
+    #[inline]
+    pub(crate) const fn idx(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl fmt::Debug for Pfn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "pfn {:#x}", self.0)
+    }
+}
+impl fmt::Display for Pfn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x}", self.0)
+    }
+}
+
+/// A migratetype: what kind of allocation a pageblock serves.
+///
+/// Values and names are the kernel's without CMA (as this machine's
+/// /proc/pagetypeinfo prints them).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+#[repr(u8)]
+pub enum MigrateType {
+    /// Kernel allocations that never move.
+    Unmovable = 0,
+    /// User pages that could be migrated.
+    Movable = 1,
+    /// Caches that can be reclaimed.
+    Reclaimable = 2,
+    /// Reserve for high-order atomic allocations.
+    HighAtomic = 3,
+    /// Blocks taken out of the allocator by isolation.
+    Isolate = 4,
+}
+
+/// Number of migratetypes (free lists per order).
+pub const MIGRATE_TYPES: usize = 5;
+/// The three types that have fallbacks and per-CPU lists.
+pub const MIGRATE_PCPTYPES: usize = 3;
+
+impl MigrateType {
+    /// All types in index order.
+    pub const ALL: [MigrateType; MIGRATE_TYPES] = [
+        MigrateType::Unmovable,
+        MigrateType::Movable,
+        MigrateType::Reclaimable,
+        MigrateType::HighAtomic,
+        MigrateType::Isolate,
+    ];
+
+    /// The name the kernel prints.
+    pub const fn name(self) -> &'static str {
+        match self {
+            MigrateType::Unmovable => "Unmovable",
+            MigrateType::Movable => "Movable",
+            MigrateType::Reclaimable => "Reclaimable",
+            MigrateType::HighAtomic => "HighAtomic",
+            MigrateType::Isolate => "Isolate",
+        }
+    }
+
+    /// Index into per-type arrays.
+    #[inline]
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Inverse of [`MigrateType::index`]; out-of-range values read as Unmovable.
+    #[inline]
+    pub const fn from_index(i: usize) -> Self {
+        match i {
+            1 => MigrateType::Movable,
+            2 => MigrateType::Reclaimable,
+            3 => MigrateType::HighAtomic,
+            4 => MigrateType::Isolate,
+            _ => MigrateType::Unmovable,
+        }
+    }
+
+    /// One of the three types with fallbacks (blocks of these may merge).
+    #[inline]
+    pub const fn is_pcptype(self) -> bool {
+        (self as u8) < MIGRATE_PCPTYPES as u8
+    }
+
+    /// Where a request of this type looks when its own lists are empty.
+    pub(crate) const fn fallbacks(self) -> [MigrateType; 2] {
+        match self {
+            MigrateType::Unmovable => [MigrateType::Reclaimable, MigrateType::Movable],
+            MigrateType::Movable => [MigrateType::Reclaimable, MigrateType::Unmovable],
+            _ => [MigrateType::Unmovable, MigrateType::Movable],
+        }
+    }
+}
+
+impl fmt::Display for MigrateType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+bitflags::bitflags! {
+    /// Allocation flags (the kernel's gfp_t, reduced to what user space needs).
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
+    pub struct Gfp: u32 {
+        /// Memory that may be moved (pageblocks of type Movable; may use the Movable zone).
+        const MOVABLE = 1 << 0;
+        /// Memory that can be reclaimed (pageblocks of type Reclaimable).
+        const RECLAIMABLE = 1 << 1;
+        /// High priority: may dip below the min watermark, may use the HighAtomic reserve.
+        const HIGH = 1 << 2;
+        /// Zero the returned memory (a no-op without backing).
+        const ZERO = 1 << 3;
+        /// Never leave the requested node.
+        const THISNODE = 1 << 4;
+        /// Unmovable kernel-style allocation: no type bits (the kernel's GFP_KERNEL).
+        const KERNEL = 0;
+        /// Same as [`Gfp::KERNEL`], named for readers of kernel code.
+        const UNMOVABLE = 0;
+        /// High priority and never blocks (the kernel's GFP_ATOMIC).
+        const ATOMIC = Self::HIGH.bits();
+        /// User pages: movable (the kernel's GFP_HIGHUSER_MOVABLE).
+        const USER = Self::MOVABLE.bits();
+    }
+}
+
+impl Gfp {
+    /// The migratetype a request with these flags asks for.
+    #[inline]
+    pub const fn migratetype(self) -> MigrateType {
+        if self.contains(Gfp::MOVABLE) {
+            MigrateType::Movable
+        } else if self.contains(Gfp::RECLAIMABLE) {
+            MigrateType::Reclaimable
+        } else {
+            MigrateType::Unmovable
+        }
+    }
+}
+
+/// Identifier of a CPU as the scheduler numbers it.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub struct CpuId(pub u32);
+
+/// Identifier of a (fake) NUMA node.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
+pub struct NodeId(pub u32);
+
+/// The zones a node may have, lowest first.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub enum ZoneType {
+    /// Any allocation may use it.
+    Normal = 0,
+    /// Only movable allocations may use it.
+    Movable = 1,
+}
+
+impl ZoneType {
+    /// The name the kernel prints.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ZoneType::Normal => "Normal",
+            ZoneType::Movable => "Movable",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gfp_maps_to_migratetype() {
+        assert_eq!(Gfp::KERNEL.migratetype(), MigrateType::Unmovable);
+        assert_eq!(Gfp::ATOMIC.migratetype(), MigrateType::Unmovable);
+        assert_eq!(Gfp::MOVABLE.migratetype(), MigrateType::Movable);
+        assert_eq!((Gfp::RECLAIMABLE | Gfp::ZERO).migratetype(), MigrateType::Reclaimable);
+    }
+
+    #[test]
+    fn fallbacks_never_name_self_or_reserved_types() {
+        for mt in &MigrateType::ALL[..MIGRATE_PCPTYPES] {
+            for f in mt.fallbacks() {
+                assert_ne!(f, *mt);
+                assert!(f.is_pcptype());
+            }
+        }
+        for (i, mt) in MigrateType::ALL.iter().enumerate() {
+            assert_eq!(MigrateType::from_index(i), *mt);
+        }
+    }
+}

@@ -1,0 +1,335 @@
+//! Zones: a pfn range with free areas, pageblock types, watermarks and
+//! lock-free statistics (the kernel's `struct zone`).
+//!
+//! Locking: the free lists live inside `Zone::free` (the zone lock). The only way
+//! to touch them is a [`ZoneGuard`], so every `_locked` operation takes the guard
+//! as proof. Statistics are written by the guard holder with plain load+store and
+//! read by anyone without the lock.
+//!
+//! Invariants (each checked by `check_invariants`):
+//! - `stats.free_blocks[o][mt]` equals the length of `free.lists[o][mt]`.
+//! - `stats.nr_free_pages == sum over o, mt != Isolate of free_blocks[o][mt] << o`.
+//! - `stats.block_count[mt]` equals the number of pageblocks whose effective type
+//!   (Isolate when the isolate bit is set) is `mt`.
+//! - Every free block on `lists[o][mt]` lies in pageblocks whose effective type is
+//!   `mt` (the hygiene rule).
+//! - `stats.seq` is even whenever no guard is alive; writers make it odd for the
+//!   length of every critical section (a seqcount for consistent snapshots).
+
+use crate::list::PfnList;
+use crate::memmap::MemMap;
+use crate::sync::{fence, AtomicU64, LockedCounter, Mutex, MutexGuard, Ordering};
+use crate::types::{MigrateType, ZoneType, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
+use std::sync::atomic::AtomicU8;
+
+/// Pageblock flag byte: migratetype in bits 0..3, isolate bit 3.
+const PB_MT_MASK: u8 = 0x7;
+const PB_ISOLATE: u8 = 0x8;
+
+/// The free lists of one zone (what the zone lock protects).
+#[derive(Debug, Default)]
+pub(crate) struct FreeArea {
+    pub(crate) lists: [[PfnList; MIGRATE_TYPES]; NR_ORDERS],
+}
+
+/// Counters readable without the zone lock.
+#[derive(Debug, Default)]
+pub(crate) struct ZoneStats {
+    /// Seqcount: odd while a writer is inside a critical section.
+    pub(crate) seq: AtomicU64,
+    /// Free blocks per (order, migratetype).
+    pub(crate) free_blocks: [[LockedCounter; MIGRATE_TYPES]; NR_ORDERS],
+    /// Free pages outside isolated lists (NR_FREE_PAGES).
+    pub(crate) nr_free_pages: LockedCounter,
+    /// Pageblocks per effective type.
+    pub(crate) block_count: [LockedCounter; MIGRATE_TYPES],
+    /// Pages in HighAtomic-reserved pageblocks.
+    pub(crate) nr_reserved_highatomic: LockedCounter,
+}
+
+/// Watermark indexes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wmark {
+    Min = 0,
+    Low = 1,
+    High = 2,
+}
+
+/// One zone.
+pub(crate) struct Zone {
+    /// Index in the allocator's zone table.
+    pub(crate) idx: usize,
+    pub(crate) nid: u32,
+    pub(crate) ztype: ZoneType,
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    pub(crate) managed: u64,
+    pub(crate) wmark: [u64; 3],
+    /// Pages this zone keeps back from requests that could have used a higher
+    /// zone, indexed by the request's highest usable zone type.
+    pub(crate) lowmem_reserve: [u64; 2],
+    free: Mutex<FreeArea>,
+    pub(crate) stats: ZoneStats,
+    blocks: Box<[AtomicU8]>,
+    /// Times the zone lock was taken (for tests proving readers never take it).
+    #[cfg(test)]
+    pub(crate) lock_count: std::sync::atomic::AtomicU64,
+}
+
+impl Zone {
+    pub(crate) fn new(idx: usize, nid: u32, ztype: ZoneType, start: u64, end: u64) -> Self {
+        debug_assert!(start % PAGEBLOCK_PAGES == 0 && end % PAGEBLOCK_PAGES == 0 && end > start);
+        let nblocks = ((end - start) / PAGEBLOCK_PAGES) as usize;
+        let stats = ZoneStats::default();
+        // Every block starts Movable, as the kernel's memmap_init does.
+        stats.block_count[MigrateType::Movable.index()].add_locked(nblocks as u64);
+        Self {
+            idx,
+            nid,
+            ztype,
+            start,
+            end,
+            managed: end - start,
+            wmark: [0; 3],
+            lowmem_reserve: [0; 2],
+            free: Mutex::new(FreeArea::default()),
+            stats,
+            blocks: (0..nblocks).map(|_| AtomicU8::new(MigrateType::Movable as u8)).collect(),
+            #[cfg(test)]
+            lock_count: Default::default(),
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn spanned(&self) -> u64 {
+        self.end - self.start
+    }
+
+    #[inline(always)]
+    pub(crate) fn contains(&self, pfn: u64) -> bool {
+        pfn >= self.start && pfn < self.end
+    }
+
+    #[inline(always)]
+    pub(crate) fn nr_pageblocks(&self) -> usize {
+        self.blocks.len()
+    }
+
+    #[inline(always)]
+    fn block(&self, pfn: u64) -> &AtomicU8 {
+        &self.blocks[((pfn - self.start) >> PAGEBLOCK_ORDER) as usize]
+    }
+
+    /// The effective type of the pageblock holding `pfn` (Isolate while isolated).
+    /// Lock-free: a concurrent retag may or may not be seen.
+    #[inline(always)]
+    pub(crate) fn pageblock_mt_racy(&self, pfn: u64) -> MigrateType {
+        let b = self.block(pfn).load(Ordering::Relaxed);
+        if b & PB_ISOLATE != 0 {
+            MigrateType::Isolate
+        } else {
+            MigrateType::from_index((b & PB_MT_MASK) as usize)
+        }
+    }
+
+    /// The stored type ignoring the isolate bit.
+    #[inline(always)]
+    pub(crate) fn pageblock_base_mt_racy(&self, pfn: u64) -> MigrateType {
+        MigrateType::from_index((self.block(pfn).load(Ordering::Relaxed) & PB_MT_MASK) as usize)
+    }
+
+    #[inline(always)]
+    pub(crate) fn pageblock_isolated_racy(&self, pfn: u64) -> bool {
+        self.block(pfn).load(Ordering::Relaxed) & PB_ISOLATE != 0
+    }
+
+    /// Free pages readable without the lock.
+    #[inline(always)]
+    pub(crate) fn free_pages_racy(&self) -> u64 {
+        self.stats.nr_free_pages.get_racy()
+    }
+
+    /// Take the zone lock.
+    #[inline]
+    pub(crate) fn lock<'a>(&'a self, mm: &'a MemMap) -> ZoneGuard<'a> {
+        let area = self.free.lock();
+        ZoneGuard::enter(self, mm, area)
+    }
+
+    /// Take the zone lock only if it is free right now.
+    #[inline]
+    pub(crate) fn try_lock<'a>(&'a self, mm: &'a MemMap) -> Option<ZoneGuard<'a>> {
+        let area = self.free.try_lock()?;
+        Some(ZoneGuard::enter(self, mm, area))
+    }
+}
+
+/// Proof that the zone lock is held; all free-list changes go through it.
+pub(crate) struct ZoneGuard<'a> {
+    pub(crate) zone: &'a Zone,
+    pub(crate) mm: &'a MemMap,
+    pub(crate) area: MutexGuard<'a, FreeArea>,
+}
+
+impl<'a> ZoneGuard<'a> {
+    #[inline(always)]
+    fn enter(zone: &'a Zone, mm: &'a MemMap, area: MutexGuard<'a, FreeArea>) -> Self {
+        #[cfg(test)]
+        zone.lock_count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let s = zone.stats.seq.load(Ordering::Relaxed);
+        zone.stats.seq.store(s.wrapping_add(1), Ordering::Relaxed);
+        // Pairs with the Acquire fence in a consistent snapshot: the odd value is
+        // visible before any counter this section changes.
+        fence(Ordering::Release);
+        Self { zone, mm, area }
+    }
+
+    /// Set a pageblock's stored type, keeping block counts right.
+    pub(crate) fn set_pageblock_mt_locked(&mut self, pfn: u64, mt: MigrateType) {
+        debug_assert!(mt != MigrateType::Isolate);
+        let b = self.zone.block(pfn);
+        let old = b.load(Ordering::Relaxed);
+        let new = (old & !PB_MT_MASK) | mt as u8;
+        if old & PB_ISOLATE == 0 {
+            let old_mt = (old & PB_MT_MASK) as usize;
+            self.zone.stats.block_count[old_mt].sub_locked(1);
+            self.zone.stats.block_count[mt.index()].add_locked(1);
+        }
+        b.store(new, Ordering::Relaxed);
+    }
+
+    /// Set or clear a pageblock's isolate bit, keeping block counts right.
+    pub(crate) fn set_pageblock_isolate_locked(&mut self, pfn: u64, isolate: bool) {
+        let b = self.zone.block(pfn);
+        let old = b.load(Ordering::Relaxed);
+        if (old & PB_ISOLATE != 0) == isolate {
+            return;
+        }
+        let base = (old & PB_MT_MASK) as usize;
+        let iso = MigrateType::Isolate.index();
+        let (from, to) = if isolate { (base, iso) } else { (iso, base) };
+        self.zone.stats.block_count[from].sub_locked(1);
+        self.zone.stats.block_count[to].add_locked(1);
+        b.store(if isolate { old | PB_ISOLATE } else { old & !PB_ISOLATE }, Ordering::Relaxed);
+    }
+
+    #[inline(always)]
+    fn account(&self, order: u32, mt: MigrateType, add: bool) {
+        let s = &self.zone.stats;
+        let fb = &s.free_blocks[order as usize][mt.index()];
+        if add {
+            fb.add_locked(1);
+            if mt != MigrateType::Isolate {
+                s.nr_free_pages.add_locked(1 << order);
+            }
+        } else {
+            fb.sub_locked(1);
+            if mt != MigrateType::Isolate {
+                s.nr_free_pages.sub_locked(1 << order);
+            }
+        }
+    }
+
+    /// Mark `pfn` a free head of `order` and link it on `lists[order][mt]`.
+    #[inline(always)]
+    pub(crate) fn add_to_free_list(&mut self, pfn: u64, order: u32, mt: MigrateType, tail: bool) {
+        debug_assert_eq!(self.zone.pageblock_mt_racy(pfn), mt, "hygiene: pfn {pfn:#x} order {order}");
+        self.mm.page(pfn).set_buddy(order);
+        let l = &mut self.area.lists[order as usize][mt.index()];
+        if tail {
+            l.push_tail(self.mm, pfn);
+        } else {
+            l.push_head(self.mm, pfn);
+        }
+        self.account(order, mt, true);
+    }
+
+    /// Unlink a free head from `lists[order][mt]` and clear its mark.
+    #[inline(always)]
+    pub(crate) fn del_from_free_list(&mut self, pfn: u64, order: u32, mt: MigrateType) {
+        self.area.lists[order as usize][mt.index()].remove(self.mm, pfn);
+        self.mm.page(pfn).clear();
+        self.account(order, mt, false);
+    }
+
+    /// Move a free head between types' lists (to the tail, as the kernel does).
+    #[inline]
+    pub(crate) fn move_to_free_list(&mut self, pfn: u64, order: u32, from: MigrateType, to: MigrateType) {
+        self.area.lists[order as usize][from.index()].remove(self.mm, pfn);
+        self.account(order, from, false);
+        self.area.lists[order as usize][to.index()].push_tail(self.mm, pfn);
+        self.account(order, to, true);
+    }
+
+    /// First block on a list, without unlinking it.
+    #[inline(always)]
+    pub(crate) fn first_free(&self, order: u32, mt: MigrateType) -> Option<u64> {
+        self.area.lists[order as usize][mt.index()].first()
+    }
+}
+
+impl Drop for ZoneGuard<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        let s = self.zone.stats.seq.load(Ordering::Relaxed);
+        // Pairs with the Acquire load that starts a consistent snapshot: every
+        // counter written in this section is visible to a reader that sees the
+        // even value.
+        self.zone.stats.seq.store(s.wrapping_add(1), Ordering::Release);
+    }
+}
+
+/// Zone watermarks as the kernel's `__setup_per_zone_wmarks` computes them.
+///
+/// `min_pages` is the arena-wide minimum (min_free_kbytes in pages), shared out in
+/// proportion to managed pages; Movable zones get a small fixed minimum.
+pub(crate) fn compute_watermarks(zone: &Zone, min_pages: u64, lowmem_pages: u64, scale_factor: u32) -> [u64; 3] {
+    let managed = zone.managed;
+    let share = min_pages * managed / lowmem_pages.max(1);
+    let min = if zone.ztype == ZoneType::Movable { (managed / 1024).clamp(32, 128) } else { share };
+    let delta = (share / 4).max(managed * scale_factor as u64 / 10000);
+    [min, min + delta, min + 2 * delta]
+}
+
+/// The kernel's default `min_free_kbytes`: sqrt(lowmem_kbytes * 16), clamped.
+pub(crate) fn default_min_free_kbytes(lowmem_pages: u64) -> u64 {
+    let kbytes = lowmem_pages * 4;
+    ((kbytes * 16) as f64).sqrt() as u64
+}
+
+/// Clamp applied to `default_min_free_kbytes` (the kernel's 128 KiB..256 MiB).
+pub(crate) fn clamp_min_free_kbytes(k: u64) -> u64 {
+    k.clamp(128, 262_144)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watermarks_follow_the_kernel_formula_for_one_gib() {
+        let z = Zone::new(0, 0, ZoneType::Normal, 0, 262_144);
+        let min_kb = clamp_min_free_kbytes(default_min_free_kbytes(262_144));
+        assert_eq!(min_kb, 4096);
+        let w = compute_watermarks(&z, min_kb / 4, 262_144, 10);
+        assert_eq!(w, [1024, 1024 + 262, 1024 + 524]);
+    }
+
+    #[test]
+    fn isolate_bit_keeps_the_stored_type() {
+        let mm = MemMap::new(1024, crate::Backing::None).unwrap();
+        let z = Zone::new(0, 0, ZoneType::Normal, 0, 1024);
+        let mut g = z.lock(&mm);
+        g.set_pageblock_mt_locked(0, MigrateType::Unmovable);
+        g.set_pageblock_isolate_locked(0, true);
+        assert_eq!(z.pageblock_mt_racy(0), MigrateType::Isolate);
+        assert_eq!(z.pageblock_base_mt_racy(0), MigrateType::Unmovable);
+        assert_eq!(z.stats.block_count[MigrateType::Isolate.index()].get_racy(), 1);
+        g.set_pageblock_isolate_locked(0, false);
+        assert_eq!(z.pageblock_mt_racy(0), MigrateType::Unmovable);
+        assert_eq!(z.stats.block_count[MigrateType::Unmovable.index()].get_racy(), 1);
+        assert_eq!(z.stats.block_count[MigrateType::Movable.index()].get_racy(), 1);
+        drop(g);
+        assert_eq!(z.stats.seq.load(Ordering::Relaxed) % 2, 0);
+    }
+}
