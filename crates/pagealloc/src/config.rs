@@ -58,6 +58,9 @@ pub struct Config {
     pub drain_mode: DrainMode,
     /// Seed 2 A/B: cache the migratetype on the page at free (the old design).
     pub pcp_migratetype_cache: bool,
+    /// Use per-CPU page lists for small orders (off: every request goes to the
+    /// buddy lists under the zone lock). Default on.
+    pub pcp_lists: bool,
     /// Use the thread-owned front cache before the per-CPU lists. Default on.
     pub front_cache: bool,
     /// Seed 4 A/B: use the waiters bit (true, today) or always look up the queue.
@@ -83,6 +86,7 @@ impl Default for Config {
             pcp_batch: None,
             drain_mode: DrainMode::SinglePass,
             pcp_migratetype_cache: false,
+            pcp_lists: true,
             front_cache: true,
             page_lock_waiters_bit: true,
             page_lock_unfairness: 5,
@@ -131,6 +135,8 @@ setters! {
     drain_mode: DrainMode,
     /// Set [`Config::pcp_migratetype_cache`].
     pcp_migratetype_cache: bool,
+    /// Set [`Config::pcp_lists`].
+    pcp_lists: bool,
     /// Set [`Config::front_cache`].
     front_cache: bool,
     /// Set [`Config::page_lock_waiters_bit`].

@@ -218,3 +218,50 @@ impl Inner {
         0
     }
 }
+
+/// How mixed the pageblocks are: the anti-fragmentation figure of merit.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Fragmentation {
+    /// Pageblocks in all zones.
+    pub pageblocks: u64,
+    /// Pageblocks holding allocated pages of more than one migratetype.
+    pub mixed: u64,
+    /// Free blocks per order over all zones and types.
+    pub free_blocks: [u64; NR_ORDERS],
+}
+
+impl PageAllocator {
+    /// Count mixed pageblocks (a walk of the descriptors under each zone lock).
+    pub fn fragmentation(&self) -> Fragmentation {
+        let mut fr = Fragmentation::default();
+        for z in self.inner.zones.iter() {
+            let _g = z.lock(&self.inner.mm);
+            for (o, n) in fr.free_blocks.iter_mut().enumerate() {
+                *n += z.stats.free_blocks[o].iter().map(|c| c.get_racy()).sum::<u64>();
+            }
+            let mut b = z.start;
+            while b < z.end {
+                fr.pageblocks += 1;
+                let mut seen = 0u32;
+                let mut p = b;
+                while p < b + PAGEBLOCK_PAGES {
+                    let d = self.inner.mm.page(p);
+                    let f = d.flags();
+                    if f & flags::HEAD != 0 {
+                        seen |= 1 << d.private_mt().index();
+                        p += 1 << d.order();
+                    } else if f & (flags::BUDDY | flags::PCP) != 0 {
+                        p += 1 << d.order();
+                    } else {
+                        p += 1;
+                    }
+                }
+                if seen.count_ones() > 1 {
+                    fr.mixed += 1;
+                }
+                b += PAGEBLOCK_PAGES;
+            }
+        }
+        fr
+    }
+}

@@ -29,6 +29,7 @@ mod list;
 mod memmap;
 mod page;
 mod pages;
+pub mod stats;
 mod sync;
 mod types;
 mod zone;
@@ -36,7 +37,9 @@ mod zone;
 pub use allocator::PageAllocator;
 pub use config::{Backing, Config, DrainMode};
 pub use error::{AllocError, BulkFreeError, ConfigError, FreeError, InvariantError, PageStateError, WaitError};
-pub use invariants::ZoneCensus;
+pub use invariants::{Fragmentation, ZoneCensus};
+/// Bytes in one page descriptor (at most 16).
+pub const PAGE_DESC_SIZE: usize = std::mem::size_of::<page::PageDesc>();
 pub use page::flags as page_flags;
 pub use pages::Pages;
 pub use types::{

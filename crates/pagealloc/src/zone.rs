@@ -45,6 +45,8 @@ pub(crate) struct ZoneStats {
     pub(crate) block_count: [LockedCounter; MIGRATE_TYPES],
     /// Pages in HighAtomic-reserved pageblocks.
     pub(crate) nr_reserved_highatomic: LockedCounter,
+    /// Events counted under this zone's lock.
+    pub(crate) events: crate::stats::events::EventCounters,
 }
 
 /// Watermark indexes.

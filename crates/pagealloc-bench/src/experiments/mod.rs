@@ -1,0 +1,10 @@
+//! The experiments of `pagealloc bench`, one file each.
+
+pub mod buddy;
+
+use crate::harness::Experiment;
+
+/// Every experiment, in the order `pagealloc bench` runs them.
+pub fn all() -> Vec<Box<dyn Experiment>> {
+    vec![Box::new(buddy::Buddy)]
+}

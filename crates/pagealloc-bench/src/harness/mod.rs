@@ -1,0 +1,216 @@
+//! The benchmark harness: TSC timing, thread pinning, progress bars, and the
+//! results model every experiment fills in.
+//!
+//! An experiment is one file in `experiments/` implementing [`Experiment`]; it
+//! receives a [`Ctx`] and returns an [`ExperimentResult`] holding its figures
+//! (each with unit, variant and the samples it came from) and its raw output in
+//! the original tool's format.
+
+pub mod stats;
+pub mod tsc;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+pub use tsc::{rdtsc, Tsc};
+
+/// Run-wide settings and services handed to every experiment.
+pub struct Ctx {
+    /// Full mode: the original loop counts and at least 5 repeats.
+    pub full: bool,
+    /// The calibrated TSC.
+    pub tsc: Tsc,
+    /// Repeats per measurement (3 quick, 5 full).
+    pub repeats: usize,
+    /// Print the raw output as it is produced.
+    pub echo: bool,
+    /// Show progress bars.
+    pub progress: bool,
+}
+
+impl Ctx {
+    /// A context with a freshly calibrated TSC.
+    pub fn new(full: bool, echo: bool, progress: bool) -> Self {
+        Self { full, tsc: Tsc::calibrate(50), repeats: if full { 5 } else { 3 }, echo, progress }
+    }
+
+    /// A progress bar of `len` steps for an experiment (hidden when progress is off).
+    pub fn bar(&self, name: &str, len: u64) -> ProgressBar {
+        if !self.progress {
+            return ProgressBar::hidden();
+        }
+        let pb = ProgressBar::new(len);
+        pb.set_style(
+            ProgressStyle::with_template("{prefix:>16} [{bar:40}] {pos}/{len} {msg} ({elapsed})")
+                .unwrap()
+                .progress_chars("=> "),
+        );
+        pb.set_prefix(name.to_string());
+        pb
+    }
+}
+
+/// Pin the calling thread to `cpu` (modulo the CPUs available).
+pub fn pin(cpu: usize) -> bool {
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    pagealloc::cpu::pin_to_cpu(cpu % n)
+}
+
+/// One measured figure.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Figure {
+    /// What was measured, e.g. `pair-order0` or `alloc-odr4-16`.
+    pub metric: String,
+    /// Which design or peer: `old`, `new`, `kernel`, `malloc`, `floor`, ...
+    pub variant: String,
+    /// Unit: `ns`, `cycles`, `ops/s`, `us`, `pages`, `%`, ...
+    pub unit: String,
+    /// The reported value (median of the samples).
+    pub value: f64,
+    /// Every repeat's value.
+    pub samples: Vec<f64>,
+    /// Whether a larger value is better.
+    pub higher_is_better: bool,
+    /// Extra parameters (order, batch, threads...).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub params: BTreeMap<String, serde_json::Value>,
+}
+
+impl Figure {
+    /// A figure from samples (value = median).
+    pub fn new(
+        metric: impl Into<String>,
+        variant: impl Into<String>,
+        unit: impl Into<String>,
+        samples: Vec<f64>,
+    ) -> Self {
+        Self {
+            metric: metric.into(),
+            variant: variant.into(),
+            unit: unit.into(),
+            value: stats::median(&samples),
+            samples,
+            higher_is_better: false,
+            params: BTreeMap::new(),
+        }
+    }
+
+    /// Mark larger as better (throughput).
+    pub fn higher_better(mut self) -> Self {
+        self.higher_is_better = true;
+        self
+    }
+
+    /// Attach a parameter.
+    pub fn param(mut self, k: &str, v: impl Into<serde_json::Value>) -> Self {
+        self.params.insert(k.to_string(), v.into());
+        self
+    }
+
+    /// Relative spread of the samples: (max - min) / median.
+    pub fn spread(&self) -> f64 {
+        if self.samples.len() < 2 || self.value == 0.0 {
+            return 0.0;
+        }
+        (stats::max(&self.samples) - stats::min(&self.samples)) / self.value.abs()
+    }
+}
+
+/// A target an issue set, checked against a figure.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Target {
+    /// What the target says, in words.
+    pub what: String,
+    /// The measured value it was checked against.
+    pub measured: f64,
+    /// The limit.
+    pub limit: f64,
+    /// Whether it was met.
+    pub met: bool,
+}
+
+/// A seed's claim, tested by comparing one metric between the old design (A)
+/// and the new design (B).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Claim {
+    /// The seed (1..=5).
+    pub seed: u32,
+    /// What the seed claimed, with its figures quoted from the thread.
+    pub text: String,
+    /// The metric compared (a `Figure::metric`).
+    pub metric: String,
+    /// Variant name of the old design.
+    pub old: String,
+    /// Variant name of the new design.
+    pub new: String,
+}
+
+/// Everything one experiment produced.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
+pub struct ExperimentResult {
+    /// Short name (the subcommand), e.g. `buddy`.
+    pub name: String,
+    /// Human title.
+    pub title: String,
+    /// The seed (1..=5) whose claim this experiment tests, if any.
+    pub seed: Option<u32>,
+    /// The figures.
+    pub figures: Vec<Figure>,
+    /// Targets checked.
+    pub targets: Vec<Target>,
+    /// Output in the original tool's format.
+    pub raw: String,
+    /// Notes worth showing a reader.
+    pub notes: Vec<String>,
+    /// The seed claims this experiment tests.
+    #[serde(default)]
+    pub claims: Vec<Claim>,
+}
+
+impl ExperimentResult {
+    /// An empty result.
+    pub fn new(name: &str, title: &str, seed: Option<u32>) -> Self {
+        Self { name: name.into(), title: title.into(), seed, ..Default::default() }
+    }
+
+    /// Append a line to the raw output (echoed when the context asks).
+    pub fn line(&mut self, ctx: &Ctx, s: impl AsRef<str>) {
+        let s = s.as_ref();
+        if ctx.echo {
+            println!("{s}");
+        }
+        self.raw.push_str(s);
+        self.raw.push('\n');
+    }
+
+    /// Record a target check.
+    pub fn target(&mut self, what: impl Into<String>, measured: f64, limit: f64, met: bool) {
+        self.targets.push(Target { what: what.into(), measured, limit, met });
+    }
+
+    /// First figure with this metric and variant.
+    pub fn get(&self, metric: &str, variant: &str) -> Option<&Figure> {
+        self.figures.iter().find(|f| f.metric == metric && f.variant == variant)
+    }
+}
+
+/// One experiment of `pagealloc bench`.
+pub trait Experiment {
+    /// Subcommand name.
+    fn name(&self) -> &'static str;
+    /// Run it.
+    fn run(&self, ctx: &Ctx) -> ExperimentResult;
+}
+
+/// Time `iters` calls of `f` in TSC cycles per call, `repeats` times.
+pub fn cycles_per_call(ctx: &Ctx, iters: u64, mut f: impl FnMut()) -> Vec<f64> {
+    (0..ctx.repeats)
+        .map(|_| {
+            let c0 = rdtsc();
+            for _ in 0..iters {
+                f();
+            }
+            (rdtsc() - c0) as f64 / iters as f64
+        })
+        .collect()
+}
