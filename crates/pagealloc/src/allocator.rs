@@ -6,12 +6,16 @@
 //! (high-priority requests dip below it), give back HighAtomic reserves, fail.
 
 use crate::buddy::Took;
+use crate::stats::events::VmEvent;
 use crate::config::Config;
 use crate::cpu;
 use crate::error::{AllocError, ConfigError, FreeError};
 use crate::memmap::MemMap;
 use crate::page::flags;
-use crate::sync::Arc;
+use crate::front::FrontSlot;
+use crate::pcp::{self, Pcp};
+use crate::sync::{Arc, Mutex};
+use crossbeam_utils::CachePadded;
 use crate::types::{Gfp, MigrateType, NodeId, Pfn, ZoneType, MAX_ORDER, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE};
 use crate::zone::{self, Wmark, Zone, ZoneGuard};
 use std::ptr::NonNull;
@@ -36,6 +40,26 @@ pub(crate) struct Inner {
     pub(crate) nodes: Box<[Node]>,
     /// Zone index per pageblock.
     block_zone: Box<[u8]>,
+    /// Per-CPU table size (CPU ids are taken modulo it).
+    pub(crate) nr_cpus: usize,
+    /// Per-CPU lists, `zone * nr_cpus + cpu`.
+    pub(crate) pcps: Box<[CachePadded<Pcp>]>,
+    /// Whether small orders go through the per-CPU lists.
+    pub(crate) pcp_on: bool,
+    /// Whether order-0 pages go through thread front caches.
+    pub(crate) front_on: bool,
+    /// Every thread's front cache for this allocator.
+    pub(crate) fronts: Mutex<Vec<std::sync::Arc<FrontSlot>>>,
+    /// Serialises drainers of front caches (`drain_all_pages`, isolation, checks).
+    pub(crate) drain_lock: Mutex<()>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        for s in self.fronts.lock().iter() {
+            s.detached.store(true, crate::sync::Ordering::Release);
+        }
+    }
 }
 
 /// One node's zones and its zonelists.
@@ -52,9 +76,9 @@ pub(crate) struct Node {
 
 /// Internal allocation flags derived from gfp and the pass (the kernel's ALLOC_*).
 #[derive(Clone, Copy)]
-struct AllocFlags {
-    wmark: Wmark,
-    high: bool,
+pub(crate) struct AllocFlags {
+    pub(crate) wmark: Wmark,
+    pub(crate) high: bool,
 }
 
 impl PageAllocator {
@@ -122,6 +146,26 @@ impl PageAllocator {
         }
         let nodes = (0..cfg.nodes as usize).map(|nid| Node::build(nid, &nodes_zones, &zones)).collect();
         let mm = MemMap::new(pages, cfg.backing)?;
+        let nr_cpus = cfg.nr_cpus.unwrap_or_else(cpu::possible_cpus).max(1);
+        let mut pcps = Vec::with_capacity(zones.len() * nr_cpus);
+        for z in &zones {
+            let batch = cfg.pcp_batch.unwrap_or_else(|| pcp::default_batch(z.managed)).max(1);
+            let (lo, hi) = pcp::high_bounds(
+                z.managed,
+                z.wmark[Wmark::Low as usize],
+                nr_cpus,
+                batch,
+                cfg.percpu_pagelist_high_fraction,
+            );
+            for _ in 0..nr_cpus {
+                pcps.push(CachePadded::new(Pcp::new(batch, lo, hi)));
+            }
+        }
+        let pcp_on = cfg.pcp_lists;
+        #[cfg(not(loom))]
+        let front_on = pcp_on && cfg.front_cache && crate::front::membarrier::available();
+        #[cfg(loom)]
+        let front_on = false;
         let inner = Inner {
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             cfg,
@@ -129,6 +173,12 @@ impl PageAllocator {
             zones: zones.into_boxed_slice(),
             nodes,
             block_zone,
+            nr_cpus,
+            pcps: pcps.into_boxed_slice(),
+            pcp_on,
+            front_on,
+            fronts: Mutex::new(Vec::new()),
+            drain_lock: Mutex::new(()),
         };
         for z in inner.zones.iter() {
             let mut g = z.lock(&inner.mm);
@@ -211,10 +261,26 @@ impl PageAllocator {
         };
         let zl = node.zonelist(gfp);
         let af = AllocFlags { wmark: Wmark::Low, high: false };
+        let mt = gfp.migratetype();
+        if inner.pcp_on && !(order > 0 && gfp.contains(Gfp::HIGH)) {
+            if let Some(pi) = pcp::pindex(order, mt) {
+                if order == 0 && inner.front_on {
+                    if let Some(p) = inner.front_alloc(nid, mt, zl, gfp) {
+                        return Ok(inner.prep_new_page(p, 0, gfp));
+                    }
+                }
+                for &zi in zl {
+                    if let Some(p) = inner.pcp_alloc(&inner.zones[zi], order, mt, pi, af, gfp) {
+                        return Ok(inner.prep_new_page(p, order, gfp));
+                    }
+                }
+                return inner.alloc_slow(zl, order, gfp);
+            }
+        }
         for &zi in zl {
             let z = &inner.zones[zi];
             if inner.watermark_ok(z, order, af, gfp) {
-                if let Some(p) = inner.rmqueue(z, order, gfp, af) {
+                if let Some(p) = inner.rmqueue(z, order, gfp, af, false) {
                     return Ok(inner.prep_new_page(p, order, gfp));
                 }
             }
@@ -227,17 +293,26 @@ impl PageAllocator {
     #[inline]
     pub fn free_pages(&self, pfn: Pfn, order: u32) -> Result<(), FreeError> {
         let inner = &*self.inner;
-        let old = inner.check_free(pfn, order)?;
         let p = pfn.as_u64();
-        let z = inner.zone_of(p);
-        let mut g = z.lock(&inner.mm);
-        // Re-check under the lock: a racing free of the same pfn loses here.
-        if inner.mm.page(p).flags() & flags::HEAD == 0 {
-            drop(g);
-            return Err(inner.diagnose_free(pfn, order));
+        if inner.pcp_on && order <= PAGEBLOCK_ORDER {
+            // Checked before claiming, so misuse never changes anything.
+            inner.check_free(pfn, order)?;
+            let z = inner.zone_of(p);
+            // The pageblock's effective type: isolated blocks bypass the lists.
+            let mt = z.pageblock_mt_racy(p);
+            if mt.is_pcptype() {
+                if let Some(pi) = pcp::pindex(order, mt) {
+                    let old = inner.claim_for_free(pfn, order, flags::PCP)?;
+                    inner.free_claimed(z, p, order, mt, pi);
+                    if old & flags::WAITERS != 0 {
+                        inner.wake_freed(pfn);
+                    }
+                    return Ok(());
+                }
+            }
         }
-        g.free_block_locked(p, order);
-        drop(g);
+        let old = inner.claim_for_free(pfn, order, 0)?;
+        inner.free_to_buddy(inner.zone_of(p), p, order, false);
         if old & flags::WAITERS != 0 {
             inner.wake_freed(pfn);
         }
@@ -289,7 +364,7 @@ impl Inner {
 
     /// The kernel's `__zone_watermark_ok`, on lock-free counters.
     #[inline]
-    fn watermark_ok(&self, z: &Zone, order: u32, af: AllocFlags, gfp: Gfp) -> bool {
+    pub(crate) fn watermark_ok(&self, z: &Zone, order: u32, af: AllocFlags, gfp: Gfp) -> bool {
         let mut min = z.wmark[af.wmark as usize];
         let highest = if gfp.contains(Gfp::MOVABLE) { ZoneType::Movable } else { ZoneType::Normal };
         let mut free = z.free_pages_racy() as i64 - ((1i64 << order) - 1);
@@ -307,7 +382,7 @@ impl Inner {
 
     /// Take a block from a zone's buddy lists.
     #[inline]
-    fn rmqueue(&self, z: &Zone, order: u32, gfp: Gfp, af: AllocFlags) -> Option<u64> {
+    pub(crate) fn rmqueue(&self, z: &Zone, order: u32, gfp: Gfp, af: AllocFlags, trylock_failed: bool) -> Option<u64> {
         let mt = gfp.migratetype();
         let mut g = z.lock(&self.mm);
         let highatomic = af.high && order > 0;
@@ -318,11 +393,33 @@ impl Inner {
         if took.is_none() {
             took = g.rmqueue_locked(order, mt);
         }
-        let (pfn, _how) = took?;
-        if highatomic && z.pageblock_mt_racy(pfn) != MigrateType::HighAtomic {
-            g.reserve_highatomic_locked(pfn, order);
+        let ev = &z.stats.events;
+        if trylock_failed {
+            ev.add_owner(VmEvent::PcpTrylockFail, 1);
         }
+        let Some((pfn, how)) = took else {
+            return None;
+        };
+        self.count_fallback(z, how);
+        if highatomic && z.pageblock_mt_racy(pfn) != MigrateType::HighAtomic && g.reserve_highatomic_locked(pfn, order)
+        {
+            ev.add_owner(VmEvent::HighatomicReserve, 1);
+        }
+        ev.add_owner(
+            if z.ztype == ZoneType::Movable { VmEvent::PgallocMovable } else { VmEvent::PgallocNormal },
+            1 << order,
+        );
         Some(pfn)
+    }
+
+    /// Count a fallback claim or steal (caller holds the zone lock).
+    #[inline(always)]
+    pub(crate) fn count_fallback(&self, z: &Zone, how: Took) {
+        match how {
+            Took::Own => {}
+            Took::Claimed => z.stats.events.add_owner(VmEvent::FallbackClaim, 1),
+            Took::Stolen => z.stats.events.add_owner(VmEvent::FallbackSteal, 1),
+        }
     }
 
     /// Mark a block allocated and zero it if asked.
@@ -343,13 +440,18 @@ impl Inner {
             for &zi in zl {
                 let z = &self.zones[zi];
                 if self.watermark_ok(z, order, af, gfp) {
-                    if let Some(p) = self.rmqueue(z, order, gfp, af) {
+                    if let Some(p) = self.rmqueue(z, order, gfp, af, false) {
                         return Ok(self.prep_new_page(p, order, gfp));
                     }
                 }
             }
             if attempt == 0 {
-                let mut any = false;
+                // Pages parked on per-CPU lists and front caches count as free
+                // memory the request may have: bring them back first.
+                let mut any = self.pcp_on;
+                if self.pcp_on {
+                    self.drain_all();
+                }
                 for &zi in zl {
                     let z = &self.zones[zi];
                     any |= z.lock(&self.mm).unreserve_highatomic_locked(gfp.migratetype(), true);
@@ -359,12 +461,17 @@ impl Inner {
                 }
             }
         }
+        if let Some(&zi) = zl.first() {
+            let z = &self.zones[zi];
+            let _g = z.lock(&self.mm);
+            z.stats.events.add_owner(VmEvent::AllocFail, 1);
+        }
         Err(AllocError::NoMemory { order })
     }
 
     /// O(1) checks before a free; returns the head's flags.
     #[inline(always)]
-    fn check_free(&self, pfn: Pfn, order: u32) -> Result<u32, FreeError> {
+    pub(crate) fn check_free(&self, pfn: Pfn, order: u32) -> Result<u32, FreeError> {
         let p = pfn.as_u64();
         if order > MAX_ORDER {
             return Err(FreeError::InvalidOrder { pfn, order });

@@ -44,12 +44,14 @@ impl<'a> ZoneGuard<'a> {
             if !bd.is_buddy() || bd.order() != order {
                 break;
             }
-            let buddy_mt = if order >= PAGEBLOCK_ORDER { zone.pageblock_mt_racy(buddy) } else { mt };
+            // Within a pageblock the buddy's recorded list type; across pageblocks
+            // the type of the buddy's pageblock.
+            let buddy_mt = if order >= PAGEBLOCK_ORDER { zone.pageblock_mt_racy(buddy) } else { bd.private_mt() };
             if buddy_mt != mt && !(mt.is_pcptype() && buddy_mt.is_pcptype()) {
                 break;
             }
-            self.del_from_free_list(buddy, order, buddy_mt);
-            if buddy_mt != mt {
+            self.del_from_free_list(buddy, order);
+            if buddy_mt != mt && order >= PAGEBLOCK_ORDER {
                 // Match the buddy's blocks to ours, so a later split puts the
                 // halves on the right lists.
                 self.retag_range_locked(buddy, order, mt);
@@ -109,7 +111,7 @@ impl<'a> ZoneGuard<'a> {
     pub(crate) fn rmqueue_smallest(&mut self, order: u32, mt: MigrateType) -> Option<u64> {
         for cur in order..=MAX_ORDER {
             if let Some(pfn) = self.first_free(cur, mt) {
-                self.del_from_free_list(pfn, cur, mt);
+                self.del_from_free_list(pfn, cur);
                 self.expand(pfn, order, cur, mt);
                 return Some(pfn);
             }
@@ -173,7 +175,7 @@ impl<'a> ZoneGuard<'a> {
         block_mt: MigrateType,
     ) -> Option<u64> {
         if cur >= PAGEBLOCK_ORDER {
-            self.del_from_free_list(pfn, cur, block_mt);
+            self.del_from_free_list(pfn, cur);
             self.retag_range_locked(pfn, cur, mt);
             self.expand(pfn, order, cur, mt);
             return Some(pfn);
@@ -191,7 +193,7 @@ impl<'a> ZoneGuard<'a> {
             0
         };
         if free + alike >= PAGEBLOCK_PAGES / 2 {
-            self.move_freepages_block_locked(start, block_mt, mt);
+            self.move_freepages_block_locked(start, mt);
             self.set_pageblock_mt_locked(start, mt);
             return self.rmqueue_smallest(order, mt);
         }
@@ -205,7 +207,7 @@ impl<'a> ZoneGuard<'a> {
                 continue;
             };
             let pfn = self.first_free(cur, fmt)?;
-            self.del_from_free_list(pfn, cur, fmt);
+            self.del_from_free_list(pfn, cur);
             self.expand(pfn, order, cur, fmt);
             return Some(pfn);
         }
@@ -236,14 +238,14 @@ impl<'a> ZoneGuard<'a> {
 
     /// Move every free block inside the pageblock at `start` from `from`'s lists
     /// to `to`'s (the kernel's `__move_freepages_block`). Returns pages moved.
-    pub(crate) fn move_freepages_block_locked(&mut self, start: u64, from: MigrateType, to: MigrateType) -> u64 {
+    pub(crate) fn move_freepages_block_locked(&mut self, start: u64, to: MigrateType) -> u64 {
         let mut moved = 0;
         let mut p = start;
         while p < start + PAGEBLOCK_PAGES {
             let d = self.mm.page(p);
             if d.is_buddy() {
                 let o = d.order();
-                self.move_to_free_list(p, o, from, to);
+                self.move_to_free_list(p, o, to);
                 moved += 1 << o;
                 p += 1 << o;
             } else {
@@ -280,7 +282,7 @@ impl<'a> ZoneGuard<'a> {
         }
         if order < PAGEBLOCK_ORDER {
             let start = pfn & !(PAGEBLOCK_PAGES - 1);
-            self.move_freepages_block_locked(start, mt, MigrateType::HighAtomic);
+            self.move_freepages_block_locked(start, MigrateType::HighAtomic);
             self.set_pageblock_mt_locked(start, MigrateType::HighAtomic);
             reserved.add_locked(PAGEBLOCK_PAGES);
         } else {
@@ -309,11 +311,14 @@ impl<'a> ZoneGuard<'a> {
             reserved.sub_locked(size.min(reserved.get_racy()));
             if order < PAGEBLOCK_ORDER {
                 let start = pfn & !(PAGEBLOCK_PAGES - 1);
-                self.move_freepages_block_locked(start, MigrateType::HighAtomic, target);
+                self.move_freepages_block_locked(start, target);
                 self.set_pageblock_mt_locked(start, target);
             } else {
-                self.move_to_free_list(pfn, order, MigrateType::HighAtomic, target);
+                // A whole free block: retag it and free it again, so it merges
+                // with a buddy of a pcp type that it could not join before.
+                self.del_from_free_list(pfn, order);
                 self.retag_range_locked(pfn, order, target);
+                self.free_one_locked(pfn, order, target);
             }
             return true;
         }

@@ -23,11 +23,24 @@ pub struct ZoneCensus {
 
 impl PageAllocator {
     /// Check every invariant; the first broken one is returned with its pfn.
+    ///
+    /// Holds still, for the duration: every thread's front cache (paused), every
+    /// per-CPU list (locked), and each zone in turn (locked). Other threads keep
+    /// going through the buddy meanwhile.
     pub fn check_invariants(&self) -> Result<(), InvariantError> {
-        for z in self.inner.zones.iter() {
-            self.inner.check_zone(z)?;
+        let inner = &*self.inner;
+        let _d = inner.drain_lock.lock();
+        let fronts: Vec<_> = if inner.front_on { inner.fronts.lock().clone() } else { Vec::new() };
+        for s in &fronts {
+            s.pause();
         }
-        Ok(())
+        let pcps: Vec<_> = inner.pcps.iter().map(|p| p.lists.lock()).collect();
+        let r = inner.zones.iter().try_for_each(|z| inner.check_zone(z, &pcps, &fronts));
+        drop(pcps);
+        for s in &fronts {
+            s.resume();
+        }
+        r
     }
 
     /// Pages by state, summed over zones (a walk under each zone lock in turn).
@@ -71,7 +84,12 @@ impl Inner {
         c
     }
 
-    fn check_zone(&self, z: &Zone) -> Result<(), InvariantError> {
+    fn check_zone(
+        &self,
+        z: &Zone,
+        pcps: &[crate::sync::MutexGuard<'_, crate::pcp::PcpLists>],
+        fronts: &[std::sync::Arc<crate::front::FrontSlot>],
+    ) -> Result<(), InvariantError> {
         let g = z.lock(&self.mm);
         let mm = &self.mm;
         let err =
@@ -100,7 +118,10 @@ impl Inner {
                     let mut b = p;
                     while b < p + (1u64 << o) {
                         let bmt = z.pageblock_mt_racy(b);
-                        if bmt != mt {
+                        // Seed 2's old design may file a page under a stale pcp type
+                        // (its known flaw); today's design never does.
+                        let stale_ok = self.cfg.pcp_migratetype_cache && bmt.is_pcptype() && mt.is_pcptype();
+                        if bmt != mt && !stale_ok {
                             return err(
                                 p,
                                 format!("free block on the {mt} list of order {o} lies in a {bmt} pageblock"),
@@ -196,7 +217,10 @@ impl Inner {
             }
         }
         // 4. Conservation.
-        let pcp = self.pcp_pages_locked(z);
+        let pcp = match self.pcp_pages_checked(z, pcps, fronts) {
+            Ok(n) => n,
+            Err((p, s)) => return err(p, s),
+        };
         if census.pcp != pcp {
             return err(z.start, format!("{} pages marked PCP but per-CPU lists hold {pcp}", census.pcp));
         }
@@ -211,11 +235,6 @@ impl Inner {
         }
         drop(g);
         Ok(())
-    }
-
-    /// Pages on this zone's per-CPU lists and front caches.
-    pub(crate) fn pcp_pages_locked(&self, _z: &Zone) -> u64 {
-        0
     }
 }
 

@@ -2,7 +2,8 @@
 //!
 //! ```text
 //!   flags   AtomicU32   state bits below; the page-lock protocol's word
-//!   private LockedU32   order (bits 0..4) and a migratetype (bits 8..11)
+//!   private LockedU32   order (bits 0..4) and a migratetype (bits 8..10): the free
+//!                       list it is on, the type it was allocated for, or its pcp list
 //!   next    LockedU32   pfn link of whichever list holds the page (NIL if none)
 //!   prev    LockedU32
 //! ```
@@ -104,10 +105,11 @@ impl PageDesc {
         self.flags() & flags::BUDDY != 0
     }
 
-    /// Mark as the head of a free block of `order`.
+    /// Mark as the head of a free block of `order` on the `mt` list. The list's
+    /// type is recorded so removal always finds the right list.
     #[inline(always)]
-    pub(crate) fn set_buddy(&self, order: u32) {
-        self.private.set(order);
+    pub(crate) fn set_buddy(&self, order: u32, mt: MigrateType) {
+        self.set_private(order, mt);
         self.set_flags(flags::BUDDY);
     }
 

@@ -113,3 +113,29 @@ impl LockedCounter {
         self.0.store(self.0.load(Ordering::Relaxed).wrapping_sub(d), Ordering::Relaxed)
     }
 }
+
+/// An `UnsafeCell` that loom can watch for unsynchronised access.
+#[derive(Debug)]
+pub(crate) struct UnsafeCell<T>(
+    #[cfg(not(loom))] std::cell::UnsafeCell<T>,
+    #[cfg(loom)] loom::cell::UnsafeCell<T>,
+);
+
+impl<T> UnsafeCell<T> {
+    pub(crate) fn new(v: T) -> Self {
+        #[cfg(not(loom))]
+        return Self(std::cell::UnsafeCell::new(v));
+        #[cfg(loom)]
+        return Self(loom::cell::UnsafeCell::new(v));
+    }
+
+    /// A raw pointer to the contents (under loom, the access is recorded as a
+    /// write at this moment).
+    #[inline(always)]
+    pub(crate) fn get_mut_ptr(&self) -> *mut T {
+        #[cfg(not(loom))]
+        return self.0.get();
+        #[cfg(loom)]
+        return self.0.with_mut(|p| p);
+    }
+}

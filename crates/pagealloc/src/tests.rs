@@ -24,6 +24,7 @@ fn alloc_free_every_order_restores_the_arena() {
         a.free_pages(p, order).unwrap();
         a.check_invariants().unwrap();
     }
+    a.drain_all_pages();
     assert_eq!(a.nr_free_pages(), 4096);
 }
 
@@ -41,6 +42,7 @@ fn exhaustion_then_free_all_coalesces() {
         a.free_pages(p, 0).unwrap();
     }
     a.check_invariants().unwrap();
+    a.drain_all_pages();
     assert_eq!(a.nr_free_pages(), a.managed_pages());
 }
 
@@ -49,6 +51,7 @@ fn bad_frees_are_typed_and_harmless() {
     let a = small(8);
     let p = a.alloc_pages(Gfp::KERNEL, 2).unwrap();
     let q = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
+    a.drain_all_pages();
     let free_before = a.nr_free_pages();
     assert_eq!(
         a.free_pages(Pfn::new(1 << 40), 0),
@@ -62,6 +65,7 @@ fn bad_frees_are_typed_and_harmless() {
     assert_eq!(a.free_pages(q, 0), Err(FreeError::DoubleFree { pfn: q }));
     // A pfn in the middle of a big free block: also already free.
     assert_eq!(a.free_pages(Pfn::new(1500), 0), Err(FreeError::DoubleFree { pfn: Pfn::new(1500) }));
+    a.drain_all_pages();
     assert_eq!(a.nr_free_pages(), free_before + 1);
     a.check_invariants().unwrap();
     a.free_pages(p, 2).unwrap();

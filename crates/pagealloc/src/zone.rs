@@ -235,8 +235,14 @@ impl<'a> ZoneGuard<'a> {
     /// Mark `pfn` a free head of `order` and link it on `lists[order][mt]`.
     #[inline(always)]
     pub(crate) fn add_to_free_list(&mut self, pfn: u64, order: u32, mt: MigrateType, tail: bool) {
-        debug_assert_eq!(self.zone.pageblock_mt_racy(pfn), mt, "hygiene: pfn {pfn:#x} order {order}");
-        self.mm.page(pfn).set_buddy(order);
+        debug_assert!(
+            {
+                let bmt = self.zone.pageblock_mt_racy(pfn);
+                bmt == mt || (bmt.is_pcptype() && mt.is_pcptype())
+            },
+            "hygiene: pfn {pfn:#x} order {order} {mt}"
+        );
+        self.mm.page(pfn).set_buddy(order, mt);
         let l = &mut self.area.lists[order as usize][mt.index()];
         if tail {
             l.push_tail(self.mm, pfn);
@@ -246,9 +252,10 @@ impl<'a> ZoneGuard<'a> {
         self.account(order, mt, true);
     }
 
-    /// Unlink a free head from `lists[order][mt]` and clear its mark.
+    /// Unlink a free head from the list its descriptor records and clear its mark.
     #[inline(always)]
-    pub(crate) fn del_from_free_list(&mut self, pfn: u64, order: u32, mt: MigrateType) {
+    pub(crate) fn del_from_free_list(&mut self, pfn: u64, order: u32) {
+        let mt = self.mm.page(pfn).private_mt();
         self.area.lists[order as usize][mt.index()].remove(self.mm, pfn);
         self.mm.page(pfn).clear();
         self.account(order, mt, false);
@@ -256,7 +263,10 @@ impl<'a> ZoneGuard<'a> {
 
     /// Move a free head between types' lists (to the tail, as the kernel does).
     #[inline]
-    pub(crate) fn move_to_free_list(&mut self, pfn: u64, order: u32, from: MigrateType, to: MigrateType) {
+    pub(crate) fn move_to_free_list(&mut self, pfn: u64, order: u32, to: MigrateType) {
+        let d = self.mm.page(pfn);
+        let from = d.private_mt();
+        d.set_private(order, to);
         self.area.lists[order as usize][from.index()].remove(self.mm, pfn);
         self.account(order, from, false);
         self.area.lists[order as usize][to.index()].push_tail(self.mm, pfn);

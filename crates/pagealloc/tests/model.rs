@@ -97,6 +97,9 @@ fn run(cfg: Config, ops: &[Op]) -> PageAllocator {
 
 fn assert_whole(a: &PageAllocator) {
     a.check_invariants().unwrap();
+    a.drain_all_pages();
+    assert!(a.pcp_report().iter().all(|r| r.count == 0), "drain_all_pages left pages on per-CPU lists");
+    a.check_invariants().unwrap();
     assert_eq!(a.nr_free_pages(), a.managed_pages());
     let fr = a.fragmentation();
     for (order, n) in fr.free_blocks.iter().enumerate().take(MAX_ORDER as usize) {

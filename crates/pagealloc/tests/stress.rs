@@ -58,5 +58,7 @@ fn many_threads_mixed_orders_then_whole_again() {
         a.free_pages(p, o).unwrap();
     }
     a.check_invariants().unwrap();
+    a.drain_all_pages();
+    a.check_invariants().unwrap();
     assert_eq!(a.nr_free_pages(), a.managed_pages(), "pages leaked");
 }

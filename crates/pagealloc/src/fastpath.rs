@@ -1,0 +1,525 @@
+//! The allocator's use of per-CPU lists and front caches: taking and giving
+//! pages (the kernel's `rmqueue_pcplist`, `rmqueue_bulk`, `free_unref_page`),
+//! and draining (`drain_local_pages`, `drain_all_pages`).
+//!
+//! Layering: front cache (thread, order 0, no atomics) -> per-CPU lists (one
+//! try-lock per operation) -> buddy lists (zone lock). A busy per-CPU lock never
+//! makes anyone wait: the request goes to the buddy instead. Pages are claimed for
+//! freeing with one compare-and-swap on their flags (HEAD -> PCP), so two racing
+//! frees of one page cannot both succeed.
+
+use crate::allocator::{AllocFlags, Inner, PageAllocator};
+use crate::error::FreeError;
+use crate::front::{FrontSlot, FrontStack, FRONT_BATCH, FRONT_CAP};
+use crate::page::flags;
+use crate::pcp::{self, Pcp, PcpLists};
+use crate::stats::events::VmEvent;
+use crate::sync::{MutexGuard, Ordering};
+use crate::types::{Gfp, MigrateType, Pfn, ZoneType};
+use crate::zone::{Wmark, Zone};
+
+#[inline(always)]
+fn alloc_event(z: &Zone) -> VmEvent {
+    if z.ztype == ZoneType::Movable {
+        VmEvent::PgallocMovable
+    } else {
+        VmEvent::PgallocNormal
+    }
+}
+
+impl Inner {
+    /// This CPU's lists for zone `zi`.
+    #[inline(always)]
+    pub(crate) fn pcp_here(&self, zi: usize) -> &Pcp {
+        let cpu = crate::cpu::current_cpu() as usize % self.nr_cpus;
+        &self.pcps[zi * self.nr_cpus + cpu]
+    }
+
+    /// Claim an allocated head for freeing: one CAS from its flags (HEAD plus any
+    /// page-lock state a free allows) to `to`. Returns the old flags.
+    #[inline(always)]
+    pub(crate) fn claim_for_free(&self, pfn: Pfn, order: u32, to: u32) -> Result<u32, FreeError> {
+        let d = self.mm.page(pfn.as_u64());
+        loop {
+            let old = self.check_free(pfn, order)?;
+            if d.flags.compare_exchange(old, to, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                return Ok(old);
+            }
+        }
+    }
+
+    // ---- allocation ----
+
+    /// Order-0 allocation from this thread's front cache, refilled from the
+    /// per-CPU lists of the first zone in `zl` that has pages.
+    #[inline(always)]
+    pub(crate) fn front_alloc(&self, nid: u32, mt: MigrateType, zl: &[usize], gfp: Gfp) -> Option<u64> {
+        crate::front::tls::with_slot(
+            self.id,
+            || self.register_front(),
+            |slot| {
+                if !slot.enter() {
+                    return None;
+                }
+                // SAFETY: between a successful enter and exit on the owner thread.
+                let s = &mut unsafe { slot.stacks() }[mt.index()];
+                let r = if s.len > 0 && s.nid == nid {
+                    s.len -= 1;
+                    Some(s.pfns[s.len as usize] as u64)
+                } else if s.len == 0 {
+                    self.front_refill(s, mt, zl, gfp)
+                } else {
+                    None
+                };
+                if let Some(p) = r {
+                    slot.events.add_owner(alloc_event(self.zone_of(p)), 1);
+                }
+                slot.exit();
+                r
+            },
+        )
+        .flatten()
+    }
+
+    #[cold]
+    fn front_refill(&self, s: &mut FrontStack, mt: MigrateType, zl: &[usize], gfp: Gfp) -> Option<u64> {
+        let af = AllocFlags { wmark: Wmark::Low, high: false };
+        let pi = pcp::pindex(0, mt)?;
+        for &zi in zl {
+            let z = &self.zones[zi];
+            let mut n = 0usize;
+            let got = self.pcp_take(z, 0, mt, pi, af, gfp, FRONT_BATCH, |p| {
+                s.pfns[n] = p as u32;
+                n += 1;
+            });
+            match got {
+                Some(0) => continue,
+                Some(_) => {
+                    s.nid = z.nid;
+                    s.len = n as u32 - 1;
+                    return Some(s.pfns[n - 1] as u64);
+                }
+                None => return None,
+            }
+        }
+        None
+    }
+
+    /// One block of a pcp order from zone `z` through this CPU's list. None when
+    /// the zone is below its watermark (try the next zone).
+    #[inline]
+    pub(crate) fn pcp_alloc(
+        &self,
+        z: &Zone,
+        order: u32,
+        mt: MigrateType,
+        pi: usize,
+        af: AllocFlags,
+        gfp: Gfp,
+    ) -> Option<u64> {
+        let mut r = None;
+        match self.pcp_take(z, order, mt, pi, af, gfp, 1, |p| r = Some(p)) {
+            Some(_) => r,
+            None => {
+                // The list is busy (another thread on this CPU, or a drain): the
+                // buddy serves us instead of making us wait.
+                if self.watermark_ok(z, order, af, gfp) {
+                    self.rmqueue(z, order, gfp, af, true)
+                } else {
+                    None
+                }
+            }
+        }
+    }
+
+    /// Take up to `n` blocks from this CPU's list `pi` for zone `z`, refilling
+    /// from the buddy as needed; `out` receives each. None if the lock was busy.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub(crate) fn pcp_take(
+        &self,
+        z: &Zone,
+        order: u32,
+        mt: MigrateType,
+        pi: usize,
+        af: AllocFlags,
+        gfp: Gfp,
+        n: usize,
+        mut out: impl FnMut(u64),
+    ) -> Option<usize> {
+        let pcp = self.pcp_here(z.idx);
+        let mut l = pcp.lists.try_lock()?;
+        let mut got = 0usize;
+        while got < n {
+            match l.lists[pi].pop_front() {
+                Some(p) => {
+                    out(p as u64);
+                    got += 1;
+                }
+                None => {
+                    if !self.pcp_refill(z, &mut l, order, mt, pi, af, gfp) {
+                        break;
+                    }
+                }
+            }
+        }
+        if got > 0 {
+            l.count -= (got as u32) << order;
+            l.free_run = 0;
+            pcp.events.add_owner(alloc_event(z), (got as u64) << order);
+            l.publish(pcp);
+        }
+        Some(got)
+    }
+
+    /// Refill list `pi` with a batch from the buddy under one zone-lock hold.
+    #[allow(clippy::too_many_arguments)]
+    fn pcp_refill(
+        &self,
+        z: &Zone,
+        l: &mut PcpLists,
+        order: u32,
+        mt: MigrateType,
+        pi: usize,
+        af: AllocFlags,
+        gfp: Gfp,
+    ) -> bool {
+        if !self.watermark_ok(z, order, af, gfp) {
+            return false;
+        }
+        let n = l.refill_blocks(order);
+        let mut g = z.lock(&self.mm);
+        let mut got = 0u32;
+        for _ in 0..n {
+            let Some((p, how)) = g.rmqueue_locked(order, mt) else {
+                break;
+            };
+            self.count_fallback(z, how);
+            let d = self.mm.page(p);
+            d.set_private(order, mt);
+            d.set_flags(flags::PCP);
+            l.lists[pi].push_back(p as u32);
+            got += 1;
+        }
+        if got > 0 {
+            z.stats.events.add_owner(VmEvent::PcpRefill, 1);
+        }
+        let above_high = z.free_pages_racy() > z.wmark[Wmark::High as usize];
+        drop(g);
+        l.count += got << order;
+        l.tune_on_refill(above_high);
+        got > 0
+    }
+
+    // ---- free ----
+
+    /// Free a claimed block (flags already PCP) of a pcp order whose pageblock
+    /// has pcp type `mt`: front cache, else per-CPU list, else buddy.
+    #[inline(always)]
+    pub(crate) fn free_claimed(&self, z: &Zone, p: u64, order: u32, mt: MigrateType, pi: usize) {
+        if order == 0 && self.front_on && self.front_free(z, p, mt) {
+            return;
+        }
+        let pcp = self.pcp_here(z.idx);
+        if let Some(mut l) = pcp.lists.try_lock() {
+            self.mm.page(p).set_private(order, mt);
+            self.pcp_push(z, pcp, &mut l, p, order, pi, true);
+            l.publish(pcp);
+        } else {
+            self.free_to_buddy(z, p, order, true);
+        }
+    }
+
+    /// Push one claimed block on a locked list, draining if it reaches `high`.
+    #[inline(always)]
+    fn pcp_push(&self, z: &Zone, pcp: &Pcp, l: &mut PcpLists, p: u64, order: u32, pi: usize, count_free: bool) {
+        l.lists[pi].push_front(p as u32);
+        l.count += 1 << order;
+        l.free_run = l.free_run.saturating_add(1 << order);
+        if count_free {
+            pcp.events.add_owner(VmEvent::Pgfree, 1 << order);
+        }
+        if l.over_high() {
+            let nr = l.drain_target();
+            l.drain(z, &self.mm, nr, self.cfg.drain_mode, self.cfg.pcp_migratetype_cache, pi);
+        }
+    }
+
+    #[inline(always)]
+    fn front_free(&self, z: &Zone, p: u64, mt: MigrateType) -> bool {
+        crate::front::tls::with_slot(
+            self.id,
+            || self.register_front(),
+            |slot| {
+                if !slot.enter() {
+                    return false;
+                }
+                // SAFETY: between a successful enter and exit on the owner thread.
+                let s = &mut unsafe { slot.stacks() }[mt.index()];
+                if s.len == 0 {
+                    s.nid = z.nid;
+                } else if s.nid != z.nid {
+                    slot.exit();
+                    return false;
+                }
+                if s.len as usize == FRONT_CAP {
+                    self.front_flush(s);
+                }
+                self.mm.page(p).set_private(0, mt);
+                s.pfns[s.len as usize] = p as u32;
+                s.len += 1;
+                slot.events.add_owner(VmEvent::Pgfree, 1);
+                slot.exit();
+                true
+            },
+        )
+        .unwrap_or(false)
+    }
+
+    /// Move the oldest half of a full stack to the per-CPU lists.
+    #[cold]
+    fn front_flush(&self, s: &mut FrontStack) {
+        self.give_claimed(s.pfns[..FRONT_BATCH].iter().map(|&p| p as u64), false);
+        s.pfns.copy_within(FRONT_BATCH.., 0);
+        s.len -= FRONT_BATCH as u32;
+    }
+
+    /// Free claimed order-0 pages (flags PCP or 0) to the per-CPU lists, one lock
+    /// hold per run of pages in the same zone; pages of isolated or non-pcp
+    /// pageblocks go to the buddy. `count_free` counts pgfree (callers that
+    /// counted already pass false).
+    pub(crate) fn give_claimed(&self, pages: impl Iterator<Item = u64>, count_free: bool) {
+        let mut cur: Option<(&Zone, &Pcp, MutexGuard<'_, PcpLists>)> = None;
+        for p in pages {
+            let z = self.zone_of(p);
+            let mt = z.pageblock_mt_racy(p);
+            if !mt.is_pcptype() || !self.pcp_on {
+                self.free_to_buddy(z, p, 0, false);
+                continue;
+            }
+            if cur.as_ref().is_none_or(|(cz, _, _)| cz.idx != z.idx) {
+                if let Some((cz, cp, l)) = cur.take() {
+                    l.publish(cp);
+                    let _ = cz;
+                }
+                let pcp = self.pcp_here(z.idx);
+                match pcp.lists.try_lock() {
+                    Some(l) => cur = Some((z, pcp, l)),
+                    None => {
+                        self.free_to_buddy(z, p, 0, true);
+                        continue;
+                    }
+                }
+            }
+            let (cz, cp, l) = cur.as_mut().expect("locked above");
+            let d = self.mm.page(p);
+            d.set_private(0, mt);
+            d.set_flags(flags::PCP);
+            let pi = pcp::pindex(0, mt).expect("order 0 has lists");
+            self.pcp_push(cz, cp, l, p, 0, pi, count_free);
+        }
+        if let Some((_, cp, l)) = cur {
+            l.publish(cp);
+        }
+    }
+
+    /// Free a claimed block straight to the buddy lists.
+    pub(crate) fn free_to_buddy(&self, z: &Zone, p: u64, order: u32, trylock_failed: bool) {
+        let mut g = z.lock(&self.mm);
+        self.mm.page(p).clear();
+        g.free_block_locked(p, order);
+        let ev = &z.stats.events;
+        ev.add_owner(VmEvent::Pgfree, 1 << order);
+        if trylock_failed {
+            ev.add_owner(VmEvent::PcpTrylockFail, 1);
+        }
+    }
+
+    // ---- front cache registry and drains ----
+
+    fn register_front(&self) -> Option<std::sync::Arc<FrontSlot>> {
+        let s = std::sync::Arc::new(FrontSlot::new());
+        self.fronts.lock().push(s.clone());
+        Some(s)
+    }
+
+    /// Empty every front cache (dropping those of exited threads) and return
+    /// their pages to the buddy. Caller holds `drain_lock`.
+    pub(crate) fn drain_fronts_locked(&self) {
+        let slots: Vec<_> = self.fronts.lock().clone();
+        let mut pages = Vec::new();
+        for s in &slots {
+            s.pause();
+            // SAFETY: paused: this drainer holds the slot.
+            for st in unsafe { s.stacks() }.iter_mut() {
+                pages.extend(st.pfns[..st.len as usize].iter().map(|&p| p as u64));
+                st.len = 0;
+            }
+            s.resume();
+        }
+        self.fronts.lock().retain(|s| !s.orphaned.load(Ordering::Acquire));
+        self.free_pages_to_buddy(&mut pages);
+    }
+
+    /// Return claimed order-0 pages to the buddy, one zone-lock hold per zone.
+    fn free_pages_to_buddy(&self, pages: &mut [u64]) {
+        pages.sort_unstable();
+        let mut i = 0;
+        while i < pages.len() {
+            let z = self.zone_of(pages[i]);
+            let mut g = z.lock(&self.mm);
+            while i < pages.len() && z.contains(pages[i]) {
+                let p = pages[i];
+                self.mm.page(p).clear();
+                let mt = z.pageblock_mt_racy(p);
+                g.free_one_locked(p, 0, mt);
+                i += 1;
+            }
+        }
+    }
+
+    /// Empty one CPU's lists for one zone (blocking on its lock: remote drains
+    /// wait, as the kernel's do).
+    pub(crate) fn drain_pcp(&self, zi: usize, cpu: usize) {
+        let pcp = &self.pcps[zi * self.nr_cpus + cpu];
+        let mut l = pcp.lists.lock();
+        let n = l.count;
+        let first = l.next_list();
+        l.drain(&self.zones[zi], &self.mm, n, self.cfg.drain_mode, self.cfg.pcp_migratetype_cache, first);
+        l.publish(pcp);
+    }
+
+    /// Every page on per-CPU lists and in front caches back to the buddy.
+    pub(crate) fn drain_all(&self) {
+        let _d = self.drain_lock.lock();
+        if self.front_on {
+            self.drain_fronts_locked();
+        }
+        for zi in 0..self.zones.len() {
+            for cpu in 0..self.nr_cpus {
+                self.drain_pcp(zi, cpu);
+            }
+        }
+    }
+
+    /// Pages of zone `z` on per-CPU lists (from the locked sets in `pcps`) and in
+    /// the paused front caches `fronts`, checking each one's marks.
+    pub(crate) fn pcp_pages_checked(
+        &self,
+        z: &Zone,
+        pcps: &[MutexGuard<'_, PcpLists>],
+        fronts: &[std::sync::Arc<FrontSlot>],
+    ) -> Result<u64, (u64, String)> {
+        let mut total = 0u64;
+        for cpu in 0..self.nr_cpus {
+            let l = &pcps[z.idx * self.nr_cpus + cpu];
+            let mut n = 0u64;
+            for (pi, list) in l.lists.iter().enumerate() {
+                let order = pcp::pindex_order(pi);
+                for &p in list {
+                    let p = p as u64;
+                    let d = self.mm.page(p);
+                    if d.flags() & flags::PCP == 0 || d.order() != order || !z.contains(p) {
+                        return Err((p, format!("on cpu {cpu}'s list {pi} but flags {:#x} order {}", d.flags(), d.order())));
+                    }
+                    n += 1 << order;
+                }
+            }
+            if n != l.count as u64 {
+                return Err((z.start, format!("cpu {cpu}'s count is {} but its lists hold {n}", l.count)));
+            }
+            if l.count > l.high.max(l.high_max) || l.high < l.high_min || l.high > l.high_max {
+                return Err((z.start, format!("cpu {cpu}: count {} high {} bounds {}..{}", l.count, l.high, l.high_min, l.high_max)));
+            }
+            total += n;
+        }
+        for s in fronts {
+            // SAFETY: the caller paused every slot in `fronts`.
+            for st in unsafe { s.stacks() }.iter() {
+                for &p in &st.pfns[..st.len as usize] {
+                    let p = p as u64;
+                    if !z.contains(p) {
+                        continue;
+                    }
+                    let d = self.mm.page(p);
+                    if d.flags() & flags::PCP == 0 || d.order() != 0 {
+                        return Err((p, format!("in a front cache but flags {:#x} order {}", d.flags(), d.order())));
+                    }
+                    total += 1;
+                }
+            }
+        }
+        Ok(total)
+    }
+}
+
+impl PageAllocator {
+    /// Return this CPU's per-CPU pages and this thread's front cache to the buddy.
+    pub fn drain_local_pages(&self) {
+        let inner = &*self.inner;
+        if inner.front_on {
+            let mut pages = Vec::new();
+            crate::front::tls::with_slot(
+                inner.id,
+                || None,
+                |slot| {
+                    if slot.enter() {
+                        // SAFETY: entered on the owner thread.
+                        for st in unsafe { slot.stacks() }.iter_mut() {
+                            pages.extend(st.pfns[..st.len as usize].iter().map(|&p| p as u64));
+                            st.len = 0;
+                        }
+                        slot.exit();
+                    }
+                },
+            );
+            inner.free_pages_to_buddy(&mut pages);
+        }
+        let cpu = crate::cpu::current_cpu() as usize % inner.nr_cpus;
+        for zi in 0..inner.zones.len() {
+            inner.drain_pcp(zi, cpu);
+        }
+    }
+
+    /// Return every per-CPU page and every thread's front cache to the buddy
+    /// (serialised with other drains). Pages freed concurrently may land on the
+    /// lists again at once; this drains what was there when it ran.
+    pub fn drain_all_pages(&self) {
+        self.inner.drain_all();
+    }
+
+    /// Pages on per-CPU lists, per zone and CPU: `(zone index, cpu, count, high, batch)`,
+    /// read without locks.
+    pub fn pcp_report(&self) -> Vec<PcpReport> {
+        let inner = &*self.inner;
+        let mut v = Vec::new();
+        for z in inner.zones.iter() {
+            for cpu in 0..inner.nr_cpus {
+                let p = &inner.pcps[z.idx * inner.nr_cpus + cpu];
+                v.push(PcpReport {
+                    zone: z.idx,
+                    cpu,
+                    count: p.count_racy.get_racy(),
+                    high: p.high_racy.get_racy(),
+                    batch: p.batch,
+                });
+            }
+        }
+        v
+    }
+}
+
+/// One CPU's per-CPU list totals for one zone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PcpReport {
+    /// Zone index (in allocator order: node by node, Normal then Movable).
+    pub zone: usize,
+    /// CPU slot.
+    pub cpu: usize,
+    /// Pages on the lists.
+    pub count: u64,
+    /// Current `high`.
+    pub high: u64,
+    /// `batch`.
+    pub batch: u32,
+}

@@ -1,0 +1,295 @@
+//! Per-CPU page lists (the kernel's `per_cpu_pages`): one set per zone per CPU,
+//! each behind its own lock taken with `try_lock` only.
+//!
+//! Lists are indexed by [`pindex`]: `3 * order + mt` for orders 0..=3 and the
+//! three pcp types, then one list per pcp type for the pageblock order. A list
+//! is a ring of pfns: allocation and free work at the front (the most recently
+//! freed, cache-hot page goes out first), drains take from the back (the
+//! coldest). Each entry is the head of a block of the list's order.
+//!
+//! Invariants (the pcp lock protects all of them):
+//! - Every pfn on a list has `PCP` set in its descriptor and `private` holding
+//!   the list's order and type; no other page has `PCP` set except those in
+//!   thread front caches (see `front`).
+//! - `count` is the number of pages (not entries) on all lists of the set and
+//!   equals `count_racy`, which readers see without the lock.
+//! - Pages here are not counted in the zone's NR_FREE_PAGES: they leave it on
+//!   refill and come back on drain.
+//! - After any free returns, `count <= high` (the free drains down first).
+//! - `high_min <= high <= high_max`.
+//!
+//! Lock order: a pcp lock, then its zone's lock. Nobody takes a pcp lock while
+//! holding a zone lock.
+//!
+//! High auto-tuning (the kernel's 6.7 behaviour): a refill while the zone is above
+//! its high watermark grows `high` by one batch; a drain after a run of frees
+//! with no allocation in between shrinks it by one batch; and at most about once
+//! a second a drain decays it by an eighth toward `high_min`.
+
+use crate::config::DrainMode;
+use crate::memmap::MemMap;
+use crate::sync::{LockedCounter, Mutex};
+use crate::types::{MigrateType, MIGRATE_PCPTYPES, PAGEBLOCK_ORDER};
+use crate::zone::{Zone, ZoneGuard};
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+/// Orders 0..PCP_ORDERS get their own lists; the pageblock order gets more.
+pub(crate) const PCP_ORDERS: u32 = 4;
+/// Number of lists in one set.
+pub(crate) const NR_PCP_LISTS: usize = MIGRATE_PCPTYPES * (PCP_ORDERS as usize + 1);
+
+/// The list for a block of `order` and pcp type `mt`, if such blocks are cached.
+#[inline(always)]
+pub(crate) fn pindex(order: u32, mt: MigrateType) -> Option<usize> {
+    debug_assert!(mt.is_pcptype());
+    if order < PCP_ORDERS {
+        Some(order as usize * MIGRATE_PCPTYPES + mt.index())
+    } else if order == PAGEBLOCK_ORDER {
+        Some(PCP_ORDERS as usize * MIGRATE_PCPTYPES + mt.index())
+    } else {
+        None
+    }
+}
+
+/// The order of the blocks on list `pi`.
+#[inline(always)]
+pub(crate) fn pindex_order(pi: usize) -> u32 {
+    let o = (pi / MIGRATE_PCPTYPES) as u32;
+    if o < PCP_ORDERS {
+        o
+    } else {
+        PAGEBLOCK_ORDER
+    }
+}
+
+/// The kernel's `zone_batchsize`: about a quarter of a megabyte's worth of pages
+/// per 1/1024 of the zone, rounded to one less than a power of two (63 for 1 GiB).
+pub(crate) fn default_batch(managed: u64) -> u32 {
+    let mut b = (managed / 1024).min(256);
+    b /= 4;
+    b = b.max(1);
+    let b = b + b / 2;
+    let pow = 1u64 << (63 - b.leading_zeros());
+    (pow.max(2) - 1) as u32
+}
+
+/// `(high_min, high_max)` per CPU: the kernel's `zone_highsize` with automatic
+/// tuning (low watermark split over CPUs .. an eighth of the zone over CPUs), or
+/// both pinned by `percpu_pagelist_high_fraction`.
+pub(crate) fn high_bounds(managed: u64, low_wmark: u64, cpus: usize, batch: u32, fraction: u32) -> (u32, u32) {
+    let cpus = cpus.max(1) as u64;
+    let floor = 4 * batch as u64;
+    let clamp = |v: u64| v.max(floor).min(u32::MAX as u64 / 2) as u32;
+    if fraction > 0 {
+        let h = clamp(managed / fraction as u64 / cpus);
+        (h, h)
+    } else {
+        let lo = clamp(low_wmark / cpus);
+        let hi = clamp(managed / 8 / cpus).max(lo);
+        (lo, hi)
+    }
+}
+
+/// One CPU's lists for one zone.
+pub(crate) struct Pcp {
+    pub(crate) lists: Mutex<PcpLists>,
+    /// `count`, readable without the lock (reports).
+    pub(crate) count_racy: LockedCounter,
+    /// `high`, readable without the lock (reports).
+    pub(crate) high_racy: LockedCounter,
+    /// The batch size (fixed).
+    pub(crate) batch: u32,
+    /// Event counters of this CPU, written under the pcp lock.
+    pub(crate) events: crate::stats::events::EventCounters,
+}
+
+/// The lists and their bookkeeping (behind the pcp lock).
+pub(crate) struct PcpLists {
+    pub(crate) lists: [VecDeque<u32>; NR_PCP_LISTS],
+    /// Pages on all lists.
+    pub(crate) count: u32,
+    pub(crate) high: u32,
+    pub(crate) high_min: u32,
+    pub(crate) high_max: u32,
+    pub(crate) batch: u32,
+    /// Frees since the last allocation (for shrinking `high`).
+    pub(crate) free_run: u32,
+    /// Where the next drain starts its round-robin.
+    next_list: usize,
+    last_decay: Instant,
+    /// Scratch for two-pass drains (kept to avoid allocating on the drain path).
+    scratch: Vec<(u32, u32)>,
+}
+
+impl Pcp {
+    pub(crate) fn new(batch: u32, high_min: u32, high_max: u32) -> Self {
+        // Each list can hold every page the set may hold plus one refill.
+        let cap = (high_max + 2 * batch + 1) as usize;
+        let lists = std::array::from_fn(|pi| VecDeque::with_capacity(cap >> pindex_order(pi).min(4)));
+        let high = high_min;
+        Self {
+            lists: Mutex::new(PcpLists {
+                lists,
+                count: 0,
+                high,
+                high_min,
+                high_max,
+                batch,
+                free_run: 0,
+                next_list: 0,
+                last_decay: Instant::now(),
+                scratch: Vec::with_capacity(cap),
+            }),
+            count_racy: LockedCounter::new(0),
+            high_racy: LockedCounter::new(high as u64),
+            batch,
+            events: Default::default(),
+        }
+    }
+}
+
+impl PcpLists {
+    /// Blocks to take from the buddy in one refill of a list of `order`: a
+    /// batch's worth (at least two blocks), but never so many that the set would
+    /// hold more than `high` pages once the caller has taken its one block.
+    #[inline]
+    pub(crate) fn refill_blocks(&self, order: u32) -> u32 {
+        let room = 1 + (self.high.saturating_sub(self.count) >> order);
+        (self.batch >> order).max(2).min(room)
+    }
+
+    /// Publish `count` and `high` for lock-free readers.
+    #[inline(always)]
+    pub(crate) fn publish(&self, pcp: &Pcp) {
+        pcp.count_racy.add_locked((self.count as u64).wrapping_sub(pcp.count_racy.get_racy()));
+        if pcp.high_racy.get_racy() != self.high as u64 {
+            pcp.high_racy.add_locked((self.high as u64).wrapping_sub(pcp.high_racy.get_racy()));
+        }
+    }
+
+    /// Grow `high` after a refill while the zone has plenty free.
+    #[inline]
+    pub(crate) fn tune_on_refill(&mut self, zone_above_high: bool) {
+        self.free_run = 0;
+        if zone_above_high && self.high < self.high_max {
+            self.high = (self.high + self.batch).min(self.high_max);
+        }
+    }
+
+    /// Shrink `high` under a sustained run of frees, and decay it over time.
+    #[inline]
+    fn tune_on_drain(&mut self) {
+        if self.free_run > self.high && self.high > self.high_min {
+            self.high = (self.high - self.batch.min(self.high - self.high_min)).max(self.high_min);
+        }
+        let now = Instant::now();
+        if now.duration_since(self.last_decay) >= Duration::from_secs(1) {
+            self.last_decay = now;
+            self.high = (self.high - (self.high - self.high_min) / 8).max(self.high_min);
+        }
+    }
+
+    /// Free `nr` pages (at least) from list tails, round-robin over lists,
+    /// starting with `first`, into the buddy (the kernel's `free_pcppages_bulk`).
+    /// `cached_mt` selects seed 2's old design: trust the type cached on the page
+    /// at free unless the zone has isolated pageblocks.
+    pub(crate) fn drain(
+        &mut self,
+        zone: &Zone,
+        mm: &MemMap,
+        nr: u32,
+        mode: DrainMode,
+        cached_mt: bool,
+        first: usize,
+    ) -> u32 {
+        let nr = nr.min(self.count);
+        if nr == 0 {
+            return 0;
+        }
+        let mut freed = 0u32;
+        let mut pi = first % NR_PCP_LISTS;
+        match mode {
+            DrainMode::SinglePass => {
+                let mut g = zone.lock(mm);
+                let check_isolate = cached_mt && zone.stats.block_count[MigrateType::Isolate.index()].get_racy() != 0;
+                while freed < nr {
+                    pi = self.next_nonempty(pi);
+                    let pfn = self.lists[pi].pop_back().expect("nonempty list") as u64;
+                    let order = pindex_order(pi);
+                    free_drained(&mut g, pfn, order, cached_mt, check_isolate);
+                    freed += 1 << order;
+                    pi = (pi + 1) % NR_PCP_LISTS;
+                }
+                g.zone.stats.events.add_owner(crate::stats::events::VmEvent::PcpDrain, 1);
+            }
+            DrainMode::TwoPass => {
+                // Pass 1, outside the zone lock: pick the pages off the lists.
+                let mut scratch = std::mem::take(&mut self.scratch);
+                while freed < nr {
+                    pi = self.next_nonempty(pi);
+                    let pfn = self.lists[pi].pop_back().expect("nonempty list");
+                    let order = pindex_order(pi);
+                    scratch.push((pfn, order));
+                    freed += 1 << order;
+                    pi = (pi + 1) % NR_PCP_LISTS;
+                }
+                // Pass 2, under the zone lock: merge them.
+                let mut g = zone.lock(mm);
+                let check_isolate = cached_mt && zone.stats.block_count[MigrateType::Isolate.index()].get_racy() != 0;
+                for &(pfn, order) in &scratch {
+                    free_drained(&mut g, pfn as u64, order, cached_mt, check_isolate);
+                }
+                g.zone.stats.events.add_owner(crate::stats::events::VmEvent::PcpDrain, 1);
+                drop(g);
+                scratch.clear();
+                self.scratch = scratch;
+            }
+        }
+        self.count -= freed;
+        self.next_list = pi;
+        self.tune_on_drain();
+        freed
+    }
+
+    /// Drain down to `high - batch` after a free pushed `count` to `high`.
+    #[inline]
+    pub(crate) fn over_high(&self) -> bool {
+        self.count >= self.high
+    }
+
+    /// How many pages a drain for being over `high` frees (down to about
+    /// `high - batch`, at least one batch).
+    #[inline]
+    pub(crate) fn drain_target(&self) -> u32 {
+        (self.count + self.batch).saturating_sub(self.high).max(self.batch)
+    }
+
+    /// Where the next over-high drain starts.
+    #[inline]
+    pub(crate) fn next_list(&self) -> usize {
+        self.next_list
+    }
+
+    #[inline]
+    fn next_nonempty(&self, mut pi: usize) -> usize {
+        for _ in 0..NR_PCP_LISTS {
+            if !self.lists[pi].is_empty() {
+                return pi;
+            }
+            pi = (pi + 1) % NR_PCP_LISTS;
+        }
+        unreachable!("drain of {} pages found every list empty", self.count)
+    }
+}
+
+/// Return one drained block to the buddy: re-read its pageblock type (today's
+/// design) or trust the type cached at free (seed 2's old design, re-checking
+/// isolation only when the zone has isolated pageblocks).
+#[inline(always)]
+fn free_drained(g: &mut ZoneGuard<'_>, pfn: u64, order: u32, cached_mt: bool, check_isolate: bool) {
+    let d = g.mm.page(pfn);
+    let mt = if cached_mt && !check_isolate { d.private_mt() } else { g.zone.pageblock_mt_racy(pfn) };
+    d.clear();
+    g.free_one_locked(pfn, order, mt);
+}
