@@ -346,7 +346,7 @@ impl Node {
     }
 
     #[inline(always)]
-    fn zonelist(&self, gfp: Gfp) -> &[usize] {
+    pub(crate) fn zonelist(&self, gfp: Gfp) -> &[usize] {
         match (gfp.contains(Gfp::MOVABLE), gfp.contains(Gfp::THISNODE)) {
             (true, false) => &self.zonelist_movable,
             (false, false) => &self.zonelist_normal,
@@ -424,7 +424,7 @@ impl Inner {
 
     /// Mark a block allocated and zero it if asked.
     #[inline(always)]
-    fn prep_new_page(&self, pfn: u64, order: u32, gfp: Gfp) -> Pfn {
+    pub(crate) fn prep_new_page(&self, pfn: u64, order: u32, gfp: Gfp) -> Pfn {
         self.mm.page(pfn).set_allocated(order, gfp.migratetype());
         if gfp.contains(Gfp::ZERO) {
             self.mm.zero_frames(pfn, order);
@@ -523,7 +523,7 @@ impl Inner {
     /// A page was freed while its waiters bit was set: wake whoever waits so they
     /// see it is gone (page-lock waiters re-check and report NotAllocated).
     #[cold]
-    fn wake_freed(&self, _pfn: Pfn) {}
+    pub(crate) fn wake_freed(&self, _pfn: Pfn) {}
 
     /// Order of the pageblock-type change test helper.
     #[cfg(test)]

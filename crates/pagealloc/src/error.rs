@@ -228,8 +228,8 @@ pub enum PageStateError {
         /// First pfn of the block.
         pfn: Pfn,
     },
-    /// A range that is not pageblock aligned or crosses a zone.
-    #[error("range at {pfn:?} is not pageblock-aligned within one zone")]
+    /// A range that is empty, runs past the arena, or crosses a zone boundary.
+    #[error("range at {pfn:?} is empty, out of range, or crosses a zone")]
     BadRange {
         /// First pfn of the range.
         pfn: Pfn,

@@ -21,12 +21,14 @@
 
 mod allocator;
 mod buddy;
+mod bulk;
 mod config;
 pub mod cpu;
 mod error;
 mod fastpath;
 mod front;
 mod invariants;
+mod isolation;
 mod list;
 mod memmap;
 mod page;

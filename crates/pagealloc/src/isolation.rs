@@ -1,0 +1,278 @@
+//! Pageblock isolation and contiguous allocation (the kernel's
+//! `start_isolate_page_range`, `undo_isolate_page_range`,
+//! `test_pages_isolated`, `alloc_contig_pages`), without page migration: only
+//! memory that is free counts.
+//!
+//! Isolating a pageblock sets its isolate bit (its stored type is kept), moves
+//! its free blocks to the Isolate lists (which NR_FREE_PAGES does not count) and
+//! drains every per-CPU list and front cache. From then on frees into the block
+//! bypass the per-CPU lists, and pages that were on a list when the bit was set
+//! land on the Isolate list when drained, because drains read the pageblock's
+//! type at drain time (seed 2's correctness half).
+//!
+//! A free block larger than a pageblock that straddles the range's edge is split
+//! first, so isolation never reaches outside the pageblocks asked for.
+
+use crate::allocator::{Inner, PageAllocator};
+use crate::error::{AllocError, FreeError, PageStateError};
+use crate::page::flags;
+use crate::types::{Gfp, MigrateType, Pfn, MAX_ORDER, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
+use crate::zone::{Zone, ZoneGuard};
+
+impl Inner {
+    /// The pageblock-aligned span covering `[start, start + nr)`, inside one zone.
+    fn block_span(&self, start: Pfn, nr_pages: u64) -> Result<(&Zone, u64, u64), PageStateError> {
+        let s = start.as_u64();
+        let bad = || PageStateError::BadRange { pfn: start };
+        let end = s.checked_add(nr_pages).ok_or_else(bad)?;
+        if nr_pages == 0 || end > self.mm.nr_pages() {
+            return Err(bad());
+        }
+        let z = self.zone_of(s);
+        if !z.contains(end - 1) {
+            return Err(bad());
+        }
+        let bs = s & !(PAGEBLOCK_PAGES - 1);
+        let be = end.div_ceil(PAGEBLOCK_PAGES) * PAGEBLOCK_PAGES;
+        Ok((z, bs, be))
+    }
+}
+
+impl ZoneGuard<'_> {
+    /// If a free block above pageblock order covers `pfn`'s pageblock, split it
+    /// into pageblock-sized free blocks.
+    fn split_straddling_locked(&mut self, pfn: u64) {
+        for order in (PAGEBLOCK_ORDER + 1)..=MAX_ORDER {
+            let head = pfn & !((1u64 << order) - 1);
+            if !self.zone.contains(head) {
+                break;
+            }
+            let d = self.mm.page(head);
+            if d.is_buddy() && d.order() == order {
+                self.del_from_free_list(head, order);
+                let mut p = head;
+                while p < head + (1 << order) {
+                    let mt = self.zone.pageblock_mt_racy(p);
+                    self.add_to_free_list(p, PAGEBLOCK_ORDER, mt, false);
+                    p += PAGEBLOCK_PAGES;
+                }
+                return;
+            }
+        }
+    }
+
+    /// After un-isolating the pageblock at `start`: if it is one free block,
+    /// free it again so it merges with its buddy.
+    fn remerge_block_locked(&mut self, start: u64) {
+        let d = self.mm.page(start);
+        if d.is_buddy() && d.order() == PAGEBLOCK_ORDER {
+            let mt = self.zone.pageblock_mt_racy(start);
+            self.del_from_free_list(start, PAGEBLOCK_ORDER);
+            self.free_one_locked(start, PAGEBLOCK_ORDER, mt);
+        }
+    }
+}
+
+impl PageAllocator {
+    /// Isolate the pageblocks covering `[start, start + nr_pages)` (one zone).
+    /// Fails without changing anything if the range is bad or any of its
+    /// pageblocks is already isolated.
+    pub fn isolate_range(&self, start: Pfn, nr_pages: u64) -> Result<(), PageStateError> {
+        let inner = &*self.inner;
+        let (z, bs, be) = inner.block_span(start, nr_pages)?;
+        {
+            let mut g = z.lock(&inner.mm);
+            let mut b = bs;
+            while b < be {
+                if z.pageblock_isolated_racy(b) {
+                    return Err(PageStateError::AlreadyIsolated { pfn: Pfn::new(b) });
+                }
+                let mt = z.pageblock_mt_racy(b);
+                if !mt.is_pcptype() {
+                    return Err(PageStateError::Unisolatable { pfn: Pfn::new(b), mt });
+                }
+                b += PAGEBLOCK_PAGES;
+            }
+            let mut b = bs;
+            while b < be {
+                g.split_straddling_locked(b);
+                g.set_pageblock_isolate_locked(b, true);
+                g.move_freepages_block_locked(b, MigrateType::Isolate);
+                b += PAGEBLOCK_PAGES;
+            }
+        }
+        // Pages parked on per-CPU lists come back onto the Isolate lists.
+        inner.drain_all();
+        Ok(())
+    }
+
+    /// Undo [`PageAllocator::isolate_range`] for the same range. Fails without
+    /// changing anything if any pageblock in it is not isolated.
+    pub fn undo_isolate_range(&self, start: Pfn, nr_pages: u64) -> Result<(), PageStateError> {
+        let inner = &*self.inner;
+        let (z, bs, be) = inner.block_span(start, nr_pages)?;
+        let mut g = z.lock(&inner.mm);
+        let mut b = bs;
+        while b < be {
+            if !z.pageblock_isolated_racy(b) {
+                return Err(PageStateError::NotIsolated { pfn: Pfn::new(b) });
+            }
+            b += PAGEBLOCK_PAGES;
+        }
+        let mut b = bs;
+        while b < be {
+            g.set_pageblock_isolate_locked(b, false);
+            let mt = z.pageblock_mt_racy(b);
+            g.move_freepages_block_locked(b, mt);
+            g.remerge_block_locked(b);
+            b += PAGEBLOCK_PAGES;
+        }
+        Ok(())
+    }
+
+    /// Are all pageblocks covering the range isolated and every page of the
+    /// range free on the Isolate lists?
+    pub fn test_pages_isolated(&self, start: Pfn, nr_pages: u64) -> bool {
+        let inner = &*self.inner;
+        let Ok((z, bs, be)) = inner.block_span(start, nr_pages) else {
+            return false;
+        };
+        let _g = z.lock(&inner.mm);
+        let mut b = bs;
+        while b < be {
+            if !z.pageblock_isolated_racy(b) {
+                return false;
+            }
+            b += PAGEBLOCK_PAGES;
+        }
+        let (s, e) = (start.as_u64(), start.as_u64() + nr_pages);
+        // Walk the free blocks from the first pageblock; the range must be covered.
+        let mut p = bs;
+        while p < e {
+            let d = inner.mm.page(p);
+            if !d.is_buddy() {
+                return false;
+            }
+            p += 1 << d.order();
+        }
+        p >= e && bs <= s
+    }
+
+    /// Find `nr_pages` contiguous free pages (aligned to the next power of two
+    /// up to a pageblock), isolate them, drain the per-CPU lists, verify and take
+    /// them. The pages come back as order-0 allocated pages: free them with
+    /// [`PageAllocator::free_contig_range`] or one by one. Only free memory counts
+    /// (no migration), so fragmentation can make this fail.
+    pub fn alloc_contig_pages(&self, nr_pages: u64, gfp: Gfp) -> Result<Pfn, AllocError> {
+        let inner = &*self.inner;
+        if nr_pages == 0 || nr_pages > inner.mm.nr_pages() {
+            return Err(AllocError::NoMemory { order: MAX_ORDER + 1 });
+        }
+        let align = nr_pages.next_power_of_two().min(PAGEBLOCK_PAGES);
+        let node = inner.nodes.get(self.numa_node_id() as usize).expect("node of this thread");
+        for &zi in node.zonelist(gfp) {
+            let z = &inner.zones[zi];
+            let mut s = z.start.div_ceil(align) * align;
+            while s + nr_pages <= z.end {
+                // A racy look first: free or parked on a per-CPU list.
+                let (ok, skip_to) = inner.looks_free(s, s + nr_pages);
+                if !ok {
+                    s = skip_to.div_ceil(align) * align;
+                    continue;
+                }
+                if self.isolate_range(Pfn::new(s), nr_pages).is_ok() {
+                    let taken = self.test_pages_isolated(Pfn::new(s), nr_pages)
+                        && inner.take_isolated(z, s, nr_pages, gfp.migratetype());
+                    self.undo_isolate_range(Pfn::new(s), nr_pages).expect("we isolated this range");
+                    if taken {
+                        if gfp.contains(Gfp::ZERO) {
+                            for p in s..s + nr_pages {
+                                inner.mm.zero_frames(p, 0);
+                            }
+                        }
+                        return Ok(Pfn::new(s));
+                    }
+                }
+                s += align;
+            }
+        }
+        Err(AllocError::NoMemory { order: nr_pages.next_power_of_two().trailing_zeros() })
+    }
+
+    /// Free a range from [`PageAllocator::alloc_contig_pages`] (order-0 pages).
+    /// Stops at the first page that cannot be freed and reports it.
+    pub fn free_contig_range(&self, start: Pfn, nr_pages: u64) -> Result<(), FreeError> {
+        for i in 0..nr_pages {
+            self.free_pages(start.add(i), 0)?;
+        }
+        Ok(())
+    }
+}
+
+impl Inner {
+    /// Racy pre-check: is every page in `[s, e)` in a free block or on a per-CPU
+    /// list? Otherwise, where could the next candidate start?
+    fn looks_free(&self, s: u64, e: u64) -> (bool, u64) {
+        let mut p = s & !(PAGEBLOCK_PAGES - 1);
+        while p < e {
+            let d = self.mm.page(p);
+            let f = d.flags();
+            let n = 1u64 << d.order().min(MAX_ORDER);
+            if f & (flags::BUDDY | flags::PCP) != 0 {
+                p += n;
+            } else if f & flags::HEAD != 0 {
+                return (false, p + n);
+            } else if p < s {
+                p += 1;
+            } else {
+                return (false, p + 1);
+            }
+        }
+        (true, e)
+    }
+
+    /// Take `[s, s + nr)` off the Isolate lists (the caller checked it is all
+    /// free), returning the remainders of straddling blocks, and mark each page an
+    /// allocated order-0 page.
+    fn take_isolated(&self, z: &Zone, s: u64, nr: u64, mt: MigrateType) -> bool {
+        let e = s + nr;
+        let mut g = z.lock(&self.mm);
+        let mut p = s & !(PAGEBLOCK_PAGES - 1);
+        while p < e {
+            let d = self.mm.page(p);
+            if !d.is_buddy() {
+                return false;
+            }
+            let order = d.order();
+            let bend = p + (1 << order);
+            if bend <= s {
+                p = bend;
+                continue;
+            }
+            g.del_from_free_list(p, order);
+            // Give back the parts of this block outside the range, as aligned blocks.
+            let mut q = p;
+            while q < bend {
+                if q >= s && q < e {
+                    q += 1;
+                    continue;
+                }
+                let mut o = 0;
+                while o < order && q & ((2u64 << o) - 1) == 0 && q + (2u64 << o) <= bend && !overlaps(q, 2u64 << o, s, e) {
+                    o += 1;
+                }
+                g.add_to_free_list(q, o, MigrateType::Isolate, false);
+                q += 1 << o;
+            }
+            for r in p.max(s)..bend.min(e) {
+                self.mm.page(r).set_allocated(0, mt);
+            }
+            p = bend;
+        }
+        true
+    }
+}
+
+fn overlaps(a: u64, n: u64, s: u64, e: u64) -> bool {
+    a < e && s < a + n
+}
