@@ -39,7 +39,7 @@ pub fn esc(s: &str) -> String {
 pub fn num(v: f64) -> String {
     if !v.is_finite() {
         "–".into()
-    } else if v.abs() >= 100.0 {
+    } else if v.abs() >= 100.0 || (v == v.trunc() && v.abs() < 1e15) {
         format!("{v:.0}")
     } else if v.abs() >= 1.0 {
         format!("{v:.2}")
@@ -67,7 +67,7 @@ td.n { text-align: right; font-variant-numeric: tabular-nums; }
 table.machine th { background: #f4f4f4; }
 code { background: #f4f4f4; padding: 0.1em 0.3em; }
 blockquote { border-left: 4px solid #bbb; margin: 0.5em 0; padding: 0.2em 1em; color: #444; }
-.verdict { display: inline-block; padding: 0.15em 0.6em; border-radius: 0.3em; font-weight: bold; }
+.verdict { display: inline-block; white-space: nowrap; padding: 0.15em 0.6em; border-radius: 0.3em; font-weight: bold; }
 .v-yes { background: #d6f5d6; color: #145214; }
 .v-no { background: #f8d4d4; color: #7a1414; }
 .v-noise { background: #fff0c2; color: #6b5200; }
@@ -101,12 +101,12 @@ pub fn page(r: &Report) -> String {
         }
         s.push_str("</section>\n");
     }
-    let _ = write!(
+    let _ = writeln!(
         s,
         "<footer><p class=\"small\">Every figure is the median of its repeats; \
          spread is (max &#8722; min) / median. A difference counts only when it exceeds the larger \
          spread of the two figures compared. Machine-readable: <a href=\"results.json\">results.json</a> \
-         (schema {} version {}, <a href=\"results.schema.json\">results.schema.json</a>).</p></footer>\n",
+         (schema {} version {}, <a href=\"results.schema.json\">results.schema.json</a>).</p></footer>",
         esc(&r.schema),
         r.version
     );
@@ -124,7 +124,7 @@ fn header(s: &mut String, r: &Report) {
         ("TSC", format!("{:.3} GHz", m.tsc_ghz)),
         ("Load at start", format!("{:.2} {:.2} {:.2}", m.loadavg[0], m.loadavg[1], m.loadavg[2])),
         ("Mode", format!("{} ({} repeats per measurement)", esc(&r.mode), r.repeats)),
-        ("Started", format!("{} ({:.0} s)", esc(&r.started), r.duration_s)),
+        ("Started", format!("{}, ran {:.0} s", esc(&r.started), r.duration_s)),
         ("Command", format!("<code>{}</code>", esc(&r.command))),
     ];
     for (k, v) in rows {
@@ -291,10 +291,10 @@ fn experiment(s: &mut String, e: &ExperimentResult) {
         }
         s.push_str("</ul>\n");
     }
-    let _ = write!(
+    let _ = writeln!(
         s,
         "<details><summary>All {} figures</summary><table><tr><th>Metric</th><th>Variant</th><th>Median</th>\
-         <th>Unit</th><th>Spread</th><th>Repeats</th><th>Parameters</th></tr>\n",
+         <th>Unit</th><th>Spread</th><th>Repeats</th><th>Parameters</th></tr>",
         e.figures.len()
     );
     for f in &e.figures {

@@ -186,11 +186,12 @@ impl Report {
         for sv in &self.seeds {
             let mine: Vec<&ClaimVerdict> = self.claims.iter().filter(|c| c.seed == sv.seed).collect();
             if mine.is_empty() {
+                let planned = seeds::seed(sv.seed).map_or(String::new(), |s| s.experiments.join(", "));
                 let _ = writeln!(
                     s,
                     "{:>4}  {:<16} {:<24} {:>11} {:>11} {:>8} {:>7}  {}",
                     sv.seed,
-                    "-",
+                    clip(&planned, 16),
                     "-",
                     "",
                     "",

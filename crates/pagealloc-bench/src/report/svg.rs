@@ -189,7 +189,7 @@ impl Axis {
 
 /// 1, 2 or 5 times a power of ten, at least `raw`.
 fn nice_step(raw: f64) -> f64 {
-    if !(raw > 0.0) || !raw.is_finite() {
+    if raw.is_nan() || raw <= 0.0 || raw.is_infinite() {
         return 1.0;
     }
     let p = 10f64.powf(raw.log10().floor());
@@ -208,9 +208,7 @@ pub fn compact(v: f64) -> String {
     } else {
         (v, "")
     };
-    let s = if x == x.trunc() {
-        format!("{x:.0}")
-    } else if x.abs() >= 100.0 {
+    let s = if x == x.trunc() || x.abs() >= 100.0 {
         format!("{x:.0}")
     } else if x.abs() >= 1.0 {
         format!("{x:.1}")
@@ -230,7 +228,7 @@ pub fn draw(c: &Chart) -> String {
     let mut s = String::new();
     let _ = write!(
         s,
-        r#"<svg class="chart" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{}" font-family="sans-serif" font-size="11">"#,
+        r#"<svg class="chart" viewBox="0 0 {W} {H}" width="{W}" height="{H}" style="max-width: 100%; height: auto" role="img" aria-label="{}" font-family="sans-serif" font-size="11">"#,
         esc(&spec.title)
     );
     let _ = write!(s, r#"<rect x="0" y="0" width="{W}" height="{H}" fill="white"/>"#);
@@ -325,7 +323,9 @@ fn draw_lines(s: &mut String, spec: &Plot, lines: &[Line], all: &[&Point], yaxis
         hi = 2f64.powf(hi.log2().ceil());
     }
     let xaxis = Axis::new(lo, hi, log.then_some(2.0), LEFT + 12.0, RIGHT - 12.0);
-    for t in xaxis.ticks() {
+    // Integer parameters (threads, orders) get integer ticks only.
+    let integral = xs.iter().all(|x| x.fract() == 0.0);
+    for t in xaxis.ticks().into_iter().filter(|t| !integral || t.fract() == 0.0) {
         let x = xaxis.px(t);
         let _ = write!(
             s,
@@ -374,7 +374,8 @@ fn draw_bars(s: &mut String, lines: &[Line], yaxis: &Axis) {
         cats.sort_by(|a, b| a.parse::<f64>().unwrap_or(0.0).total_cmp(&b.parse::<f64>().unwrap_or(0.0)));
     }
     let slot = (RIGHT - LEFT) / cats.len().max(1) as f64;
-    let bw = slot * 0.8 / lines.len().max(1) as f64;
+    let bw = (slot * 0.8 / lines.len().max(1) as f64).min(80.0);
+    let pad = (slot - bw * lines.len() as f64) / 2.0;
     let base = yaxis.px(if yaxis.log.is_some() { 10f64.powf(yaxis.lo) } else { 0f64.max(yaxis.lo) });
     for (ci, c) in cats.iter().enumerate() {
         let cx = LEFT + slot * (ci as f64 + 0.5);
@@ -390,7 +391,7 @@ fn draw_bars(s: &mut String, lines: &[Line], yaxis: &Axis) {
         for (i, l) in lines.iter().enumerate() {
             let Some(p) = l.points.iter().find(|p| p.x == X::Cat(c.clone())) else { continue };
             let colour = COLOURS[i % COLOURS.len()];
-            let x = LEFT + slot * ci as f64 + slot * 0.1 + bw * i as f64;
+            let x = LEFT + slot * ci as f64 + pad + bw * i as f64;
             let y = yaxis.px(p.y);
             let _ = write!(
                 s,

@@ -337,3 +337,13 @@ fn chromium_renders_every_verdict() {
     assert_eq!(dom.matches("<svg").count(), r.experiments.len());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `cargo test -p pagealloc-bench -- --ignored write_fixture_report` writes the
+/// fixture's report to `target/report-fixture/` to look at without running benchmarks.
+#[test]
+#[ignore]
+fn write_fixture_report() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/report-fixture");
+    let index = fixture().write_dir(&dir).unwrap();
+    println!("wrote {}", index.display());
+}
