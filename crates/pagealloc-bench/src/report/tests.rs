@@ -315,19 +315,40 @@ fn chromium_renders_every_verdict() {
     let dir = temp_dir("chromium");
     let index = r.write_dir(&dir).unwrap();
     let profile = dir.join("profile");
-    let out = std::process::Command::new(chromium)
+    let mut child = std::process::Command::new(chromium)
         .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"])
         .arg(format!("--user-data-dir={}", profile.display()))
         .arg("--dump-dom")
         .arg(format!("file://{}", index.display()))
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .expect("run chromium");
-    let dom = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && dom.contains("</html>"),
-        "chromium failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // Read both pipes on threads (a DOM can outgrow a pipe's buffer), and let a
+    // browser that hangs fail the test rather than the CI run's time limit.
+    let drain = |mut r: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            v
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let t0 = std::time::Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait for chromium") {
+            break st;
+        }
+        if t0.elapsed() > std::time::Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("chromium did not finish within 120 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let (stdout, stderr) = (stdout.join().unwrap(), stderr.join().unwrap());
+    let dom = String::from_utf8_lossy(&stdout);
+    assert!(status.success() && dom.contains("</html>"), "chromium failed: {}", String::from_utf8_lossy(&stderr));
     for (seed, v) in EXPECTED {
         assert!(
             dom.contains(&format!("data-seed-verdict=\"{seed}\">{}</span>", v.words())),
