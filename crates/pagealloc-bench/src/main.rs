@@ -2,6 +2,7 @@
 
 mod experiments;
 mod harness;
+mod report;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -15,8 +16,11 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Run the seed experiments (all of them, or one by name).
+    /// Run the seed experiments (all of them, or one by name) and write the report.
+    #[command(args_conflicts_with_subcommands = true)]
     Bench {
+        #[command(subcommand)]
+        action: Option<BenchCmd>,
         /// Experiment to run (default: all).
         experiment: Option<String>,
         /// Full mode: the original loop counts, 5 repeats.
@@ -28,13 +32,31 @@ enum Cmd {
         /// Hide progress bars.
         #[arg(long)]
         quiet: bool,
+        /// Print each experiment's raw output as it is produced.
+        #[arg(long, short)]
+        verbose: bool,
+        /// Directory of the report (index.html, results.json, raw/).
+        #[arg(long, default_value = "bench-report")]
+        out: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCmd {
+    /// Compare two results.json files in mmtests style (Min/Amean/Stddev/Max, % change).
+    Compare {
+        /// The baseline run.
+        old: PathBuf,
+        /// The run to judge against it.
+        new: PathBuf,
     },
 }
 
 fn main() {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Bench { experiment, full, json, quiet } => {
+        Cmd::Bench { action: Some(BenchCmd::Compare { old, new }), .. } => compare(&old, &new),
+        Cmd::Bench { action: None, experiment, full, json, quiet, verbose, out } => {
             let all = experiments::all();
             let chosen: Vec<_> = match &experiment {
                 None => all,
@@ -48,11 +70,26 @@ fn main() {
                     v
                 }
             };
-            let ctx = harness::Ctx::new(full, true, !quiet);
-            println!("TSC: {:.3} GHz", ctx.tsc.ghz);
+            let (t0, started) = (std::time::Instant::now(), std::time::SystemTime::now());
+            let mut machine = report::Machine::probe();
+            if let Some(w) = machine.busy_warning() {
+                eprintln!("{w}");
+            }
+            let ctx = harness::Ctx::new(full, verbose, !quiet);
+            machine.tsc_ghz = ctx.tsc.ghz;
+            println!(
+                "{} ({} CPUs), kernel {}, TSC {:.3} GHz; {} mode, {} repeats",
+                machine.cpu_model,
+                machine.cores,
+                machine.kernel,
+                ctx.tsc.ghz,
+                if full { "full" } else { "quick" },
+                ctx.repeats
+            );
             let mut results = Vec::new();
-            for e in chosen {
-                println!("== {} ==", e.name());
+            let n = chosen.len();
+            for (i, e) in chosen.into_iter().enumerate() {
+                println!("[{}/{n}] {}", i + 1, e.name());
                 let r = e.run(&ctx);
                 for t in &r.targets {
                     println!(
@@ -65,10 +102,43 @@ fn main() {
                 }
                 results.push(r);
             }
+            let info = report::RunInfo {
+                command: report::machine::command_line(),
+                full,
+                repeats: ctx.repeats,
+                started: started.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+                duration_s: t0.elapsed().as_secs_f64(),
+                machine,
+            };
+            let rep = report::Report::new(info, results);
+            print!("{}", rep.summary());
             if let Some(path) = json {
-                std::fs::write(&path, serde_json::to_string_pretty(&results).unwrap()).expect("write json");
+                std::fs::write(&path, rep.to_json()).expect("write json");
                 println!("wrote {}", path.display());
+            }
+            match rep.write_dir(&out) {
+                Ok(index) => println!("report: {} ({:.0} s)", index.display(), rep.duration_s),
+                Err(e) => {
+                    eprintln!("cannot write the report to {}: {e}", out.display());
+                    std::process::exit(1);
+                }
             }
         }
     }
+}
+
+/// `pagealloc bench compare OLD.json NEW.json`.
+fn compare(old: &std::path::Path, new: &std::path::Path) {
+    let load = |p: &std::path::Path| {
+        report::Report::load(p).unwrap_or_else(|e| {
+            eprintln!("{e}");
+            std::process::exit(2)
+        })
+    };
+    let label = |p: &std::path::Path| p.file_stem().map_or("run".into(), |s| s.to_string_lossy().into_owned());
+    let (mut lo, mut ln) = (label(old), label(new));
+    if lo == ln {
+        (lo, ln) = ("old".into(), "new".into());
+    }
+    print!("{}", report::compare::runs(&load(old), &load(new), &lo, &ln));
 }

@@ -2,7 +2,7 @@
 //! an alloc+free pair per order, arena initialisation per page, and a
 //! fragmentation run counting mixed pageblocks before and after.
 
-use crate::harness::{cycles_per_call, stats, Ctx, Experiment, ExperimentResult, Figure};
+use crate::harness::{cycles_per_call, stats, Ctx, Experiment, ExperimentResult, Figure, Plot};
 use pagealloc::{Config, Gfp, PageAllocator, Pfn, MAX_ORDER, PAGE_DESC_SIZE};
 use std::time::Instant;
 
@@ -142,6 +142,11 @@ impl Experiment for Buddy {
         r.target("mixed pageblocks at most 5% after the run", pct, 5.0, pct <= 5.0);
         r.target("arena back to order-10 blocks only", whole as u8 as f64, 1.0, whole);
         a.check_invariants().expect("invariants after the fragmentation run");
+        r.plot = Some(
+            Plot::line("Buddy alloc+free pair against order", "order", "order", "ns per alloc+free pair")
+                .series("steady (no split/merge)", "new", Some("pair-order*-hot"))
+                .series("split from order 10 and merge back", "new", Some("pair-order*-cold")),
+        );
         pb.finish_and_clear();
         r
     }

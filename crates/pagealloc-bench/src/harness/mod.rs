@@ -5,11 +5,22 @@
 //! receives a [`Ctx`] and returns an [`ExperimentResult`] holding its figures
 //! (each with unit, variant and the samples it came from) and its raw output in
 //! the original tool's format.
+//!
+//! For the report (`crate::report`) an experiment may also fill, all optional:
+//! - `claims`: the seed claims it tests, each one metric compared between the
+//!   old-design and new-design variants; the report gives each a verdict;
+//! - `plot`: which figures to draw against which parameter ([`plot`] module);
+//! - `raw_files`: extra raw outputs in other original formats, keyed by file
+//!   extension (`"csv"` becomes `raw/<name>.csv` beside `raw/<name>.txt`, which
+//!   holds `raw`).
 
+pub mod plot;
 pub mod stats;
 pub mod tsc;
 
 use indicatif::{ProgressBar, ProgressStyle};
+#[allow(unused_imports)] // for experiments that declare plots
+pub use plot::{Plot, PlotKind, Series};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 pub use tsc::{rdtsc, Tsc};
@@ -66,8 +77,10 @@ pub struct Figure {
     /// Unit: `ns`, `cycles`, `ops/s`, `us`, `pages`, `%`, ...
     pub unit: String,
     /// The reported value (median of the samples).
+    #[serde(deserialize_with = "f64_or_nan")]
     pub value: f64,
     /// Every repeat's value.
+    #[serde(deserialize_with = "vec_f64_or_nan")]
     pub samples: Vec<f64>,
     /// Whether a larger value is better.
     pub higher_is_better: bool,
@@ -116,14 +129,26 @@ impl Figure {
     }
 }
 
+/// JSON has no NaN: serde_json writes it as `null`; read `null` back as NaN.
+fn f64_or_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
+/// [`f64_or_nan`] for every element.
+fn vec_f64_or_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+    Ok(Vec::<Option<f64>>::deserialize(d)?.into_iter().map(|v| v.unwrap_or(f64::NAN)).collect())
+}
+
 /// A target an issue set, checked against a figure.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Target {
     /// What the target says, in words.
     pub what: String,
     /// The measured value it was checked against.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub measured: f64,
     /// The limit.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub limit: f64,
     /// Whether it was met.
     pub met: bool,
@@ -165,6 +190,13 @@ pub struct ExperimentResult {
     /// The seed claims this experiment tests.
     #[serde(default)]
     pub claims: Vec<Claim>,
+    /// The plot the report draws for this experiment (a default one when `None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plot: Option<Plot>,
+    /// More raw outputs in other original formats, keyed by file extension
+    /// (`"csv"` -> `raw/<name>.csv`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub raw_files: BTreeMap<String, String>,
 }
 
 impl ExperimentResult {
@@ -186,6 +218,12 @@ impl ExperimentResult {
     /// Record a target check.
     pub fn target(&mut self, what: impl Into<String>, measured: f64, limit: f64, met: bool) {
         self.targets.push(Target { what: what.into(), measured, limit, met });
+    }
+
+    /// Add a raw output in another original format, written as `raw/<name>.<ext>`.
+    #[allow(dead_code)] // for experiments with a second raw format (CSV)
+    pub fn raw_file(&mut self, ext: &str, content: impl Into<String>) {
+        self.raw_files.insert(ext.to_string(), content.into());
     }
 
     /// First figure with this metric and variant.

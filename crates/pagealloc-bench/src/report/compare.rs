@@ -1,0 +1,153 @@
+//! mmtests-style compare tables.
+//!
+//! mmtests' `compare-kernels.sh` prints, for each metric, one row per statistic
+//! with the baseline in the first column and each other run beside it with its
+//! percentage change, grouped by statistic:
+//!
+//! ```text
+//!                            no-monitor            monitor
+//! Min       alloc-odr4-1      8539.00 (   0.00%)     8762.00 (  -2.61%)
+//! Amean     alloc-odr4-1      8550.20 (   0.00%)     8901.40 (  -4.11%)
+//! ```
+//!
+//! The percentage is signed so that positive is always better: for
+//! lower-is-better figures it is `100 - new * 100 / base`, for higher-is-better
+//! ones `new * 100 / base - 100`; Stddev is always lower-is-better.
+//!
+//! [`table`] formats rows of samples (experiments use it for their raw output,
+//! e.g. monitor against no monitor); [`runs`] compares two `results.json`
+//! files figure by figure (`pagealloc bench compare OLD.json NEW.json`).
+
+use super::Report;
+use crate::harness::stats;
+use std::fmt::Write;
+
+/// One metric's samples in the baseline and the new run.
+#[derive(Clone, Copy, Debug)]
+pub struct Row<'a> {
+    /// Metric name as printed.
+    pub metric: &'a str,
+    /// Whether larger is better.
+    pub higher_is_better: bool,
+    /// Baseline samples.
+    pub base: &'a [f64],
+    /// New samples.
+    pub new: &'a [f64],
+}
+
+/// Percentage change, positive when `new` is better.
+pub fn pct(base: f64, new: f64, higher_is_better: bool) -> f64 {
+    if base == 0.0 {
+        return if new == base { 0.0 } else { f64::NAN };
+    }
+    if higher_is_better {
+        new * 100.0 / base - 100.0
+    } else {
+        100.0 - new * 100.0 / base
+    }
+}
+
+type Stat = (&'static str, fn(&[f64]) -> f64, bool);
+
+const STATS: [Stat; 4] = [
+    ("Min", stats::min, false),
+    ("Amean", stats::mean, false),
+    ("Stddev", stats::stddev, true),
+    ("Max", stats::max, false),
+];
+
+/// The compare table of `rows`, baseline column labelled `base`, the other `new`.
+pub fn table(base: &str, new: &str, rows: &[Row]) -> String {
+    let w = rows.iter().map(|r| r.metric.len()).max().unwrap_or(6).max(6);
+    let mut s = String::new();
+    let _ = writeln!(s, "{:<7} {:<w$} {:>21} {:>21}", "", "", base, new);
+    for (name, f, always_lower) in STATS {
+        for r in rows {
+            if r.base.is_empty() || r.new.is_empty() {
+                continue;
+            }
+            let (b, n) = (f(r.base), f(r.new));
+            let hib = r.higher_is_better && !always_lower;
+            let _ = writeln!(
+                s,
+                "{name:<7} {:<w$} {b:>12.2} ({:>6.2}%) {n:>12.2} ({:>6.2}%)",
+                r.metric,
+                0.0,
+                pct(b, n, hib)
+            );
+        }
+    }
+    s
+}
+
+/// Compare two runs: one table per experiment and variant present in both.
+pub fn runs(old: &Report, new: &Report, old_label: &str, new_label: &str) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "{old_label}: {} ({}, {}, {} mode)", old.started, old.machine.cpu_model, old.command, old.mode);
+    let _ = writeln!(s, "{new_label}: {} ({}, {}, {} mode)", new.started, new.machine.cpu_model, new.command, new.mode);
+    for oe in &old.experiments {
+        let Some(ne) = new.experiments.iter().find(|e| e.name == oe.name) else {
+            let _ = writeln!(s, "\n{}: only in {old_label}", oe.name);
+            continue;
+        };
+        let mut variants: Vec<&str> = Vec::new();
+        for f in &oe.figures {
+            if !variants.contains(&f.variant.as_str()) {
+                variants.push(&f.variant);
+            }
+        }
+        for v in variants {
+            let rows: Vec<Row> = oe
+                .figures
+                .iter()
+                .filter(|f| f.variant == v)
+                .filter_map(|of| {
+                    let nf = ne.get(&of.metric, v)?;
+                    let sam = |f: &'_ crate::harness::Figure| f.samples.is_empty();
+                    Some(Row {
+                        metric: &of.metric,
+                        higher_is_better: of.higher_is_better,
+                        base: if sam(of) { std::slice::from_ref(&of.value) } else { &of.samples },
+                        new: if sam(nf) { std::slice::from_ref(&nf.value) } else { &nf.samples },
+                    })
+                })
+                .collect();
+            if rows.is_empty() {
+                continue;
+            }
+            let mut u: Vec<&str> = oe.figures.iter().filter(|f| f.variant == v).map(|f| f.unit.as_str()).collect();
+            u.sort_unstable();
+            u.dedup();
+            let _ = writeln!(s, "\n{} (variant {v}; {})", oe.name, u.join(", "));
+            s.push_str(&table(old_label, new_label, &rows));
+        }
+    }
+    for ne in &new.experiments {
+        if !old.experiments.iter().any(|e| e.name == ne.name) {
+            let _ = writeln!(s, "\n{}: only in {new_label}", ne.name);
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mmtests_percentages() {
+        // The seed 5 thread: Min alloc-odr4-1 8539.00 ( 0.00%) 8762.00 ( -2.61%).
+        assert!((pct(8539.0, 8762.0, false) - -2.61).abs() < 0.005);
+        // Stddev 7.29 -> 90.78 printed as -1146.00% there (from unrounded values).
+        assert!((pct(7.29, 90.78, false) - -1145.27).abs() < 0.01);
+        assert!((pct(100.0, 105.6, true) - 5.6).abs() < 1e-9);
+        let t = table(
+            "no-monitor",
+            "monitor",
+            &[Row { metric: "alloc-odr4-1", higher_is_better: false, base: &[8539.0, 8564.0], new: &[8762.0, 9099.0] }],
+        );
+        assert!(t.contains("Min     alloc-odr4-1      8539.00 (  0.00%)      8762.00 ( -2.61%)"), "{t}");
+        assert!(t.contains("Max     alloc-odr4-1      8564.00 (  0.00%)      9099.00 ( -6.25%)"), "{t}");
+        assert_eq!(t.lines().count(), 5);
+    }
+}
