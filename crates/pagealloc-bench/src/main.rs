@@ -38,6 +38,8 @@ enum Cmd {
         /// Directory of the report (index.html, results.json, raw/).
         #[arg(long, default_value = "bench-report")]
         out: PathBuf,
+        #[command(flatten)]
+        page_fault1: experiments::page_fault1::Args,
     },
 }
 
@@ -56,7 +58,8 @@ fn main() {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Bench { action: Some(BenchCmd::Compare { old, new }), .. } => compare(&old, &new),
-        Cmd::Bench { action: None, experiment, full, json, quiet, verbose, out } => {
+        Cmd::Bench { action: None, experiment, full, json, quiet, verbose, out, page_fault1 } => {
+            experiments::page_fault1::set_args(page_fault1);
             let all = experiments::all();
             let chosen: Vec<_> = match &experiment {
                 None => all,
