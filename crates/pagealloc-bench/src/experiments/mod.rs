@@ -2,10 +2,11 @@
 
 pub mod buddy;
 pub mod page_fault1;
+pub mod pcp_flush;
 
 use crate::harness::Experiment;
 
 /// Every experiment, in the order `pagealloc bench` runs them.
 pub fn all() -> Vec<Box<dyn Experiment>> {
-    vec![Box::new(buddy::Buddy), Box::new(page_fault1::PageFault1)]
+    vec![Box::new(buddy::Buddy), Box::new(page_fault1::PageFault1), Box::new(pcp_flush::PcpFlush)]
 }
