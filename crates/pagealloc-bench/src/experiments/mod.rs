@@ -1,6 +1,7 @@
 //! The experiments of `pagealloc bench`, one file each.
 
 pub mod buddy;
+pub mod bulk;
 pub mod page_fault1;
 pub mod pcp_flush;
 
@@ -8,5 +9,5 @@ use crate::harness::Experiment;
 
 /// Every experiment, in the order `pagealloc bench` runs them.
 pub fn all() -> Vec<Box<dyn Experiment>> {
-    vec![Box::new(buddy::Buddy), Box::new(page_fault1::PageFault1), Box::new(pcp_flush::PcpFlush)]
+    vec![Box::new(buddy::Buddy), Box::new(page_fault1::PageFault1), Box::new(pcp_flush::PcpFlush), Box::new(bulk::Bulk)]
 }
