@@ -39,9 +39,9 @@ impl Inner {
     /// page-lock state a free allows) to `to`. Returns the old flags.
     #[inline(always)]
     pub(crate) fn claim_for_free(&self, pfn: Pfn, order: u32, to: u32) -> Result<u32, FreeError> {
-        let d = self.mm.page(pfn.as_u64());
         loop {
             let old = self.check_free(pfn, order)?;
+            let d = self.mm.page(pfn.as_u64());
             if d.flags.compare_exchange(old, to, Ordering::Acquire, Ordering::Relaxed).is_ok() {
                 return Ok(old);
             }

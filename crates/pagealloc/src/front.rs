@@ -269,6 +269,21 @@ pub(crate) mod tls {
     }
 }
 
+#[cfg(loom)]
+pub(crate) mod tls {
+    //! Under loom the front cache is off: no thread ever has a slot.
+    use super::FrontSlot;
+    use std::sync::Arc;
+
+    pub(crate) fn with_slot<R>(
+        _id: u64,
+        _register: impl FnOnce() -> Option<Arc<FrontSlot>>,
+        _f: impl FnOnce(&FrontSlot) -> R,
+    ) -> Option<R> {
+        None
+    }
+}
+
 #[cfg(all(test, loom))]
 mod loom_tests {
     use super::*;
@@ -301,7 +316,8 @@ mod loom_tests {
             // SAFETY: paused: the drainer holds the slot.
             let drained = unsafe { slot.stacks() }[0].len;
             // SAFETY: as above.
-            unsafe { slot.stacks() }[0].len = 0;
+            let st = unsafe { slot.stacks() };
+            st[0].len = 0;
             slot.resume();
             let pushed = owner.join().unwrap();
             assert!(slot.enter());

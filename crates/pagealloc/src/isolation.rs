@@ -177,7 +177,7 @@ impl PageAllocator {
                 // A racy look first: free or parked on a per-CPU list.
                 let (ok, skip_to) = inner.looks_free(s, s + nr_pages);
                 if !ok {
-                    s = skip_to.div_ceil(align) * align;
+                    s = skip_to.max(s + 1).div_ceil(align) * align;
                     continue;
                 }
                 if self.isolate_range(Pfn::new(s), nr_pages).is_ok() {

@@ -180,3 +180,87 @@ fn highatomic_reserve_is_made_under_pressure_and_given_back() {
     a.free_pages(p, 2).unwrap();
     a.check_invariants().unwrap();
 }
+
+#[cfg(loom)]
+mod loom_models {
+    //! Whole-allocator models on a one-pageblock arena: the per-CPU lock's
+    //! try-lock fallback, remote drains and bulk operations racing frees. Each
+    //! ends with the invariants and conservation.
+    use crate::*;
+
+    fn tiny() -> PageAllocator {
+        PageAllocator::new(Config::small(2 << 20).nr_cpus(Some(1)).min_free_kbytes(Some(0))).unwrap()
+    }
+
+    fn whole(a: &PageAllocator) {
+        a.check_invariants().unwrap();
+        a.drain_all_pages();
+        a.check_invariants().unwrap();
+        assert_eq!(a.nr_free_pages(), a.managed_pages());
+    }
+
+    #[test]
+    fn pcp_alloc_free_race_remote_drain() {
+        loom::model(|| {
+            let a = tiny();
+            let b = a.clone();
+            let t = loom::thread::spawn(move || {
+                let p = b.alloc_pages(Gfp::KERNEL, 0).unwrap();
+                b.free_pages(p, 0).unwrap();
+            });
+            a.drain_all_pages();
+            t.join().unwrap();
+            whole(&a);
+        });
+    }
+
+    #[test]
+    fn two_cpus_share_one_pcp_and_fall_back() {
+        loom::model(|| {
+            let a = tiny();
+            let b = a.clone();
+            let t = loom::thread::spawn(move || {
+                let p = b.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+                b.free_pages(p, 0).unwrap();
+            });
+            let q = a.alloc_pages(Gfp::MOVABLE, 1).unwrap();
+            a.free_pages(q, 1).unwrap();
+            t.join().unwrap();
+            whole(&a);
+        });
+    }
+
+    #[test]
+    fn bulk_alloc_races_bulk_free() {
+        loom::model(|| {
+            let a = tiny();
+            let mut mine = [None; 2];
+            assert_eq!(a.alloc_pages_bulk(Gfp::KERNEL, &mut mine), 2);
+            let b = a.clone();
+            let pfns: Vec<Pfn> = mine.iter().map(|p| p.unwrap()).collect();
+            let t = loom::thread::spawn(move || b.free_pages_bulk(&pfns).unwrap());
+            let mut more = [None; 2];
+            assert_eq!(a.alloc_pages_bulk(Gfp::KERNEL, &mut more), 2);
+            t.join().unwrap();
+            a.free_pages_bulk(&more.map(|p| p.unwrap())).unwrap();
+            whole(&a);
+        });
+    }
+
+    #[test]
+    fn isolation_races_frees() {
+        loom::model(|| {
+            let a = tiny();
+            let p = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+            let b = a.clone();
+            let t = loom::thread::spawn(move || b.free_pages(p, 0).unwrap());
+            a.isolate_range(Pfn::new(0), PAGEBLOCK_PAGES).unwrap();
+            t.join().unwrap();
+            // After the free and the isolation's drain, every page is free and isolated.
+            a.drain_all_pages();
+            assert!(a.test_pages_isolated(Pfn::new(0), PAGEBLOCK_PAGES));
+            a.undo_isolate_range(Pfn::new(0), PAGEBLOCK_PAGES).unwrap();
+            whole(&a);
+        });
+    }
+}

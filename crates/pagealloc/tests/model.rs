@@ -6,7 +6,7 @@
 //! error and changes nothing. At the end everything is freed and the arena must be
 //! whole again (only max-order blocks).
 
-use pagealloc::{Config, FreeError, Gfp, PageAllocator, Pfn, MAX_ORDER};
+use pagealloc::{Config, FreeError, Gfp, PageAllocator, Pfn, MAX_ORDER, PAGEBLOCK_ORDER};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
@@ -102,7 +102,10 @@ fn assert_whole(a: &PageAllocator) {
     a.check_invariants().unwrap();
     assert_eq!(a.nr_free_pages(), a.managed_pages());
     let fr = a.fragmentation();
-    for (order, n) in fr.free_blocks.iter().enumerate().take(MAX_ORDER as usize) {
+    // Below pageblock order everything merged; at pageblock order two halves may
+    // stay apart only across a type boundary (a HighAtomic reserve outlives its
+    // allocations, as in the kernel), which check_invariants has verified.
+    for (order, n) in fr.free_blocks.iter().enumerate().take(PAGEBLOCK_ORDER as usize) {
         assert_eq!(*n, 0, "order-{order} blocks left after freeing everything: not fully coalesced");
     }
 }
