@@ -227,18 +227,22 @@ impl PageAllocator {
     #[inline]
     pub fn free_pages(&self, pfn: Pfn, order: u32) -> Result<(), FreeError> {
         let inner = &*self.inner;
-        let old = inner.check_free(pfn, order)?;
+        inner.check_free(pfn, order)?;
         let p = pfn.as_u64();
         let z = inner.zone_of(p);
         let mut g = z.lock(&inner.mm);
-        // Re-check under the lock: a racing free of the same pfn loses here.
-        if inner.mm.page(p).flags() & flags::HEAD == 0 {
-            drop(g);
-            return Err(inner.diagnose_free(pfn, order));
-        }
+        // Re-check under the lock and take HEAD away in one RMW (clearing the
+        // lock-state bits): a racing free or lock_page of the same pfn loses here.
+        let old = match crate::pagelock::take_head_for_free(&inner.mm.page(p).flags, pfn) {
+            Ok(f) => f,
+            Err(e) => {
+                drop(g);
+                return Err(e.unwrap_or_else(|| inner.diagnose_free(pfn, order)));
+            }
+        };
         g.free_block_locked(p, order);
         drop(g);
-        if old & flags::WAITERS != 0 {
+        if old & flags::WAITERS != 0 || !inner.cfg.page_lock_waiters_bit {
             inner.wake_freed(pfn);
         }
         Ok(())
@@ -416,7 +420,9 @@ impl Inner {
     /// A page was freed while its waiters bit was set: wake whoever waits so they
     /// see it is gone (page-lock waiters re-check and report NotAllocated).
     #[cold]
-    fn wake_freed(&self, _pfn: Pfn) {}
+    fn wake_freed(&self, pfn: Pfn) {
+        crate::pagelock::wake_freed(&self.mm.page(pfn.as_u64()).flags);
+    }
 
     /// Order of the pageblock-type change test helper.
     #[cfg(test)]
