@@ -1,10 +1,11 @@
 //! The experiments of `pagealloc bench`, one file each.
 
 pub mod buddy;
+pub mod page_lock;
 
 use crate::harness::Experiment;
 
 /// Every experiment, in the order `pagealloc bench` runs them.
 pub fn all() -> Vec<Box<dyn Experiment>> {
-    vec![Box::new(buddy::Buddy)]
+    vec![Box::new(buddy::Buddy), Box::new(page_lock::PageLock)]
 }
