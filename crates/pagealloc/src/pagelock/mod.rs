@@ -54,7 +54,7 @@
 //! RMW that takes `HEAD` away, so a racing lock attempt fails cleanly.
 
 mod api;
-#[cfg(loom)]
+#[cfg(all(test, loom))]
 mod loom_tests;
 #[cfg(all(test, not(loom)))]
 mod tests;

@@ -269,33 +269,47 @@ fn unfairness_zero_hands_off_in_arrival_order() {
 }
 
 /// `threads` threads each take the lock of their page `per_thread` times; a
-/// plain counter updated only under the lock must come out exact.
-fn handoff_storm(a: &PageAllocator, pages: &[Pfn], threads: usize, per_thread: u64) {
-    let counters: Vec<AtomicU64> = pages.iter().map(|_| AtomicU64::new(0)).collect();
-    let done = watchdog(120, "handoff storm");
+/// plain counter updated only under the lock must come out exact. Returns the
+/// handoffs: acquisitions by another thread than the page's previous owner.
+fn handoff_storm(a: &PageAllocator, pages: &[Pfn], threads: usize, per_thread: u64) -> u64 {
+    // Per page: acquisitions and last owner, both written only under the lock.
+    let counters: Vec<[AtomicU64; 2]> = pages.iter().map(|_| Default::default()).collect();
+    let handoffs = AtomicU64::new(0);
+    let done = watchdog(600, "handoff storm");
     let start = Barrier::new(threads);
     thread::scope(|s| {
         for t in 0..threads {
-            let (a, counters, start) = (a, &counters, &start);
+            let (a, counters, start, handoffs) = (a, &counters, &start, &handoffs);
             s.spawn(move || {
                 let k = t % pages.len();
+                let [count, owner] = &counters[k];
+                let mut h = 0;
                 start.wait();
-                for _ in 0..per_thread {
+                for i in 0..per_thread {
                     a.lock_page(pages[k]).unwrap();
                     // A non-atomic increment in effect: exact only under mutual exclusion.
-                    let c = counters[k].load(Ordering::Relaxed);
-                    counters[k].store(c + 1, Ordering::Relaxed);
+                    count.store(count.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                    if owner.load(Ordering::Relaxed) != t as u64 + 1 {
+                        owner.store(t as u64 + 1, Ordering::Relaxed);
+                        h += 1;
+                    }
+                    if i % 64 == 0 {
+                        // Hold the lock across a yield now and then, so others queue.
+                        thread::yield_now();
+                    }
                     a.unlock_page(pages[k]).unwrap();
                 }
+                handoffs.fetch_add(h, Ordering::Relaxed);
             });
         }
     });
     done.store(true, Ordering::Relaxed);
-    let total: u64 = counters.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+    let total: u64 = counters.iter().map(|c| c[0].load(Ordering::Relaxed)).sum();
     assert_eq!(total, threads as u64 * per_thread);
     for &p in pages {
         assert_eq!(raw_flags(a, p) & (flags::WAITERS | flags::LOCKED), 0, "{p:?} left locked or with waiters");
     }
+    handoffs.load(Ordering::Relaxed)
 }
 
 /// Pages whose wait-queue bucket is the same (found by search).
@@ -343,21 +357,28 @@ fn handoffs_on_colliding_pages() {
 }
 
 /// The figure: 8 threads, 10 million lock acquisitions on one page, then
-/// the same over four colliding pages. Run with
+/// the same over four colliding pages (two threads per page), for the default,
+/// strict-FIFO and old designs. Run with
 /// `cargo test --release -p pagealloc ten_million -- --ignored --nocapture`.
 #[test]
-#[ignore = "long: 10 million handoffs; run in release"]
+#[ignore = "long: 10 million acquisitions; run in release"]
 fn ten_million_handoffs() {
-    for waiters_bit in [true, false] {
-        let a = small(waiters_bit, 5);
+    for (waiters_bit, unfairness) in [(true, 5), (true, 0), (false, 5)] {
+        let a = small(waiters_bit, unfairness);
         let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
         let t0 = Instant::now();
-        handoff_storm(&a, &[p], 8, 1_250_000);
-        eprintln!("waiters_bit={waiters_bit}: one page: 10M acquisitions in {:?}", t0.elapsed());
+        let h = handoff_storm(&a, &[p], 8, 1_250_000);
+        eprintln!(
+            "waiters_bit={waiters_bit} unfairness={unfairness}: one page: 10M acquisitions, {h} owner changes, {:?}",
+            t0.elapsed()
+        );
         let pages = colliding_pages(&a, 4);
         let t0 = Instant::now();
-        handoff_storm(&a, &pages, 8, 1_250_000);
-        eprintln!("waiters_bit={waiters_bit}: 4 colliding pages: 10M acquisitions in {:?}", t0.elapsed());
+        let h = handoff_storm(&a, &pages, 8, 1_250_000);
+        eprintln!(
+            "waiters_bit={waiters_bit} unfairness={unfairness}: 4 colliding pages: 10M acquisitions, {h} owner changes, {:?}",
+            t0.elapsed()
+        );
         a.check_invariants().unwrap();
     }
 }

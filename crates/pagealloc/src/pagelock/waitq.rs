@@ -146,7 +146,7 @@ impl WaitTable {
     }
 
     /// Waiters queued on `key` right now (tests use it to order arrivals).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn queued(&self, key: usize) -> usize {
         let q = self.bucket(key).queue.lock();
         // SAFETY: queued nodes are alive while we hold their bucket's lock.
