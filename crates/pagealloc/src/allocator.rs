@@ -304,7 +304,7 @@ impl PageAllocator {
                 if let Some(pi) = pcp::pindex(order, mt) {
                     let old = inner.claim_for_free(pfn, order, flags::PCP)?;
                     inner.free_claimed(z, p, order, mt, pi);
-                    if old & flags::WAITERS != 0 {
+                    if old & flags::WAITERS != 0 || !inner.cfg.page_lock_waiters_bit {
                         inner.wake_freed(pfn);
                     }
                     return Ok(());
@@ -313,7 +313,7 @@ impl PageAllocator {
         }
         let old = inner.claim_for_free(pfn, order, 0)?;
         inner.free_to_buddy(inner.zone_of(p), p, order, false);
-        if old & flags::WAITERS != 0 {
+        if old & flags::WAITERS != 0 || !inner.cfg.page_lock_waiters_bit {
             inner.wake_freed(pfn);
         }
         Ok(())
@@ -523,7 +523,9 @@ impl Inner {
     /// A page was freed while its waiters bit was set: wake whoever waits so they
     /// see it is gone (page-lock waiters re-check and report NotAllocated).
     #[cold]
-    pub(crate) fn wake_freed(&self, _pfn: Pfn) {}
+    pub(crate) fn wake_freed(&self, pfn: Pfn) {
+        crate::pagelock::wake_freed(&self.mm.page(pfn.as_u64()).flags);
+    }
 
     /// Order of the pageblock-type change test helper.
     #[cfg(test)]

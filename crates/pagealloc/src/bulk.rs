@@ -100,7 +100,7 @@ impl PageAllocator {
         let mut woken: Vec<Pfn> = Vec::new();
         let claimed = pfns.iter().enumerate().filter_map(|(i, &pfn)| match inner.claim_for_free(pfn, 0, flags::PCP) {
             Ok(old) => {
-                if old & flags::WAITERS != 0 {
+                if old & flags::WAITERS != 0 || !inner.cfg.page_lock_waiters_bit {
                     woken.push(pfn);
                 }
                 Some(pfn.as_u64())

@@ -32,6 +32,7 @@ mod isolation;
 mod list;
 mod memmap;
 mod page;
+mod pagelock;
 mod pages;
 mod pcp;
 pub mod stats;
@@ -47,6 +48,7 @@ pub use invariants::{Fragmentation, ZoneCensus};
 /// Bytes in one page descriptor (at most 16).
 pub const PAGE_DESC_SIZE: usize = std::mem::size_of::<page::PageDesc>();
 pub use page::flags as page_flags;
+pub use pagelock::{CancelToken, PageLockGuard};
 pub use pages::Pages;
 pub use types::{
     CpuId, Gfp, MigrateType, NodeId, Pfn, ZoneType, MAX_ORDER, MIGRATE_PCPTYPES, MIGRATE_TYPES, NR_ORDERS,

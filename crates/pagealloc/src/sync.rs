@@ -52,6 +52,15 @@ mod loom_mutex {
     }
 }
 
+/// Thread parking for the page wait queues (loom's threads under loom, which
+/// has no timed park: timed waits are not modelled there).
+pub(crate) mod thread {
+    #[cfg(loom)]
+    pub(crate) use loom::thread::{current, park, Thread};
+    #[cfg(not(loom))]
+    pub(crate) use std::thread::{current, park, park_timeout, Thread};
+}
+
 /// Yield inside a spin loop (loom needs to be told, or it explores forever).
 #[inline]
 pub(crate) fn spin_yield() {

@@ -1,0 +1,557 @@
+//! Page lock, writeback and the waiters bit (the kernel's `folio_lock`,
+//! `folio_unlock`, `folio_end_read`, `folio_wait_bit_common`, `folio_wake_bit`
+//! and `folio_end_writeback`), on the descriptor's flags word and the hashed
+//! wait queues of [`waitq`].
+//!
+//! A page is locked by setting `LOCKED` with a compare-and-swap that also
+//! requires `HEAD` (the page is an allocated block's head), so a free page is
+//! never marked. Unlock is one `fetch_and` that clears `LOCKED` and returns the
+//! old word; only if that word had `WAITERS` does the unlocker look up the wait
+//! queue. Waiters sleep in a hashed table keyed by the flags word's address, so
+//! pages need no queue of their own.
+//!
+//! The flags word as this protocol sees it (`HEAD` set throughout):
+//!
+//! ```text
+//!  LOCKED WAITERS  meaning
+//!    0      0      unlocked, nobody queued: lock is one CAS
+//!    1      0      locked, nobody queued: unlock is one fetch_and, nothing else
+//!    1      1      locked, someone may be queued: unlock looks up the bucket
+//!    0      1      unlocked, someone may be queued (a waiter about to retry, a
+//!                  writeback waiter, or a bit left by a hash-mate): harmless,
+//!                  costs the next unlock one lookup, which clears it
+//! ```
+//!
+//! The invariant that prevents lost wakeups: a waiter sets `WAITERS` with a
+//! read-modify-write of the flags word while holding its bucket lock, and queues
+//! itself only if that RMW saw `LOCKED` (or `WRITEBACK`) still set. The unlocker
+//! clears `LOCKED` with one RMW of the same word. RMWs of one word are totally
+//! ordered: if the waiter's came first, the unlocker's returns `WAITERS`, and the
+//! unlocker then takes the bucket lock, which it can only get once the waiter is
+//! queued; if the unlocker's came first, the waiter's sees `LOCKED` clear and it
+//! does not sleep. `WAITERS` is cleared only under the bucket lock, by a waker
+//! or an aborting waiter that found no other waiter for this page. No timeout is
+//! involved anywhere. (Seed 4's 2014 patch cleared the bit while looking at the
+//! queue without its lock, and recovered from the race it opened with a
+//! one-second sleep timeout.)
+//!
+//! Waits come in three kinds: exclusive (`lock_page`: one is woken per unlock),
+//! shared (`wait_on_page_locked`: all are woken, and return, at an unlock) and
+//! writeback (all are woken at `end_page_writeback` and re-check). Fairness: an
+//! exclusive waiter woken without the lock retries with a CAS and may lose to a
+//! newcomer; after `Config::page_lock_unfairness` such losses it asks for a
+//! handoff, and the next unlocker sets `LOCKED` again on its behalf under the
+//! bucket lock and wakes it as the owner. With 0, every queued waiter asks from
+//! the start: strict FIFO handoff.
+//!
+//! With `Config::page_lock_waiters_bit(false)` (the design before seed 4) nobody
+//! sets `WAITERS`, and every unlock and `end_page_writeback` looks up the bucket.
+//!
+//! Pages this applies to: the head pfn of an allocated block. A tail pfn, a free
+//! page or a page on a per-CPU list is refused with `NotAllocated` (the block is
+//! locked through its head, as a folio is). Freeing a locked or writeback page is
+//! refused; freeing clears `WAITERS` and the other lock-state bits in the same
+//! RMW that takes `HEAD` away, so a racing lock attempt fails cleanly.
+
+mod api;
+#[cfg(all(test, loom))]
+mod loom_tests;
+#[cfg(all(test, not(loom)))]
+mod tests;
+pub(crate) mod waitq;
+
+pub use api::PageLockGuard;
+
+use crate::error::{FreeError, PageStateError, WaitError};
+use crate::page::flags::{HEAD, LOCKED, LOCK_STATE, UPTODATE, WAITERS, WRITEBACK};
+use crate::sync::{thread, AtomicBool, AtomicU32, Mutex, Ordering};
+use crate::types::Pfn;
+use std::cell::Cell;
+use std::time::Instant;
+use waitq::{page_wait_table, FilterOp, ParkResult, UnparkResult, WaitTable};
+
+/// Park tokens: what kind of waiter is queued.
+mod kind {
+    pub(super) const MASK: usize = 3;
+    /// `lock_page`: wants the lock; one is woken per unlock.
+    pub(super) const EXCLUSIVE: usize = 1;
+    /// `wait_on_page_locked`: returns at the next unlock; all are woken.
+    pub(super) const SHARED: usize = 2;
+    /// `wait_on_page_writeback`: all are woken at `end_page_writeback`.
+    pub(super) const WRITEBACK: usize = 3;
+    /// Or-ed into `EXCLUSIVE`: this waiter has lost often enough; hand it the lock.
+    pub(super) const WANTS_HANDOFF: usize = 4;
+}
+
+/// Wake tokens: why a waiter was woken.
+mod wake {
+    /// The condition it waited for happened (unlock, end of writeback).
+    pub(super) const WOKEN: usize = 1;
+    /// The lock was set on the (exclusive) waiter's behalf: it owns it.
+    pub(super) const HANDED_OFF: usize = 2;
+    /// The page was freed: re-check, and report it.
+    pub(super) const FREED: usize = 3;
+}
+
+/// A cancellation flag for the `_cancellable` waits (the user-space form of the
+/// kernel's killable waits). Cancelling wakes every wait using the token; waits
+/// started after it return `Cancelled` at once. Share it by reference or `Arc`.
+#[derive(Debug)]
+pub struct CancelToken {
+    cancelled: AtomicBool,
+    /// Threads sleeping in a wait that uses this token.
+    sleepers: Mutex<Vec<thread::Thread>>,
+}
+
+impl Default for CancelToken {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl CancelToken {
+    /// A token not yet cancelled.
+    pub fn new() -> Self {
+        Self { cancelled: AtomicBool::new(false), sleepers: Mutex::new(Vec::new()) }
+    }
+
+    /// Cancel: every wait using this token returns `WaitError::Cancelled`
+    /// (unless it got what it waited for first).
+    pub fn cancel(&self) {
+        // Release: pairs with the Acquire in `is_cancelled`. A sleeper that
+        // registered before we take the list lock is unparked below; one that
+        // registers after it sees the flag (the lock orders the two).
+        self.cancelled.store(true, Ordering::Release);
+        for t in self.sleepers.lock().iter() {
+            t.unpark();
+        }
+    }
+
+    /// Whether `cancel` was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Acquire)
+    }
+
+    /// Note a thread about to sleep with this token, until the guard drops.
+    fn register<'a>(&'a self, t: &thread::Thread) -> Registration<'a> {
+        self.sleepers.lock().push(t.clone());
+        Registration { token: self }
+    }
+}
+
+/// A sleeper's entry in a [`CancelToken`]'s list; removes it on drop.
+struct Registration<'a> {
+    token: &'a CancelToken,
+}
+
+impl Drop for Registration<'_> {
+    fn drop(&mut self) {
+        let me = thread::current().id();
+        let mut v = self.token.sleepers.lock();
+        if let Some(i) = v.iter().position(|t| t.id() == me) {
+            v.swap_remove(i);
+        }
+    }
+}
+
+/// How the lock protocol behaves, from the allocator's `Config`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LockPolicy {
+    /// Use the waiters bit (today's design) or always look up the queue.
+    pub(crate) waiters_bit: bool,
+    /// Losses a queued exclusive waiter takes before it asks for a handoff.
+    pub(crate) unfairness: u32,
+}
+
+/// One page's flags word, with what the protocol needs around it.
+#[derive(Clone, Copy)]
+pub(crate) struct PageRef<'a> {
+    flags: &'a AtomicU32,
+    pfn: Pfn,
+    policy: LockPolicy,
+    /// `None`: the process-wide page wait table.
+    table: Option<&'a WaitTable>,
+}
+
+impl<'a> PageRef<'a> {
+    #[inline(always)]
+    pub(crate) fn new(flags: &'a AtomicU32, pfn: Pfn, policy: LockPolicy, table: Option<&'a WaitTable>) -> Self {
+        Self { flags, pfn, policy, table }
+    }
+
+    #[inline]
+    fn table(&self) -> &'a WaitTable {
+        match self.table {
+            Some(t) => t,
+            None => page_wait_table(),
+        }
+    }
+
+    /// The wait-queue key: the flags word's address.
+    #[inline]
+    pub(crate) fn key(&self) -> usize {
+        self.flags as *const AtomicU32 as usize
+    }
+
+    fn not_allocated(&self) -> PageStateError {
+        PageStateError::NotAllocated { pfn: self.pfn }
+    }
+
+    /// Racy read of the flags.
+    #[inline]
+    pub(crate) fn flags_racy(&self) -> u32 {
+        self.flags.load(Ordering::Relaxed)
+    }
+
+    /// Take the lock if it is free (the kernel's `folio_trylock`). Never blocks.
+    #[inline]
+    pub(crate) fn try_lock(&self) -> Result<bool, PageStateError> {
+        let mut f = self.flags.load(Ordering::Relaxed);
+        loop {
+            if f & (HEAD | LOCKED) != HEAD {
+                return if f & HEAD == 0 { Err(self.not_allocated()) } else { Ok(false) };
+            }
+            // Acquire: pairs with the Release of the unlock that cleared LOCKED.
+            match self.flags.compare_exchange(f, f | LOCKED, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => return Ok(true),
+                Err(cur) => f = cur,
+            }
+        }
+    }
+
+    /// Take the lock, sleeping while another holds it (the kernel's `folio_lock`).
+    #[inline]
+    pub(crate) fn lock(&self, deadline: Option<Instant>, cancel: Option<&CancelToken>) -> Result<(), WaitError> {
+        if self.try_lock()? {
+            return Ok(());
+        }
+        self.lock_slow(deadline, cancel)
+    }
+
+    /// The contended lock: queue as an exclusive waiter, retry when woken, ask
+    /// for a handoff after `unfairness` lost retries.
+    #[cold]
+    #[inline(never)]
+    fn lock_slow(&self, deadline: Option<Instant>, cancel: Option<&CancelToken>) -> Result<(), WaitError> {
+        let mut lost = 0u32;
+        loop {
+            // A woken waiter always retries before it may give up: the wake it
+            // took was meant for one exclusive waiter, and if the lock is free now
+            // nobody else would pass it on.
+            if self.try_lock()? {
+                return Ok(());
+            }
+            let mut token = kind::EXCLUSIVE;
+            if lost >= self.policy.unfairness {
+                token |= kind::WANTS_HANDOFF;
+            }
+            match self.park(token, LOCKED, deadline, cancel) {
+                ParkResult::Unparked(wake::HANDED_OFF) => return Ok(()),
+                ParkResult::Unparked(wake::FREED) | ParkResult::Invalid => {}
+                ParkResult::Unparked(_) => lost = lost.saturating_add(1),
+                ParkResult::TimedOut => return Err(WaitError::TimedOut),
+                ParkResult::Cancelled => return Err(WaitError::Cancelled),
+            }
+        }
+    }
+
+    /// Release the lock (the kernel's `folio_unlock`): one RMW; the wait queue
+    /// only if it returned `WAITERS` (or always, in the old design).
+    #[inline]
+    pub(crate) fn unlock(&self) -> Result<(), PageStateError> {
+        // Release: pairs with the Acquire of the next locker's CAS.
+        let old = self.flags.fetch_and(!LOCKED, Ordering::Release);
+        if old & (LOCKED | WAITERS) == LOCKED && self.policy.waiters_bit {
+            return Ok(());
+        }
+        self.unlock_slow(old)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn unlock_slow(&self, old: u32) -> Result<(), PageStateError> {
+        if old & LOCKED == 0 {
+            // Nothing changed: clearing a clear bit. A free page never has LOCKED.
+            return Err(if old & HEAD == 0 {
+                self.not_allocated()
+            } else {
+                PageStateError::NotLocked { pfn: self.pfn }
+            });
+        }
+        if old & WAITERS != 0 || !self.policy.waiters_bit {
+            self.wake_lock_waiters();
+        }
+        Ok(())
+    }
+
+    /// Clear `LOCKED` and set `UPTODATE` in one RMW (the kernel's
+    /// `folio_end_read` after a successful read), then wake as `unlock` does.
+    #[inline]
+    pub(crate) fn unlock_uptodate(&self) -> Result<(), PageStateError> {
+        let mut f = self.flags.load(Ordering::Relaxed);
+        let old = loop {
+            if f & LOCKED == 0 {
+                return self.unlock_slow(f);
+            }
+            // Release: pairs with the Acquire of the next locker and of
+            // `uptodate` readers: the page's contents are published here.
+            match self.flags.compare_exchange(f, (f & !LOCKED) | UPTODATE, Ordering::Release, Ordering::Relaxed) {
+                Ok(old) => break old,
+                Err(cur) => f = cur,
+            }
+        };
+        if old & WAITERS != 0 || !self.policy.waiters_bit {
+            self.wake_lock_waiters();
+        }
+        Ok(())
+    }
+
+    /// Wake after an unlock: every shared waiter, and the first exclusive one,
+    /// handing it the lock if it asked and the lock is still free.
+    #[cold]
+    #[inline(never)]
+    fn wake_lock_waiters(&self) {
+        let handed = Cell::new(false);
+        let mut exclusive_seen = false;
+        self.table().unpark_filter(
+            self.key(),
+            |tok| match tok & kind::MASK {
+                kind::SHARED => FilterOp::Unpark,
+                kind::EXCLUSIVE if !exclusive_seen => {
+                    exclusive_seen = true;
+                    if tok & kind::WANTS_HANDOFF == 0 {
+                        FilterOp::Unpark
+                    } else if self.lock_for_handoff() {
+                        handed.set(true);
+                        FilterOp::Unpark
+                    } else {
+                        // A newcomer took the lock in the gap since our unlock;
+                        // its unlock will see WAITERS (this waiter stays) and
+                        // try the handoff again.
+                        FilterOp::Skip
+                    }
+                }
+                _ => FilterOp::Skip,
+            },
+            |res| {
+                self.clear_waiters_if_last(res);
+                if handed.get() {
+                    wake::HANDED_OFF
+                } else {
+                    wake::WOKEN
+                }
+            },
+        );
+    }
+
+    /// Under the bucket lock: set `LOCKED` for a waiter that asked for a handoff.
+    fn lock_for_handoff(&self) -> bool {
+        let mut f = self.flags.load(Ordering::Relaxed);
+        loop {
+            if f & (HEAD | LOCKED) != HEAD {
+                return false;
+            }
+            // Acquire: pairs with the Release of the unlock that cleared LOCKED
+            // (ours, or a newcomer's); the waiter acquires from our wake store.
+            match self.flags.compare_exchange(f, f | LOCKED, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => return true,
+                Err(cur) => f = cur,
+            }
+        }
+    }
+
+    /// Under the bucket lock: nobody for this page is left queued, so clear
+    /// `WAITERS` (a waiter that comes later sets it again under the same lock).
+    fn clear_waiters_if_last(&self, res: UnparkResult) {
+        if self.policy.waiters_bit && !res.have_more_threads {
+            self.flags.fetch_and(!WAITERS, Ordering::Relaxed);
+        }
+    }
+
+    /// Queue as a waiter of `kind` until `cond` (LOCKED or WRITEBACK) clears.
+    fn park(&self, token: usize, cond: u32, deadline: Option<Instant>, cancel: Option<&CancelToken>) -> ParkResult {
+        let waiters_bit = self.policy.waiters_bit;
+        self.table().park(
+            self.key(),
+            token,
+            || self.prepare_to_sleep(cond),
+            |last| {
+                if last && waiters_bit {
+                    self.flags.fetch_and(!WAITERS, Ordering::Relaxed);
+                }
+            },
+            deadline,
+            cancel,
+        )
+    }
+
+    /// Under the bucket lock, before queueing: announce the waiter with an RMW
+    /// that sets `WAITERS` and sleep only if that RMW saw `cond` still set on an
+    /// allocated page. In the old design there is no bit: a plain load suffices,
+    /// because every unlock takes this bucket lock after its RMW.
+    fn prepare_to_sleep(&self, cond: u32) -> bool {
+        let mut f = self.flags.load(Ordering::Relaxed);
+        loop {
+            if f & HEAD == 0 || f & cond == 0 {
+                return false;
+            }
+            if !self.policy.waiters_bit {
+                return true;
+            }
+            match self.flags.compare_exchange(f, f | WAITERS, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return true,
+                Err(cur) => f = cur,
+            }
+        }
+    }
+
+    /// Sleep until the page is unlocked (the kernel's `folio_wait_locked`).
+    /// Returns at once if it is unlocked; otherwise at the next unlock, even if a
+    /// handoff re-locked the page for a queued locker at that moment.
+    pub(crate) fn wait_locked(&self, deadline: Option<Instant>, cancel: Option<&CancelToken>) -> Result<(), WaitError> {
+        loop {
+            // Acquire: pairs with the unlock's Release, for what it published.
+            let f = self.flags.load(Ordering::Acquire);
+            if f & HEAD == 0 {
+                return Err(self.not_allocated().into());
+            }
+            if f & LOCKED == 0 {
+                return Ok(());
+            }
+            match self.park(kind::SHARED, LOCKED, deadline, cancel) {
+                ParkResult::Unparked(wake::FREED) | ParkResult::Invalid => {}
+                ParkResult::Unparked(_) => return Ok(()),
+                ParkResult::TimedOut => return Err(WaitError::TimedOut),
+                ParkResult::Cancelled => return Err(WaitError::Cancelled),
+            }
+        }
+    }
+
+    /// Mark the page under writeback; `Ok(false)` if it already was.
+    pub(crate) fn set_writeback(&self) -> Result<bool, PageStateError> {
+        let mut f = self.flags.load(Ordering::Relaxed);
+        loop {
+            if f & HEAD == 0 {
+                return Err(self.not_allocated());
+            }
+            if f & WRITEBACK != 0 {
+                return Ok(false);
+            }
+            match self.flags.compare_exchange(f, f | WRITEBACK, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return Ok(true),
+                Err(cur) => f = cur,
+            }
+        }
+    }
+
+    /// End writeback (the kernel's `folio_end_writeback`): one RMW, then the
+    /// queue only if it returned `WAITERS`.
+    pub(crate) fn end_writeback(&self) -> Result<(), PageStateError> {
+        // Release: pairs with the Acquire load in `wait_writeback`.
+        let old = self.flags.fetch_and(!WRITEBACK, Ordering::Release);
+        if old & WRITEBACK == 0 {
+            return Err(if old & HEAD == 0 {
+                self.not_allocated()
+            } else {
+                PageStateError::NotWriteback { pfn: self.pfn }
+            });
+        }
+        if old & WAITERS != 0 || !self.policy.waiters_bit {
+            self.wake_writeback_waiters();
+        }
+        Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn wake_writeback_waiters(&self) {
+        self.table().unpark_filter(
+            self.key(),
+            |tok| if tok & kind::MASK == kind::WRITEBACK { FilterOp::Unpark } else { FilterOp::Skip },
+            |res| {
+                self.clear_waiters_if_last(res);
+                wake::WOKEN
+            },
+        );
+    }
+
+    /// Sleep until the page is not under writeback (the kernel's
+    /// `folio_wait_writeback`: it re-checks, so a new writeback is waited for too).
+    pub(crate) fn wait_writeback(
+        &self,
+        deadline: Option<Instant>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<(), WaitError> {
+        loop {
+            let f = self.flags.load(Ordering::Acquire);
+            if f & HEAD == 0 {
+                return Err(self.not_allocated().into());
+            }
+            if f & WRITEBACK == 0 {
+                return Ok(());
+            }
+            match self.park(kind::WRITEBACK, WRITEBACK, deadline, cancel) {
+                ParkResult::Unparked(_) | ParkResult::Invalid => {}
+                ParkResult::TimedOut => return Err(WaitError::TimedOut),
+                ParkResult::Cancelled => return Err(WaitError::Cancelled),
+            }
+        }
+    }
+
+    /// Set or clear `UPTODATE` on an allocated page.
+    pub(crate) fn set_uptodate(&self, on: bool) -> Result<(), PageStateError> {
+        let mut f = self.flags.load(Ordering::Relaxed);
+        loop {
+            if f & HEAD == 0 {
+                return Err(self.not_allocated());
+            }
+            let new = if on { f | UPTODATE } else { f & !UPTODATE };
+            if new == f {
+                return Ok(());
+            }
+            // Release: pairs with the Acquire in `uptodate`: contents published.
+            match self.flags.compare_exchange(f, new, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => return Ok(()),
+                Err(cur) => f = cur,
+            }
+        }
+    }
+
+    /// Whether the page is allocated and up to date.
+    #[inline]
+    pub(crate) fn uptodate(&self) -> bool {
+        self.flags.load(Ordering::Acquire) & (HEAD | UPTODATE) == HEAD | UPTODATE
+    }
+}
+
+/// Under the zone lock, for `free_pages`: take `HEAD` away unless the page is
+/// locked or under writeback, clearing the lock-state bits (a stale `WAITERS`
+/// left by a hash-mate included) in the same RMW. Returns the old flags, or the
+/// refusal (`None`: not an allocated head; the caller diagnoses why).
+pub(crate) fn take_head_for_free(flags: &AtomicU32, pfn: Pfn) -> Result<u32, Option<FreeError>> {
+    let mut f = flags.load(Ordering::Relaxed);
+    loop {
+        if f & HEAD == 0 {
+            return Err(None);
+        }
+        if f & LOCKED != 0 {
+            return Err(Some(FreeError::Locked { pfn }));
+        }
+        if f & WRITEBACK != 0 {
+            return Err(Some(FreeError::Writeback { pfn }));
+        }
+        // Acquire: pairs with the Release of the last unlock / end of writeback,
+        // so the page's users are done with it before it is reused.
+        match flags.compare_exchange(f, f & !(HEAD | LOCK_STATE), Ordering::Acquire, Ordering::Relaxed) {
+            Ok(old) => return Ok(old),
+            Err(cur) => f = cur,
+        }
+    }
+}
+
+/// A page was freed while someone might wait on it: wake them all, so they
+/// re-check and report `NotAllocated` (or find the pfn allocated anew).
+#[cold]
+pub(crate) fn wake_freed(flags: &AtomicU32) {
+    page_wait_table().unpark_filter(flags as *const AtomicU32 as usize, |_| FilterOp::Unpark, |_| wake::FREED);
+}
