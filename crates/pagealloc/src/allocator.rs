@@ -11,6 +11,7 @@ use crate::cpu;
 use crate::error::{AllocError, ConfigError, FreeError};
 use crate::memmap::MemMap;
 use crate::page::flags;
+use crate::stats::events::{PerCpuEvents, VmEvent};
 use crate::sync::Arc;
 use crate::types::{Gfp, MigrateType, NodeId, Pfn, ZoneType, MAX_ORDER, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE};
 use crate::zone::{self, Wmark, Zone, ZoneGuard};
@@ -36,6 +37,8 @@ pub(crate) struct Inner {
     pub(crate) nodes: Box<[Node]>,
     /// Zone index per pageblock.
     block_zone: Box<[u8]>,
+    /// Event counters, one block per CPU slot (summed by `vmstat`).
+    pub(crate) events: PerCpuEvents,
 }
 
 /// One node's zones and its zonelists.
@@ -122,6 +125,7 @@ impl PageAllocator {
         }
         let nodes = (0..cfg.nodes as usize).map(|nid| Node::build(nid, &nodes_zones, &zones)).collect();
         let mm = MemMap::new(pages, cfg.backing)?;
+        let events = PerCpuEvents::new(cfg.nr_cpus.unwrap_or_else(cpu::possible_cpus));
         let inner = Inner {
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             cfg,
@@ -129,6 +133,7 @@ impl PageAllocator {
             zones: zones.into_boxed_slice(),
             nodes,
             block_zone,
+            events,
         };
         for z in inner.zones.iter() {
             let mut g = z.lock(&inner.mm);
@@ -238,6 +243,7 @@ impl PageAllocator {
         }
         g.free_block_locked(p, order);
         drop(g);
+        inner.events.count(VmEvent::Pgfree, 1 << order);
         if old & flags::WAITERS != 0 {
             inner.wake_freed(pfn);
         }
@@ -318,11 +324,29 @@ impl Inner {
         if took.is_none() {
             took = g.rmqueue_locked(order, mt);
         }
-        let (pfn, _how) = took?;
-        if highatomic && z.pageblock_mt_racy(pfn) != MigrateType::HighAtomic {
-            g.reserve_highatomic_locked(pfn, order);
-        }
+        let (pfn, how) = took?;
+        let reserved = highatomic
+            && z.pageblock_mt_racy(pfn) != MigrateType::HighAtomic
+            && g.reserve_highatomic_locked(pfn, order);
+        drop(g);
+        self.count_alloc(z, order, how, reserved);
         Some(pfn)
+    }
+
+    /// Count an allocation's events (after the zone lock is dropped).
+    #[inline(always)]
+    fn count_alloc(&self, z: &Zone, order: u32, how: Took, reserved: bool) {
+        let cpu = cpu::current_cpu() as usize;
+        let ev = if z.ztype == ZoneType::Movable { VmEvent::PgallocMovable } else { VmEvent::PgallocNormal };
+        self.events.count_on(cpu, ev, 1 << order);
+        match how {
+            Took::Own => {}
+            Took::Claimed => self.events.count_on(cpu, VmEvent::FallbackClaim, 1),
+            Took::Stolen => self.events.count_on(cpu, VmEvent::FallbackSteal, 1),
+        }
+        if reserved {
+            self.events.count_on(cpu, VmEvent::HighatomicReserve, 1);
+        }
     }
 
     /// Mark a block allocated and zero it if asked.
@@ -359,6 +383,7 @@ impl Inner {
                 }
             }
         }
+        self.events.count(VmEvent::AllocFail, 1);
         Err(AllocError::NoMemory { order })
     }
 
