@@ -2,6 +2,8 @@
 
 mod experiments;
 mod harness;
+mod show;
+mod workloads;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -29,11 +31,29 @@ enum Cmd {
         #[arg(long)]
         quiet: bool,
     },
+    /// Build a default arena, run a workload, print a /proc report.
+    Show {
+        /// The report.
+        #[arg(value_enum)]
+        report: show::Report,
+        /// The workload to run first.
+        #[arg(long, value_enum, default_value_t = show::Workload::Fresh)]
+        workload: show::Workload,
+        /// pagetypeinfo: exact counts instead of the kernel's 100000 cap.
+        #[arg(long)]
+        exact: bool,
+        /// pagetypeinfo: the old design (walk the free lists under the zone lock).
+        #[arg(long)]
+        walk_lists: bool,
+    },
 }
 
 fn main() {
     let cli = Cli::parse();
     match cli.cmd {
+        Cmd::Show { report, workload, exact, walk_lists } => {
+            print!("{}", show::show(&show::ShowArgs { report, workload, exact, walk_lists }));
+        }
         Cmd::Bench { experiment, full, json, quiet } => {
             let all = experiments::all();
             let chosen: Vec<_> = match &experiment {
