@@ -20,7 +20,7 @@
 use crate::harness::{pin, rdtsc, stats, Claim, Ctx, Experiment, ExperimentResult, Figure};
 use crate::workloads;
 use pagealloc::{Config, Gfp, PageAllocator, Pfn};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::time::Duration;
 
 /// The experiment.
@@ -46,76 +46,85 @@ impl Monitor {
     }
 }
 
-/// One (order, batch) run: per outer round, corrected cycles per call.
-struct Case {
+/// One (order, batch, monitor) series: per outer round, corrected cycles per
+/// call, and the original's lines.
+#[derive(Default)]
+struct Series {
     alloc: Vec<f64>,
     free: Vec<f64>,
     lines: Vec<String>,
     failed: u64,
+    /// The original's running totals (carried across rounds, as it does).
+    orig: (u64, u64),
 }
 
-fn run_case(a: &PageAllocator, order: u32, batch: u64, outer: usize, inner: u64) -> Case {
-    let mut pages: Vec<Option<Pfn>> = vec![None; batch as usize + 1];
-    let (mut orig_alloc, mut orig_free) = (0u64, 0u64);
-    let mut c = Case { alloc: Vec::new(), free: Vec::new(), lines: Vec::new(), failed: 0 };
-    for _ in 0..outer {
-        let (mut ra, mut rf) = (0u64, 0u64);
-        for _ in 0..inner {
-            let t0 = rdtsc();
-            for slot in pages.iter_mut() {
-                *slot = a.alloc_pages(Gfp::KERNEL, order).ok();
-            }
-            let t1 = rdtsc();
-            for slot in pages.iter_mut() {
-                match slot.take() {
-                    Some(p) => a.free_pages(p, order).expect("free a batch page"),
-                    None => c.failed += 1,
-                }
-            }
-            let t2 = rdtsc();
-            ra += t1 - t0;
-            rf += t2 - t1;
+/// One outer round: `inner` times allocate `batch + 1` blocks then free them.
+fn round(a: &PageAllocator, order: u32, batch: u64, inner: u64, pages: &mut [Option<Pfn>], s: &mut Series) {
+    let (mut ra, mut rf) = (0u64, 0u64);
+    for _ in 0..inner {
+        let t0 = rdtsc();
+        for slot in pages.iter_mut() {
+            *slot = a.alloc_pages(Gfp::KERNEL, order).ok();
         }
-        // The original's arithmetic: totals carried across rounds, divided by
-        // the inner count and by the batch (not batch + 1).
-        orig_alloc = (orig_alloc + ra) / inner / batch;
-        orig_free = (orig_free + rf) / inner / batch;
-        let calls = (inner * (batch + 1)) as f64;
-        let (pa, pf) = (ra as f64 / calls, rf as f64 / calls);
-        c.lines.push(format!(
-            "order {order:2} batch {batch:6} alloc {orig_alloc} free {orig_free}    per-call alloc {pa:.1} free {pf:.1}"
-        ));
-        c.alloc.push(pa);
-        c.free.push(pf);
+        let t1 = rdtsc();
+        for slot in pages.iter_mut() {
+            match slot.take() {
+                Some(p) => a.free_pages(p, order).expect("free a batch page"),
+                None => s.failed += 1,
+            }
+        }
+        let t2 = rdtsc();
+        ra += t1 - t0;
+        rf += t2 - t1;
     }
-    c
+    // The original's arithmetic: totals carried across rounds, divided by the
+    // inner count and by the batch (not batch + 1).
+    s.orig.0 = (s.orig.0 + ra) / inner / batch;
+    s.orig.1 = (s.orig.1 + rf) / inner / batch;
+    let calls = (inner * (batch + 1)) as f64;
+    let (pa, pf) = (ra as f64 / calls, rf as f64 / calls);
+    s.lines.push(format!(
+        "order {order:2} batch {batch:6} alloc {} free {}    per-call alloc {pa:.1} free {pf:.1}",
+        s.orig.0, s.orig.1
+    ));
+    s.alloc.push(pa);
+    s.free.push(pf);
 }
 
-/// Run `f` on CPU 0 while a monitor thread on CPU 1 reads pagetypeinfo.
-fn with_monitor<T: Send>(a: &PageAllocator, m: Monitor, f: impl FnOnce() -> T + Send) -> (T, u64) {
-    let stop = AtomicBool::new(false);
+const MODE_STOP: u8 = 255;
+
+/// A monitor thread on CPU 1 that reads pagetypeinfo as `mode` says (an index
+/// into `Monitor::ALL`), switched between rounds by the benchmark thread so the
+/// three conditions interleave and share the machine's noise. Returns the
+/// benchmark closure's result and the monitor's reads.
+fn with_monitor<T: Send>(a: &PageAllocator, f: impl FnOnce(&AtomicU8) -> T + Send) -> (T, u64) {
+    let mode = AtomicU8::new(0);
     let reads = AtomicU64::new(0);
     std::thread::scope(|s| {
-        if m != Monitor::None {
-            s.spawn(|| {
-                pin(1);
-                while !stop.load(Ordering::Relaxed) {
-                    std::hint::black_box(a.pagetypeinfo().render());
-                    reads.fetch_add(1, Ordering::Relaxed);
-                    if m == Monitor::Every10ms {
-                        std::thread::sleep(Duration::from_millis(10));
+        s.spawn(|| {
+            pin(1);
+            loop {
+                match mode.load(Ordering::Relaxed) {
+                    MODE_STOP => break,
+                    m if Monitor::ALL[m as usize] == Monitor::None => std::thread::sleep(Duration::from_micros(200)),
+                    m => {
+                        std::hint::black_box(a.pagetypeinfo().render());
+                        reads.fetch_add(1, Ordering::Relaxed);
+                        if Monitor::ALL[m as usize] == Monitor::Every10ms {
+                            std::thread::sleep(Duration::from_millis(10));
+                        }
                     }
                 }
-            });
-        }
+            }
+        });
         let t = s
             .spawn(|| {
                 pin(0);
-                f()
+                f(&mode)
             })
             .join()
             .expect("benchmark thread");
-        stop.store(true, Ordering::Relaxed);
+        mode.store(MODE_STOP, Ordering::Relaxed);
         (t, reads.load(Ordering::Relaxed))
     })
 }
@@ -127,7 +136,8 @@ fn env_order(name: &str, default: u32) -> u32 {
 /// mmtests compare rows for one metric: Min, Amean, Stddev, Max, each column
 /// with `100 - new*100/base` (lower is better, so positive is better).
 fn compare_rows(metric: &str, cols: &[&[f64]]) -> Vec<String> {
-    let stat: [(&str, fn(&[f64]) -> f64); 4] =
+    type Stat = fn(&[f64]) -> f64;
+    let stat: [(&str, Stat); 4] =
         [("Min", stats::min), ("Amean", stats::mean), ("Stddev", stats::stddev), ("Max", stats::max)];
     stat.iter()
         .map(|(name, f)| {
@@ -163,10 +173,12 @@ impl Experiment for PageallocMicro {
         );
         let (omin, omax) = (env_order("PAGEALLOC_ORDER_MIN", 4), env_order("PAGEALLOC_ORDER_MAX", 4));
         let orders: Vec<u32> = (omin..=omax.max(omin)).collect();
-        let (outer, inner) = if ctx.full { (15, 10_000) } else { (15, 150) };
+        // Full: the original's 15 x 10,000. Quick: 15 rounds of about 100,000
+        // calls each (fewer inner loops for larger batches).
+        let outer = 15;
         let ops = if ctx.full { 8_000_000 } else { 1_000_000 };
         let pb = ctx.bar("pagealloc-micro", (2 * orders.len() * BATCHES.len()) as u64);
-        r.line(ctx, format!("outer {outer} inner {inner}; columns of the compare tables: no monitor, pagetypeinfo every 10 ms, continuous"));
+        r.line(ctx, format!("outer {outer}, inner {}; columns of the compare tables: no monitor, pagetypeinfo every 10 ms, continuous (interleaved round by round)", if ctx.full { "10000" } else { "100000/(batch+1)" }));
         for (design, walk) in [("old", true), ("new", false)] {
             let a = PageAllocator::new(Config::new().pagetypeinfo_walk_lists(walk)).expect("default arena");
             let live = workloads::scattered_order0(&a, ops, 0x5eed);
@@ -183,9 +195,20 @@ impl Experiment for PageallocMicro {
                 let mut alloc: Vec<Vec<Vec<f64>>> = vec![Vec::new(); 3];
                 let mut free: Vec<Vec<Vec<f64>>> = vec![Vec::new(); 3];
                 for &batch in &BATCHES {
-                    for (mi, m) in Monitor::ALL.into_iter().enumerate() {
-                        let (c, reads) = with_monitor(&a, m, || run_case(&a, order, batch, outer, inner));
-                        if ctx.echo && m == Monitor::None || ctx.full {
+                    let inner = if ctx.full { 10_000 } else { (100_000 / (batch + 1)).max(1) };
+                    let mut pages: Vec<Option<Pfn>> = vec![None; batch as usize + 1];
+                    let (series, reads) = with_monitor(&a, |mode| {
+                        let mut series: [Series; 3] = Default::default();
+                        for _ in 0..outer {
+                            for (mi, s) in series.iter_mut().enumerate() {
+                                mode.store(mi as u8, Ordering::Relaxed);
+                                round(&a, order, batch, inner, &mut pages, s);
+                            }
+                        }
+                        series
+                    });
+                    for (mi, (m, c)) in Monitor::ALL.into_iter().zip(series).enumerate() {
+                        if m == Monitor::None || ctx.full {
                             for l in &c.lines {
                                 r.line(ctx, l);
                             }
@@ -202,28 +225,20 @@ impl Experiment for PageallocMicro {
                             Figure::new(metric("alloc"), format!("{design}-{}", m.name()), "cycles", c.alloc.clone())
                                 .param("order", order)
                                 .param("batch", batch)
+                                .param("inner", inner)
                                 .param("monitor_reads", reads),
                         );
                         r.figures.push(
                             Figure::new(metric("free"), format!("{design}-{}", m.name()), "cycles", c.free.clone())
                                 .param("order", order)
-                                .param("batch", batch),
+                                .param("batch", batch)
+                                .param("inner", inner),
                         );
                         alloc[mi].push(c.alloc);
                         free[mi].push(c.free);
                     }
                     pb.inc(1);
                 }
-                r.line(
-                    ctx,
-                    format!(
-                        "{:<25} {:>23} {:>23} {:>23}",
-                        "",
-                        format!("{design}"),
-                        format!("{design}"),
-                        format!("{design}")
-                    ),
-                );
                 r.line(ctx, format!("{:<25} {:>23} {:>23} {:>23}", "", "no-monitor", "monitor-10ms", "monitor-cont"));
                 for (kind, data) in [("alloc", &alloc), ("free", &free)] {
                     for (bi, batch) in BATCHES.iter().enumerate() {

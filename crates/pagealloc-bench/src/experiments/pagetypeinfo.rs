@@ -56,7 +56,7 @@ impl Experiment for PageTypeInfo {
                 "design", "state", "reads", "mean-us", "max-us", "free-blocks"
             ),
         );
-        let mut row = |r: &mut ExperimentResult, design: &str, state: &str, v: Vec<f64>, blocks: u64| {
+        let row = |r: &mut ExperimentResult, design: &str, state: &str, v: Vec<f64>, blocks: u64| {
             let (mean, max) = (stats::mean(&v), stats::max(&v));
             r.line(ctx, format!("{design:<10} {state:<12} {:>7} {mean:>12.2} {max:>12.2} {blocks:>12}", v.len()));
             r.figures.push(

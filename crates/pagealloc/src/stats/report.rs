@@ -129,7 +129,13 @@ impl PageTypeInfo {
         s.push('\n');
         for z in zones {
             for mt in MigrateType::ALL {
-                let _ = write!(s, "Node {:>4}, zone {:>8}, type {:>12} ", z.nid, z.zone, mt.name());
+                s.push_str("Node ");
+                push_right(s, &z.nid.to_string(), 4);
+                s.push_str(", zone ");
+                push_right(s, z.zone, 8);
+                s.push_str(", type ");
+                push_right(s, mt.name(), 12);
+                s.push(' ');
                 for &n in &z.free[mt.index()] {
                     let capped = self.walk_cap.is_some_and(|c| n >= c);
                     let (over, v) = match cap {
@@ -139,7 +145,8 @@ impl PageTypeInfo {
                     if over {
                         s.push('>');
                     }
-                    let _ = write!(s, "{v:>6} ");
+                    push_num(s, v, 6);
+                    s.push(' ');
                 }
                 s.push('\n');
             }
@@ -152,11 +159,40 @@ impl PageTypeInfo {
         for z in zones {
             let _ = write!(s, "Node {}, zone {:>8} ", z.nid, z.zone);
             for n in z.blocks {
-                let _ = write!(s, "{n:>12} ");
+                push_num(s, n, 12);
+                s.push(' ');
             }
             s.push('\n');
         }
     }
+}
+
+/// Append `text` right-aligned in `width` columns (printf's `%Ns`).
+#[inline]
+fn push_right(s: &mut String, text: &str, width: usize) {
+    for _ in text.len()..width {
+        s.push(' ');
+    }
+    s.push_str(text);
+}
+
+/// Append `v` right-aligned in `width` columns (printf's `%Nlu`), without the
+/// formatting machinery: the report is on the monitor's hot path.
+#[inline]
+fn push_num(s: &mut String, mut v: u64, width: usize) {
+    let mut buf = [b' '; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    let start = buf.len().saturating_sub(width).min(i);
+    // The bytes are ASCII spaces and digits.
+    s.push_str(std::str::from_utf8(&buf[start..]).unwrap_or_default());
 }
 
 impl fmt::Display for PageTypeInfo {
