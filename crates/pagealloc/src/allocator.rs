@@ -37,7 +37,8 @@ pub(crate) struct Inner {
     pub(crate) nodes: Box<[Node]>,
     /// Zone index per pageblock.
     block_zone: Box<[u8]>,
-    /// Event counters, one block per CPU slot (summed by `vmstat`).
+    /// Event counters for paths that hold no lock, one block per CPU slot
+    /// (summed by `vmstat` together with each zone's lock-owned block).
     pub(crate) events: PerCpuEvents,
 }
 
@@ -242,12 +243,29 @@ impl PageAllocator {
             return Err(inner.diagnose_free(pfn, order));
         }
         g.free_block_locked(p, order);
+        g.zone.stats.events.add_owner(VmEvent::Pgfree, 1 << order);
         drop(g);
-        inner.events.count(VmEvent::Pgfree, 1 << order);
         if old & flags::WAITERS != 0 {
             inner.wake_freed(pfn);
         }
         Ok(())
+    }
+}
+
+/// Count an allocation's events in the zone's block: we hold its lock, so this
+/// is a plain load and store (no atomic read-modify-write, no CPU lookup).
+#[inline(always)]
+fn count_alloc_locked(g: &ZoneGuard<'_>, order: u32, how: Took, reserved: bool) {
+    let ev = &g.zone.stats.events;
+    let alloc = if g.zone.ztype == ZoneType::Movable { VmEvent::PgallocMovable } else { VmEvent::PgallocNormal };
+    ev.add_owner(alloc, 1 << order);
+    match how {
+        Took::Own => {}
+        Took::Claimed => ev.add_owner(VmEvent::FallbackClaim, 1),
+        Took::Stolen => ev.add_owner(VmEvent::FallbackSteal, 1),
+    }
+    if reserved {
+        ev.add_owner(VmEvent::HighatomicReserve, 1);
     }
 }
 
@@ -328,25 +346,9 @@ impl Inner {
         let reserved = highatomic
             && z.pageblock_mt_racy(pfn) != MigrateType::HighAtomic
             && g.reserve_highatomic_locked(pfn, order);
+        count_alloc_locked(&g, order, how, reserved);
         drop(g);
-        self.count_alloc(z, order, how, reserved);
         Some(pfn)
-    }
-
-    /// Count an allocation's events (after the zone lock is dropped).
-    #[inline(always)]
-    fn count_alloc(&self, z: &Zone, order: u32, how: Took, reserved: bool) {
-        let cpu = cpu::current_cpu() as usize;
-        let ev = if z.ztype == ZoneType::Movable { VmEvent::PgallocMovable } else { VmEvent::PgallocNormal };
-        self.events.count_on(cpu, ev, 1 << order);
-        match how {
-            Took::Own => {}
-            Took::Claimed => self.events.count_on(cpu, VmEvent::FallbackClaim, 1),
-            Took::Stolen => self.events.count_on(cpu, VmEvent::FallbackSteal, 1),
-        }
-        if reserved {
-            self.events.count_on(cpu, VmEvent::HighatomicReserve, 1);
-        }
     }
 
     /// Mark a block allocated and zero it if asked.
