@@ -3,6 +3,8 @@
 mod experiments;
 mod harness;
 mod report;
+mod show;
+mod workloads;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -41,6 +43,21 @@ enum Cmd {
         #[command(flatten)]
         page_fault1: experiments::page_fault1::Args,
     },
+    /// Build a default arena, run a workload, print a /proc report.
+    Show {
+        /// The report.
+        #[arg(value_enum)]
+        report: show::Report,
+        /// The workload to run first.
+        #[arg(long, value_enum, default_value_t = show::Workload::Fresh)]
+        workload: show::Workload,
+        /// pagetypeinfo: exact counts instead of the kernel's 100000 cap.
+        #[arg(long)]
+        exact: bool,
+        /// pagetypeinfo: the old design (walk the free lists under the zone lock).
+        #[arg(long)]
+        walk_lists: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -57,6 +74,9 @@ enum BenchCmd {
 fn main() {
     let cli = Cli::parse();
     match cli.cmd {
+        Cmd::Show { report, workload, exact, walk_lists } => {
+            print!("{}", show::show(&show::ShowArgs { report, workload, exact, walk_lists }));
+        }
         Cmd::Bench { action: Some(BenchCmd::Compare { old, new }), .. } => compare(&old, &new),
         Cmd::Bench { action: None, experiment, full, json, quiet, verbose, out, page_fault1 } => {
             experiments::page_fault1::set_args(page_fault1);

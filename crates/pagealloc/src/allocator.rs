@@ -6,7 +6,6 @@
 //! (high-priority requests dip below it), give back HighAtomic reserves, fail.
 
 use crate::buddy::Took;
-use crate::stats::events::VmEvent;
 use crate::config::Config;
 use crate::cpu;
 use crate::error::{AllocError, ConfigError, FreeError};
@@ -16,6 +15,7 @@ use crate::front::FrontSlot;
 use crate::pcp::{self, Pcp};
 use crate::sync::{Arc, Mutex};
 use crossbeam_utils::CachePadded;
+use crate::stats::events::{PerCpuEvents, VmEvent};
 use crate::types::{Gfp, MigrateType, NodeId, Pfn, ZoneType, MAX_ORDER, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE};
 use crate::zone::{self, Wmark, Zone, ZoneGuard};
 use std::ptr::NonNull;
@@ -40,6 +40,9 @@ pub(crate) struct Inner {
     pub(crate) nodes: Box<[Node]>,
     /// Zone index per pageblock.
     block_zone: Box<[u8]>,
+    /// Event counters for paths that hold no lock, one block per CPU slot
+    /// (summed by `vmstat` with the zones', per-CPU lists' and front caches' blocks).
+    pub(crate) events: PerCpuEvents,
     /// Per-CPU table size (CPU ids are taken modulo it).
     pub(crate) nr_cpus: usize,
     /// Per-CPU lists, `zone * nr_cpus + cpu`.
@@ -166,6 +169,7 @@ impl PageAllocator {
         let front_on = pcp_on && cfg.front_cache && crate::front::membarrier::available();
         #[cfg(loom)]
         let front_on = false;
+        let events = PerCpuEvents::new(nr_cpus);
         let inner = Inner {
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             cfg,
@@ -179,6 +183,7 @@ impl PageAllocator {
             front_on,
             fronts: Mutex::new(Vec::new()),
             drain_lock: Mutex::new(()),
+            events,
         };
         for z in inner.zones.iter() {
             let mut g = z.lock(&inner.mm);
@@ -317,6 +322,23 @@ impl PageAllocator {
             inner.wake_freed(pfn);
         }
         Ok(())
+    }
+}
+
+/// Count an allocation's events in the zone's block: we hold its lock, so this
+/// is a plain load and store (no atomic read-modify-write, no CPU lookup).
+#[inline(always)]
+fn count_alloc_locked(g: &ZoneGuard<'_>, order: u32, how: Took, reserved: bool) {
+    let ev = &g.zone.stats.events;
+    let alloc = if g.zone.ztype == ZoneType::Movable { VmEvent::PgallocMovable } else { VmEvent::PgallocNormal };
+    ev.add_owner(alloc, 1 << order);
+    match how {
+        Took::Own => {}
+        Took::Claimed => ev.add_owner(VmEvent::FallbackClaim, 1),
+        Took::Stolen => ev.add_owner(VmEvent::FallbackSteal, 1),
+    }
+    if reserved {
+        ev.add_owner(VmEvent::HighatomicReserve, 1);
     }
 }
 
@@ -461,11 +483,7 @@ impl Inner {
                 }
             }
         }
-        if let Some(&zi) = zl.first() {
-            let z = &self.zones[zi];
-            let _g = z.lock(&self.mm);
-            z.stats.events.add_owner(VmEvent::AllocFail, 1);
-        }
+        self.events.count(VmEvent::AllocFail, 1);
         Err(AllocError::NoMemory { order })
     }
 

@@ -85,7 +85,7 @@ impl PageAllocator {
                 continue;
             }
             return inner
-                .pcp_take(z, 0, mt, pi, af, gfp, nr, |p| sink(inner.prep_new_page(p, 0, gfp)))
+                .pcp_take(z, 0, mt, pi, af, gfp, nr, true, |p| sink(inner.prep_new_page(p, 0, gfp)))
                 .is_some_and(|n| n > 0);
         }
         false

@@ -13,6 +13,7 @@ use crate::error::FreeError;
 use crate::front::{FrontSlot, FrontStack, FRONT_BATCH, FRONT_CAP};
 use crate::page::flags;
 use crate::pcp::{self, Pcp, PcpLists};
+use crate::stats::report::PcpReport;
 use crate::stats::events::VmEvent;
 use crate::sync::{MutexGuard, Ordering};
 use crate::types::{Gfp, MigrateType, Pfn, ZoneType};
@@ -88,7 +89,7 @@ impl Inner {
         for &zi in zl {
             let z = &self.zones[zi];
             let mut n = 0usize;
-            let got = self.pcp_take(z, 0, mt, pi, af, gfp, FRONT_BATCH, |p| {
+            let got = self.pcp_take(z, 0, mt, pi, af, gfp, FRONT_BATCH, false, |p| {
                 s.pfns[n] = p as u32;
                 n += 1;
             });
@@ -118,7 +119,7 @@ impl Inner {
         gfp: Gfp,
     ) -> Option<u64> {
         let mut r = None;
-        match self.pcp_take(z, order, mt, pi, af, gfp, 1, |p| r = Some(p)) {
+        match self.pcp_take(z, order, mt, pi, af, gfp, 1, true, |p| r = Some(p)) {
             Some(_) => r,
             None => {
                 // The list is busy (another thread on this CPU, or a drain): the
@@ -145,6 +146,7 @@ impl Inner {
         af: AllocFlags,
         gfp: Gfp,
         n: usize,
+        count_alloc: bool,
         mut out: impl FnMut(u64),
     ) -> Option<usize> {
         let pcp = self.pcp_here(z.idx);
@@ -166,7 +168,9 @@ impl Inner {
         if got > 0 {
             l.count -= (got as u32) << order;
             l.free_run = 0;
-            pcp.events.add_owner(alloc_event(z), (got as u64) << order);
+            if count_alloc {
+                pcp.events.add_owner(alloc_event(z), (got as u64) << order);
+            }
             l.publish(pcp);
         }
         Some(got)
@@ -294,7 +298,7 @@ impl Inner {
             let z = self.zone_of(p);
             let mt = z.pageblock_mt_racy(p);
             if !mt.is_pcptype() || !self.pcp_on {
-                self.free_to_buddy(z, p, 0, false);
+                self.free_to_buddy_counted(z, p, 0, false, count_free);
                 continue;
             }
             if cur.as_ref().is_none_or(|(cz, _, _)| cz.idx != z.idx) {
@@ -306,7 +310,7 @@ impl Inner {
                 match pcp.lists.try_lock() {
                     Some(l) => cur = Some((z, pcp, l)),
                     None => {
-                        self.free_to_buddy(z, p, 0, true);
+                        self.free_to_buddy_counted(z, p, 0, true, count_free);
                         continue;
                     }
                 }
@@ -325,11 +329,18 @@ impl Inner {
 
     /// Free a claimed block straight to the buddy lists.
     pub(crate) fn free_to_buddy(&self, z: &Zone, p: u64, order: u32, trylock_failed: bool) {
+        self.free_to_buddy_counted(z, p, order, trylock_failed, true)
+    }
+
+    /// [`Inner::free_to_buddy`], counting pgfree only if `count_free`.
+    fn free_to_buddy_counted(&self, z: &Zone, p: u64, order: u32, trylock_failed: bool, count_free: bool) {
         let mut g = z.lock(&self.mm);
         self.mm.page(p).clear();
         g.free_block_locked(p, order);
         let ev = &z.stats.events;
-        ev.add_owner(VmEvent::Pgfree, 1 << order);
+        if count_free {
+            ev.add_owner(VmEvent::Pgfree, 1 << order);
+        }
         if trylock_failed {
             ev.add_owner(VmEvent::PcpTrylockFail, 1);
         }
@@ -357,7 +368,20 @@ impl Inner {
             }
             s.resume();
         }
-        self.fronts.lock().retain(|s| !s.orphaned.load(Ordering::Acquire));
+        // Forget the slots of exited threads, keeping their event counts.
+        let mut kept = [0u64; crate::stats::events::NR_VM_EVENTS];
+        self.fronts.lock().retain(|s| {
+            let gone = s.orphaned.load(Ordering::Acquire);
+            if gone {
+                s.events.sum_into(&mut kept);
+            }
+            !gone
+        });
+        for (ev, n) in crate::stats::events::VmEvent::ALL.iter().zip(kept) {
+            if n != 0 {
+                self.events.count_on(0, *ev, n);
+            }
+        }
         self.free_pages_to_buddy(&mut pages);
     }
 
@@ -488,38 +512,9 @@ impl PageAllocator {
         self.inner.drain_all();
     }
 
-    /// Pages on per-CPU lists, per zone and CPU: `(zone index, cpu, count, high, batch)`,
-    /// read without locks.
+    /// Every CPU's per-CPU list totals for every zone, read without locks.
     pub fn pcp_report(&self) -> Vec<PcpReport> {
         let inner = &*self.inner;
-        let mut v = Vec::new();
-        for z in inner.zones.iter() {
-            for cpu in 0..inner.nr_cpus {
-                let p = &inner.pcps[z.idx * inner.nr_cpus + cpu];
-                v.push(PcpReport {
-                    zone: z.idx,
-                    cpu,
-                    count: p.count_racy.get_racy(),
-                    high: p.high_racy.get_racy(),
-                    batch: p.batch,
-                });
-            }
-        }
-        v
+        inner.zones.iter().flat_map(|z| inner.pcp_report(z)).collect()
     }
-}
-
-/// One CPU's per-CPU list totals for one zone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PcpReport {
-    /// Zone index (in allocator order: node by node, Normal then Movable).
-    pub zone: usize,
-    /// CPU slot.
-    pub cpu: usize,
-    /// Pages on the lists.
-    pub count: u64,
-    /// Current `high`.
-    pub high: u64,
-    /// `batch`.
-    pub batch: u32,
 }

@@ -41,7 +41,6 @@ mod types;
 mod zone;
 
 pub use allocator::PageAllocator;
-pub use fastpath::PcpReport;
 pub use config::{Backing, Config, DrainMode};
 pub use error::{AllocError, BulkFreeError, ConfigError, FreeError, InvariantError, PageStateError, WaitError};
 pub use invariants::{Fragmentation, ZoneCensus};

@@ -100,6 +100,9 @@ pub(crate) struct Pcp {
     pub(crate) high_racy: LockedCounter,
     /// The batch size (fixed).
     pub(crate) batch: u32,
+    /// Bounds of `high` (fixed).
+    pub(crate) high_min: u32,
+    pub(crate) high_max: u32,
     /// Event counters of this CPU, written under the pcp lock.
     pub(crate) events: crate::stats::events::EventCounters,
 }
@@ -144,6 +147,8 @@ impl Pcp {
             count_racy: LockedCounter::new(0),
             high_racy: LockedCounter::new(high as u64),
             batch,
+            high_min,
+            high_max,
             events: Default::default(),
         }
     }

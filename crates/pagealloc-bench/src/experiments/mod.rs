@@ -3,12 +3,22 @@
 pub mod buddy;
 pub mod bulk;
 pub mod page_fault1;
-pub mod pcp_flush;
 pub mod page_lock;
+pub mod pagealloc_micro;
+pub mod pagetypeinfo;
+pub mod pcp_flush;
 
 use crate::harness::Experiment;
 
 /// Every experiment, in the order `pagealloc bench` runs them.
 pub fn all() -> Vec<Box<dyn Experiment>> {
-    vec![Box::new(buddy::Buddy), Box::new(page_fault1::PageFault1), Box::new(pcp_flush::PcpFlush), Box::new(bulk::Bulk), Box::new(page_lock::PageLock)]
+    vec![
+        Box::new(buddy::Buddy),
+        Box::new(page_fault1::PageFault1),
+        Box::new(pcp_flush::PcpFlush),
+        Box::new(bulk::Bulk),
+        Box::new(page_lock::PageLock),
+        Box::new(pagetypeinfo::PageTypeInfo),
+        Box::new(pagealloc_micro::PageallocMicro),
+    ]
 }

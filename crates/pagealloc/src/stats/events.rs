@@ -1,12 +1,24 @@
-//! Event counters in the kernel's /proc/vmstat names (plus our own), kept where
-//! their writer already has exclusive access and summed on read.
+//! Event counters in the kernel's /proc/vmstat names (plus our own), kept per
+//! CPU (or where their writer already has exclusive access) and summed on read.
 //!
-//! A block of counters ([`EventCounters`]) has exactly one writer at a time: a
-//! zone's block is written under that zone's lock, a thread's block only by its
-//! thread. Writers do a relaxed load and store (no read-modify-write); readers sum
-//! every block without locks and may see a total a moment old.
+//! Two kinds of storage, both summed by readers:
+//! - [`PerCpuEvents`]: one cache-line-padded block per CPU slot, for paths that
+//!   hold no lock. Callers that know their CPU pass it (`count_on`); others use
+//!   the CPU their thread first counted on (`count`). A thread may migrate, so
+//!   two threads can share a slot: the add is a relaxed read-modify-write on a
+//!   line that is almost always local and uncontended, never a global atomic.
+//!   This is the kernel's `count_vm_events`.
+//! - [`EventCounters`]: a block with exactly one writer at a time (a zone's block
+//!   written under that zone's lock, as the buddy paths count `pgalloc_*`,
+//!   `pgfree`, fallbacks and reserves). Writers do a relaxed load and store,
+//!   which costs about a nanosecond where the per-CPU add costs tens.
+//!
+//! Readers sum every block without locks and may see a total a moment old; each
+//! counter only grows, so a sum never goes backwards by more than the adds in
+//! flight, and never reads torn.
 
-use crate::sync::LockedCounter;
+use crate::sync::{AtomicU64, LockedCounter, Ordering};
+use crossbeam_utils::CachePadded;
 
 macro_rules! events {
     ($($(#[$m:meta])* $v:ident = $name:literal,)*) => {
@@ -66,5 +78,64 @@ impl EventCounters {
         for (s, c) in sum.iter_mut().zip(self.0.iter()) {
             *s = s.wrapping_add(c.get_racy());
         }
+    }
+}
+
+/// Event counters sharded per CPU slot (see the module docs).
+#[derive(Debug)]
+pub(crate) struct PerCpuEvents {
+    slots: Box<[CachePadded<[AtomicU64; NR_VM_EVENTS]>]>,
+}
+
+impl PerCpuEvents {
+    /// Counters for `nr_cpus` CPU slots (at least one).
+    pub(crate) fn new(nr_cpus: usize) -> Self {
+        let slots = (0..nr_cpus.max(1)).map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0)))).collect();
+        Self { slots }
+    }
+
+    /// Count `n` events on the calling thread's slot: the CPU it was on when it
+    /// first counted, cached in a thread-local (asking for the CPU on every event
+    /// costs more than the event: sched_getcpu is about 10 ns here).
+    #[inline(always)]
+    pub(crate) fn count(&self, ev: VmEvent, n: u64) {
+        thread_local! {
+            static SLOT: usize = crate::cpu::current_cpu() as usize;
+        }
+        self.count_on(SLOT.with(|s| *s), ev, n)
+    }
+
+    /// Count `n` events on `cpu`'s slot (for callers that already know their CPU).
+    #[inline(always)]
+    pub(crate) fn count_on(&self, cpu: usize, ev: VmEvent, n: u64) {
+        let slot = &self.slots[cpu % self.slots.len()];
+        slot[ev as usize].fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Add every CPU's counters into `sum` (lock-free, possibly a moment stale).
+    pub(crate) fn sum_into(&self, sum: &mut [u64; NR_VM_EVENTS]) {
+        for slot in self.slots.iter() {
+            for (s, c) in sum.iter_mut().zip(slot.iter()) {
+                *s = s.wrapping_add(c.load(Ordering::Relaxed));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_cpu_counts_sum_over_slots() {
+        let e = PerCpuEvents::new(3);
+        e.count_on(0, VmEvent::Pgfree, 2);
+        e.count_on(4, VmEvent::Pgfree, 3); // wraps onto slot 1
+        e.count(VmEvent::PgallocNormal, 1);
+        let mut sum = [0; NR_VM_EVENTS];
+        e.sum_into(&mut sum);
+        assert_eq!(sum[VmEvent::Pgfree as usize], 5);
+        assert_eq!(sum[VmEvent::PgallocNormal as usize], 1);
+        assert_eq!(sum.iter().sum::<u64>(), 6);
     }
 }

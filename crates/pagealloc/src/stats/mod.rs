@@ -1,4 +1,16 @@
-//! Statistics: event counters now; lock-free free-page counts and the /proc
-//! reports build on the zone's counters (see `zone::ZoneStats`).
+//! Statistics: lock-free free-page counters (written under the zone lock, read
+//! without it), per-CPU event counters, consistent snapshots, and the /proc
+//! reports in the kernel's formats.
 
 pub mod events;
+pub mod report;
+pub mod snapshot;
+
+pub use report::{
+    BuddyInfo, BuddyInfoZone, PageTypeInfo, PageTypeInfoZone, PcpReport, VmStat, ZoneInfo, ZoneInfoZone,
+    PAGETYPEINFO_CAP,
+};
+pub use snapshot::{Snapshot, ZoneCounters};
+
+#[cfg(test)]
+mod tests;

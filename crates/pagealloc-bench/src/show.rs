@@ -1,0 +1,68 @@
+//! `pagealloc show`: build a default arena, run a workload, print a report in the
+//! kernel's format.
+
+use crate::workloads;
+use clap::ValueEnum;
+use pagealloc::{Config, PageAllocator};
+
+/// Which report.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Report {
+    /// /proc/buddyinfo.
+    Buddyinfo,
+    /// /proc/pagetypeinfo.
+    Pagetypeinfo,
+    /// /proc/zoneinfo.
+    Zoneinfo,
+    /// /proc/vmstat.
+    Vmstat,
+}
+
+/// Which workload runs before the report.
+#[derive(Clone, Copy, Debug, ValueEnum, Default)]
+pub enum Workload {
+    /// Nothing: the arena as built.
+    #[default]
+    Fresh,
+    /// Two million mixed-order, mixed-type operations, then page-cache-like
+    /// order-0 churn (see `workloads::fragment_hard`).
+    Fragment,
+    /// will-it-scale page_fault1: each CPU takes 32768 pages, writes, frees.
+    #[value(name = "page-fault1")]
+    PageFault1,
+}
+
+/// Options of `pagealloc show`.
+pub struct ShowArgs {
+    /// The report.
+    pub report: Report,
+    /// The workload.
+    pub workload: Workload,
+    /// pagetypeinfo without the 100000 cap.
+    pub exact: bool,
+    /// Use the old list-walking pagetypeinfo.
+    pub walk_lists: bool,
+}
+
+/// Run `pagealloc show` and return the text to print.
+pub fn show(args: &ShowArgs) -> String {
+    let a = PageAllocator::new(Config::new().pagetypeinfo_walk_lists(args.walk_lists)).expect("default arena");
+    let live = match args.workload {
+        Workload::Fresh => Vec::new(),
+        Workload::Fragment => workloads::fragment_hard(&a, 2_000_000, 0x5eed),
+        Workload::PageFault1 => {
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            workloads::page_fault1(&a, cpus, 32768);
+            Vec::new()
+        }
+    };
+    let text = match args.report {
+        Report::Buddyinfo => a.buddyinfo().to_string(),
+        Report::Pagetypeinfo if args.exact => a.pagetypeinfo().render_exact(),
+        Report::Pagetypeinfo => a.pagetypeinfo().render(),
+        Report::Zoneinfo => a.zoneinfo().to_string(),
+        Report::Vmstat => a.vmstat().to_string(),
+    };
+    workloads::free_all(&a, live);
+    text
+}

@@ -1,0 +1,522 @@
+//! The /proc reports: `buddyinfo`, `pagetypeinfo`, `zoneinfo` and `vmstat`, each
+//! as a structured value and as text byte-identical to the kernel's format.
+//!
+//! Every report is built from counters read without the zone lock (see
+//! [`super::snapshot`]), except the old design of seed 5, kept for the A/B:
+//! with `Config::pagetypeinfo_walk_lists(true)`, `pagetypeinfo` walks every free
+//! list under the zone lock, counting at most 100000 entries per list and dropping
+//! and retaking the lock between orders, as the kernel did before seed 5.
+//!
+//! Formats, as this machine's kernel prints them (`%6lu ` means the value right
+//! aligned in six columns, then one space):
+//! - buddyinfo, one line per zone: `Node %d, zone %8s ` then `%6lu ` per order.
+//! - pagetypeinfo, per node: `Page block order: %d`, `Pages per block:  %lu`, a
+//!   blank line; the header `%-43s ` ("Free pages count per migrate type at
+//!   order") with `%6d ` per order; per zone and type `Node %4d, zone %8s, type
+//!   %12s ` then per order `>` if capped and `%6lu `; a blank line; the header
+//!   `%-23s` ("Number of blocks type ") with `%12s ` per type; per zone
+//!   `Node %d, zone %8s ` and `%12lu ` per type.
+//! - zoneinfo, per zone: `Node %d, zone %8s`, `  pages free     %lu`, then
+//!   `        %-8s %lu` for boost, min, low, high, promo, spanned, present,
+//!   managed, cma; `        protection: (a, b)`; `      %-12s %lu` per zone
+//!   statistic; `  pagesets` with, per CPU, `    cpu: %i` and the
+//!   `              count:    %i` family; `  node_unreclaimable:  %u` and
+//!   `  start_pfn:           %lu`.
+//! - vmstat: `name value` per line.
+
+use super::events::{VmEvent, NR_VM_EVENTS};
+use super::snapshot::{read_zone, Snapshot, ZoneCounters};
+use crate::allocator::{Inner, PageAllocator};
+use crate::types::{MigrateType, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
+use crate::zone::Zone;
+use std::fmt::{self, Write as _};
+
+/// The kernel's cap on a pagetypeinfo count: larger counts print as `>100000`.
+pub const PAGETYPEINFO_CAP: u64 = 100_000;
+
+// ---------------------------------------------------------------- buddyinfo
+
+/// /proc/buddyinfo: free blocks per order, per zone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BuddyInfo {
+    /// One entry per zone.
+    pub zones: Vec<BuddyInfoZone>,
+}
+
+/// One line of /proc/buddyinfo.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BuddyInfoZone {
+    /// Node.
+    pub nid: u32,
+    /// Zone name as the kernel prints it.
+    pub zone: &'static str,
+    /// Free blocks per order over all migratetypes.
+    pub free: [u64; NR_ORDERS],
+}
+
+impl fmt::Display for BuddyInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for z in &self.zones {
+            write!(f, "Node {}, zone {:>8} ", z.nid, z.zone)?;
+            for n in z.free {
+                write!(f, "{n:>6} ")?;
+            }
+            f.write_char('\n')?;
+        }
+        Ok(())
+    }
+}
+
+// ------------------------------------------------------------- pagetypeinfo
+
+/// /proc/pagetypeinfo: free blocks per order and type, and pageblocks per type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PageTypeInfo {
+    /// Order of a pageblock.
+    pub pageblock_order: u32,
+    /// Pages per pageblock.
+    pub pages_per_block: u64,
+    /// Zones in order; the text groups them by node.
+    pub zones: Vec<PageTypeInfoZone>,
+    /// `Some(cap)` when the counts came from a walk that stopped at `cap` entries
+    /// (the old design): a count equal to `cap` means "at least".
+    pub walk_cap: Option<u64>,
+}
+
+/// One zone of /proc/pagetypeinfo.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PageTypeInfoZone {
+    /// Node.
+    pub nid: u32,
+    /// Zone name as the kernel prints it.
+    pub zone: &'static str,
+    /// Free blocks per migratetype (outer index) and order (inner index).
+    pub free: [[u64; NR_ORDERS]; MIGRATE_TYPES],
+    /// Pageblocks per migratetype.
+    pub blocks: [u64; MIGRATE_TYPES],
+}
+
+impl PageTypeInfo {
+    /// The text with the kernel's cap (`>100000`), as /proc prints it.
+    pub fn render(&self) -> String {
+        self.render_with(Some(PAGETYPEINFO_CAP))
+    }
+
+    /// The text with exact counts (no cap). Counts from a capped walk still
+    /// print `>` at the cap, since the walk did not see past it.
+    pub fn render_exact(&self) -> String {
+        self.render_with(None)
+    }
+
+    fn render_with(&self, cap: Option<u64>) -> String {
+        let mut s = String::with_capacity(256 + self.zones.len() * 600);
+        let mut i = 0;
+        while i < self.zones.len() {
+            let nid = self.zones[i].nid;
+            let end = i + self.zones[i..].iter().take_while(|z| z.nid == nid).count();
+            self.render_node(&mut s, &self.zones[i..end], cap);
+            i = end;
+        }
+        s
+    }
+
+    fn render_node(&self, s: &mut String, zones: &[PageTypeInfoZone], cap: Option<u64>) {
+        let _ = write!(s, "Page block order: {}\nPages per block:  {}\n\n", self.pageblock_order, self.pages_per_block);
+        let _ = write!(s, "{:<43} ", "Free pages count per migrate type at order");
+        for o in 0..NR_ORDERS {
+            let _ = write!(s, "{o:>6} ");
+        }
+        s.push('\n');
+        for z in zones {
+            for mt in MigrateType::ALL {
+                s.push_str("Node ");
+                push_right(s, &z.nid.to_string(), 4);
+                s.push_str(", zone ");
+                push_right(s, z.zone, 8);
+                s.push_str(", type ");
+                push_right(s, mt.name(), 12);
+                s.push(' ');
+                for &n in &z.free[mt.index()] {
+                    let capped = self.walk_cap.is_some_and(|c| n >= c);
+                    let (over, v) = match cap {
+                        Some(c) if n >= c => (true, c),
+                        _ => (capped, n),
+                    };
+                    if over {
+                        s.push('>');
+                    }
+                    push_num(s, v, 6);
+                    s.push(' ');
+                }
+                s.push('\n');
+            }
+        }
+        let _ = write!(s, "\n{:<23}", "Number of blocks type ");
+        for mt in MigrateType::ALL {
+            let _ = write!(s, "{:>12} ", mt.name());
+        }
+        s.push('\n');
+        for z in zones {
+            let _ = write!(s, "Node {}, zone {:>8} ", z.nid, z.zone);
+            for n in z.blocks {
+                push_num(s, n, 12);
+                s.push(' ');
+            }
+            s.push('\n');
+        }
+    }
+}
+
+/// Append `text` right-aligned in `width` columns (printf's `%Ns`).
+#[inline]
+fn push_right(s: &mut String, text: &str, width: usize) {
+    for _ in text.len()..width {
+        s.push(' ');
+    }
+    s.push_str(text);
+}
+
+/// Append `v` right-aligned in `width` columns (printf's `%Nlu`), without the
+/// formatting machinery: the report is on the monitor's hot path.
+#[inline]
+fn push_num(s: &mut String, mut v: u64, width: usize) {
+    let mut buf = [b' '; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    let start = buf.len().saturating_sub(width).min(i);
+    // The bytes are ASCII spaces and digits.
+    s.push_str(std::str::from_utf8(&buf[start..]).unwrap_or_default());
+}
+
+impl fmt::Display for PageTypeInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.render())
+    }
+}
+
+// ----------------------------------------------------------------- zoneinfo
+
+/// One CPU's per-CPU page list settings in a zone (the `pagesets` section).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PcpReport {
+    /// Zone index (node by node, Normal then Movable).
+    pub zone: usize,
+    /// CPU slot.
+    pub cpu: u32,
+    /// Pages on this CPU's lists for the zone.
+    pub count: u32,
+    /// Drain threshold.
+    pub high: u32,
+    /// Refill and drain batch.
+    pub batch: u32,
+    /// Lowest value `high` may auto-tune to.
+    pub high_min: u32,
+    /// Highest value `high` may auto-tune to.
+    pub high_max: u32,
+}
+
+/// /proc/zoneinfo (the lines this allocator has).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ZoneInfo {
+    /// One entry per zone.
+    pub zones: Vec<ZoneInfoZone>,
+}
+
+/// One zone of /proc/zoneinfo.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ZoneInfoZone {
+    /// Node.
+    pub nid: u32,
+    /// Zone name as the kernel prints it.
+    pub zone: &'static str,
+    /// Free pages (NR_FREE_PAGES).
+    pub free: u64,
+    /// Watermark boost (always 0: we have no boosting).
+    pub boost: u64,
+    /// Watermarks.
+    pub min: u64,
+    /// Low watermark.
+    pub low: u64,
+    /// High watermark.
+    pub high: u64,
+    /// Promotion watermark (high plus one watermark step, as the kernel sets it).
+    pub promo: u64,
+    /// Pages spanned.
+    pub spanned: u64,
+    /// Pages present (no holes: the span).
+    pub present: u64,
+    /// Pages managed by the allocator.
+    pub managed: u64,
+    /// CMA pages (always 0).
+    pub cma: u64,
+    /// lowmem_reserve per zone type (Normal, Movable).
+    pub protection: Vec<u64>,
+    /// Zone statistics as `name value`.
+    pub stats: Vec<(&'static str, u64)>,
+    /// Per-CPU page lists.
+    pub pagesets: Vec<PcpReport>,
+    /// First pfn.
+    pub start_pfn: u64,
+}
+
+impl fmt::Display for ZoneInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for z in &self.zones {
+            write!(f, "Node {}, zone {:>8}\n  pages free     {}\n", z.nid, z.zone, z.free)?;
+            for (k, v) in [
+                ("boost", z.boost),
+                ("min", z.min),
+                ("low", z.low),
+                ("high", z.high),
+                ("promo", z.promo),
+                ("spanned", z.spanned),
+                ("present", z.present),
+                ("managed", z.managed),
+                ("cma", z.cma),
+            ] {
+                writeln!(f, "        {k:<8} {v}")?;
+            }
+            f.write_str("        protection: (")?;
+            for (i, p) in z.protection.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                write!(f, "{p}")?;
+            }
+            f.write_str(")\n")?;
+            for (k, v) in &z.stats {
+                writeln!(f, "      {k:<12} {v}")?;
+            }
+            f.write_str("  pagesets\n")?;
+            for p in &z.pagesets {
+                writeln!(f, "    cpu: {}", p.cpu)?;
+                writeln!(f, "              count:    {}", p.count)?;
+                writeln!(f, "              high:     {}", p.high)?;
+                writeln!(f, "              batch:    {}", p.batch)?;
+                writeln!(f, "              high_min: {}", p.high_min)?;
+                writeln!(f, "              high_max: {}", p.high_max)?;
+                f.write_str("  vm stats threshold: 0\n")?;
+            }
+            writeln!(f, "  node_unreclaimable:  0\n  start_pfn:           {}", z.start_pfn)?;
+        }
+        Ok(())
+    }
+}
+
+// ------------------------------------------------------------------- vmstat
+
+/// /proc/vmstat: `name value` lines.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VmStat {
+    /// Every item in print order.
+    pub items: Vec<(&'static str, u64)>,
+}
+
+impl VmStat {
+    /// The value of one item.
+    pub fn get(&self, name: &str) -> Option<u64> {
+        self.items.iter().find(|(k, _)| *k == name).map(|&(_, v)| v)
+    }
+}
+
+impl fmt::Display for VmStat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (k, v) in &self.items {
+            writeln!(f, "{k} {v}")?;
+        }
+        Ok(())
+    }
+}
+
+// ------------------------------------------------------- building the values
+
+impl Snapshot {
+    /// /proc/buddyinfo from these counters.
+    pub fn buddyinfo(&self) -> BuddyInfo {
+        BuddyInfo {
+            zones: self
+                .zones
+                .iter()
+                .map(|z| BuddyInfoZone {
+                    nid: z.nid,
+                    zone: z.zone.name(),
+                    free: std::array::from_fn(|o| z.free_blocks_of_order(o)),
+                })
+                .collect(),
+        }
+    }
+
+    /// /proc/pagetypeinfo from these counters.
+    pub fn pagetypeinfo(&self) -> PageTypeInfo {
+        PageTypeInfo {
+            pageblock_order: PAGEBLOCK_ORDER,
+            pages_per_block: PAGEBLOCK_PAGES,
+            zones: self.zones.iter().map(ptinfo_zone).collect(),
+            walk_cap: None,
+        }
+    }
+}
+
+fn ptinfo_zone(z: &ZoneCounters) -> PageTypeInfoZone {
+    PageTypeInfoZone {
+        nid: z.nid,
+        zone: z.zone.name(),
+        free: std::array::from_fn(|t| std::array::from_fn(|o| z.free_blocks[o][t])),
+        blocks: z.block_count,
+    }
+}
+
+impl PageAllocator {
+    /// /proc/buddyinfo, read without locks. `to_string()` gives the kernel's text.
+    pub fn buddyinfo(&self) -> BuddyInfo {
+        self.snapshot().buddyinfo()
+    }
+
+    /// /proc/pagetypeinfo. Lock-free from the counters by default; with
+    /// `Config::pagetypeinfo_walk_lists(true)`, the old design (walk the lists
+    /// under the zone lock). `render()` gives the kernel's text.
+    pub fn pagetypeinfo(&self) -> PageTypeInfo {
+        if self.inner.cfg.pagetypeinfo_walk_lists {
+            self.inner.pagetypeinfo_walk_lists()
+        } else {
+            self.snapshot().pagetypeinfo()
+        }
+    }
+
+    /// /proc/zoneinfo, read without locks.
+    pub fn zoneinfo(&self) -> ZoneInfo {
+        let inner = &*self.inner;
+        ZoneInfo {
+            zones: inner
+                .zones
+                .iter()
+                .map(|z| {
+                    let c = read_zone(z);
+                    let [min, low, high] = z.wmark;
+                    ZoneInfoZone {
+                        nid: z.nid,
+                        zone: z.ztype.name(),
+                        free: c.nr_free_pages,
+                        boost: 0,
+                        min,
+                        low,
+                        high,
+                        promo: high + (high - low),
+                        spanned: z.spanned(),
+                        present: z.spanned(),
+                        managed: z.managed,
+                        cma: 0,
+                        protection: z.lowmem_reserve.to_vec(),
+                        stats: vec![
+                            ("nr_free_pages", c.nr_free_pages),
+                            ("nr_free_pages_blocks", c.free_pages_blocks()),
+                            ("nr_reserved_highatomic", c.nr_reserved_highatomic),
+                        ],
+                        pagesets: inner.pcp_report(z),
+                        start_pfn: z.start,
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    /// /proc/vmstat: free-page totals, then every event counter summed over CPUs.
+    pub fn vmstat(&self) -> VmStat {
+        let snap = self.snapshot();
+        let mut items = vec![
+            ("nr_free_pages", snap.zones.iter().map(|z| z.nr_free_pages).sum()),
+            ("nr_free_pages_blocks", snap.zones.iter().map(|z| z.free_pages_blocks()).sum()),
+        ];
+        let ev = self.inner.event_totals();
+        items.extend(VmEvent::ALL.iter().map(|&e| (e.name(), ev[e as usize])));
+        VmStat { items }
+    }
+
+    /// One event counter, summed over CPUs (lock-free).
+    pub fn event_count(&self, ev: VmEvent) -> u64 {
+        self.inner.event_totals()[ev as usize]
+    }
+}
+
+impl Inner {
+    /// Every event counter: the per-CPU blocks plus the per-zone blocks.
+    pub(crate) fn event_totals(&self) -> [u64; NR_VM_EVENTS] {
+        let mut sum = [0u64; NR_VM_EVENTS];
+        self.events.sum_into(&mut sum);
+        for z in self.zones.iter() {
+            z.stats.events.sum_into(&mut sum);
+        }
+        for p in self.pcps.iter() {
+            p.events.sum_into(&mut sum);
+        }
+        for f in self.fronts.lock().iter() {
+            f.events.sum_into(&mut sum);
+        }
+        sum
+    }
+
+    /// The per-CPU page lists of a zone, for zoneinfo's `pagesets` section.
+    pub(crate) fn pcp_report(&self, z: &Zone) -> Vec<PcpReport> {
+        (0..self.nr_cpus)
+            .map(|cpu| {
+                let p = &self.pcps[z.idx * self.nr_cpus + cpu];
+                PcpReport {
+                    zone: z.idx,
+                    cpu: cpu as u32,
+                    count: p.count_racy.get_racy() as u32,
+                    high: p.high_racy.get_racy() as u32,
+                    batch: p.batch,
+                    high_min: p.high_min,
+                    high_max: p.high_max,
+                }
+            })
+            .collect()
+    }
+
+    /// The old design of seed 5: count every free list by walking it under the
+    /// zone lock, at most [`PAGETYPEINFO_CAP`] entries per list, dropping and
+    /// retaking the lock between orders. Pageblocks are counted by scanning each
+    /// pageblock's type, as the kernel's block-count section does.
+    pub(crate) fn pagetypeinfo_walk_lists(&self) -> PageTypeInfo {
+        let zones = self
+            .zones
+            .iter()
+            .map(|z| {
+                let mut free = [[0u64; NR_ORDERS]; MIGRATE_TYPES];
+                for mt in MigrateType::ALL {
+                    let mut g = z.lock(&self.mm);
+                    for (o, slot) in free[mt.index()].iter_mut().enumerate() {
+                        let mut n = 0u64;
+                        for _ in g.area.lists[o][mt.index()].iter(&self.mm) {
+                            n += 1;
+                            if n >= PAGETYPEINFO_CAP {
+                                break;
+                            }
+                        }
+                        *slot = n;
+                        drop(g);
+                        g = z.lock(&self.mm);
+                    }
+                }
+                let mut blocks = [0u64; MIGRATE_TYPES];
+                for b in 0..z.nr_pageblocks() as u64 {
+                    blocks[z.pageblock_mt_racy(z.start + b * PAGEBLOCK_PAGES).index()] += 1;
+                }
+                PageTypeInfoZone { nid: z.nid, zone: z.ztype.name(), free, blocks }
+            })
+            .collect();
+        PageTypeInfo {
+            pageblock_order: PAGEBLOCK_ORDER,
+            pages_per_block: PAGEBLOCK_PAGES,
+            zones,
+            walk_cap: Some(PAGETYPEINFO_CAP),
+        }
+    }
+}
