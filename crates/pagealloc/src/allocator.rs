@@ -9,15 +9,15 @@ use crate::buddy::Took;
 use crate::config::Config;
 use crate::cpu;
 use crate::error::{AllocError, ConfigError, FreeError};
+use crate::front::FrontSlot;
 use crate::memmap::MemMap;
 use crate::page::flags;
-use crate::front::FrontSlot;
 use crate::pcp::{self, Pcp};
-use crate::sync::{Arc, Mutex};
-use crossbeam_utils::CachePadded;
 use crate::stats::events::{PerCpuEvents, VmEvent};
+use crate::sync::{Arc, Mutex};
 use crate::types::{Gfp, MigrateType, NodeId, Pfn, ZoneType, MAX_ORDER, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE};
 use crate::zone::{self, Wmark, Zone, ZoneGuard};
+use crossbeam_utils::CachePadded;
 use std::ptr::NonNull;
 use std::sync::atomic::AtomicU64 as StdAtomicU64;
 

@@ -13,8 +13,8 @@ use crate::error::FreeError;
 use crate::front::{FrontSlot, FrontStack, FRONT_BATCH, FRONT_CAP};
 use crate::page::flags;
 use crate::pcp::{self, Pcp, PcpLists};
-use crate::stats::report::PcpReport;
 use crate::stats::events::VmEvent;
+use crate::stats::report::PcpReport;
 use crate::sync::{MutexGuard, Ordering};
 use crate::types::{Gfp, MigrateType, Pfn, ZoneType};
 use crate::zone::{Wmark, Zone};
@@ -444,7 +444,10 @@ impl Inner {
                     let p = p as u64;
                     let d = self.mm.page(p);
                     if d.flags() & flags::PCP == 0 || d.order() != order || !z.contains(p) {
-                        return Err((p, format!("on cpu {cpu}'s list {pi} but flags {:#x} order {}", d.flags(), d.order())));
+                        return Err((
+                            p,
+                            format!("on cpu {cpu}'s list {pi} but flags {:#x} order {}", d.flags(), d.order()),
+                        ));
                     }
                     n += 1 << order;
                 }
@@ -453,7 +456,10 @@ impl Inner {
                 return Err((z.start, format!("cpu {cpu}'s count is {} but its lists hold {n}", l.count)));
             }
             if l.count > l.high.max(l.high_max) || l.high < l.high_min || l.high > l.high_max {
-                return Err((z.start, format!("cpu {cpu}: count {} high {} bounds {}..{}", l.count, l.high, l.high_min, l.high_max)));
+                return Err((
+                    z.start,
+                    format!("cpu {cpu}: count {} high {} bounds {}..{}", l.count, l.high, l.high_min, l.high_max),
+                ));
             }
             total += n;
         }

@@ -258,7 +258,11 @@ impl Inner {
                     continue;
                 }
                 let mut o = 0;
-                while o < order && q & ((2u64 << o) - 1) == 0 && q + (2u64 << o) <= bend && !overlaps(q, 2u64 << o, s, e) {
+                while o < order
+                    && q & ((2u64 << o) - 1) == 0
+                    && q + (2u64 << o) <= bend
+                    && !overlaps(q, 2u64 << o, s, e)
+                {
                     o += 1;
                 }
                 g.add_to_free_list(q, o, MigrateType::Isolate, false);

@@ -125,10 +125,7 @@ impl LockedCounter {
 
 /// An `UnsafeCell` that loom can watch for unsynchronised access.
 #[derive(Debug)]
-pub(crate) struct UnsafeCell<T>(
-    #[cfg(not(loom))] std::cell::UnsafeCell<T>,
-    #[cfg(loom)] loom::cell::UnsafeCell<T>,
-);
+pub(crate) struct UnsafeCell<T>(#[cfg(not(loom))] std::cell::UnsafeCell<T>, #[cfg(loom)] loom::cell::UnsafeCell<T>);
 
 impl<T> UnsafeCell<T> {
     pub(crate) fn new(v: T) -> Self {
