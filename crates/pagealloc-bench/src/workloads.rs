@@ -67,7 +67,7 @@ fn fragment_hard_churn(a: &PageAllocator, seed: u64) -> Vec<(Pfn, u32)> {
     }
     let mut rng = Lcg(seed.rotate_left(17) | 1);
     for p in fill {
-        if rng.next() % 2 == 0 {
+        if rng.next().is_multiple_of(2) {
             a.free_pages(p, 0).expect("free a fill page");
         } else {
             live.push((p, 0));

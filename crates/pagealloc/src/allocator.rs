@@ -67,7 +67,6 @@ impl Drop for Inner {
 
 /// One node's zones and its zonelists.
 pub(crate) struct Node {
-    pub(crate) zones: Vec<usize>,
     /// Zonelist for requests that may use Movable zones / that may not,
     /// falling back to the other nodes in order.
     zonelist_movable: Vec<usize>,
@@ -244,7 +243,11 @@ impl PageAllocator {
     /// The node the calling thread prefers (its CPU's node; fake NUMA maps CPUs
     /// round-robin onto nodes).
     pub fn numa_node_id(&self) -> u32 {
-        cpu::current_cpu() % self.inner.nodes.len() as u32
+        let n = self.inner.nodes.len() as u32;
+        if n == 1 {
+            return 0;
+        }
+        cpu::current_cpu() % n
     }
 
     /// Allocate `1 << order` contiguous pages on the caller's node (or, failing
@@ -307,7 +310,7 @@ impl PageAllocator {
             let mt = z.pageblock_mt_racy(p);
             if mt.is_pcptype() {
                 if let Some(pi) = pcp::pindex(order, mt) {
-                    let old = inner.claim_for_free(pfn, order, flags::PCP)?;
+                    let old = inner.claim_for_free_fast(pfn, order)?;
                     inner.free_claimed(z, p, order, mt, pi);
                     if old & flags::WAITERS != 0 || !inner.cfg.page_lock_waiters_bit {
                         inner.wake_freed(pfn);
@@ -322,23 +325,6 @@ impl PageAllocator {
             inner.wake_freed(pfn);
         }
         Ok(())
-    }
-}
-
-/// Count an allocation's events in the zone's block: we hold its lock, so this
-/// is a plain load and store (no atomic read-modify-write, no CPU lookup).
-#[inline(always)]
-fn count_alloc_locked(g: &ZoneGuard<'_>, order: u32, how: Took, reserved: bool) {
-    let ev = &g.zone.stats.events;
-    let alloc = if g.zone.ztype == ZoneType::Movable { VmEvent::PgallocMovable } else { VmEvent::PgallocNormal };
-    ev.add_owner(alloc, 1 << order);
-    match how {
-        Took::Own => {}
-        Took::Claimed => ev.add_owner(VmEvent::FallbackClaim, 1),
-        Took::Stolen => ev.add_owner(VmEvent::FallbackSteal, 1),
-    }
-    if reserved {
-        ev.add_owner(VmEvent::HighatomicReserve, 1);
     }
 }
 
@@ -359,7 +345,6 @@ impl Node {
             v
         };
         Self {
-            zones: nodes_zones[nid].clone(),
             zonelist_movable: pick(true, &order),
             zonelist_normal: pick(false, &order),
             local_movable: pick(true, &order[..1]),
@@ -419,9 +404,7 @@ impl Inner {
         if trylock_failed {
             ev.add_owner(VmEvent::PcpTrylockFail, 1);
         }
-        let Some((pfn, how)) = took else {
-            return None;
-        };
+        let (pfn, how) = took?;
         self.count_fallback(z, how);
         if highatomic && z.pageblock_mt_racy(pfn) != MigrateType::HighAtomic && g.reserve_highatomic_locked(pfn, order)
         {
@@ -543,11 +526,5 @@ impl Inner {
     #[cold]
     pub(crate) fn wake_freed(&self, pfn: Pfn) {
         crate::pagelock::wake_freed(&self.mm.page(pfn.as_u64()).flags);
-    }
-
-    /// Order of the pageblock-type change test helper.
-    #[cfg(test)]
-    pub(crate) fn pageblock_order() -> u32 {
-        PAGEBLOCK_ORDER
     }
 }

@@ -98,7 +98,7 @@ impl PageAllocator {
         let inner = &*self.inner;
         let mut rejected: Vec<(usize, FreeError)> = Vec::new();
         let mut woken: Vec<Pfn> = Vec::new();
-        let claimed = pfns.iter().enumerate().filter_map(|(i, &pfn)| match inner.claim_for_free(pfn, 0, flags::PCP) {
+        let claimed = pfns.iter().enumerate().filter_map(|(i, &pfn)| match inner.claim_for_free_fast(pfn, 0) {
             Ok(old) => {
                 if old & flags::WAITERS != 0 || !inner.cfg.page_lock_waiters_bit {
                     woken.push(pfn);

@@ -161,7 +161,7 @@ impl Config {
     /// Arena size in pages, after the checks that need nothing else.
     pub(crate) fn validate(&self) -> Result<u64, ConfigError> {
         let min = PAGEBLOCK_PAGES * PAGE_SIZE as u64;
-        if self.arena_bytes % PAGE_SIZE as u64 != 0 {
+        if !self.arena_bytes.is_multiple_of(PAGE_SIZE as u64) {
             return Err(ConfigError::ArenaNotPageMultiple { bytes: self.arena_bytes });
         }
         if self.arena_bytes < min {

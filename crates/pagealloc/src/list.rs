@@ -26,6 +26,7 @@ impl PfnList {
         Self { head: NIL, tail: NIL }
     }
 
+    #[cfg(test)]
     #[inline(always)]
     pub(crate) fn is_empty(&self) -> bool {
         self.head == NIL
@@ -36,6 +37,7 @@ impl PfnList {
         (self.head != NIL).then_some(self.head as u64)
     }
 
+    #[cfg(test)]
     #[inline(always)]
     pub(crate) fn last(&self) -> Option<u64> {
         (self.tail != NIL).then_some(self.tail as u64)
@@ -86,6 +88,7 @@ impl PfnList {
         }
     }
 
+    #[cfg(test)]
     #[inline(always)]
     pub(crate) fn pop_head(&mut self, mm: &MemMap) -> Option<u64> {
         let h = self.first()?;
@@ -93,6 +96,7 @@ impl PfnList {
         Some(h)
     }
 
+    #[cfg(test)]
     #[inline(always)]
     pub(crate) fn pop_tail(&mut self, mm: &MemMap) -> Option<u64> {
         let t = self.last()?;

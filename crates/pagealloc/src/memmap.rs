@@ -64,10 +64,6 @@ impl MemMap {
         &self.descs[pfn as usize]
     }
 
-    pub(crate) fn has_backing(&self) -> bool {
-        self.mapping.is_some()
-    }
-
     /// Address of a frame (None without backing or out of range).
     pub(crate) fn page_address(&self, pfn: Pfn) -> Option<NonNull<u8>> {
         let m = self.mapping.as_ref()?;

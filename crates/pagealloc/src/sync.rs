@@ -80,6 +80,7 @@ pub(crate) struct LockedU32(std::sync::atomic::AtomicU32);
 
 impl LockedU32 {
     #[inline]
+    #[cfg_attr(not(loom), allow(dead_code))]
     pub(crate) const fn new(v: u32) -> Self {
         Self(std::sync::atomic::AtomicU32::new(v))
     }

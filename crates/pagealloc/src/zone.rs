@@ -80,7 +80,7 @@ pub(crate) struct Zone {
 
 impl Zone {
     pub(crate) fn new(idx: usize, nid: u32, ztype: ZoneType, start: u64, end: u64) -> Self {
-        debug_assert!(start % PAGEBLOCK_PAGES == 0 && end % PAGEBLOCK_PAGES == 0 && end > start);
+        debug_assert!(start.is_multiple_of(PAGEBLOCK_PAGES) && end.is_multiple_of(PAGEBLOCK_PAGES) && end > start);
         let nblocks = ((end - start) / PAGEBLOCK_PAGES) as usize;
         let stats = ZoneStats::default();
         // Every block starts Movable, as the kernel's memmap_init does.
@@ -135,7 +135,7 @@ impl Zone {
     }
 
     /// The stored type ignoring the isolate bit.
-    #[inline(always)]
+    #[cfg(test)]
     pub(crate) fn pageblock_base_mt_racy(&self, pfn: u64) -> MigrateType {
         MigrateType::from_index((self.block(pfn).load(Ordering::Relaxed) & PB_MT_MASK) as usize)
     }
@@ -156,13 +156,6 @@ impl Zone {
     pub(crate) fn lock<'a>(&'a self, mm: &'a MemMap) -> ZoneGuard<'a> {
         let area = self.free.lock();
         ZoneGuard::enter(self, mm, area)
-    }
-
-    /// Take the zone lock only if it is free right now.
-    #[inline]
-    pub(crate) fn try_lock<'a>(&'a self, mm: &'a MemMap) -> Option<ZoneGuard<'a>> {
-        let area = self.free.try_lock()?;
-        Some(ZoneGuard::enter(self, mm, area))
     }
 }
 

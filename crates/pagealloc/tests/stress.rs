@@ -32,16 +32,16 @@ fn many_threads_mixed_orders_then_whole_again() {
                     if let Ok(p) = a.alloc_pages(gfp, order) {
                         mine.push((p, order));
                     }
-                    if mine.len() > 24 || rng % 5 == 0 {
+                    if mine.len() > 24 || rng.is_multiple_of(5) {
                         if let Some((p, o)) = mine.pop() {
-                            if rng % 3 == 0 {
+                            if rng.is_multiple_of(3) {
                                 shared.lock().unwrap().push((p, o));
                             } else {
                                 a.free_pages(p, o).unwrap();
                             }
                         }
                     }
-                    if rng % 7 == 0 {
+                    if rng.is_multiple_of(7) {
                         let taken = shared.lock().unwrap().pop();
                         if let Some((p, o)) = taken {
                             a.free_pages(p, o).unwrap();

@@ -62,8 +62,8 @@ pub(crate) mod waitq;
 
 pub use api::PageLockGuard;
 
-use crate::error::{FreeError, PageStateError, WaitError};
-use crate::page::flags::{HEAD, LOCKED, LOCK_STATE, UPTODATE, WAITERS, WRITEBACK};
+use crate::error::{PageStateError, WaitError};
+use crate::page::flags::{HEAD, LOCKED, UPTODATE, WAITERS, WRITEBACK};
 use crate::sync::{thread, AtomicBool, AtomicU32, Mutex, Ordering};
 use crate::types::Pfn;
 use std::cell::Cell;
@@ -521,31 +521,6 @@ impl<'a> PageRef<'a> {
     #[inline]
     pub(crate) fn uptodate(&self) -> bool {
         self.flags.load(Ordering::Acquire) & (HEAD | UPTODATE) == HEAD | UPTODATE
-    }
-}
-
-/// Under the zone lock, for `free_pages`: take `HEAD` away unless the page is
-/// locked or under writeback, clearing the lock-state bits (a stale `WAITERS`
-/// left by a hash-mate included) in the same RMW. Returns the old flags, or the
-/// refusal (`None`: not an allocated head; the caller diagnoses why).
-pub(crate) fn take_head_for_free(flags: &AtomicU32, pfn: Pfn) -> Result<u32, Option<FreeError>> {
-    let mut f = flags.load(Ordering::Relaxed);
-    loop {
-        if f & HEAD == 0 {
-            return Err(None);
-        }
-        if f & LOCKED != 0 {
-            return Err(Some(FreeError::Locked { pfn }));
-        }
-        if f & WRITEBACK != 0 {
-            return Err(Some(FreeError::Writeback { pfn }));
-        }
-        // Acquire: pairs with the Release of the last unlock / end of writeback,
-        // so the page's users are done with it before it is reused.
-        match flags.compare_exchange(f, f & !(HEAD | LOCK_STATE), Ordering::Acquire, Ordering::Relaxed) {
-            Ok(old) => return Ok(old),
-            Err(cur) => f = cur,
-        }
     }
 }
 

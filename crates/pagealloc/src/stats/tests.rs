@@ -458,7 +458,6 @@ fn counters_equal_a_recount_from_the_lists() {
             let z = &a.inner.zones[0];
             let mut g = z.lock(&a.inner.mm);
             let start = z.start + PAGEBLOCK_PAGES;
-            let mt = z.pageblock_mt_racy(start);
             g.move_freepages_block_locked(start, MigrateType::Isolate);
             g.set_pageblock_isolate_locked(start, true);
         }
@@ -560,7 +559,7 @@ fn consistent_snapshot_equals_a_recount_at_the_same_instant() {
             let now = z.stats.seq.load(Ordering::Relaxed);
             let c = recount(&a, 0, &g.area);
             drop(g);
-            if now == seq_at_snapshot + 1 && seq_at_snapshot % 2 == 0 {
+            if now == seq_at_snapshot + 1 && seq_at_snapshot.is_multiple_of(2) {
                 assert_eq!(snap.zones[0], c);
                 matched += 1;
             }
