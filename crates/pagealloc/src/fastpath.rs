@@ -16,7 +16,7 @@ use crate::pcp::{self, Pcp, PcpLists};
 use crate::stats::events::VmEvent;
 use crate::stats::report::PcpReport;
 use crate::sync::{MutexGuard, Ordering};
-use crate::types::{Gfp, MigrateType, Pfn, ZoneType};
+use crate::types::{Gfp, MigrateType, Pfn, ZoneType, PAGEBLOCK_ORDER};
 use crate::zone::{Wmark, Zone};
 
 #[inline(always)]
@@ -211,16 +211,32 @@ impl Inner {
         let n = l.refill_blocks(order);
         let mut g = z.lock(&self.mm);
         let mut got = 0u32;
-        for _ in 0..n {
-            let Some((p, how)) = g.rmqueue_locked(order, mt) else {
-                break;
+        while got < n {
+            // Take the largest power-of-two run of blocks that still fits the
+            // request from this type's own lists in one piece and cut it up here
+            // (one list operation instead of one per block); only single blocks
+            // go through the fallback path.
+            let run = (n - got).ilog2().min(PAGEBLOCK_ORDER.saturating_sub(order));
+            let (p, k) = match g.rmqueue_smallest(order + run, mt) {
+                Some(p) if run > 0 => (p, order + run),
+                Some(p) => (p, order),
+                None => match g.rmqueue_locked(order, mt) {
+                    Some((p, how)) => {
+                        self.count_fallback(z, how);
+                        (p, order)
+                    }
+                    None => break,
+                },
             };
-            self.count_fallback(z, how);
-            let d = self.mm.page(p);
-            d.set_private(order, mt);
-            d.set_flags(flags::PCP);
-            l.lists[pi].push_back(p as u32);
-            got += 1;
+            let mut q = p;
+            while q < p + (1u64 << k) {
+                let d = self.mm.page(q);
+                d.set_private(order, mt);
+                d.set_flags(flags::PCP);
+                l.lists[pi].push_back(q as u32);
+                got += 1;
+                q += 1 << order;
+            }
         }
         if got > 0 {
             z.stats.events.add_owner(VmEvent::PcpRefill, 1);

@@ -122,7 +122,7 @@ pub(crate) struct PcpLists {
     next_list: usize,
     last_decay: Instant,
     /// Scratch for two-pass drains (kept to avoid allocating on the drain path).
-    scratch: Vec<(u32, u32)>,
+    scratch: Vec<u64>,
 }
 
 impl Pcp {
@@ -212,48 +212,53 @@ impl PcpLists {
         if nr == 0 {
             return 0;
         }
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let (freed, g) = match mode {
+            // Today's design: pick and merge under one zone-lock hold.
+            DrainMode::SinglePass => {
+                let g = zone.lock(mm);
+                (self.pick(nr, first, &mut scratch), g)
+            }
+            // Seed 1: pick off the lists first, then take the zone lock to merge.
+            DrainMode::TwoPass => {
+                let freed = self.pick(nr, first, &mut scratch);
+                (freed, zone.lock(mm))
+            }
+        };
+        let mut g = g;
+        let check_isolate = cached_mt && zone.stats.block_count[MigrateType::Isolate.index()].get_racy() != 0;
+        free_coalesced(&mut g, &mut scratch, cached_mt, check_isolate);
+        g.zone.stats.events.add_owner(crate::stats::events::VmEvent::PcpDrain, 1);
+        drop(g);
+        scratch.clear();
+        self.scratch = scratch;
+        self.count -= freed;
+        self.tune_on_drain();
+        freed
+    }
+
+    /// Take at least `nr` pages from list tails into `out`, round-robin over the
+    /// non-empty lists from `first`, an equal share per list per visit.
+    fn pick(&mut self, nr: u32, first: usize, out: &mut Vec<u64>) -> u32 {
+        let nonempty = self.lists.iter().filter(|l| !l.is_empty()).count().max(1) as u32;
+        let share = nr.div_ceil(nonempty).max(1);
         let mut freed = 0u32;
         let mut pi = first % NR_PCP_LISTS;
-        match mode {
-            DrainMode::SinglePass => {
-                let mut g = zone.lock(mm);
-                let check_isolate = cached_mt && zone.stats.block_count[MigrateType::Isolate.index()].get_racy() != 0;
-                while freed < nr {
-                    pi = self.next_nonempty(pi);
-                    let pfn = self.lists[pi].pop_back().expect("nonempty list") as u64;
-                    let order = pindex_order(pi);
-                    free_drained(&mut g, pfn, order, cached_mt, check_isolate);
-                    freed += 1 << order;
-                    pi = (pi + 1) % NR_PCP_LISTS;
-                }
-                g.zone.stats.events.add_owner(crate::stats::events::VmEvent::PcpDrain, 1);
+        while freed < nr {
+            pi = self.next_nonempty(pi);
+            let order = pindex_order(pi);
+            let mut taken = 0u32;
+            while taken < share && freed < nr {
+                let Some(pfn) = self.lists[pi].pop_back() else {
+                    break;
+                };
+                out.push(block_key(pfn as u64, order));
+                taken += 1 << order;
+                freed += 1 << order;
             }
-            DrainMode::TwoPass => {
-                // Pass 1, outside the zone lock: pick the pages off the lists.
-                let mut scratch = std::mem::take(&mut self.scratch);
-                while freed < nr {
-                    pi = self.next_nonempty(pi);
-                    let pfn = self.lists[pi].pop_back().expect("nonempty list");
-                    let order = pindex_order(pi);
-                    scratch.push((pfn, order));
-                    freed += 1 << order;
-                    pi = (pi + 1) % NR_PCP_LISTS;
-                }
-                // Pass 2, under the zone lock: merge them.
-                let mut g = zone.lock(mm);
-                let check_isolate = cached_mt && zone.stats.block_count[MigrateType::Isolate.index()].get_racy() != 0;
-                for &(pfn, order) in &scratch {
-                    free_drained(&mut g, pfn as u64, order, cached_mt, check_isolate);
-                }
-                g.zone.stats.events.add_owner(crate::stats::events::VmEvent::PcpDrain, 1);
-                drop(g);
-                scratch.clear();
-                self.scratch = scratch;
-            }
+            pi = (pi + 1) % NR_PCP_LISTS;
         }
-        self.count -= freed;
         self.next_list = pi;
-        self.tune_on_drain();
         freed
     }
 
@@ -288,13 +293,62 @@ impl PcpLists {
     }
 }
 
-/// Return one drained block to the buddy: re-read its pageblock type (today's
-/// design) or trust the type cached at free (seed 2's old design, re-checking
-/// isolation only when the zone has isolated pageblocks).
+/// Return drained blocks to the buddy: sort them by pfn and free each run of
+/// blocks that exactly fills an aligned larger block (within one pageblock) as
+/// that one block, so the buddy merges once instead of once per page.
+///
+/// The type each block is freed under is its pageblock's, read now (today's
+/// design), or the type cached on the page at free (seed 2's old design; the
+/// pageblock is read only when the zone has isolated pageblocks). A run
+/// coalesces only if all its blocks would be freed under the same type.
+fn free_coalesced(g: &mut ZoneGuard<'_>, blocks: &mut [u64], cached_mt: bool, check_isolate: bool) {
+    blocks.sort_unstable();
+    let use_cache = cached_mt && !check_isolate;
+    let mt_of = |g: &ZoneGuard<'_>, pfn: u64| {
+        if use_cache {
+            g.mm.page(pfn).private_mt()
+        } else {
+            g.zone.pageblock_mt_racy(pfn)
+        }
+    };
+    let n = blocks.len();
+    let mut i = 0;
+    while i < n {
+        let (p, o) = unkey(blocks[i]);
+        let mt = mt_of(g, p);
+        let mut k = o;
+        let mut j = i + 1;
+        while k < PAGEBLOCK_ORDER && p & ((2u64 << k) - 1) == 0 {
+            let need = 1usize << (k - o);
+            if j + need > n {
+                break;
+            }
+            let half = p + (1u64 << k);
+            let fits = (0..need).all(|t| {
+                blocks[j + t] == block_key(half + ((t as u64) << o), o)
+                    && (!use_cache || mt_of(g, unkey(blocks[j + t]).0) == mt)
+            });
+            if !fits {
+                break;
+            }
+            j += need;
+            k += 1;
+        }
+        for &b in &blocks[i..j] {
+            g.mm.page(unkey(b).0).clear();
+        }
+        g.free_one_locked(p, k, mt);
+        i = j;
+    }
+}
+
+/// A drained block as one sortable word: pfn above, order below.
 #[inline(always)]
-fn free_drained(g: &mut ZoneGuard<'_>, pfn: u64, order: u32, cached_mt: bool, check_isolate: bool) {
-    let d = g.mm.page(pfn);
-    let mt = if cached_mt && !check_isolate { d.private_mt() } else { g.zone.pageblock_mt_racy(pfn) };
-    d.clear();
-    g.free_one_locked(pfn, order, mt);
+fn block_key(pfn: u64, order: u32) -> u64 {
+    (pfn << 5) | order as u64
+}
+
+#[inline(always)]
+fn unkey(k: u64) -> (u64, u32) {
+    (k >> 5, (k & 31) as u32)
 }
