@@ -10,7 +10,10 @@ use crate::allocator::{AllocFlags, PageAllocator};
 use crate::error::{BulkFreeError, FreeError};
 use crate::page::flags;
 use crate::pcp;
-use crate::types::{Gfp, Pfn};
+use crate::types::{Gfp, Pfn, MIGRATE_PCPTYPES};
+
+/// Pages buffered per type before joining a per-CPU list in bulk free.
+const BUF: usize = 64;
 use crate::zone::Wmark;
 
 impl PageAllocator {
@@ -26,12 +29,7 @@ impl PageAllocator {
         }
         let empty = slots[lead..].iter().filter(|s| s.is_none()).count();
         if empty > 1 {
-            let mut holes = slots[lead..].iter_mut().filter(|s| s.is_none());
-            self.bulk_fast(gfp, empty, |p| {
-                if let Some(h) = holes.next() {
-                    *h = Some(p);
-                }
-            });
+            self.bulk_fill_slots(gfp, &mut slots[lead..], empty);
         }
         // Whatever the fast path could not fill goes one page at a time (this is
         // also the path that may dip into reserves and drain other CPUs).
@@ -91,6 +89,56 @@ impl PageAllocator {
         false
     }
 
+    /// The array form's fast path: fill holes of `slots` straight from this
+    /// CPU's list under one lock hold, refilling it from the buddy as needed.
+    fn bulk_fill_slots(&self, gfp: Gfp, slots: &mut [Option<Pfn>], empty: usize) {
+        let inner = &*self.inner;
+        let mt = gfp.migratetype();
+        let (Some(pi), true) = (pcp::pindex(0, mt), inner.pcp_on) else {
+            return;
+        };
+        let af = AllocFlags { wmark: Wmark::Low, high: false };
+        let Some(node) = inner.nodes.get(self.numa_node_id() as usize) else {
+            return;
+        };
+        let zero = gfp.contains(Gfp::ZERO);
+        for &zi in node.zonelist(gfp) {
+            let z = &inner.zones[zi];
+            if !inner.watermark_ok(z, 0, af, gfp) {
+                continue;
+            }
+            let pcp = inner.pcp_here(z.idx);
+            let Some(mut l) = pcp.lists.try_lock() else {
+                return;
+            };
+            let mut got = 0u32;
+            let mut want = empty;
+            let mut holes = slots.iter_mut().filter(|s| s.is_none());
+            while want > 0 {
+                if l.lists[pi].is_empty() && !inner.pcp_refill(z, &mut l, 0, mt, pi, af, gfp) {
+                    break;
+                }
+                let list = &mut l.lists[pi];
+                let take = want.min(list.len());
+                for p in list.drain(list.len() - take..).rev() {
+                    let p = p as u64;
+                    inner.mm.page(p).set_allocated(0, mt);
+                    if zero {
+                        inner.mm.zero_frames(p, 0);
+                    }
+                    *holes.next().expect("counted holes") = Some(Pfn::new(p));
+                }
+                got += take as u32;
+                want -= take;
+            }
+            l.count -= got;
+            l.free_run = 0;
+            pcp.events.add_owner(crate::fastpath::alloc_event(z), got as u64);
+            l.publish(pcp);
+            return;
+        }
+    }
+
     /// Free order-0 pages in one pass. Invalid entries (the same classes as
     /// [`PageAllocator::free_pages`]) are skipped and reported with their indexes;
     /// every valid one is freed.
@@ -98,19 +146,84 @@ impl PageAllocator {
         let inner = &*self.inner;
         let mut rejected: Vec<(usize, FreeError)> = Vec::new();
         let mut woken: Vec<Pfn> = Vec::new();
-        let claimed = pfns.iter().enumerate().filter_map(|(i, &pfn)| match inner.claim_for_free_fast(pfn, 0) {
-            Ok(old) => {
-                if old & flags::WAITERS != 0 || !inner.cfg.page_lock_waiters_bit {
-                    woken.push(pfn);
+        let wake_all = !inner.cfg.page_lock_waiters_bit;
+        let mut i = 0;
+        while i < pfns.len() {
+            // Open a run on the zone of the next valid entry.
+            let pfn = pfns[i];
+            let old = match inner.claim_for_free_fast(pfn, 0) {
+                Ok(old) => old,
+                Err(e) => {
+                    rejected.push((i, e));
+                    i += 1;
+                    continue;
                 }
-                Some(pfn.as_u64())
+            };
+            if old & flags::WAITERS != 0 || wake_all {
+                woken.push(pfn);
             }
-            Err(e) => {
-                rejected.push((i, e));
-                None
+            i += 1;
+            let z = inner.zone_of(pfn.as_u64());
+            let pcp = inner.pcp_here(z.idx);
+            let Some(mut l) = pcp.lists.try_lock().filter(|_| inner.pcp_on) else {
+                // Busy or lists off: this page and the rest go one by one.
+                inner.give_claimed(std::iter::once(pfn.as_u64()), true);
+                continue;
+            };
+            let mut n = 0u32;
+            // Pages collect per type in small buffers and join their lists in
+            // one copy per buffer.
+            let mut buf = [[0u32; BUF]; MIGRATE_PCPTYPES];
+            let mut len = [0usize; MIGRATE_PCPTYPES];
+            let mut next = Some(pfn.as_u64());
+            while let Some(p) = next.take() {
+                let mt = z.pageblock_mt_racy(p);
+                if mt.is_pcptype() {
+                    inner.mm.page(p).set_private(0, mt);
+                    let t = mt.index();
+                    buf[t][len[t]] = p as u32;
+                    len[t] += 1;
+                    if len[t] == BUF {
+                        l.lists[t].extend(&buf[t]);
+                        len[t] = 0;
+                    }
+                    n += 1;
+                } else {
+                    // Isolated (or reserved) pageblock: straight to the buddy.
+                    inner.free_to_buddy(z, p, 0, false);
+                }
+                // The next entry joins the run if it is valid and in this zone.
+                while i < pfns.len() {
+                    let q = pfns[i];
+                    if !z.contains(q.as_u64()) {
+                        break;
+                    }
+                    i += 1;
+                    match inner.claim_for_free_fast(q, 0) {
+                        Ok(old) => {
+                            if old & flags::WAITERS != 0 || wake_all {
+                                woken.push(q);
+                            }
+                            next = Some(q.as_u64());
+                            break;
+                        }
+                        Err(e) => rejected.push((i - 1, e)),
+                    }
+                }
             }
-        });
-        inner.give_claimed(claimed, true);
+            for t in 0..MIGRATE_PCPTYPES {
+                l.lists[t].extend(&buf[t][..len[t]]);
+            }
+            l.count += n;
+            l.free_run = l.free_run.saturating_add(n);
+            pcp.events.add_owner(crate::stats::events::VmEvent::Pgfree, n as u64);
+            if l.over_high() {
+                let nr = l.drain_target();
+                let first = l.next_list();
+                l.drain(z, &inner.mm, nr, inner.cfg.drain_mode, inner.cfg.pcp_migratetype_cache, first);
+            }
+            l.publish(pcp);
+        }
         for p in woken {
             inner.wake_freed(p);
         }

@@ -20,7 +20,7 @@ use crate::types::{Gfp, MigrateType, Pfn, ZoneType, PAGEBLOCK_ORDER};
 use crate::zone::{Wmark, Zone};
 
 #[inline(always)]
-fn alloc_event(z: &Zone) -> VmEvent {
+pub(crate) fn alloc_event(z: &Zone) -> VmEvent {
     if z.ztype == ZoneType::Movable {
         VmEvent::PgallocMovable
     } else {
@@ -61,6 +61,18 @@ impl Inner {
     /// `NotLocked`.
     #[inline(always)]
     pub(crate) fn claim_for_free_fast(&self, pfn: Pfn, order: u32) -> Result<u32, FreeError> {
+        // The common case in one look at the descriptor: an allocated head of
+        // this order, neither locked nor under writeback.
+        if let Some(d) = self.mm.page_checked(pfn.as_u64()) {
+            let f = d.flags();
+            if f & (flags::HEAD | flags::LOCKED | flags::WRITEBACK) == flags::HEAD
+                && d.order() == order
+                && pfn.as_u64() & ((1 << order) - 1) == 0
+            {
+                d.flags.store(flags::PCP, Ordering::Relaxed);
+                return Ok(f);
+            }
+        }
         let old = self.check_free(pfn, order)?;
         self.mm.page(pfn.as_u64()).flags.store(flags::PCP, Ordering::Relaxed);
         Ok(old)
@@ -170,7 +182,7 @@ impl Inner {
         let mut l = pcp.lists.try_lock()?;
         let mut got = 0usize;
         while got < n {
-            match l.lists[pi].pop_front() {
+            match l.lists[pi].pop_back() {
                 Some(p) => {
                     out(p as u64);
                     got += 1;
@@ -195,7 +207,7 @@ impl Inner {
 
     /// Refill list `pi` with a batch from the buddy under one zone-lock hold.
     #[allow(clippy::too_many_arguments)]
-    fn pcp_refill(
+    pub(crate) fn pcp_refill(
         &self,
         z: &Zone,
         l: &mut PcpLists,
@@ -228,14 +240,15 @@ impl Inner {
                     None => break,
                 },
             };
-            let mut q = p;
-            while q < p + (1u64 << k) {
+            // Refilled pages go to the cold end, lowest pfn nearest the hot end.
+            let mut q = p + (1u64 << k);
+            while q > p {
+                q -= 1 << order;
                 let d = self.mm.page(q);
                 d.set_private(order, mt);
                 d.set_flags(flags::PCP);
-                l.lists[pi].push_back(q as u32);
+                l.lists[pi].push_front(q as u32);
                 got += 1;
-                q += 1 << order;
             }
         }
         if got > 0 {
@@ -271,7 +284,7 @@ impl Inner {
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn pcp_push(&self, z: &Zone, pcp: &Pcp, l: &mut PcpLists, p: u64, order: u32, pi: usize, count_free: bool) {
-        l.lists[pi].push_front(p as u32);
+        l.lists[pi].push_back(p as u32);
         l.count += 1 << order;
         l.free_run = l.free_run.saturating_add(1 << order);
         if count_free {

@@ -64,6 +64,12 @@ impl MemMap {
         &self.descs[pfn as usize]
     }
 
+    /// The descriptor of a pfn, if it is in range.
+    #[inline(always)]
+    pub(crate) fn page_checked(&self, pfn: u64) -> Option<&PageDesc> {
+        self.descs.get(pfn as usize)
+    }
+
     /// Address of a frame (None without backing or out of range).
     pub(crate) fn page_address(&self, pfn: Pfn) -> Option<NonNull<u8>> {
         let m = self.mapping.as_ref()?;

@@ -3,9 +3,9 @@
 //!
 //! Lists are indexed by [`pindex`]: `3 * order + mt` for orders 0..=3 and the
 //! three pcp types, then one list per pcp type for the pageblock order. A list
-//! is a ring of pfns: allocation and free work at the front (the most recently
-//! freed, cache-hot page goes out first), drains take from the back (the
-//! coldest). Each entry is the head of a block of the list's order.
+//! is a ring of pfns: allocation and free work at the back (the most recently
+//! freed, cache-hot page goes out first), refills and drains use the front (the
+//! coldest end; the kernel's list tail). Each entry is the head of a block of the list's order.
 //!
 //! Invariants (the pcp lock protects all of them):
 //! - Every pfn on a list has `PCP` set in its descriptor and `private` holding
@@ -249,7 +249,7 @@ impl PcpLists {
             let order = pindex_order(pi);
             let mut taken = 0u32;
             while taken < share && freed < nr {
-                let Some(pfn) = self.lists[pi].pop_back() else {
+                let Some(pfn) = self.lists[pi].pop_front() else {
                     break;
                 };
                 out.push(block_key(pfn as u64, order));
