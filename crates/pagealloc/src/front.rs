@@ -158,6 +158,7 @@ fn heavy_fence() {
 #[cfg(not(loom))]
 pub(crate) mod membarrier {
     //! `membarrier(2)` with MEMBARRIER_CMD_PRIVATE_EXPEDITED.
+    #![cfg_attr(miri, allow(dead_code))]
     use std::sync::OnceLock;
 
     const CMD_QUERY: libc::c_long = 0;
