@@ -113,20 +113,26 @@ impl PageAllocator {
             };
             let mut got = 0u32;
             let mut want = empty;
-            let mut holes = slots.iter_mut().filter(|s| s.is_none());
+            // Index of the next slot to look at for a hole.
+            let mut cursor = 0usize;
             while want > 0 {
                 if l.lists[pi].is_empty() && !inner.pcp_refill(z, &mut l, 0, mt, pi, af, gfp) {
                     break;
                 }
                 let list = &mut l.lists[pi];
                 let take = want.min(list.len());
-                for p in list.drain(list.len() - take..).rev() {
+                let from = list.len() - take;
+                for p in list.drain(from..).rev() {
+                    while slots[cursor].is_some() {
+                        cursor += 1;
+                    }
                     let p = p as u64;
                     inner.mm.page(p).set_allocated(0, mt);
                     if zero {
                         inner.mm.zero_frames(p, 0);
                     }
-                    *holes.next().expect("counted holes") = Some(Pfn::new(p));
+                    slots[cursor] = Some(Pfn::new(p));
+                    cursor += 1;
                 }
                 got += take as u32;
                 want -= take;
