@@ -407,7 +407,11 @@ impl Inner {
     pub(crate) fn drain_fronts_locked(&self) {
         let slots: Vec<_> = self.fronts.lock().clone();
         let mut pages = Vec::new();
+        // A slot may be forgotten only if its thread had exited before we emptied
+        // it: a thread that exits after we resume it may have refilled it first.
+        let mut dead: Vec<*const FrontSlot> = Vec::new();
         for s in &slots {
+            let gone_before = s.orphaned.load(Ordering::Acquire);
             s.pause();
             // SAFETY: paused: this drainer holds the slot.
             for st in unsafe { s.stacks() }.iter_mut() {
@@ -415,11 +419,14 @@ impl Inner {
                 st.len = 0;
             }
             s.resume();
+            if gone_before {
+                dead.push(std::sync::Arc::as_ptr(s));
+            }
         }
-        // Forget the slots of exited threads, keeping their event counts.
+        // Forget those slots, keeping their event counts.
         let mut kept = [0u64; crate::stats::events::NR_VM_EVENTS];
         self.fronts.lock().retain(|s| {
-            let gone = s.orphaned.load(Ordering::Acquire);
+            let gone = dead.contains(&std::sync::Arc::as_ptr(s));
             if gone {
                 s.events.sum_into(&mut kept);
             }
