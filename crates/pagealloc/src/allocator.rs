@@ -242,6 +242,7 @@ impl PageAllocator {
 
     /// The node the calling thread prefers (its CPU's node; fake NUMA maps CPUs
     /// round-robin onto nodes).
+    #[inline]
     pub fn numa_node_id(&self) -> u32 {
         let n = self.inner.nodes.len() as u32;
         if n == 1 {
@@ -302,14 +303,14 @@ impl PageAllocator {
     pub fn free_pages(&self, pfn: Pfn, order: u32) -> Result<(), FreeError> {
         let inner = &*self.inner;
         let p = pfn.as_u64();
-        if inner.pcp_on && order <= PAGEBLOCK_ORDER {
-            // Checked before claiming, so misuse never changes anything.
-            inner.check_free(pfn, order)?;
+        if inner.pcp_on && order <= PAGEBLOCK_ORDER && p < inner.mm.nr_pages() {
             let z = inner.zone_of(p);
             // The pageblock's effective type: isolated blocks bypass the lists.
             let mt = z.pageblock_mt_racy(p);
             if mt.is_pcptype() {
                 if let Some(pi) = pcp::pindex(order, mt) {
+                    // Checks (all of them, O(1)) before claiming, so misuse
+                    // never changes anything.
                     let old = inner.claim_for_free_fast(pfn, order)?;
                     inner.free_claimed(z, p, order, mt, pi);
                     if old & flags::WAITERS != 0 || !inner.cfg.page_lock_waiters_bit {

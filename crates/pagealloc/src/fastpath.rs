@@ -101,8 +101,8 @@ impl Inner {
                 } else {
                     None
                 };
-                if let Some(p) = r {
-                    slot.events.add_owner(alloc_event(self.zone_of(p)), 1);
+                if r.is_some() {
+                    slot.events.add_owner(alloc_event(&self.zones[s.zone as usize]), 1);
                 }
                 slot.exit();
                 r
@@ -126,6 +126,7 @@ impl Inner {
                 Some(0) => continue,
                 Some(_) => {
                     s.nid = z.nid;
+                    s.zone = z.idx as u32;
                     s.len = n as u32 - 1;
                     return Some(s.pfns[n - 1] as u64);
                 }
@@ -309,7 +310,8 @@ impl Inner {
                 let s = &mut unsafe { slot.stacks() }[mt.index()];
                 if s.len == 0 {
                     s.nid = z.nid;
-                } else if s.nid != z.nid {
+                    s.zone = z.idx as u32;
+                } else if s.zone != z.idx as u32 {
                     slot.exit();
                     return false;
                 }

@@ -35,7 +35,7 @@
 //! fences, which is what the membarrier provides; the model is in `front::loom_tests`.
 //!
 //! Invariants: every pfn in a stack has `PCP` set with order 0 and the stack's type
-//! in `private`, and belongs to node `nid` of its stack; `len <= FRONT_CAP`. A slot
+//! in `private`, and belongs to zone `zone` (on node `nid`) of its stack; `len <= FRONT_CAP`. A slot
 //! whose thread has exited is `orphaned`; the next `drain_all_pages` empties and
 //! forgets it.
 
@@ -52,6 +52,8 @@ pub(crate) const FRONT_BATCH: usize = 16;
 #[derive(Debug)]
 pub(crate) struct FrontStack {
     pub(crate) nid: u32,
+    /// The zone every page in the stack belongs to (index into the allocator's zones).
+    pub(crate) zone: u32,
     pub(crate) len: u32,
     pub(crate) pfns: [u32; FRONT_CAP],
 }
@@ -83,7 +85,12 @@ impl FrontSlot {
             drain_req: AtomicBool::new(false),
             orphaned: AtomicBool::new(false),
             detached: AtomicBool::new(false),
-            stacks: UnsafeCell::new(std::array::from_fn(|_| FrontStack { nid: 0, len: 0, pfns: [0; FRONT_CAP] })),
+            stacks: UnsafeCell::new(std::array::from_fn(|_| FrontStack {
+                nid: 0,
+                zone: 0,
+                len: 0,
+                pfns: [0; FRONT_CAP],
+            })),
             events: EventCounters::default(),
         }
     }
