@@ -27,9 +27,10 @@ impl PageAllocator {
         if lead == slots.len() {
             return lead;
         }
-        let empty = slots[lead..].iter().filter(|s| s.is_none()).count();
-        if empty > 1 {
-            self.bulk_fill_slots(gfp, &mut slots[lead..], empty);
+        // With one hole left, the single-page path does it.
+        let several = slots[lead..].iter().filter(|s| s.is_none()).take(2).count() > 1;
+        if several && self.bulk_fill_slots(gfp, &mut slots[lead..]) {
+            return slots.len();
         }
         // Whatever the fast path could not fill goes one page at a time (this is
         // also the path that may dip into reserves and drain other CPUs).
@@ -91,15 +92,16 @@ impl PageAllocator {
 
     /// The array form's fast path: fill holes of `slots` straight from this
     /// CPU's list under one lock hold, refilling it from the buddy as needed.
-    fn bulk_fill_slots(&self, gfp: Gfp, slots: &mut [Option<Pfn>], empty: usize) {
+    /// Returns true when every hole was filled.
+    fn bulk_fill_slots(&self, gfp: Gfp, slots: &mut [Option<Pfn>]) -> bool {
         let inner = &*self.inner;
         let mt = gfp.migratetype();
         let (Some(pi), true) = (pcp::pindex(0, mt), inner.pcp_on) else {
-            return;
+            return false;
         };
         let af = AllocFlags { wmark: Wmark::Low, high: false };
         let Some(node) = inner.nodes.get(self.numa_node_id() as usize) else {
-            return;
+            return false;
         };
         let zero = gfp.contains(Gfp::ZERO);
         for &zi in node.zonelist(gfp) {
@@ -109,40 +111,41 @@ impl PageAllocator {
             }
             let pcp = inner.pcp_here(z.idx);
             let Some(mut l) = pcp.lists.try_lock() else {
-                return;
+                return false;
             };
+            let n = slots.len();
             let mut got = 0u32;
-            let mut want = empty;
             // Index of the next slot to look at for a hole.
             let mut cursor = 0usize;
-            while want > 0 {
-                if l.lists[pi].is_empty() && !inner.pcp_refill(z, &mut l, 0, mt, pi, af, gfp) {
-                    break;
-                }
-                let list = &mut l.lists[pi];
-                let take = want.min(list.len());
-                let from = list.len() - take;
-                for p in list.drain(from..).rev() {
-                    while slots[cursor].is_some() {
-                        cursor += 1;
-                    }
-                    let p = p as u64;
-                    inner.mm.page(p).set_allocated(0, mt);
-                    if zero {
-                        inner.mm.zero_frames(p, 0);
-                    }
-                    slots[cursor] = Some(Pfn::new(p));
+            let complete = loop {
+                while cursor < n && slots[cursor].is_some() {
                     cursor += 1;
                 }
-                got += take as u32;
-                want -= take;
-            }
+                if cursor == n {
+                    break true;
+                }
+                let Some(p) = l.lists[pi].pop_back() else {
+                    if inner.pcp_refill(z, &mut l, 0, mt, pi, af, gfp) {
+                        continue;
+                    }
+                    break false;
+                };
+                let p = p as u64;
+                inner.mm.page(p).set_allocated(0, mt);
+                if zero {
+                    inner.mm.zero_frames(p, 0);
+                }
+                slots[cursor] = Some(Pfn::new(p));
+                cursor += 1;
+                got += 1;
+            };
             l.count -= got;
             l.free_run = 0;
             pcp.events.add_owner(crate::fastpath::alloc_event(z), got as u64);
             l.publish(pcp);
-            return;
+            return complete;
         }
+        false
     }
 
     /// Free order-0 pages in one pass. Invalid entries (the same classes as
