@@ -150,7 +150,7 @@ impl Inner {
         mut out: impl FnMut(u64),
     ) -> Option<usize> {
         let pcp = self.pcp_here(z.idx);
-        let mut l = pcp.lists.try_lock()?;
+        let mut l = pcp.lists.try_lock().filter(|_| crate::failinject::trylock_ok(self.id))?;
         let mut got = 0usize;
         while got < n {
             match l.lists[pi].pop_front() {
@@ -225,7 +225,7 @@ impl Inner {
             return;
         }
         let pcp = self.pcp_here(z.idx);
-        if let Some(mut l) = pcp.lists.try_lock() {
+        if let Some(mut l) = pcp.lists.try_lock().filter(|_| crate::failinject::trylock_ok(self.id)) {
             self.mm.page(p).set_private(order, mt);
             self.pcp_push(z, pcp, &mut l, p, order, pi, true);
             l.publish(pcp);
@@ -307,7 +307,7 @@ impl Inner {
                     let _ = cz;
                 }
                 let pcp = self.pcp_here(z.idx);
-                match pcp.lists.try_lock() {
+                match pcp.lists.try_lock().filter(|_| crate::failinject::trylock_ok(self.id)) {
                     Some(l) => cur = Some((z, pcp, l)),
                     None => {
                         self.free_to_buddy_counted(z, p, 0, true, count_free);
