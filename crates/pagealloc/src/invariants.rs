@@ -181,7 +181,8 @@ impl Inner {
                         let bd = mm.page(buddy);
                         if bd.is_buddy() && bd.order() == o {
                             let (a, b) = (z.pageblock_mt_racy(p), z.pageblock_mt_racy(buddy));
-                            let may_stay_apart = o >= PAGEBLOCK_ORDER && a != b && !(a.is_pcptype() && b.is_pcptype());
+                            let may_stay_apart = o >= PAGEBLOCK_ORDER
+                                && (a == MigrateType::Isolate || (a != b && !(a.is_pcptype() && b.is_pcptype())));
                             if !may_stay_apart {
                                 return err(
                                     p,

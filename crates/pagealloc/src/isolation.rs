@@ -146,16 +146,19 @@ impl PageAllocator {
             b += PAGEBLOCK_PAGES;
         }
         let (s, e) = (start.as_u64(), start.as_u64() + nr_pages);
-        // Walk the free blocks from the first pageblock; the range must be covered.
+        // Walk the blocks from the first pageblock's start (free heads tile it);
+        // before `s` anything may lie, as long as it does not reach into the range.
         let mut p = bs;
         while p < e {
             let d = inner.mm.page(p);
-            if !d.is_buddy() {
+            let f = d.flags();
+            let n = if f & (flags::BUDDY | flags::HEAD | flags::PCP) != 0 { 1u64 << d.order() } else { 1 };
+            if f & flags::BUDDY == 0 && p + n > s {
                 return false;
             }
-            p += 1 << d.order();
+            p += n;
         }
-        p >= e && bs <= s
+        true
     }
 
     /// Find `nr_pages` contiguous free pages (aligned to the next power of two
@@ -241,6 +244,12 @@ impl Inner {
         while p < e {
             let d = self.mm.page(p);
             if !d.is_buddy() {
+                // Allocated pages before the range do not matter.
+                let n = if d.flags() & (flags::HEAD | flags::PCP) != 0 { 1u64 << d.order() } else { 1 };
+                if p + n <= s {
+                    p += n;
+                    continue;
+                }
                 return false;
             }
             let order = d.order();
