@@ -8,7 +8,10 @@ mod fuzzops;
 use std::path::PathBuf;
 
 fn regressions_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/regressions")
+    // FUZZOPS_DIR replays another directory (a fuzzer's artifacts, say).
+    std::env::var_os("FUZZOPS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/regressions"))
 }
 
 #[test]
@@ -42,4 +45,20 @@ fn pseudo_random_inputs_match_the_model() {
             .collect();
         fuzzops::run(&data);
     }
+}
+
+/// Seed 2's old design (`Config::pcp_migratetype_cache(true)`) frees a drained
+/// page onto the list of the type cached at free time, re-checking only
+/// isolation. When the pageblock became HighAtomic in between (an ATOMIC
+/// allocation reserved it), the page lands on an Unmovable list inside a
+/// HighAtomic block: `ZoneGuard::add_to_free_list`'s hygiene assertion fires
+/// (zone.rs), and in release builds `check_invariants` reports it. Where:
+/// `free_drained` in pcp.rs. Ignored until the lead decides between falling
+/// back to the block's type when it is not a pcp type, or relaxing hygiene for
+/// the old-design variant.
+#[test]
+#[ignore = "seed 2 A variant breaks free-list hygiene: see the comment (pcp.rs free_drained)"]
+fn seed2_cached_migratetype_breaks_hygiene() {
+    let f = regressions_dir().join("ignored/crash-seed2-cached-migratetype-hygiene");
+    fuzzops::run_with(&std::fs::read(f).unwrap(), |c| c.pcp_migratetype_cache(true));
 }
