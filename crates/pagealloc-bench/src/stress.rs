@@ -2,8 +2,9 @@
 //! operation the allocator has (single and bulk allocation and free of every
 //! order and type, cross-thread frees, contiguous ranges, isolation, drains, page
 //! locks with waiters across threads, writeback, report reads, concurrent
-//! invariant checks and misuse that must be refused) for a given time, checking
-//! each result as it goes.
+//! misuse that must be refused) for a given time, checking each result as it
+//! goes. About once a second the main thread stops the world (workers park at an
+//! operation boundary) and checks `check_invariants` and exact conservation.
 //!
 //! Checks: every block handed out is aligned, inside the arena and owned by
 //! nobody else (a shared ownership bitmap, one bit per page, set on allocation and
@@ -24,7 +25,7 @@ use pagealloc::{
     AllocError, Backing, Config, FreeError, Gfp, PageAllocator, PageStateError, Pfn, WaitError, MAX_ORDER,
     PAGEBLOCK_PAGES,
 };
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -144,6 +145,10 @@ struct Shared {
     nr_pages: u64,
     nodes: u32,
     inject: bool,
+    /// Set by the main thread for a checkpoint: workers park at their next
+    /// operation boundary (holding no page lock) and count themselves here.
+    pause: AtomicBool,
+    parked: AtomicUsize,
 }
 
 impl Shared {
@@ -315,6 +320,8 @@ pub fn run(args: &StressArgs) -> i32 {
         nr_pages,
         nodes,
         inject,
+        pause: AtomicBool::new(false),
+        parked: AtomicUsize::new(0),
     });
     for &p in &sh.lock_pages {
         sh.claim("lock page", p.as_u64(), 1);
@@ -335,7 +342,20 @@ pub fn run(args: &StressArgs) -> i32 {
                 .expect("spawn a worker")
         })
         .collect();
-    std::thread::sleep(Duration::from_secs_f64(args.duration));
+    // Checkpoints: about once a second stop the world and check everything.
+    let end = sh.t0 + Duration::from_secs_f64(args.duration);
+    let mut checkpoints = 0u64;
+    loop {
+        let now = Instant::now();
+        if now >= end {
+            break;
+        }
+        std::thread::sleep((end - now).min(Duration::from_millis(1000)));
+        if Instant::now() < end {
+            checkpoint(&sh, threads);
+            checkpoints += 1;
+        }
+    }
     sh.stop.store(true, Ordering::Relaxed);
     let mut ops = 0u64;
     for w in workers {
@@ -362,7 +382,7 @@ pub fn run(args: &StressArgs) -> i32 {
     let secs = sh.t0.elapsed().as_secs_f64();
     let passed = sh.passed.load(Ordering::Relaxed);
     let failed = sh.failed.load(Ordering::Relaxed);
-    println!("stress: {ops} operations in {secs:.1} s ({:.0}/s)", ops as f64 / secs);
+    println!("stress: {ops} operations in {secs:.1} s ({:.0}/s), {checkpoints} checkpoints", ops as f64 / secs);
     println!("stress: {passed} passed, {failed} failed");
     i32::from(failed > 0)
 }
@@ -436,6 +456,10 @@ fn worker(sh: &Shared, t: usize, mut rng: Rng) -> u64 {
     let mut mine = Mine::default();
     let mut ops = 0u64;
     while !sh.stop.load(Ordering::Relaxed) {
+        if sh.pause.load(Ordering::Acquire) {
+            park(sh, t, &mut mine);
+            continue;
+        }
         ops += 1;
         let k = rng.below(1000);
         match k {
@@ -460,12 +484,7 @@ fn worker(sh: &Shared, t: usize, mut rng: Rng) -> u64 {
             713..=869 => op_lock_pages(sh, t, &mut rng, &mut mine),
             870..=899 => op_peek_wait(sh, t, &mut rng, &mut mine),
             900..=939 => op_own_lock(sh, t, &mut rng, &mut mine),
-            940..=969 => op_reports(sh, t, &mut rng, &mut mine),
-            970..=971 => {
-                sh.publish(t, Op::CheckInvariants, 0);
-                let r = sh.a.check_invariants();
-                check(sh, &mut mine, r.is_ok(), || format!("check_invariants during the run: {r:?}"));
-            }
+            940..=971 => op_reports(sh, t, &mut rng, &mut mine),
             _ => op_misuse(sh, t, &mut rng, &mut mine),
         }
         sh.publish(t, Op::Idle, 0);
@@ -484,6 +503,45 @@ fn worker(sh: &Shared, t: usize, mut rng: Rng) -> u64 {
     sh.publish(t, Op::Idle, 0);
     sh.passed.fetch_add(mine.passed, Ordering::Relaxed);
     ops
+}
+
+/// Wait out a checkpoint. Lock pages parked for hand-off are unlocked first,
+/// so a worker blocked on one can reach its own operation boundary too.
+fn park(sh: &Shared, t: usize, mine: &mut Mine) {
+    drain_handoff(sh, mine);
+    sh.publish(t, Op::Idle, 0);
+    sh.parked.fetch_add(1, Ordering::AcqRel);
+    while sh.pause.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    sh.parked.fetch_sub(1, Ordering::AcqRel);
+}
+
+/// With every worker parked: invariants, and conservation against the
+/// ownership bitmap (pages owned == pages allocated, exactly).
+fn checkpoint(sh: &Shared, threads: usize) {
+    let main = threads;
+    sh.publish(main, Op::CheckInvariants, 0);
+    sh.pause.store(true, Ordering::Release);
+    while sh.parked.load(Ordering::Acquire) < threads {
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let mut mine = Mine::default();
+    let a = &sh.a;
+    let r = a.check_invariants();
+    check(sh, &mut mine, r.is_ok(), || format!("check_invariants at a checkpoint: {r:?}"));
+    let c = a.census();
+    let owned = sh.owned.iter().map(|w| w.load(Ordering::Relaxed).count_ones() as u64).sum::<u64>();
+    check(sh, &mut mine, c.allocated == owned, || format!("checkpoint: {owned} pages owned but census says {c:?}"));
+    check(sh, &mut mine, c.free + c.pcp + c.allocated == a.managed_pages(), || {
+        format!("checkpoint: pages not conserved: {c:?}, {} managed", a.managed_pages())
+    });
+    sh.passed.fetch_add(mine.passed, Ordering::Relaxed);
+    sh.pause.store(false, Ordering::Release);
+    while sh.parked.load(Ordering::Acquire) > 0 {
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    sh.publish(main, Op::Idle, 0);
 }
 
 fn free_owned(sh: &Shared, mine: &mut Mine, p: Pfn, o: u32) {
