@@ -292,7 +292,11 @@ pub fn run(args: &StressArgs) -> i32 {
         args.duration,
         args.arena_mb,
         a.nr_pages(),
-        if inject { format!("alloc {} ppm, trylock {} ppm", args.fail_rate_ppm, args.trylock_fail_ppm) } else { "off".into() }
+        if inject {
+            format!("alloc {} ppm, trylock {} ppm", args.fail_rate_ppm, args.trylock_fail_ppm)
+        } else {
+            "off".into()
+        }
     );
     let nr_pages = a.nr_pages();
     let mut lock_pages = Vec::new();
@@ -425,7 +429,11 @@ fn watchdog(sh: &Shared, done: &AtomicBool, limit_ms: u64) {
                     now.saturating_sub(s.since_ms.load(Ordering::Relaxed))
                 );
             }
-            println!("stress: {} passed, {} failed", sh.passed.load(Ordering::Relaxed), sh.failed.load(Ordering::Relaxed) + 1);
+            println!(
+                "stress: {} passed, {} failed",
+                sh.passed.load(Ordering::Relaxed),
+                sh.failed.load(Ordering::Relaxed) + 1
+            );
             std::process::exit(3);
         }
     }
@@ -708,7 +716,9 @@ fn op_contig(sh: &Shared, t: usize, rng: &mut Rng, mine: &mut Mine) {
                 mine.contig.push((p, n));
             }
         }
-        Err(e) => check(sh, mine, matches!(e, AllocError::NoMemory { .. }), || format!("alloc_contig_pages({n}): {e:?}")),
+        Err(e) => {
+            check(sh, mine, matches!(e, AllocError::NoMemory { .. }), || format!("alloc_contig_pages({n}): {e:?}"))
+        }
     }
 }
 
@@ -725,7 +735,9 @@ fn op_isolate(sh: &Shared, t: usize, rng: &mut Rng, mine: &mut Mine) {
             check(sh, mine, r.is_ok(), || format!("undo of our own isolation of {s:#x}+{nr}: {r:?}"));
         }
         Err(
-            PageStateError::AlreadyIsolated { .. } | PageStateError::Unisolatable { .. } | PageStateError::BadRange { .. },
+            PageStateError::AlreadyIsolated { .. }
+            | PageStateError::Unisolatable { .. }
+            | PageStateError::BadRange { .. },
         ) => mine.passed += 1,
         Err(e) => sh.violation(format!("isolate_range({s:#x}, {nr}): {e:?}")),
     }
@@ -807,7 +819,8 @@ fn op_peek_wait(sh: &Shared, t: usize, rng: &mut Rng, mine: &mut Mine) {
     } else {
         sh.a.wait_on_page_writeback_timeout(p, Duration::from_micros(100))
     };
-    let ok = matches!(r, Ok(()) | Err(WaitError::TimedOut) | Err(WaitError::State(PageStateError::NotAllocated { .. })));
+    let ok =
+        matches!(r, Ok(()) | Err(WaitError::TimedOut) | Err(WaitError::State(PageStateError::NotAllocated { .. })));
     check(sh, mine, ok, || format!("wait on pooled page {p:?}: {r:?}"));
 }
 
@@ -828,7 +841,9 @@ fn op_own_lock(sh: &Shared, t: usize, rng: &mut Rng, mine: &mut Mine) {
     check(sh, mine, r == Err(FreeError::Writeback { pfn: p }), || format!("free under writeback {p:?}: {r:?}"));
     check(sh, mine, a.end_page_writeback(p).is_ok(), || format!("end_page_writeback({p:?})"));
     let r = a.end_page_writeback(p);
-    check(sh, mine, r == Err(PageStateError::NotWriteback { pfn: p }), || format!("second end_page_writeback {p:?}: {r:?}"));
+    check(sh, mine, r == Err(PageStateError::NotWriteback { pfn: p }), || {
+        format!("second end_page_writeback {p:?}: {r:?}")
+    });
 }
 
 fn op_reports(sh: &Shared, t: usize, rng: &mut Rng, mine: &mut Mine) {
@@ -865,7 +880,8 @@ fn op_misuse(sh: &Shared, t: usize, rng: &mut Rng, mine: &mut Mine) {
         }
         2 => {
             let r = a.alloc_pages_node(sh.nodes + 3, Gfp::KERNEL, 0);
-            let ok = r == Err(AllocError::InvalidNode { nid: sh.nodes + 3 }) || (sh.inject && r == Err(AllocError::Injected));
+            let ok = r == Err(AllocError::InvalidNode { nid: sh.nodes + 3 })
+                || (sh.inject && r == Err(AllocError::Injected));
             check(sh, mine, ok, || format!("{r:?}"));
         }
         3 => {

@@ -58,8 +58,9 @@ mod enabled {
         pub trylock_rate_ppm: u32,
         /// Seed of the pseudo-random choices.
         pub seed: u64,
-        /// Restrict injection to one allocator (its internal id; `None`: all).
-        allocator: Option<u64>,
+        /// Restrict injection to one allocator (`None`: all). An opaque id: set
+        /// it with [`FailConfig::only`].
+        pub allocator: Option<u64>,
     }
 
     impl FailConfig {
@@ -122,10 +123,8 @@ mod enabled {
         ALLOC_INJECTED.store(0, Ordering::Relaxed);
         TRYLOCK_CALLS.store(0, Ordering::Relaxed);
         TRYLOCK_INJECTED.store(0, Ordering::Relaxed);
-        let armed = cfg.alloc_rate_ppm > 0
-            || cfg.alloc_interval > 0
-            || cfg.alloc_after.is_some()
-            || cfg.trylock_rate_ppm > 0;
+        let armed =
+            cfg.alloc_rate_ppm > 0 || cfg.alloc_interval > 0 || cfg.alloc_after.is_some() || cfg.trylock_rate_ppm > 0;
         ARMED.store(armed as u64, Ordering::Relaxed);
     }
 

@@ -25,8 +25,8 @@
 #![allow(dead_code)]
 
 use pagealloc::{
-    AllocError, Backing, CancelToken, Config, ConfigError, DrainMode, FreeError, Gfp, PageAllocator,
-    PageStateError, Pfn, WaitError, MAX_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE,
+    AllocError, Backing, CancelToken, Config, ConfigError, DrainMode, FreeError, Gfp, PageAllocator, PageStateError,
+    Pfn, WaitError, MAX_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -356,7 +356,12 @@ impl Model {
         self.steps += 1;
         let op = b.u8() % 24;
         if self.trace {
-            eprintln!("step {} op {op} (held {} blocks, {} isolated)", self.steps, self.blocks.len(), self.isolated.len());
+            eprintln!(
+                "step {} op {op} (held {} blocks, {} isolated)",
+                self.steps,
+                self.blocks.len(),
+                self.isolated.len()
+            );
         }
         match op {
             0..=3 => self.op_alloc(b),
@@ -616,9 +621,9 @@ impl Model {
     fn op_test_isolated(&mut self, b: &mut Bytes) {
         let (s, nr) = self.pick_range(b);
         let got = self.a.test_pages_isolated(Pfn::new(s), nr);
-        let exp = self.range_blocks(s, nr).is_some_and(|blocks| {
-            blocks.iter().all(|bl| self.isolated.contains(bl)) && self.overlaps(s, nr).is_none()
-        });
+        let exp = self
+            .range_blocks(s, nr)
+            .is_some_and(|blocks| blocks.iter().all(|bl| self.isolated.contains(bl)) && self.overlaps(s, nr).is_none());
         assert_eq!(got, exp, "test_pages_isolated({s:#x}, {nr})");
     }
 
