@@ -359,7 +359,16 @@ impl Inner {
     pub(crate) fn drain_fronts_locked(&self) {
         let slots: Vec<_> = self.fronts.lock().clone();
         let mut pages = Vec::new();
+        // Slots whose thread had exited before we emptied them: only those can be
+        // forgotten. A thread that exits after its slot was emptied may have freed
+        // pages into it meanwhile; the next drain takes them (and the slot).
+        let mut dead: Vec<*const FrontSlot> = Vec::new();
         for s in &slots {
+            // Acquire: pairs with the Release store at thread exit, after the
+            // owner's last `exit()`: it adds nothing to the slot after this.
+            if s.orphaned.load(Ordering::Acquire) {
+                dead.push(std::sync::Arc::as_ptr(s));
+            }
             s.pause();
             // SAFETY: paused: this drainer holds the slot.
             for st in unsafe { s.stacks() }.iter_mut() {
@@ -371,7 +380,7 @@ impl Inner {
         // Forget the slots of exited threads, keeping their event counts.
         let mut kept = [0u64; crate::stats::events::NR_VM_EVENTS];
         self.fronts.lock().retain(|s| {
-            let gone = s.orphaned.load(Ordering::Acquire);
+            let gone = dead.contains(&std::sync::Arc::as_ptr(s));
             if gone {
                 s.events.sum_into(&mut kept);
             }
