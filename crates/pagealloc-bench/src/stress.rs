@@ -189,7 +189,7 @@ impl Shared {
 
     /// Claim a block of `order`, which must be aligned to its size.
     fn claim_block(&self, what: &str, p: u64, order: u32) -> bool {
-        if p % (1 << order) != 0 {
+        if !p.is_multiple_of(1 << order) {
             self.violation(format!("{what}: block {p:#x} misaligned for order {order}"));
             return false;
         }
@@ -605,13 +605,11 @@ fn op_bulk_alloc(sh: &Shared, t: usize, rng: &mut Rng, mine: &mut Mine) {
             Some(p) if p.as_u64() >= SENTINEL => {
                 check(sh, mine, p.as_u64() == SENTINEL + i as u64, || format!("bulk moved populated slot {i}"));
             }
-            Some(p) => {
-                if sh.claim("alloc_pages_bulk", p.as_u64(), 1) {
-                    mine.passed += 1;
-                    mine.held.push((*p, 0));
-                }
+            Some(p) if sh.claim("alloc_pages_bulk", p.as_u64(), 1) => {
+                mine.passed += 1;
+                mine.held.push((*p, 0));
             }
-            None => {}
+            Some(_) | None => {}
         }
     }
     trim(sh, rng, mine);

@@ -178,7 +178,7 @@ mod enabled {
         let n = ALLOC_CALLS.fetch_add(1, Ordering::Relaxed);
         let interval = ALLOC_INTERVAL.load(Ordering::Relaxed);
         let want = hit(ALLOC_RATE.load(Ordering::Relaxed), SEED.load(Ordering::Relaxed), n)
-            || (interval > 0 && (n + 1) % interval == 0)
+            || (interval > 0 && (n + 1).is_multiple_of(interval))
             || n >= ALLOC_AFTER.load(Ordering::Relaxed);
         if !want {
             return false;

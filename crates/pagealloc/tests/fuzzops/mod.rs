@@ -506,7 +506,7 @@ impl Model {
         for (i, p) in out[..pre].iter().enumerate() {
             assert_eq!(p.as_u64(), (1 << 50) + i as u64, "bulk list touched existing entries");
         }
-        for p in out[pre..].to_vec() {
+        for &p in &out[pre..] {
             self.took("alloc_pages_bulk_list", p.as_u64(), 0, gfp, None);
         }
     }
@@ -515,7 +515,7 @@ impl Model {
         let n = b.u8() as usize % 24;
         let mut pfns = Vec::with_capacity(n);
         for _ in 0..n {
-            let p = if b.u8() % 4 == 0 { self.pick_pfn(b) } else { self.pick_order0(b).unwrap_or(0) };
+            let p = if b.u8().is_multiple_of(4) { self.pick_pfn(b) } else { self.pick_order0(b).unwrap_or(0) };
             pfns.push(p);
         }
         let mut expected = Vec::new();
@@ -595,7 +595,7 @@ impl Model {
     }
 
     fn op_undo_isolate(&mut self, b: &mut Bytes) {
-        let (s, nr) = if b.u8() % 2 == 0 && !self.isolated.is_empty() {
+        let (s, nr) = if b.u8().is_multiple_of(2) && !self.isolated.is_empty() {
             let i = b.u8() as usize % self.isolated.len();
             let bl = *self.isolated.iter().nth(i).unwrap();
             (bl, PAGEBLOCK_PAGES)
@@ -648,7 +648,7 @@ impl Model {
     }
 
     fn op_free_contig(&mut self, b: &mut Bytes) {
-        let Some(s) = (if b.u8() % 4 == 0 { Some(self.pick_pfn(b)) } else { self.pick_order0(b) }) else {
+        let Some(s) = (if b.u8().is_multiple_of(4) { Some(self.pick_pfn(b)) } else { self.pick_order0(b) }) else {
             return;
         };
         let nr = b.u8() as u64 % 80;
@@ -675,7 +675,7 @@ impl Model {
         if k % 4 == 2 {
             // Move to another CPU (where the machine has it): other per-CPU lists.
             pagealloc::cpu::pin_to_cpu((k >> 2) as usize % 4);
-        } else if k % 2 == 0 {
+        } else if k.is_multiple_of(2) {
             self.a.drain_local_pages();
         } else {
             self.a.drain_all_pages();
@@ -730,7 +730,7 @@ impl Model {
     fn op_unlock(&mut self, b: &mut Bytes) {
         let p = self.pick_pfn(b);
         let pfn = Pfn::new(p);
-        let uptodate = b.u8() % 3 == 0;
+        let uptodate = b.u8().is_multiple_of(3);
         let got = if uptodate { self.a.unlock_page_uptodate(pfn) } else { self.a.unlock_page(pfn) };
         let exp = match self.state_expect(p) {
             Ok(bl) if bl.locked => {
@@ -749,7 +749,7 @@ impl Model {
         let p = self.pick_pfn(b);
         let pfn = Pfn::new(p);
         let exp = self.state_expect(p);
-        if b.u8() % 2 == 0 {
+        if b.u8().is_multiple_of(2) {
             let got = self.a.set_page_writeback(pfn);
             assert_eq!(got, exp.map(|bl| !bl.writeback), "set_page_writeback({p:#x})");
             if let Some(bl) = self.blocks.get_mut(&p) {
@@ -773,7 +773,7 @@ impl Model {
         let p = self.pick_pfn(b);
         let pfn = Pfn::new(p);
         let exp = self.state_expect(p);
-        if b.u8() % 2 == 0 {
+        if b.u8().is_multiple_of(2) {
             match exp {
                 Ok(bl) if bl.locked => {
                     assert_eq!(self.a.wait_on_page_locked_timeout(pfn, Duration::ZERO), Err(WaitError::TimedOut))
