@@ -4,6 +4,7 @@ mod experiments;
 mod harness;
 mod report;
 mod show;
+mod stress;
 mod workloads;
 
 use clap::{Parser, Subcommand};
@@ -58,6 +59,9 @@ enum Cmd {
         #[arg(long)]
         walk_lists: bool,
     },
+    /// Soak test: every operation from many threads at once, each result checked;
+    /// prints `stress: N passed, M failed` and exits non-zero on a violation or hang.
+    Stress(stress::StressArgs),
 }
 
 #[derive(Subcommand)]
@@ -77,6 +81,7 @@ fn main() {
         Cmd::Show { report, workload, exact, walk_lists } => {
             print!("{}", show::show(&show::ShowArgs { report, workload, exact, walk_lists }));
         }
+        Cmd::Stress(args) => std::process::exit(stress::run(&args)),
         Cmd::Bench { action: Some(BenchCmd::Compare { old, new }), .. } => compare(&old, &new),
         Cmd::Bench { action: None, experiment, full, json, quiet, verbose, out, page_fault1 } => {
             experiments::page_fault1::set_args(page_fault1);

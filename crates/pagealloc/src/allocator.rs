@@ -264,6 +264,9 @@ impl PageAllocator {
         if order > MAX_ORDER {
             return Err(AllocError::InvalidOrder { order });
         }
+        if crate::failinject::alloc_fails(self.inner.id, order) {
+            return Err(AllocError::Injected);
+        }
         let inner = &*self.inner;
         let Some(node) = inner.nodes.get(nid as usize) else {
             return Err(AllocError::InvalidNode { nid });

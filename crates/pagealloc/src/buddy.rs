@@ -47,7 +47,10 @@ impl<'a> ZoneGuard<'a> {
             // Within a pageblock the buddy's recorded list type; across pageblocks
             // the type of the buddy's pageblock.
             let buddy_mt = if order >= PAGEBLOCK_ORDER { zone.pageblock_mt_racy(buddy) } else { bd.private_mt() };
-            if buddy_mt != mt && !(mt.is_pcptype() && buddy_mt.is_pcptype()) {
+            // Isolated pageblocks never merge across a pageblock boundary (not even
+            // with each other), so undoing part of an isolation never has to split.
+            let isolated = order >= PAGEBLOCK_ORDER && buddy_mt == MigrateType::Isolate;
+            if isolated || (buddy_mt != mt && !(mt.is_pcptype() && buddy_mt.is_pcptype())) {
                 break;
             }
             self.del_from_free_list(buddy, order);

@@ -180,7 +180,7 @@ impl Inner {
         mut out: impl FnMut(u64),
     ) -> Option<usize> {
         let pcp = self.pcp_here(z.idx);
-        let mut l = pcp.lists.try_lock()?;
+        let mut l = pcp.lists.try_lock().filter(|_| crate::failinject::trylock_ok(self.id))?;
         let mut got = 0usize;
         while got < n {
             match l.lists[pi].pop_back() {
@@ -272,7 +272,7 @@ impl Inner {
             return;
         }
         let pcp = self.pcp_here(z.idx);
-        if let Some(mut l) = pcp.lists.try_lock() {
+        if let Some(mut l) = pcp.lists.try_lock().filter(|_| crate::failinject::trylock_ok(self.id)) {
             self.mm.page(p).set_private(order, mt);
             self.pcp_push(z, pcp, &mut l, p, order, pi, true);
             l.publish(pcp);
@@ -356,7 +356,7 @@ impl Inner {
                     let _ = cz;
                 }
                 let pcp = self.pcp_here(z.idx);
-                match pcp.lists.try_lock() {
+                match pcp.lists.try_lock().filter(|_| crate::failinject::trylock_ok(self.id)) {
                     Some(l) => cur = Some((z, pcp, l)),
                     None => {
                         self.free_to_buddy_counted(z, p, 0, true, count_free);
@@ -409,11 +409,16 @@ impl Inner {
     pub(crate) fn drain_fronts_locked(&self) {
         let slots: Vec<_> = self.fronts.lock().clone();
         let mut pages = Vec::new();
-        // A slot may be forgotten only if its thread had exited before we emptied
-        // it: a thread that exits after we resume it may have refilled it first.
+        // Slots whose thread had exited before we emptied them: only those can be
+        // forgotten. A thread that exits after its slot was emptied may have freed
+        // pages into it meanwhile; the next drain takes them (and the slot).
         let mut dead: Vec<*const FrontSlot> = Vec::new();
         for s in &slots {
-            let gone_before = s.orphaned.load(Ordering::Acquire);
+            // Acquire: pairs with the Release store at thread exit, after the
+            // owner's last `exit()`: it adds nothing to the slot after this.
+            if s.orphaned.load(Ordering::Acquire) {
+                dead.push(std::sync::Arc::as_ptr(s));
+            }
             s.pause();
             // SAFETY: paused: this drainer holds the slot.
             for st in unsafe { s.stacks() }.iter_mut() {
@@ -421,9 +426,6 @@ impl Inner {
                 st.len = 0;
             }
             s.resume();
-            if gone_before {
-                dead.push(std::sync::Arc::as_ptr(s));
-            }
         }
         // Forget those slots, keeping their event counts.
         let mut kept = [0u64; crate::stats::events::NR_VM_EVENTS];

@@ -146,16 +146,19 @@ impl PageAllocator {
             b += PAGEBLOCK_PAGES;
         }
         let (s, e) = (start.as_u64(), start.as_u64() + nr_pages);
-        // Walk the free blocks from the first pageblock; the range must be covered.
+        // Walk the blocks from the first pageblock's start (free heads tile it);
+        // before `s` anything may lie, as long as it does not reach into the range.
         let mut p = bs;
         while p < e {
             let d = inner.mm.page(p);
-            if !d.is_buddy() {
+            let f = d.flags();
+            let n = if f & (flags::BUDDY | flags::HEAD | flags::PCP) != 0 { 1u64 << d.order() } else { 1 };
+            if f & flags::BUDDY == 0 && p + n > s {
                 return false;
             }
-            p += 1 << d.order();
+            p += n;
         }
-        p >= e && bs <= s
+        true
     }
 
     /// Find `nr_pages` contiguous free pages (aligned to the next power of two
@@ -183,7 +186,9 @@ impl PageAllocator {
                 if self.isolate_range(Pfn::new(s), nr_pages).is_ok() {
                     let taken = self.test_pages_isolated(Pfn::new(s), nr_pages)
                         && inner.take_isolated(z, s, nr_pages, gfp.migratetype());
-                    self.undo_isolate_range(Pfn::new(s), nr_pages).expect("we isolated this range");
+                    // Another thread may have undone an overlapping isolation of
+                    // its own meanwhile; then there is nothing left to undo.
+                    let _ = self.undo_isolate_range(Pfn::new(s), nr_pages);
                     if taken {
                         if gfp.contains(Gfp::ZERO) {
                             for p in s..s + nr_pages {
@@ -237,10 +242,25 @@ impl Inner {
     fn take_isolated(&self, z: &Zone, s: u64, nr: u64, mt: MigrateType) -> bool {
         let e = s + nr;
         let mut g = z.lock(&self.mm);
+        // Still isolated, all of it? (Another thread may have undone an
+        // overlapping isolation since we tested.)
+        let mut b = s & !(PAGEBLOCK_PAGES - 1);
+        while b < e {
+            if !z.pageblock_isolated_racy(b) {
+                return false;
+            }
+            b += PAGEBLOCK_PAGES;
+        }
         let mut p = s & !(PAGEBLOCK_PAGES - 1);
         while p < e {
             let d = self.mm.page(p);
             if !d.is_buddy() {
+                // Allocated pages before the range do not matter.
+                let n = if d.flags() & (flags::HEAD | flags::PCP) != 0 { 1u64 << d.order() } else { 1 };
+                if p + n <= s {
+                    p += n;
+                    continue;
+                }
                 return false;
             }
             let order = d.order();

@@ -25,6 +25,7 @@ mod bulk;
 mod config;
 pub mod cpu;
 mod error;
+pub mod failinject;
 mod fastpath;
 mod front;
 mod invariants;

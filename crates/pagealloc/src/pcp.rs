@@ -306,11 +306,17 @@ impl PcpLists {
 /// coalesces only if all its blocks would be freed under the same type.
 fn free_coalesced(g: &mut ZoneGuard<'_>, blocks: &mut [u64], cached_mt: bool, check_isolate: bool) {
     let use_cache = cached_mt && !check_isolate;
+    // The cached type may be stale by the time of the drain. A stale pcp type
+    // inside a pcp-type block only misfiles the page between pcp types (the old
+    // design's known flaw, tolerated by check_invariants in that mode); but a
+    // block that has since become HighAtomic or isolated must get its own type,
+    // so the old design checks the block's type for that one case.
     let mt_of = |g: &ZoneGuard<'_>, pfn: u64| {
-        if use_cache {
+        let block = g.zone.pageblock_mt_racy(pfn);
+        if use_cache && block.is_pcptype() {
             g.mm.page(pfn).private_mt()
         } else {
-            g.zone.pageblock_mt_racy(pfn)
+            block
         }
     };
     let n = blocks.len();

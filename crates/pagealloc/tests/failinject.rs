@@ -1,0 +1,175 @@
+//! Failure injection (`--features fail-inject`): allocations fail as configured
+//! with `AllocError::Injected`, forced per-CPU trylock failures send requests
+//! down the buddy fallback paths, and a multi-threaded workload under both
+//! loses no page (conservation after all frees).
+//!
+//! Run with `cargo test -p pagealloc --features fail-inject --test failinject`.
+#![cfg(feature = "fail-inject")]
+
+use pagealloc::failinject::{self, FailConfig};
+use pagealloc::{AllocError, Config, Gfp, PageAllocator, Pfn};
+use std::sync::{Arc, Mutex};
+
+/// The injection settings are process-wide: one test at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn small() -> PageAllocator {
+    PageAllocator::new(Config::small(16 << 20).nr_cpus(Some(2))).unwrap()
+}
+
+#[test]
+fn fails_after_n_calls_at_most_times() {
+    let _s = serial();
+    let a = small();
+    failinject::configure(FailConfig { alloc_after: Some(5), alloc_times: Some(3), ..FailConfig::new() }.only(&a));
+    let r: Vec<_> = (0..10).map(|_| a.alloc_pages(Gfp::KERNEL, 0)).collect();
+    failinject::disable();
+    let injected = r.iter().filter(|x| **x == Err(AllocError::Injected)).count();
+    assert!(r[..5].iter().all(|x| x.is_ok()), "{r:?}");
+    assert!(r[5..8].iter().all(|x| *x == Err(AllocError::Injected)), "{r:?}");
+    assert!(r[8..].iter().all(|x| x.is_ok()), "{r:?}");
+    assert_eq!(injected, 3);
+    assert_eq!(failinject::stats().alloc_injected, 3);
+    for p in r.into_iter().flatten() {
+        a.free_pages(p, 0).unwrap();
+    }
+    a.check_invariants().unwrap();
+}
+
+#[test]
+fn interval_min_order_and_other_allocators() {
+    let _s = serial();
+    let a = small();
+    let other = small();
+    failinject::configure(FailConfig { alloc_interval: 2, min_order: 1, ..FailConfig::new() }.only(&a));
+    // Order 0 is below min_order: never fails, never counted.
+    for _ in 0..10 {
+        let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
+        a.free_pages(p, 0).unwrap();
+    }
+    // Every second call of order >= 1 fails.
+    let r: Vec<_> = (0..6).map(|_| a.alloc_pages(Gfp::MOVABLE, 2)).collect();
+    assert_eq!(r.iter().filter(|x| **x == Err(AllocError::Injected)).count(), 3, "{r:?}");
+    // Another allocator is untouched.
+    for _ in 0..6 {
+        let p = other.alloc_pages(Gfp::MOVABLE, 2).unwrap();
+        other.free_pages(p, 2).unwrap();
+    }
+    failinject::disable();
+    for p in r.into_iter().flatten() {
+        a.free_pages(p, 2).unwrap();
+    }
+    a.check_invariants().unwrap();
+}
+
+#[test]
+fn forced_trylock_failures_take_the_buddy_paths() {
+    let _s = serial();
+    // No front cache, so every order-0 request meets the per-CPU trylock.
+    let a = PageAllocator::new(Config::small(16 << 20).nr_cpus(Some(2)).front_cache(false)).unwrap();
+    failinject::configure(FailConfig { trylock_rate_ppm: 1_000_000, ..FailConfig::new() }.only(&a));
+    let pages: Vec<Pfn> = (0..100).map(|_| a.alloc_pages(Gfp::KERNEL, 0).unwrap()).collect();
+    for &p in &pages {
+        a.free_pages(p, 0).unwrap();
+    }
+    let s = failinject::stats();
+    failinject::disable();
+    assert!(s.trylock_injected >= 200, "{s:?}");
+    // Every page went to and came from the buddy: nothing on per-CPU lists.
+    assert!(a.pcp_report().iter().all(|r| r.count == 0));
+    assert_eq!(a.nr_free_pages(), a.managed_pages());
+    assert!(a.vmstat().get("pcp_trylock_fail").is_none_or(|n| n >= 200));
+    a.check_invariants().unwrap();
+}
+
+/// The stress workload: 8 threads, every order and type, single and bulk,
+/// contiguous ranges, cross-thread frees, drains, with 5% of allocations and
+/// 20% of per-CPU trylocks failing. Afterwards every page is back.
+#[test]
+fn stress_with_injection_loses_nothing() {
+    let _s = serial();
+    let a = PageAllocator::new(Config::small(64 << 20).nr_cpus(Some(4)).nodes(2).movable_zone_bytes(4 << 20)).unwrap();
+    failinject::configure(
+        FailConfig { alloc_rate_ppm: 50_000, trylock_rate_ppm: 200_000, seed: 7, ..FailConfig::new() }.only(&a),
+    );
+    let shared: Arc<Mutex<Vec<(Pfn, u32)>>> = Arc::default();
+    std::thread::scope(|s| {
+        for t in 0..8u64 {
+            let a = a.clone();
+            let shared = shared.clone();
+            s.spawn(move || {
+                let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ (t + 1).wrapping_mul(0x1234_5678_9abc);
+                let mut next = move || {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x
+                };
+                let mut mine: Vec<(Pfn, u32)> = Vec::new();
+                for i in 0..2500 {
+                    let r = next();
+                    let gfp = Gfp::from_bits_truncate((r >> 32) as u32 & 0xf);
+                    match r % 10 {
+                        0..=3 => {
+                            let order = [0, 0, 0, 1, 2, 3, 4, 9, 10][(r >> 8) as usize % 9];
+                            match a.alloc_pages(gfp, order) {
+                                Ok(p) => mine.push((p, order)),
+                                Err(AllocError::Injected | AllocError::NoMemory { .. }) => {}
+                                Err(e) => panic!("{e}"),
+                            }
+                        }
+                        4 => {
+                            let mut slots = vec![None; 1 + (r >> 8) as usize % 40];
+                            a.alloc_pages_bulk(gfp, &mut slots);
+                            mine.extend(slots.into_iter().flatten().map(|p| (p, 0)));
+                        }
+                        5 => {
+                            let take: Vec<Pfn> = mine.iter().filter(|b| b.1 == 0).map(|b| b.0).take(16).collect();
+                            mine.retain(|b| !(b.1 == 0 && take.contains(&b.0)));
+                            a.free_pages_bulk(&take).unwrap();
+                        }
+                        6 if i % 50 == 0 => {
+                            if let Ok(p) = a.alloc_contig_pages(1 + (r >> 8) % 300, gfp) {
+                                let n = 1 + (r >> 8) % 300;
+                                a.free_contig_range(p, n).unwrap();
+                            }
+                        }
+                        7 => {
+                            if let Some(b) = mine.pop() {
+                                shared.lock().unwrap().push(b);
+                            }
+                            let b = shared.lock().unwrap().pop();
+                            if let Some((p, o)) = b {
+                                a.free_pages(p, o).unwrap();
+                            }
+                        }
+                        8 if i % 20 == 0 => a.drain_local_pages(),
+                        _ => {
+                            if let Some((p, o)) = mine.pop() {
+                                a.free_pages(p, o).unwrap();
+                            }
+                        }
+                    }
+                }
+                for (p, o) in mine {
+                    a.free_pages(p, o).unwrap();
+                }
+            });
+        }
+    });
+    let st = failinject::stats();
+    failinject::disable();
+    for (p, o) in shared.lock().unwrap().drain(..) {
+        a.free_pages(p, o).unwrap();
+    }
+    assert!(st.alloc_injected > 100 && st.trylock_injected > 100, "too little injected: {st:?}");
+    a.drain_all_pages();
+    a.check_invariants().unwrap();
+    let c = a.census();
+    assert_eq!((c.allocated, c.pcp), (0, 0), "{c:?}");
+    assert_eq!(a.nr_free_pages(), a.managed_pages(), "pages leaked under injection");
+}
