@@ -43,10 +43,10 @@ use crate::stats::events::EventCounters;
 use crate::sync::{AtomicBool, Ordering, UnsafeCell};
 use crate::types::MIGRATE_PCPTYPES;
 
-/// Pages per stack.
-pub(crate) const FRONT_CAP: usize = 32;
+/// Pages per stack (three stacks per thread and allocator: at most 768 KiB of pages).
+pub(crate) const FRONT_CAP: usize = 64;
 /// Pages moved per refill from, or flush to, the per-CPU lists.
-pub(crate) const FRONT_BATCH: usize = 16;
+pub(crate) const FRONT_BATCH: usize = 32;
 
 /// One stack of order-0 pages of one pcp type, all from one node.
 #[derive(Debug)]
