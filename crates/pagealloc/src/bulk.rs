@@ -152,14 +152,50 @@ impl PageAllocator {
     /// [`PageAllocator::free_pages`]) are skipped and reported with their indexes;
     /// every valid one is freed.
     pub fn free_pages_bulk(&self, pfns: &[Pfn]) -> Result<(), BulkFreeError> {
+        let rejected = self.free_bulk_core(pfns.len(), |i| Some(pfns[i]));
+        if rejected.is_empty() {
+            Ok(())
+        } else {
+            Err(BulkFreeError { rejected })
+        }
+    }
+
+    /// Free every populated slot of an array filled by
+    /// [`PageAllocator::alloc_pages_bulk`] (order-0 pages) and empty it: the
+    /// array form's partner, with no copy into a separate list. Empty slots are
+    /// skipped; invalid entries stay in their slots and are reported with their
+    /// indexes, every valid one is freed.
+    pub fn free_pages_bulk_slots(&self, slots: &mut [Option<Pfn>]) -> Result<(), BulkFreeError> {
+        let rejected = self.free_bulk_core(slots.len(), |i| slots[i]);
+        if rejected.is_empty() {
+            slots.fill(None);
+            return Ok(());
+        }
+        let mut r = rejected.iter().map(|&(i, _)| i).peekable();
+        for (i, s) in slots.iter_mut().enumerate() {
+            if r.peek() == Some(&i) {
+                r.next();
+            } else {
+                *s = None;
+            }
+        }
+        Err(BulkFreeError { rejected })
+    }
+
+    /// The bulk free: entries `0..len`, entry `i` given by `get(i)` (None: skip).
+    /// Returns the rejected entries in index order.
+    fn free_bulk_core(&self, len: usize, get: impl Fn(usize) -> Option<Pfn>) -> Vec<(usize, FreeError)> {
         let inner = &*self.inner;
         let mut rejected: Vec<(usize, FreeError)> = Vec::new();
         let mut woken: Vec<Pfn> = Vec::new();
         let wake_all = !inner.cfg.page_lock_waiters_bit;
         let mut i = 0;
-        while i < pfns.len() {
+        while i < len {
             // Open a run on the zone of the next valid entry.
-            let pfn = pfns[i];
+            let Some(pfn) = get(i) else {
+                i += 1;
+                continue;
+            };
             let old = match inner.claim_for_free_fast(pfn, 0) {
                 Ok(old) => old,
                 Err(e) => {
@@ -183,18 +219,18 @@ impl PageAllocator {
             // Pages collect per type in small buffers and join their lists in
             // one copy per buffer.
             let mut buf = [[0u32; BUF]; MIGRATE_PCPTYPES];
-            let mut len = [0usize; MIGRATE_PCPTYPES];
+            let mut fill = [0usize; MIGRATE_PCPTYPES];
             let mut next = Some(pfn.as_u64());
             while let Some(p) = next.take() {
                 let mt = z.pageblock_mt_racy(p);
                 if mt.is_pcptype() {
                     inner.mm.page(p).set_private(0, mt);
                     let t = mt.index();
-                    buf[t][len[t]] = p as u32;
-                    len[t] += 1;
-                    if len[t] == BUF {
+                    buf[t][fill[t]] = p as u32;
+                    fill[t] += 1;
+                    if fill[t] == BUF {
                         l.lists[t].extend(&buf[t]);
-                        len[t] = 0;
+                        fill[t] = 0;
                     }
                     n += 1;
                 } else {
@@ -202,8 +238,11 @@ impl PageAllocator {
                     inner.free_to_buddy(z, p, 0, false);
                 }
                 // The next entry joins the run if it is valid and in this zone.
-                while i < pfns.len() {
-                    let q = pfns[i];
+                while i < len {
+                    let Some(q) = get(i) else {
+                        i += 1;
+                        continue;
+                    };
                     if !z.contains(q.as_u64()) {
                         break;
                     }
@@ -221,7 +260,7 @@ impl PageAllocator {
                 }
             }
             for t in 0..MIGRATE_PCPTYPES {
-                l.lists[t].extend(&buf[t][..len[t]]);
+                l.lists[t].extend(&buf[t][..fill[t]]);
             }
             l.count += n;
             l.free_run = l.free_run.saturating_add(n);
@@ -236,10 +275,6 @@ impl PageAllocator {
         for p in woken {
             inner.wake_freed(p);
         }
-        if rejected.is_empty() {
-            Ok(())
-        } else {
-            Err(BulkFreeError { rejected })
-        }
+        rejected
     }
 }

@@ -273,3 +273,28 @@ proptest! {
         whole(&a);
     }
 }
+
+#[test]
+fn bulk_free_of_slots_empties_them_and_keeps_bad_entries() {
+    let a = small();
+    let mut slots = [None; 16];
+    assert_eq!(a.alloc_pages_bulk(Gfp::KERNEL, &mut slots), 16);
+    let keep = slots[3].unwrap();
+    let hole = slots[5].take(); // a hole: skipped
+    let lost = slots[7].replace(Pfn::new(1 << 40)); // a bad entry: stays, reported
+    let err = a.free_pages_bulk_slots(&mut slots).unwrap_err();
+    assert_eq!(err.rejected.len(), 1);
+    assert_eq!(err.rejected[0].0, 7);
+    assert!(matches!(err.rejected[0].1, FreeError::OutOfRange { .. }));
+    assert_eq!(slots[7], Some(Pfn::new(1 << 40)));
+    assert!(slots.iter().enumerate().all(|(i, s)| i == 7 || s.is_none()));
+    assert_eq!(a.free_pages(keep, 0), Err(FreeError::DoubleFree { pfn: keep }));
+    // The pages taken out of slots 5 and 7 before the call are still ours.
+    a.free_pages(hole.unwrap(), 0).unwrap();
+    a.free_pages(lost.unwrap(), 0).unwrap();
+    let mut fresh = [None; 4];
+    assert_eq!(a.alloc_pages_bulk(Gfp::KERNEL, &mut fresh), 4);
+    a.free_pages_bulk_slots(&mut fresh).unwrap();
+    assert_eq!(fresh, [None; 4]);
+    whole(&a);
+}

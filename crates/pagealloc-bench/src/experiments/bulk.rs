@@ -6,10 +6,10 @@
 //! single-page baseline (`alloc_pages` + `free_pages`, order 0), then for each
 //! bulk size 1,2,3,4,8,16,32,64,128 the list form (`alloc_pages_bulk_list` into a
 //! `Vec`, variant `old`) and the array form (`alloc_pages_bulk` into a slice of
-//! empty slots, variant `new`). Both forms free the step's pages with one
-//! `free_pages_bulk` call; the array form first takes the pages out of its slots
-//! (which also empties them for the next round, as the kernel bench must reset
-//! its array). Each line is the per-page cost of alloc+free, printed in
+//! empty slots, variant `new`). The list form frees its pages with one
+//! `free_pages_bulk` call, the array form hands its slots back with one
+//! `free_pages_bulk_slots` call (which also empties them for the next round, as
+//! the kernel bench releases its array). Each line is the per-page cost of alloc+free, printed in
 //! time_bench's format: `Type:<name> Per elem: <cycles> cycles(tsc) <ns> ns
 //! (step:<N>) - (measurement period time:<s>.<ns> sec time_interval:<ns>) -
 //! (invoke count:<pages> tsc_interval:<cycles>)`, for the median of the repeats.
@@ -106,7 +106,6 @@ fn measure(repeats: usize, total: u64) -> Measured {
 
     let mut list_out: Vec<Pfn> = Vec::with_capacity(128);
     let mut slots: Vec<Option<Pfn>> = vec![None; 128];
-    let mut taken: Vec<Pfn> = Vec::with_capacity(128);
     let mut list = Vec::new();
     let mut array = Vec::new();
     for &step in &STEPS {
@@ -124,9 +123,9 @@ fn measure(repeats: usize, total: u64) -> Measured {
             time(step, loops, || {
                 let n = a.alloc_pages_bulk(gfp, s);
                 assert_eq!(n, step, "bulk: array form came back short");
-                taken.extend(s.iter_mut().map(|x| x.take().expect("populated")));
-                a.free_pages_bulk(std::hint::black_box(&taken)).expect("bulk: free");
-                taken.clear();
+                // The array goes back as it is (the kernel's release_pages on
+                // the array), emptied for the next round.
+                a.free_pages_bulk_slots(std::hint::black_box(&mut *s)).expect("bulk: free");
             })
         };
         // Warm both, then alternate repeat by repeat so drift hits both alike.
@@ -265,8 +264,8 @@ impl Experiment for Bulk {
         ));
         r.notes.push(format!(
             "one thread pinned to CPU 0, default Config (front cache on); {total} pages per repeat and step, \
-             {repeats} repeats, the median repeat printed; both bulk forms free with one free_pages_bulk call per \
-             step; the list form is a Vec here (ours keeps it for the A/B), so it lacks the kernel list's pointer \
+             {repeats} repeats, the median repeat printed; each bulk form frees with one call per step \
+             (free_pages_bulk for the list, free_pages_bulk_slots for the array); the list form is a Vec here (ours keeps it for the A/B), so it lacks the kernel list's pointer \
              chasing; at step 1 both forms take the single-page path, as the kernel does."
         ));
         r
