@@ -3,7 +3,7 @@
 //! fragmentation run counting mixed pageblocks before and after.
 
 use crate::harness::{cycles_per_call, stats, Ctx, Experiment, ExperimentResult, Figure, Plot};
-use pagealloc::{Config, Gfp, PageAllocator, Pfn, MAX_ORDER, PAGE_DESC_SIZE};
+use pagealloc::{Config, Gfp, PageAllocator, MAX_ORDER, PAGE_DESC_SIZE};
 use std::time::Instant;
 
 /// The experiment.
@@ -80,42 +80,8 @@ impl Experiment for Buddy {
         let ops = if ctx.full { 8_000_000 } else { 2_000_000 };
         let a = PageAllocator::new(buddy_only()).expect("default arena");
         let before = a.fragmentation();
-        let mut live: Vec<(Pfn, u32)> = Vec::new();
-        let mut rng = Lcg(0x5eed);
-        let target_live = a.managed_pages() * 6 / 10;
-        let mut live_pages = 0u64;
-        for i in 0..ops {
-            let want_alloc = live.is_empty() || (live_pages < target_live && rng.next() % 100 < 55);
-            if want_alloc {
-                let x = rng.next();
-                let gfp = if x % 10 < 7 {
-                    Gfp::MOVABLE
-                } else if x % 10 < 9 {
-                    Gfp::KERNEL
-                } else {
-                    Gfp::RECLAIMABLE
-                };
-                let order = match (x >> 8) % 100 {
-                    0..=79 => 0,
-                    80..=89 => 1,
-                    90..=95 => 2,
-                    96..=98 => 3,
-                    _ => 4 + ((x >> 16) % 6) as u32,
-                };
-                if let Ok(p) = a.alloc_pages(gfp, order) {
-                    live.push((p, order));
-                    live_pages += 1 << order;
-                }
-            } else {
-                let k = (rng.next() as usize) % live.len();
-                let (p, o) = live.swap_remove(k);
-                a.free_pages(p, o).unwrap();
-                live_pages -= 1 << o;
-            }
-            if i % (ops / 10) == 0 {
-                pb.set_message(format!("fragment {}%", i * 100 / ops));
-            }
-        }
+        pb.set_message("fragment");
+        let mut live = crate::workloads::fragment(&a, ops, 0x5eed, 60);
         let after = a.fragmentation();
         for (p, o) in live.drain(..) {
             a.free_pages(p, o).unwrap();
