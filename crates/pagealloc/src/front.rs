@@ -241,15 +241,13 @@ pub(crate) mod tls {
         f: impl FnOnce(&FrontSlot) -> R,
     ) -> Option<R> {
         let (last, ptr) = LAST.try_with(|c| c.get()).ok()?;
-        if last == id {
-            // SAFETY: LAST points into an Arc held by this thread's SLOTS; entries
-            // leave SLOTS only in `lookup` (which resets LAST first) or at thread
-            // exit (which clears LAST), so the slot is alive.
-            return Some(f(unsafe { &*ptr }));
-        }
-        let slot = lookup(id, register)?;
-        // SAFETY: as above: `lookup` just put this pointer in LAST, backed by SLOTS.
-        Some(f(unsafe { &*slot }))
+        // One call site for `f`, so it is inlined here.
+        let ptr = if last == id { ptr } else { lookup(id, register)? };
+        // SAFETY: the pointer is LAST's (or `lookup` just put it there): it points
+        // into an Arc held by this thread's SLOTS; entries leave SLOTS only in
+        // `lookup` (which resets LAST first) or at thread exit (which clears
+        // LAST), so the slot is alive for this call.
+        Some(f(unsafe { &*ptr }))
     }
 
     #[cold]
