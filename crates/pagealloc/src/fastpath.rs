@@ -87,28 +87,33 @@ impl Inner {
         crate::front::tls::with_slot(
             self.id,
             || self.register_front(),
-            |slot| {
-                if !slot.enter() {
-                    return None;
-                }
-                // SAFETY: between a successful enter and exit on the owner thread.
-                let s = &mut unsafe { slot.stacks() }[mt.index()];
-                let r = if s.len > 0 && s.nid == nid {
-                    s.len -= 1;
-                    Some(s.pfns[s.len as usize] as u64)
-                } else if s.len == 0 {
-                    self.front_refill(s, mt, zl, gfp)
-                } else {
-                    None
-                };
-                if r.is_some() {
-                    slot.events.add_owner(alloc_event(&self.zones[s.zone as usize]), 1);
-                }
-                slot.exit();
-                r
-            },
+            |slot| self.front_alloc_in(slot, nid, mt, zl, gfp),
         )
         .flatten()
+    }
+
+    /// The body of [`Inner::front_alloc`] (a function, not a closure, so it can
+    /// be forced inline into every caller).
+    #[inline(always)]
+    fn front_alloc_in(&self, slot: &FrontSlot, nid: u32, mt: MigrateType, zl: &[usize], gfp: Gfp) -> Option<u64> {
+        if !slot.enter() {
+            return None;
+        }
+        // SAFETY: between a successful enter and exit on the owner thread.
+        let s = &mut unsafe { slot.stacks() }[mt.index()];
+        let r = if s.len > 0 && s.nid == nid {
+            s.len -= 1;
+            Some(s.pfns[s.len as usize] as u64)
+        } else if s.len == 0 {
+            self.front_refill(s, mt, zl, gfp)
+        } else {
+            None
+        };
+        if r.is_some() {
+            slot.events.add_owner(alloc_event(&self.zones[s.zone as usize]), 1);
+        }
+        slot.exit();
+        r
     }
 
     #[cold]
@@ -299,34 +304,34 @@ impl Inner {
 
     #[inline(always)]
     fn front_free(&self, z: &Zone, p: u64, mt: MigrateType) -> bool {
-        crate::front::tls::with_slot(
-            self.id,
-            || self.register_front(),
-            |slot| {
-                if !slot.enter() {
-                    return false;
-                }
-                // SAFETY: between a successful enter and exit on the owner thread.
-                let s = &mut unsafe { slot.stacks() }[mt.index()];
-                if s.len == 0 {
-                    s.nid = z.nid;
-                    s.zone = z.idx as u32;
-                } else if s.zone != z.idx as u32 {
-                    slot.exit();
-                    return false;
-                }
-                if s.len as usize == FRONT_CAP {
-                    self.front_flush(s);
-                }
-                self.mm.page(p).set_private(0, mt);
-                s.pfns[s.len as usize] = p as u32;
-                s.len += 1;
-                slot.events.add_owner(VmEvent::Pgfree, 1);
-                slot.exit();
-                true
-            },
-        )
-        .unwrap_or(false)
+        crate::front::tls::with_slot(self.id, || self.register_front(), |slot| self.front_free_in(slot, z, p, mt))
+            .unwrap_or(false)
+    }
+
+    /// The body of [`Inner::front_free`] (see [`Inner::front_alloc_in`]).
+    #[inline(always)]
+    fn front_free_in(&self, slot: &FrontSlot, z: &Zone, p: u64, mt: MigrateType) -> bool {
+        if !slot.enter() {
+            return false;
+        }
+        // SAFETY: between a successful enter and exit on the owner thread.
+        let s = &mut unsafe { slot.stacks() }[mt.index()];
+        if s.len == 0 {
+            s.nid = z.nid;
+            s.zone = z.idx as u32;
+        } else if s.zone != z.idx as u32 {
+            slot.exit();
+            return false;
+        }
+        if s.len as usize == FRONT_CAP {
+            self.front_flush(s);
+        }
+        self.mm.page(p).set_private(0, mt);
+        s.pfns[s.len as usize] = p as u32;
+        s.len += 1;
+        slot.events.add_owner(VmEvent::Pgfree, 1);
+        slot.exit();
+        true
     }
 
     /// Move the oldest half of a full stack to the per-CPU lists.
