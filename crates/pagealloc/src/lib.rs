@@ -57,3 +57,8 @@ pub use types::{
 
 #[cfg(test)]
 mod tests;
+
+/// The README's examples, compiled and run as doc tests.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
