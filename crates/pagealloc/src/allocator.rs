@@ -414,10 +414,7 @@ impl Inner {
         {
             ev.add_owner(VmEvent::HighatomicReserve, 1);
         }
-        ev.add_owner(
-            if z.ztype == ZoneType::Movable { VmEvent::PgallocMovable } else { VmEvent::PgallocNormal },
-            1 << order,
-        );
+        ev.add_owner(crate::fastpath::alloc_event(z), 1 << order);
         Some(pfn)
     }
 

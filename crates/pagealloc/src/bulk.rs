@@ -28,9 +28,19 @@ impl PageAllocator {
             return lead;
         }
         // With one hole left, the single-page path does it.
-        let several = slots[lead..].iter().filter(|s| s.is_none()).take(2).count() > 1;
-        if several && self.bulk_fill_slots(gfp, &mut slots[lead..]) {
-            return slots.len();
+        let holes = slots[lead..].iter().filter(|s| s.is_none()).count();
+        if holes > 1 {
+            let mut cursor = lead;
+            let got = self.bulk_fast(gfp, holes, |p| {
+                while slots[cursor].is_some() {
+                    cursor += 1;
+                }
+                slots[cursor] = Some(p);
+                cursor += 1;
+            });
+            if got == holes {
+                return slots.len();
+            }
         }
         // Whatever the fast path could not fill goes one page at a time (this is
         // also the path that may dip into reserves and drain other CPUs).
@@ -62,21 +72,19 @@ impl PageAllocator {
         out.len() - before
     }
 
-    /// The shared fast path: up to `nr` pages from this CPU's list for the first
-    /// zone with room, under one pcp lock hold, each handed to `sink`. Returns
-    /// false when it could not run (lists off, busy, or no zone above its watermark).
-    fn bulk_fast(&self, gfp: Gfp, nr: usize, mut sink: impl FnMut(Pfn)) -> bool {
+    /// The fast path of both forms: up to `nr` pages from this CPU's list for the
+    /// first zone with room, under one pcp lock hold, each handed to `sink`.
+    /// Returns how many it handed over (0 when lists are off or busy, or no zone
+    /// is above its watermark).
+    fn bulk_fast(&self, gfp: Gfp, nr: usize, mut sink: impl FnMut(Pfn)) -> usize {
         let inner = &*self.inner;
         let mt = gfp.migratetype();
-        let Some(pi) = pcp::pindex(0, mt) else {
-            return false;
+        let (Some(pi), true) = (pcp::pindex(0, mt), inner.pcp_on) else {
+            return 0;
         };
-        if !inner.pcp_on {
-            return false;
-        }
         let af = AllocFlags { wmark: Wmark::Low, high: false };
         let Some(node) = inner.nodes.get(self.numa_node_id() as usize) else {
-            return false;
+            return 0;
         };
         for &zi in node.zonelist(gfp) {
             let z = &inner.zones[zi];
@@ -85,67 +93,9 @@ impl PageAllocator {
             }
             return inner
                 .pcp_take(z, 0, mt, pi, af, gfp, nr, true, |p| sink(inner.prep_new_page(p, 0, gfp)))
-                .is_some_and(|n| n > 0);
+                .unwrap_or(0);
         }
-        false
-    }
-
-    /// The array form's fast path: fill holes of `slots` straight from this
-    /// CPU's list under one lock hold, refilling it from the buddy as needed.
-    /// Returns true when every hole was filled.
-    fn bulk_fill_slots(&self, gfp: Gfp, slots: &mut [Option<Pfn>]) -> bool {
-        let inner = &*self.inner;
-        let mt = gfp.migratetype();
-        let (Some(pi), true) = (pcp::pindex(0, mt), inner.pcp_on) else {
-            return false;
-        };
-        let af = AllocFlags { wmark: Wmark::Low, high: false };
-        let Some(node) = inner.nodes.get(self.numa_node_id() as usize) else {
-            return false;
-        };
-        let zero = gfp.contains(Gfp::ZERO);
-        for &zi in node.zonelist(gfp) {
-            let z = &inner.zones[zi];
-            if !inner.watermark_ok(z, 0, af, gfp) {
-                continue;
-            }
-            let pcp = inner.pcp_here(z.idx);
-            let Some(mut l) = pcp.lists.try_lock() else {
-                return false;
-            };
-            let n = slots.len();
-            let mut got = 0u32;
-            // Index of the next slot to look at for a hole.
-            let mut cursor = 0usize;
-            let complete = loop {
-                while cursor < n && slots[cursor].is_some() {
-                    cursor += 1;
-                }
-                if cursor == n {
-                    break true;
-                }
-                let Some(p) = l.lists[pi].pop_back() else {
-                    if inner.pcp_refill(z, &mut l, 0, mt, pi, af, gfp) {
-                        continue;
-                    }
-                    break false;
-                };
-                let p = p as u64;
-                inner.mm.page(p).set_allocated(0, mt);
-                if zero {
-                    inner.mm.zero_frames(p, 0);
-                }
-                slots[cursor] = Some(Pfn::new(p));
-                cursor += 1;
-                got += 1;
-            };
-            l.count -= got;
-            l.free_run = 0;
-            pcp.events.add_owner(crate::fastpath::alloc_event(z), got as u64);
-            l.publish(pcp);
-            return complete;
-        }
-        false
+        0
     }
 
     /// Free order-0 pages in one pass. Invalid entries (the same classes as
@@ -210,7 +160,8 @@ impl PageAllocator {
             i += 1;
             let z = inner.zone_of(pfn.as_u64());
             let pcp = inner.pcp_here(z.idx);
-            let Some(mut l) = pcp.lists.try_lock().filter(|_| inner.pcp_on) else {
+            let locked = if inner.pcp_on { inner.pcp_try_lock(pcp) } else { None };
+            let Some(mut l) = locked else {
                 // Busy or lists off: this page and the rest go one by one.
                 inner.give_claimed(std::iter::once(pfn.as_u64()), true);
                 continue;

@@ -29,6 +29,12 @@ pub(crate) fn alloc_event(z: &Zone) -> VmEvent {
 }
 
 impl Inner {
+    /// Try to take a per-CPU lock (fault injection may say no).
+    #[inline(always)]
+    pub(crate) fn pcp_try_lock<'a>(&self, pcp: &'a Pcp) -> Option<MutexGuard<'a, PcpLists>> {
+        pcp.lists.try_lock().filter(|_| crate::failinject::trylock_ok(self.id))
+    }
+
     /// This CPU's lists for zone `zi`.
     #[inline(always)]
     pub(crate) fn pcp_here(&self, zi: usize) -> &Pcp {
@@ -185,7 +191,7 @@ impl Inner {
         mut out: impl FnMut(u64),
     ) -> Option<usize> {
         let pcp = self.pcp_here(z.idx);
-        let mut l = pcp.lists.try_lock().filter(|_| crate::failinject::trylock_ok(self.id))?;
+        let mut l = self.pcp_try_lock(pcp)?;
         let mut got = 0usize;
         while got < n {
             match l.lists[pi].pop_back() {
@@ -277,7 +283,7 @@ impl Inner {
             return;
         }
         let pcp = self.pcp_here(z.idx);
-        if let Some(mut l) = pcp.lists.try_lock().filter(|_| crate::failinject::trylock_ok(self.id)) {
+        if let Some(mut l) = self.pcp_try_lock(pcp) {
             self.mm.page(p).set_private(order, mt);
             self.pcp_push(z, pcp, &mut l, p, order, pi, true);
             l.publish(pcp);
@@ -342,7 +348,7 @@ impl Inner {
         s.len -= FRONT_BATCH as u32;
     }
 
-    /// Free claimed order-0 pages (flags PCP or 0) to the per-CPU lists, one lock
+    /// Free claimed order-0 pages (flags already PCP) to the per-CPU lists, one lock
     /// hold per run of pages in the same zone; pages of isolated or non-pcp
     /// pageblocks go to the buddy. `count_free` counts pgfree (callers that
     /// counted already pass false).
@@ -356,12 +362,11 @@ impl Inner {
                 continue;
             }
             if cur.as_ref().is_none_or(|(cz, _, _)| cz.idx != z.idx) {
-                if let Some((cz, cp, l)) = cur.take() {
+                if let Some((_, cp, l)) = cur.take() {
                     l.publish(cp);
-                    let _ = cz;
                 }
                 let pcp = self.pcp_here(z.idx);
-                match pcp.lists.try_lock().filter(|_| crate::failinject::trylock_ok(self.id)) {
+                match self.pcp_try_lock(pcp) {
                     Some(l) => cur = Some((z, pcp, l)),
                     None => {
                         self.free_to_buddy_counted(z, p, 0, true, count_free);
@@ -370,9 +375,7 @@ impl Inner {
                 }
             }
             let (cz, cp, l) = cur.as_mut().expect("locked above");
-            let d = self.mm.page(p);
-            d.set_private(0, mt);
-            d.set_flags(flags::PCP);
+            self.mm.page(p).set_private(0, mt);
             let pi = pcp::pindex(0, mt).expect("order 0 has lists");
             self.pcp_push(cz, cp, l, p, 0, pi, count_free);
         }
@@ -426,10 +429,7 @@ impl Inner {
             }
             s.pause();
             // SAFETY: paused: this drainer holds the slot.
-            for st in unsafe { s.stacks() }.iter_mut() {
-                pages.extend(st.pfns[..st.len as usize].iter().map(|&p| p as u64));
-                st.len = 0;
-            }
+            unsafe { s.take_all(&mut pages) };
             s.resume();
         }
         // Forget those slots, keeping their event counts.
@@ -559,10 +559,7 @@ impl PageAllocator {
                 |slot| {
                     if slot.enter() {
                         // SAFETY: entered on the owner thread.
-                        for st in unsafe { slot.stacks() }.iter_mut() {
-                            pages.extend(st.pfns[..st.len as usize].iter().map(|&p| p as u64));
-                            st.len = 0;
-                        }
+                        unsafe { slot.take_all(&mut pages) };
                         slot.exit();
                     }
                 },

@@ -127,6 +127,19 @@ impl FrontSlot {
         unsafe { &mut *self.stacks.get_mut_ptr() }
     }
 
+    /// Empty every stack into `out`.
+    ///
+    /// # Safety
+    /// As for [`FrontSlot::stacks`]: the caller holds the slot (owner inside
+    /// enter/exit, or drainer inside pause/resume).
+    pub(crate) unsafe fn take_all(&self, out: &mut Vec<u64>) {
+        // SAFETY: the caller holds the slot (this function's contract).
+        for st in unsafe { self.stacks() }.iter_mut() {
+            out.extend(st.pfns[..st.len as usize].iter().map(|&p| p as u64));
+            st.len = 0;
+        }
+    }
+
     /// Drainer (holding the allocator's drain lock): take the slot from its owner.
     pub(crate) fn pause(&self) {
         self.drain_req.store(true, Ordering::Relaxed);

@@ -82,8 +82,7 @@ impl PageAllocator {
         let (z, bs, be) = inner.block_span(start, nr_pages)?;
         {
             let mut g = z.lock(&inner.mm);
-            let mut b = bs;
-            while b < be {
+            for b in pageblocks(bs, be) {
                 if z.pageblock_isolated_racy(b) {
                     return Err(PageStateError::AlreadyIsolated { pfn: Pfn::new(b) });
                 }
@@ -91,14 +90,11 @@ impl PageAllocator {
                 if !mt.is_pcptype() {
                     return Err(PageStateError::Unisolatable { pfn: Pfn::new(b), mt });
                 }
-                b += PAGEBLOCK_PAGES;
             }
-            let mut b = bs;
-            while b < be {
+            for b in pageblocks(bs, be) {
                 g.split_straddling_locked(b);
                 g.set_pageblock_isolate_locked(b, true);
                 g.move_freepages_block_locked(b, MigrateType::Isolate);
-                b += PAGEBLOCK_PAGES;
             }
         }
         // Pages parked on per-CPU lists come back onto the Isolate lists.
@@ -112,20 +108,16 @@ impl PageAllocator {
         let inner = &*self.inner;
         let (z, bs, be) = inner.block_span(start, nr_pages)?;
         let mut g = z.lock(&inner.mm);
-        let mut b = bs;
-        while b < be {
+        for b in pageblocks(bs, be) {
             if !z.pageblock_isolated_racy(b) {
                 return Err(PageStateError::NotIsolated { pfn: Pfn::new(b) });
             }
-            b += PAGEBLOCK_PAGES;
         }
-        let mut b = bs;
-        while b < be {
+        for b in pageblocks(bs, be) {
             g.set_pageblock_isolate_locked(b, false);
             let mt = z.pageblock_mt_racy(b);
             g.move_freepages_block_locked(b, mt);
             g.remerge_block_locked(b);
-            b += PAGEBLOCK_PAGES;
         }
         Ok(())
     }
@@ -138,12 +130,10 @@ impl PageAllocator {
             return false;
         };
         let _g = z.lock(&inner.mm);
-        let mut b = bs;
-        while b < be {
+        for b in pageblocks(bs, be) {
             if !z.pageblock_isolated_racy(b) {
                 return false;
             }
-            b += PAGEBLOCK_PAGES;
         }
         let (s, e) = (start.as_u64(), start.as_u64() + nr_pages);
         // Walk the blocks from the first pageblock's start (free heads tile it);
@@ -244,12 +234,10 @@ impl Inner {
         let mut g = z.lock(&self.mm);
         // Still isolated, all of it? (Another thread may have undone an
         // overlapping isolation since we tested.)
-        let mut b = s & !(PAGEBLOCK_PAGES - 1);
-        while b < e {
+        for b in pageblocks(s & !(PAGEBLOCK_PAGES - 1), e) {
             if !z.pageblock_isolated_racy(b) {
                 return false;
             }
-            b += PAGEBLOCK_PAGES;
         }
         let mut p = s & !(PAGEBLOCK_PAGES - 1);
         while p < e {
@@ -295,6 +283,11 @@ impl Inner {
         }
         true
     }
+}
+
+/// The starts of the pageblocks from `start` (pageblock-aligned) up to `end`.
+fn pageblocks(start: u64, end: u64) -> impl Iterator<Item = u64> {
+    (start..end).step_by(PAGEBLOCK_PAGES as usize)
 }
 
 fn overlaps(a: u64, n: u64, s: u64, e: u64) -> bool {

@@ -167,10 +167,8 @@ impl PcpLists {
     /// Publish `count` and `high` for lock-free readers.
     #[inline(always)]
     pub(crate) fn publish(&self, pcp: &Pcp) {
-        pcp.count_racy.add_locked((self.count as u64).wrapping_sub(pcp.count_racy.get_racy()));
-        if pcp.high_racy.get_racy() != self.high as u64 {
-            pcp.high_racy.add_locked((self.high as u64).wrapping_sub(pcp.high_racy.get_racy()));
-        }
+        pcp.count_racy.set_locked(self.count as u64);
+        pcp.high_racy.set_locked(self.high as u64);
     }
 
     /// Grow `high` after a refill while the zone has plenty free.
@@ -213,7 +211,7 @@ impl PcpLists {
             return 0;
         }
         let mut scratch = std::mem::take(&mut self.scratch);
-        let (freed, g) = match mode {
+        let (freed, mut g) = match mode {
             // Today's design: pick and merge under one zone-lock hold.
             DrainMode::SinglePass => {
                 let g = zone.lock(mm);
@@ -225,7 +223,6 @@ impl PcpLists {
                 (freed, zone.lock(mm))
             }
         };
-        let mut g = g;
         let check_isolate = cached_mt && zone.stats.block_count[MigrateType::Isolate.index()].get_racy() != 0;
         free_coalesced(&mut g, &mut scratch, cached_mt, check_isolate);
         g.zone.stats.events.add_owner(crate::stats::events::VmEvent::PcpDrain, 1);

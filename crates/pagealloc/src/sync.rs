@@ -119,6 +119,11 @@ impl LockedCounter {
     }
     /// Caller holds the protecting lock.
     #[inline(always)]
+    pub(crate) fn set_locked(&self, v: u64) {
+        self.0.store(v, Ordering::Relaxed)
+    }
+    /// Caller holds the protecting lock.
+    #[inline(always)]
     pub(crate) fn sub_locked(&self, d: u64) {
         self.0.store(self.0.load(Ordering::Relaxed).wrapping_sub(d), Ordering::Relaxed)
     }
