@@ -90,12 +90,16 @@ impl Inner {
     /// per-CPU lists of the first zone in `zl` that has pages.
     #[inline(always)]
     pub(crate) fn front_alloc(&self, nid: u32, mt: MigrateType, zl: &[usize], gfp: Gfp) -> Option<u64> {
-        crate::front::tls::with_slot(
-            self.id,
-            || self.register_front(),
-            |slot| self.front_alloc_in(slot, nid, mt, zl, gfp),
-        )
-        .flatten()
+        let slot = self.front_slot()?;
+        self.front_alloc_in(slot, nid, mt, zl, gfp)
+    }
+
+    /// This thread's front cache for this allocator (registered on first use).
+    #[inline(always)]
+    pub(crate) fn front_slot(&self) -> Option<&FrontSlot> {
+        // SAFETY: the returned reference borrows `self`, so it cannot outlive
+        // the allocator.
+        unsafe { crate::front::tls::current(self.id, || self.register_front()) }
     }
 
     /// The body of [`Inner::front_alloc`] (a function, not a closure, so it can
@@ -310,8 +314,10 @@ impl Inner {
 
     #[inline(always)]
     fn front_free(&self, z: &Zone, p: u64, mt: MigrateType) -> bool {
-        crate::front::tls::with_slot(self.id, || self.register_front(), |slot| self.front_free_in(slot, z, p, mt))
-            .unwrap_or(false)
+        match self.front_slot() {
+            Some(slot) => self.front_free_in(slot, z, p, mt),
+            None => false,
+        }
     }
 
     /// The body of [`Inner::front_free`] (see [`Inner::front_alloc_in`]).
@@ -553,17 +559,14 @@ impl PageAllocator {
         let inner = &*self.inner;
         if inner.front_on {
             let mut pages = Vec::new();
-            crate::front::tls::with_slot(
-                inner.id,
-                || None,
-                |slot| {
-                    if slot.enter() {
-                        // SAFETY: entered on the owner thread.
-                        unsafe { slot.take_all(&mut pages) };
-                        slot.exit();
-                    }
-                },
-            );
+            // SAFETY: the reference borrows `inner`, so it cannot outlive the allocator.
+            if let Some(slot) = unsafe { crate::front::tls::current(inner.id, || None) } {
+                if slot.enter() {
+                    // SAFETY: entered on the owner thread.
+                    unsafe { slot.take_all(&mut pages) };
+                    slot.exit();
+                }
+            }
             inner.free_pages_to_buddy(&mut pages);
         }
         let cpu = crate::cpu::current_cpu() as usize % inner.nr_cpus;

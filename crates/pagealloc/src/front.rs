@@ -244,23 +244,27 @@ pub(crate) mod tls {
         static SLOTS: RefCell<ThreadSlots> = const { RefCell::new(ThreadSlots(Vec::new())) };
     }
 
-    /// Run `f` on this thread's slot for allocator `id`, registering one with
-    /// `register` on first use. None when the thread is exiting or registration
-    /// declined.
+    /// This thread's slot for allocator `id`, registering one with `register`
+    /// on first use. None when the thread is exiting or registration declined.
+    /// A reference rather than a closure, so the caller's fast path is inlined
+    /// whole into its caller whatever that caller is.
+    ///
+    /// # Safety
+    /// `'a` must not outlive the allocator `id`: the allocator's registry holds
+    /// every slot it registered until the slot's thread has exited, and this
+    /// thread's SLOTS holds it until the allocator is gone, so while both live
+    /// (this thread is running, the allocator is borrowed for `'a`) so does the slot.
     #[inline(always)]
-    pub(crate) fn with_slot<R>(
+    pub(crate) unsafe fn current<'a>(
         id: u64,
         register: impl FnOnce() -> Option<Arc<FrontSlot>>,
-        f: impl FnOnce(&FrontSlot) -> R,
-    ) -> Option<R> {
+    ) -> Option<&'a FrontSlot> {
         let (last, ptr) = LAST.try_with(|c| c.get()).ok()?;
-        // One call site for `f`, so it is inlined here.
         let ptr = if last == id { ptr } else { lookup(id, register)? };
         // SAFETY: the pointer is LAST's (or `lookup` just put it there): it points
-        // into an Arc held by this thread's SLOTS; entries leave SLOTS only in
-        // `lookup` (which resets LAST first) or at thread exit (which clears
-        // LAST), so the slot is alive for this call.
-        Some(f(unsafe { &*ptr }))
+        // into an Arc held by this thread's SLOTS, and by the allocator's registry
+        // for `'a` (this function's contract).
+        Some(unsafe { &*ptr })
     }
 
     #[cold]
@@ -294,11 +298,12 @@ pub(crate) mod tls {
     use super::FrontSlot;
     use std::sync::Arc;
 
-    pub(crate) fn with_slot<R>(
+    /// # Safety
+    /// None to uphold; the signature matches the real one.
+    pub(crate) unsafe fn current<'a>(
         _id: u64,
         _register: impl FnOnce() -> Option<Arc<FrontSlot>>,
-        _f: impl FnOnce(&FrontSlot) -> R,
-    ) -> Option<R> {
+    ) -> Option<&'a FrontSlot> {
         None
     }
 }
