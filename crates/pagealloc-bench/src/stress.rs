@@ -665,7 +665,7 @@ fn op_bulk_free(sh: &Shared, t: usize, rng: &mut Rng, mine: &mut Mine) {
                     let p = h.add(1 + rng.below((1 << o) - 1));
                     (p, FreeError::InsideBlock { pfn: p, head: h })
                 }
-                None => (Pfn::new(u64::MAX), FreeError::OutOfRange { pfn: Pfn::new(u64::MAX), nr_pages: sh.nr_pages }),
+                None => (Pfn::MAX, FreeError::OutOfRange { pfn: Pfn::MAX, nr_pages: sh.nr_pages }),
             },
         };
         for b in bad.iter_mut() {

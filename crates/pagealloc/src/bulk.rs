@@ -6,14 +6,16 @@
 //! kernel reviewer's worry in seed 3 (writing past the array) cannot happen. With
 //! one slot to fill, or when the per-CPU lock is busy, it uses the single-page path.
 
-use crate::allocator::{AllocFlags, PageAllocator};
+use crate::allocator::{AllocFlags, Inner, PageAllocator};
 use crate::error::{BulkFreeError, FreeError};
+use crate::front::FRONT_BATCH;
 use crate::page::flags;
 use crate::pcp;
-use crate::types::{Gfp, Pfn, MIGRATE_PCPTYPES};
+use crate::stats::events::VmEvent;
+use crate::types::{Gfp, MigrateType, Pfn, PAGEBLOCK_ORDER};
 
-/// Pages buffered per type before joining a per-CPU list in bulk free.
-const BUF: usize = 64;
+/// Entries claimed per step of a bulk free before they join the lists.
+const CHUNK: usize = 64;
 use crate::zone::Wmark;
 
 impl PageAllocator {
@@ -27,19 +29,23 @@ impl PageAllocator {
         if lead == slots.len() {
             return lead;
         }
-        // With one hole left, the single-page path does it.
-        let holes = slots[lead..].iter().filter(|s| s.is_none()).count();
-        if holes > 1 {
-            let mut cursor = lead;
-            let got = self.bulk_fast(gfp, holes, |p| {
-                while slots[cursor].is_some() {
-                    cursor += 1;
+        // With one slot left, the single-page path does it.
+        if slots.len() - lead > 1 {
+            // The holes are found as they are filled (one pass over the slots):
+            // the sink says whether another hole follows, and bulk_fast takes
+            // no page after it says no.
+            let (most, len) = (slots.len() - lead, slots.len());
+            let mut j = lead; // the next hole
+            self.bulk_fast(gfp, most, |p| {
+                slots[j] = Some(p);
+                j += 1;
+                while j < len && slots[j].is_some() {
+                    j += 1;
                 }
-                slots[cursor] = Some(p);
-                cursor += 1;
+                j < len
             });
-            if got == holes {
-                return slots.len();
+            if j == len {
+                return len;
             }
         }
         // Whatever the fast path could not fill goes one page at a time (this is
@@ -61,7 +67,10 @@ impl PageAllocator {
         let before = out.len();
         out.reserve(nr);
         if nr > 1 {
-            self.bulk_fast(gfp, nr, |p| out.push(p));
+            self.bulk_fast(gfp, nr, |p| {
+                out.push(p);
+                true
+            });
         }
         while out.len() - before < nr {
             match self.alloc_pages(gfp, 0) {
@@ -73,10 +82,12 @@ impl PageAllocator {
     }
 
     /// The fast path of both forms: up to `nr` pages from this CPU's list for the
-    /// first zone with room, under one pcp lock hold, each handed to `sink`.
+    /// first zone with room, under one pcp lock hold, each handed to `sink`,
+    /// which says whether it takes another (after a false no page is taken).
     /// Returns how many it handed over (0 when lists are off or busy, or no zone
     /// is above its watermark).
-    fn bulk_fast(&self, gfp: Gfp, nr: usize, mut sink: impl FnMut(Pfn)) -> usize {
+    #[inline(always)]
+    fn bulk_fast(&self, gfp: Gfp, nr: usize, mut sink: impl FnMut(Pfn) -> bool) -> usize {
         let inner = &*self.inner;
         let mt = gfp.migratetype();
         let (Some(pi), true) = (pcp::pindex(0, mt), inner.pcp_on) else {
@@ -86,13 +97,37 @@ impl PageAllocator {
         let Some(node) = inner.nodes.get(self.numa_node_id() as usize) else {
             return 0;
         };
-        for &zi in node.zonelist(gfp) {
+        let zl = node.zonelist(gfp);
+        if nr <= FRONT_BATCH && inner.front_on && !gfp.contains(Gfp::ZERO) {
+            // Small requests come from this thread's front cache, with no
+            // atomic at all unless it has to refill.
+            let descs = inner.mm.descs();
+            let got = inner.front_take(self.numa_node_id(), mt, zl, gfp, nr, |p| {
+                descs[p as usize].set_allocated(0, mt);
+                sink(Pfn::new(p))
+            });
+            if let Some(got) = got {
+                return got;
+            }
+        }
+        for &zi in zl {
             let z = &inner.zones[zi];
             if !inner.watermark_ok(z, 0, af, gfp) {
                 continue;
             }
+            if gfp.contains(Gfp::ZERO) {
+                return inner
+                    .pcp_take(z, 0, mt, pi, af, gfp, nr, true, |p| sink(inner.prep_new_page(p, 0, gfp)))
+                    .unwrap_or(0);
+            }
+            // The same as prep_new_page without zeroing, with the descriptors
+            // in registers.
+            let descs = inner.mm.descs();
             return inner
-                .pcp_take(z, 0, mt, pi, af, gfp, nr, true, |p| sink(inner.prep_new_page(p, 0, gfp)))
+                .pcp_take(z, 0, mt, pi, af, gfp, nr, true, |p| {
+                    descs[p as usize].set_allocated(0, mt);
+                    sink(Pfn::new(p))
+                })
                 .unwrap_or(0);
         }
         0
@@ -116,116 +151,138 @@ impl PageAllocator {
     /// skipped; invalid entries stay in their slots and are reported with their
     /// indexes, every valid one is freed.
     pub fn free_pages_bulk_slots(&self, slots: &mut [Option<Pfn>]) -> Result<(), BulkFreeError> {
-        let rejected = self.free_bulk_core(slots.len(), |i| slots[i]);
+        // Each slot is emptied as it is read; rejected entries go back.
+        let rejected = self.free_bulk_core(slots.len(), |i| slots[i].take());
         if rejected.is_empty() {
-            slots.fill(None);
             return Ok(());
         }
-        let mut r = rejected.iter().map(|&(i, _)| i).peekable();
-        for (i, s) in slots.iter_mut().enumerate() {
-            if r.peek() == Some(&i) {
-                r.next();
-            } else {
-                *s = None;
-            }
+        for (i, e) in &rejected {
+            slots[*i] = Some(e.pfn());
         }
         Err(BulkFreeError { rejected })
     }
 
-    /// The bulk free: entries `0..len`, entry `i` given by `get(i)` (None: skip).
-    /// Returns the rejected entries in index order.
-    fn free_bulk_core(&self, len: usize, get: impl Fn(usize) -> Option<Pfn>) -> Vec<(usize, FreeError)> {
+    /// The bulk free: entries `0..len`, entry `i` given by `get(i)` (None: skip),
+    /// each read once, in index order. Entries are claimed a chunk at a time
+    /// (all the checks, no list work), then each chunk joins the per-CPU lists,
+    /// which stay locked from the first chunk to the last; a request that fits
+    /// one front-cache batch goes to this thread's front cache instead. Returns
+    /// the rejected entries in index order.
+    fn free_bulk_core(&self, len: usize, mut get: impl FnMut(usize) -> Option<Pfn>) -> Vec<(usize, FreeError)> {
         let inner = &*self.inner;
-        let mut rejected: Vec<(usize, FreeError)> = Vec::new();
-        let mut woken: Vec<Pfn> = Vec::new();
-        let wake_all = !inner.cfg.page_lock_waiters_bit;
-        let mut i = 0;
-        while i < len {
-            // Open a run on the zone of the next valid entry.
-            let Some(pfn) = get(i) else {
-                i += 1;
-                continue;
-            };
-            let old = match inner.claim_for_free_fast(pfn, 0) {
-                Ok(old) => old,
-                Err(e) => {
-                    rejected.push((i, e));
-                    i += 1;
-                    continue;
-                }
-            };
-            if old & flags::WAITERS != 0 || wake_all {
-                woken.push(pfn);
+        let mut claims = Claims {
+            rejected: Vec::new(),
+            woken: Vec::new(),
+            // Which old flags call for a wake-up: waiters, or every free without the bit.
+            wake: if inner.cfg.page_lock_waiters_bit { flags::WAITERS } else { flags::HEAD },
+        };
+        if !(len <= FRONT_BATCH && inner.front_on && claims.free_to_front(inner, &mut get, len)) {
+            let mut chunk = [0u32; CHUNK];
+            let mut held = None;
+            let mut i = 0;
+            while i < len {
+                let c = claims.claim_chunk(inner, &mut get, &mut i, len, &mut chunk);
+                inner.give_claimed_held(&chunk[..c], true, &mut held);
             }
-            i += 1;
-            let z = inner.zone_of(pfn.as_u64());
-            let pcp = inner.pcp_here(z.idx);
-            let locked = if inner.pcp_on { inner.pcp_try_lock(pcp) } else { None };
-            let Some(mut l) = locked else {
-                // Busy or lists off: this page and the rest go one by one.
-                inner.give_claimed(std::iter::once(pfn.as_u64()), true);
-                continue;
-            };
-            let mut n = 0u32;
-            // Pages collect per type in small buffers and join their lists in
-            // one copy per buffer.
-            let mut buf = [[0u32; BUF]; MIGRATE_PCPTYPES];
-            let mut fill = [0usize; MIGRATE_PCPTYPES];
-            let mut next = Some(pfn.as_u64());
-            while let Some(p) = next.take() {
-                let mt = z.pageblock_mt_racy(p);
-                if mt.is_pcptype() {
-                    inner.mm.page(p).set_private(0, mt);
-                    let t = mt.index();
-                    buf[t][fill[t]] = p as u32;
-                    fill[t] += 1;
-                    if fill[t] == BUF {
-                        l.lists[t].extend(&buf[t]);
-                        fill[t] = 0;
-                    }
-                    n += 1;
-                } else {
-                    // Isolated (or reserved) pageblock: straight to the buddy.
-                    inner.free_to_buddy(z, p, 0, false);
-                }
-                // The next entry joins the run if it is valid and in this zone.
-                while i < len {
-                    let Some(q) = get(i) else {
-                        i += 1;
-                        continue;
-                    };
-                    if !z.contains(q.as_u64()) {
-                        break;
-                    }
-                    i += 1;
-                    match inner.claim_for_free_fast(q, 0) {
-                        Ok(old) => {
-                            if old & flags::WAITERS != 0 || wake_all {
-                                woken.push(q);
-                            }
-                            next = Some(q.as_u64());
-                            break;
-                        }
-                        Err(e) => rejected.push((i - 1, e)),
-                    }
-                }
+            if let Some(h) = held {
+                inner.release_held(h, true);
             }
-            for t in 0..MIGRATE_PCPTYPES {
-                l.lists[t].extend(&buf[t][..fill[t]]);
-            }
-            l.count += n;
-            l.free_run = l.free_run.saturating_add(n);
-            pcp.events.add_owner(crate::stats::events::VmEvent::Pgfree, n as u64);
-            if l.over_high() {
-                let nr = l.drain_target();
-                let first = l.next_list();
-                l.drain(z, &inner.mm, nr, inner.cfg.drain_mode, inner.cfg.pcp_migratetype_cache, first);
-            }
-            l.publish(pcp);
         }
-        for p in woken {
+        for p in claims.woken {
             inner.wake_freed(p);
         }
-        rejected
+        claims.rejected
+    }
+}
+
+/// What a bulk free has found so far.
+struct Claims {
+    rejected: Vec<(usize, FreeError)>,
+    woken: Vec<Pfn>,
+    wake: u32,
+}
+
+impl Claims {
+    /// A small bulk free straight into this thread's front cache: each entry
+    /// is claimed and pushed in one loop. False when the cache is unavailable
+    /// (nothing was read).
+    #[inline(always)]
+    fn free_to_front(&mut self, inner: &Inner, get: &mut impl FnMut(usize) -> Option<Pfn>, len: usize) -> bool {
+        let Some(slot) = inner.front_slot() else {
+            return false;
+        };
+        if !slot.enter() {
+            return false;
+        }
+        // SAFETY: between a successful enter and exit on the owner thread.
+        let stacks = unsafe { slot.stacks() };
+        let descs = inner.mm.descs();
+        let mut taken = 0u64;
+        // The zone and pageblock type, looked up once per pageblock.
+        let (mut block, mut z, mut mt) = (u64::MAX, &inner.zones[0], MigrateType::Isolate);
+        for i in 0..len {
+            let Some(pfn) = get(i) else {
+                continue;
+            };
+            match inner.claim_for_free_in(descs, pfn, 0) {
+                Ok(old) => {
+                    if old & self.wake != 0 {
+                        self.woken.push(pfn);
+                    }
+                }
+                Err(e) => {
+                    self.rejected.push((i, e));
+                    continue;
+                }
+            }
+            let p = pfn.as_u64();
+            if p >> PAGEBLOCK_ORDER != block {
+                block = p >> PAGEBLOCK_ORDER;
+                z = inner.zone_of(p);
+                mt = z.pageblock_mt_racy(p);
+            }
+            if inner.front_push(stacks, z, p, mt) {
+                taken += 1;
+            } else {
+                // Isolated or reserved pageblock, or another zone's page.
+                inner.give_claimed(&[p as u32], true);
+            }
+        }
+        slot.events.add_owner(VmEvent::Pgfree, taken);
+        slot.exit();
+        true
+    }
+
+    /// Claim entries from `*i` on (advancing it) until `chunk` is full or the
+    /// entries end; returns how many were claimed into `chunk`.
+    #[inline(always)]
+    fn claim_chunk(
+        &mut self,
+        inner: &Inner,
+        get: &mut impl FnMut(usize) -> Option<Pfn>,
+        i: &mut usize,
+        len: usize,
+        chunk: &mut [u32; CHUNK],
+    ) -> usize {
+        let descs = inner.mm.descs();
+        let (mut k, mut c) = (*i, 0);
+        while k < len && c < CHUNK {
+            if let Some(pfn) = get(k) {
+                match inner.claim_for_free_in(descs, pfn, 0) {
+                    Ok(old) => {
+                        if old & self.wake != 0 {
+                            self.woken.push(pfn);
+                        }
+                        // Claimed pfns are in range, and pfns fit in 32 bits.
+                        chunk[c] = pfn.as_u64() as u32;
+                        c += 1;
+                    }
+                    Err(e) => self.rejected.push((k, e)),
+                }
+            }
+            k += 1;
+        }
+        *i = k;
+        c
     }
 }

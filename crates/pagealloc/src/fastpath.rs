@@ -16,8 +16,16 @@ use crate::pcp::{self, Pcp, PcpLists};
 use crate::stats::events::VmEvent;
 use crate::stats::report::PcpReport;
 use crate::sync::{MutexGuard, Ordering};
-use crate::types::{Gfp, MigrateType, Pfn, ZoneType, PAGEBLOCK_ORDER};
+use crate::types::{Gfp, MigrateType, Pfn, ZoneType, MIGRATE_PCPTYPES, PAGEBLOCK_ORDER};
 use crate::zone::{Wmark, Zone};
+
+/// One zone's per-CPU lists, locked by a bulk free, with the pages added so far.
+pub(crate) struct Held<'a> {
+    z: &'a Zone,
+    pcp: &'a Pcp,
+    l: MutexGuard<'a, PcpLists>,
+    n: u32,
+}
 
 #[inline(always)]
 pub(crate) fn alloc_event(z: &Zone) -> VmEvent {
@@ -67,20 +75,40 @@ impl Inner {
     /// `NotLocked`.
     #[inline(always)]
     pub(crate) fn claim_for_free_fast(&self, pfn: Pfn, order: u32) -> Result<u32, FreeError> {
+        self.claim_for_free_in(self.mm.descs(), pfn, order)
+    }
+
+    /// [`Inner::claim_for_free_fast`] with the descriptor slice passed in, for
+    /// loops that keep it in registers.
+    #[inline(always)]
+    pub(crate) fn claim_for_free_in(
+        &self,
+        descs: &[crate::page::PageDesc],
+        pfn: Pfn,
+        order: u32,
+    ) -> Result<u32, FreeError> {
         // The common case in one look at the descriptor: an allocated head of
         // this order, neither locked nor under writeback.
-        if let Some(d) = self.mm.page_checked(pfn.as_u64()) {
+        if let Some(d) = descs.get(pfn.as_u64() as usize) {
             let f = d.flags();
             if f & (flags::HEAD | flags::LOCKED | flags::WRITEBACK) == flags::HEAD
                 && d.order() == order
                 && pfn.as_u64() & ((1 << order) - 1) == 0
             {
-                d.flags.store(flags::PCP, Ordering::Relaxed);
+                d.set_flags(flags::PCP);
                 return Ok(f);
             }
         }
+        self.claim_for_free_checked(pfn, order)
+    }
+
+    /// The full checks of a per-CPU free claim (the rare cases: misuse, and heads
+    /// with page-lock state a free allows).
+    #[cold]
+    #[inline(never)]
+    fn claim_for_free_checked(&self, pfn: Pfn, order: u32) -> Result<u32, FreeError> {
         let old = self.check_free(pfn, order)?;
-        self.mm.page(pfn.as_u64()).flags.store(flags::PCP, Ordering::Relaxed);
+        self.mm.page(pfn.as_u64()).set_flags(flags::PCP);
         Ok(old)
     }
 
@@ -111,11 +139,9 @@ impl Inner {
         }
         // SAFETY: between a successful enter and exit on the owner thread.
         let s = &mut unsafe { slot.stacks() }[mt.index()];
-        let r = if s.len > 0 && s.nid == nid {
+        let r = if (s.len > 0 && s.nid == nid) || (s.len == 0 && self.front_fill(s, mt, zl, gfp)) {
             s.len -= 1;
             Some(s.pfns[s.len as usize] as u64)
-        } else if s.len == 0 {
-            self.front_refill(s, mt, zl, gfp)
         } else {
             None
         };
@@ -126,29 +152,85 @@ impl Inner {
         r
     }
 
+    /// Fill an empty stack with a batch from this CPU's list of the first zone
+    /// in `zl` that has pages. False when none had any.
     #[cold]
-    fn front_refill(&self, s: &mut FrontStack, mt: MigrateType, zl: &[usize], gfp: Gfp) -> Option<u64> {
+    fn front_fill(&self, s: &mut FrontStack, mt: MigrateType, zl: &[usize], gfp: Gfp) -> bool {
+        debug_assert_eq!(s.len, 0);
         let af = AllocFlags { wmark: Wmark::Low, high: false };
-        let pi = pcp::pindex(0, mt)?;
+        let Some(pi) = pcp::pindex(0, mt) else {
+            return false;
+        };
         for &zi in zl {
             let z = &self.zones[zi];
             let mut n = 0usize;
             let got = self.pcp_take(z, 0, mt, pi, af, gfp, FRONT_BATCH, false, |p| {
                 s.pfns[n] = p as u32;
                 n += 1;
+                true
             });
             match got {
                 Some(0) => continue,
                 Some(_) => {
                     s.nid = z.nid;
                     s.zone = z.idx as u32;
-                    s.len = n as u32 - 1;
-                    return Some(s.pfns[n - 1] as u64);
+                    // The last page taken ends on top: a fresh refill is
+                    // then handed out in ascending pfn order.
+                    s.len = n as u32;
+                    return true;
                 }
-                None => return None,
+                None => return false,
             }
         }
-        None
+        false
+    }
+
+    /// Up to `n` order-0 pages from this thread's front cache, refilled from the
+    /// per-CPU lists as it empties (one list hold per refill), each handed to
+    /// `out`, which says whether it takes another. None when the cache cannot
+    /// serve: off, being drained right now, or holding another node's pages.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub(crate) fn front_take(
+        &self,
+        nid: u32,
+        mt: MigrateType,
+        zl: &[usize],
+        gfp: Gfp,
+        n: usize,
+        mut out: impl FnMut(u64) -> bool,
+    ) -> Option<usize> {
+        let slot = self.front_slot()?;
+        if !slot.enter() {
+            return None;
+        }
+        // SAFETY: between a successful enter and exit on the owner thread.
+        let s = &mut unsafe { slot.stacks() }[mt.index()];
+        if s.len > 0 && s.nid != nid {
+            slot.exit();
+            return None;
+        }
+        let mut got = 0usize;
+        let mut more = true;
+        while more && got < n {
+            if s.len == 0 && !self.front_fill(s, mt, zl, gfp) {
+                break;
+            }
+            let top = s.len as usize;
+            let mut k = 0;
+            for &p in s.pfns[top - (n - got).min(top)..top].iter().rev() {
+                k += 1;
+                if !out(p as u64) {
+                    more = false;
+                    break;
+                }
+            }
+            s.len -= k as u32;
+            got += k;
+            slot.events.add_owner(alloc_event(&self.zones[s.zone as usize]), k as u64);
+        }
+        slot.exit();
+        Some(got)
     }
 
     /// One block of a pcp order from zone `z` through this CPU's list. None when
@@ -164,7 +246,10 @@ impl Inner {
         gfp: Gfp,
     ) -> Option<u64> {
         let mut r = None;
-        match self.pcp_take(z, order, mt, pi, af, gfp, 1, true, |p| r = Some(p)) {
+        match self.pcp_take(z, order, mt, pi, af, gfp, 1, true, |p| {
+            r = Some(p);
+            true
+        }) {
             Some(_) => r,
             None => {
                 // The list is busy (another thread on this CPU, or a drain): the
@@ -179,7 +264,8 @@ impl Inner {
     }
 
     /// Take up to `n` blocks from this CPU's list `pi` for zone `z`, refilling
-    /// from the buddy as needed; `out` receives each. None if the lock was busy.
+    /// from the buddy as needed; `out` receives each and says whether it takes
+    /// another. None if the lock was busy.
     #[allow(clippy::too_many_arguments)]
     #[inline]
     pub(crate) fn pcp_take(
@@ -192,23 +278,39 @@ impl Inner {
         gfp: Gfp,
         n: usize,
         count_alloc: bool,
-        mut out: impl FnMut(u64),
+        mut out: impl FnMut(u64) -> bool,
     ) -> Option<usize> {
         let pcp = self.pcp_here(z.idx);
         let mut l = self.pcp_try_lock(pcp)?;
         let mut got = 0usize;
-        while got < n {
-            match l.lists[pi].pop_back() {
-                Some(p) => {
-                    out(p as u64);
-                    got += 1;
+        let mut more = true;
+        while more && got < n {
+            // Hand over as much of the request as the list holds, hot end first,
+            // then cut what was taken off the list in one step.
+            let list = &mut l.lists[pi];
+            let k = (n - got).min(list.len());
+            if k == 0 {
+                if !self.pcp_refill(z, &mut l, order, mt, pi, af, gfp) {
+                    break;
                 }
-                None => {
-                    if !self.pcp_refill(z, &mut l, order, mt, pi, af, gfp) {
-                        break;
+                continue;
+            }
+            // The last k entries, hot end first: the end of the deque's second
+            // slice, then the end of its first.
+            let (front, back) = list.as_slices();
+            let from_back = k.min(back.len());
+            let mut taken = 0;
+            'hand: for part in [&back[back.len() - from_back..], &front[front.len() - (k - from_back)..]] {
+                for &p in part.iter().rev() {
+                    taken += 1;
+                    if !out(p as u64) {
+                        more = false;
+                        break 'hand;
                     }
                 }
             }
+            list.truncate(list.len() - taken);
+            got += taken;
         }
         if got > 0 {
             l.count -= (got as u32) << order;
@@ -327,67 +429,130 @@ impl Inner {
             return false;
         }
         // SAFETY: between a successful enter and exit on the owner thread.
-        let s = &mut unsafe { slot.stacks() }[mt.index()];
+        let pushed = self.front_push(unsafe { slot.stacks() }, z, p, mt);
+        if pushed {
+            slot.events.add_owner(VmEvent::Pgfree, 1);
+        }
+        slot.exit();
+        pushed
+    }
+
+    /// Push claimed order-0 page `p` of zone `z`, whose pageblock has type `mt`,
+    /// on its stack (the caller has entered the slot), flushing a full stack
+    /// first. False when the page cannot go there: not a pcp type, or the
+    /// stack holds another zone's pages.
+    #[inline(always)]
+    pub(crate) fn front_push(
+        &self,
+        stacks: &mut [FrontStack; MIGRATE_PCPTYPES],
+        z: &Zone,
+        p: u64,
+        mt: MigrateType,
+    ) -> bool {
+        if !mt.is_pcptype() {
+            return false;
+        }
+        let s = &mut stacks[mt.index()];
         if s.len == 0 {
             s.nid = z.nid;
             s.zone = z.idx as u32;
         } else if s.zone != z.idx as u32 {
-            slot.exit();
             return false;
-        }
-        if s.len as usize == FRONT_CAP {
+        } else if s.len as usize == FRONT_CAP {
             self.front_flush(s);
         }
         self.mm.page(p).set_private(0, mt);
         s.pfns[s.len as usize] = p as u32;
         s.len += 1;
-        slot.events.add_owner(VmEvent::Pgfree, 1);
-        slot.exit();
         true
     }
 
     /// Move the oldest half of a full stack to the per-CPU lists.
     #[cold]
     fn front_flush(&self, s: &mut FrontStack) {
-        self.give_claimed(s.pfns[..FRONT_BATCH].iter().map(|&p| p as u64), false);
+        self.give_claimed(&s.pfns[..FRONT_BATCH], false);
         s.pfns.copy_within(FRONT_BATCH.., 0);
         s.len -= FRONT_BATCH as u32;
     }
 
-    /// Free claimed order-0 pages (flags already PCP) to the per-CPU lists, one lock
-    /// hold per run of pages in the same zone; pages of isolated or non-pcp
-    /// pageblocks go to the buddy. `count_free` counts pgfree (callers that
+    /// Free claimed order-0 pages (flags already PCP) to this CPU's lists; see
+    /// [`Inner::give_claimed_held`]. `count_free` counts pgfree (callers that
     /// counted already pass false).
-    pub(crate) fn give_claimed(&self, pages: impl Iterator<Item = u64>, count_free: bool) {
-        let mut cur: Option<(&Zone, &Pcp, MutexGuard<'_, PcpLists>)> = None;
-        for p in pages {
+    pub(crate) fn give_claimed(&self, pages: &[u32], count_free: bool) {
+        let mut held = None;
+        self.give_claimed_held(pages, count_free, &mut held);
+        if let Some(h) = held {
+            self.release_held(h, count_free);
+        }
+    }
+
+    /// Free claimed order-0 pages to this CPU's lists. Each segment of pages in
+    /// one zone whose pageblocks have one pcp type joins its list in one copy;
+    /// `held` keeps the last zone's list locked across calls (the caller ends
+    /// it with [`Inner::release_held`]). Pages of isolated or non-pcp pageblocks
+    /// go to the buddy, and so does a segment whose list is busy.
+    pub(crate) fn give_claimed_held<'a>(&'a self, pages: &[u32], count_free: bool, held: &mut Option<Held<'a>>) {
+        let descs = self.mm.descs();
+        let mut k = 0;
+        while k < pages.len() {
+            let p = pages[k] as u64;
             let z = self.zone_of(p);
             let mt = z.pageblock_mt_racy(p);
-            if !mt.is_pcptype() || !self.pcp_on {
-                self.free_to_buddy_counted(z, p, 0, false, count_free);
-                continue;
-            }
-            if cur.as_ref().is_none_or(|(cz, _, _)| cz.idx != z.idx) {
-                if let Some((_, cp, l)) = cur.take() {
-                    l.publish(cp);
-                }
-                let pcp = self.pcp_here(z.idx);
-                match self.pcp_try_lock(pcp) {
-                    Some(l) => cur = Some((z, pcp, l)),
-                    None => {
-                        self.free_to_buddy_counted(z, p, 0, true, count_free);
-                        continue;
+            // The segment: the following pages in this zone and of this type
+            // (the type is read once per pageblock).
+            let (mut block, mut e) = (p >> PAGEBLOCK_ORDER, k + 1);
+            while e < pages.len() {
+                let q = pages[e] as u64;
+                if q >> PAGEBLOCK_ORDER != block {
+                    if !z.contains(q) || z.pageblock_mt_racy(q) != mt {
+                        break;
                     }
+                    block = q >> PAGEBLOCK_ORDER;
+                }
+                e += 1;
+            }
+            let seg = &pages[k..e];
+            k = e;
+            let to_lists = mt.is_pcptype() && self.pcp_on;
+            if to_lists {
+                if held.as_ref().is_none_or(|h| h.z.idx != z.idx) {
+                    if let Some(h) = held.take() {
+                        self.release_held(h, count_free);
+                    }
+                    let pcp = self.pcp_here(z.idx);
+                    *held = self.pcp_try_lock(pcp).map(|l| Held { z, pcp, l, n: 0 });
+                }
+                if let Some(h) = held.as_mut() {
+                    for &q in seg {
+                        descs[q as usize].set_private(0, mt);
+                    }
+                    h.l.lists[pcp::pindex(0, mt).expect("order 0 has lists")].extend(seg);
+                    h.n += seg.len() as u32;
+                    continue;
                 }
             }
-            let (cz, cp, l) = cur.as_mut().expect("locked above");
-            self.mm.page(p).set_private(0, mt);
-            let pi = pcp::pindex(0, mt).expect("order 0 has lists");
-            self.pcp_push(cz, cp, l, p, 0, pi, count_free);
+            // Isolated or reserved pageblocks, lists off, or the list is busy.
+            for &q in seg {
+                self.free_to_buddy_counted(z, q as u64, 0, to_lists, count_free);
+            }
         }
-        if let Some((_, cp, l)) = cur {
-            l.publish(cp);
+    }
+
+    /// End a [`Held`] list: count what joined it, drain it if it reached
+    /// `high`, publish its counts and unlock it.
+    pub(crate) fn release_held(&self, h: Held<'_>, count_free: bool) {
+        let Held { z, pcp, mut l, n } = h;
+        l.count += n;
+        l.free_run = l.free_run.saturating_add(n);
+        if count_free {
+            pcp.events.add_owner(VmEvent::Pgfree, n as u64);
         }
+        if l.over_high() {
+            let nr = l.drain_target();
+            let first = l.next_list();
+            l.drain(z, &self.mm, nr, self.cfg.drain_mode, self.cfg.pcp_migratetype_cache, first);
+        }
+        l.publish(pcp);
     }
 
     /// Free a claimed block straight to the buddy lists.

@@ -58,16 +58,17 @@ impl MemMap {
         self.descs.len() as u64
     }
 
+    /// Every descriptor, indexed by pfn (hot loops keep this slice in registers
+    /// instead of re-reading the map through `&self` after each store).
+    #[inline(always)]
+    pub(crate) fn descs(&self) -> &[PageDesc] {
+        &self.descs
+    }
+
     /// The descriptor of a pfn the caller has range-checked.
     #[inline(always)]
     pub(crate) fn page(&self, pfn: u64) -> &PageDesc {
         &self.descs[pfn as usize]
-    }
-
-    /// The descriptor of a pfn, if it is in range.
-    #[inline(always)]
-    pub(crate) fn page_checked(&self, pfn: u64) -> Option<&PageDesc> {
-        self.descs.get(pfn as usize)
     }
 
     /// Address of a frame (None without backing or out of range).

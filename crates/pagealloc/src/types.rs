@@ -2,6 +2,7 @@
 //! migratetypes, GFP flags and CPU ids.
 
 use std::fmt;
+use std::num::NonZeroU64;
 
 /// log2 of the page size.
 pub const PAGE_SHIFT: u32 = 12;
@@ -19,39 +20,59 @@ pub const PAGEBLOCK_PAGES: u64 = 1 << PAGEBLOCK_ORDER;
 /// A page frame number: the index of a 4 KiB frame in the arena.
 ///
 /// Pfns are plain numbers so users can do arithmetic over contiguous ranges.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct Pfn(u64);
+/// Every value but `u64::MAX` is a pfn (`u64::MAX` is reserved, so that
+/// `Option<Pfn>` is 8 bytes, like the kernel's page pointer array where NULL is
+/// a hole: the bulk allocator's slots are `Option<Pfn>`).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Pfn(NonZeroU64);
 
 impl Pfn {
+    /// The largest pfn (`u64::MAX - 1`).
+    pub const MAX: Pfn = Pfn::new(u64::MAX - 1);
+
     /// Wrap a raw frame number.
+    ///
+    /// # Panics
+    /// If `pfn` is `u64::MAX`, the one value that is not a pfn.
     #[inline]
     pub const fn new(pfn: u64) -> Self {
-        Self(pfn)
+        // Stored plus one: order and equality are the numbers'.
+        match NonZeroU64::new(pfn.wrapping_add(1)) {
+            Some(v) => Self(v),
+            None => panic!("u64::MAX is not a pfn"),
+        }
     }
     /// The raw frame number.
     #[inline]
     pub const fn as_u64(self) -> u64 {
-        self.0
+        self.0.get() - 1
     }
     /// The frame `n` pages after this one.
     #[inline]
     pub const fn add(self, n: u64) -> Self {
-        Self(self.0 + n)
+        Self::new(self.as_u64() + n)
     }
     #[inline]
     pub(crate) const fn idx(self) -> usize {
-        self.0 as usize
+        self.as_u64() as usize
+    }
+}
+
+impl Default for Pfn {
+    /// Pfn 0.
+    fn default() -> Self {
+        Pfn::new(0)
     }
 }
 
 impl fmt::Debug for Pfn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "pfn {:#x}", self.0)
+        write!(f, "pfn {:#x}", self.as_u64())
     }
 }
 impl fmt::Display for Pfn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:#x}", self.0)
+        write!(f, "{:#x}", self.as_u64())
     }
 }
 

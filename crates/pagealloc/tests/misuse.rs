@@ -93,7 +93,7 @@ fn out_of_range_and_invalid_order_or_node() {
         |a| alloc(a, 0),
         |a, &p| {
             let n = a.nr_pages();
-            for q in [Pfn::new(n), Pfn::new(n + 12345), Pfn::new(u64::MAX)] {
+            for q in [Pfn::new(n), Pfn::new(n + 12345), Pfn::MAX] {
                 assert_eq!(a.free_pages(q, 0), Err(FreeError::OutOfRange { pfn: q, nr_pages: n }));
             }
             assert_eq!(a.free_pages(p, MAX_ORDER + 1), Err(FreeError::InvalidOrder { pfn: p, order: MAX_ORDER + 1 }));
@@ -211,7 +211,7 @@ fn bulk_free_with_bad_entries_changes_nothing() {
         },
         |a, &(head, locked, freed)| {
             let n = a.nr_pages();
-            let list = [Pfn::new(n), head.add(1), freed, head, locked, Pfn::new(u64::MAX)];
+            let list = [Pfn::new(n), head.add(1), freed, head, locked, Pfn::MAX];
             let e = a.free_pages_bulk(&list).unwrap_err();
             assert_eq!(
                 e.rejected,
@@ -221,14 +221,14 @@ fn bulk_free_with_bad_entries_changes_nothing() {
                     (2, FreeError::DoubleFree { pfn: freed }),
                     (3, FreeError::WrongOrder { pfn: head, order: 0, actual: 2 }),
                     (4, FreeError::Locked { pfn: locked }),
-                    (5, FreeError::OutOfRange { pfn: Pfn::new(u64::MAX), nr_pages: n }),
+                    (5, FreeError::OutOfRange { pfn: Pfn::MAX, nr_pages: n }),
                 ]
             );
             // Populated slots of a bulk allocation are never read or freed, even
             // when they hold nonsense; a full slice allocates nothing.
-            let mut slots = [Some(Pfn::new(u64::MAX)), Some(Pfn::new(n)), Some(head)];
+            let mut slots = [Some(Pfn::MAX), Some(Pfn::new(n)), Some(head)];
             assert_eq!(a.alloc_pages_bulk(Gfp::KERNEL, &mut slots), 3);
-            assert_eq!(slots, [Some(Pfn::new(u64::MAX)), Some(Pfn::new(n)), Some(head)]);
+            assert_eq!(slots, [Some(Pfn::MAX), Some(Pfn::new(n)), Some(head)]);
             assert_eq!(a.alloc_pages_bulk(Gfp::KERNEL, &mut []), 0);
         },
     );

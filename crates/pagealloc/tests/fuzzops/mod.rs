@@ -220,7 +220,7 @@ impl Model {
                 }
             }
             13 => self.nr_pages + b.u8() as u64,
-            14 => [u64::MAX, 1 << 40, u32::MAX as u64, u32::MAX as u64 - 1][(b.u8() & 3) as usize],
+            14 => [u64::MAX - (1 << 20), 1 << 40, u32::MAX as u64, u32::MAX as u64 - 1][(b.u8() & 3) as usize],
             _ => (b.u8() as u64 % (self.nr_pages / PAGEBLOCK_PAGES)) * PAGEBLOCK_PAGES,
         }
     }
