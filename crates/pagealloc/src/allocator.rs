@@ -253,13 +253,21 @@ impl PageAllocator {
 
     /// Allocate `1 << order` contiguous pages on the caller's node (or, failing
     /// that, another unless `Gfp::THISNODE`).
-    #[inline]
+    ///
+    /// An order-0 request that this thread's front cache can serve is handled
+    /// inline in the caller; everything else is a call.
+    #[inline(always)]
     pub fn alloc_pages(&self, gfp: Gfp, order: u32) -> Result<Pfn, AllocError> {
+        if order == 0 {
+            if let Some(p) = self.inner.front_alloc_fast(gfp) {
+                return Ok(p);
+            }
+        }
         self.alloc_pages_node(self.numa_node_id(), gfp, order)
     }
 
     /// Allocate `1 << order` contiguous pages, preferring node `nid`.
-    #[inline]
+    #[inline(never)]
     pub fn alloc_pages_node(&self, nid: u32, gfp: Gfp, order: u32) -> Result<Pfn, AllocError> {
         if order > MAX_ORDER {
             return Err(AllocError::InvalidOrder { order });
@@ -302,8 +310,19 @@ impl PageAllocator {
 
     /// Free a block allocated with `alloc_pages*` of the same order. Misuse is
     /// reported without changing anything.
-    #[inline]
+    ///
+    /// An order-0 page that this thread's front cache can take is handled
+    /// inline in the caller; everything else (misuse included) is a call.
+    #[inline(always)]
     pub fn free_pages(&self, pfn: Pfn, order: u32) -> Result<(), FreeError> {
+        if order == 0 && self.inner.front_free_fast(pfn) {
+            return Ok(());
+        }
+        self.free_pages_slow(pfn, order)
+    }
+
+    #[inline(never)]
+    fn free_pages_slow(&self, pfn: Pfn, order: u32) -> Result<(), FreeError> {
         let inner = &*self.inner;
         let p = pfn.as_u64();
         if inner.pcp_on && order <= PAGEBLOCK_ORDER && p < inner.mm.nr_pages() {

@@ -24,7 +24,35 @@ impl PageAllocator {
     /// populated. A full slice returns its length without allocating; an empty
     /// one returns 0. On memory shortage it stops early: the return value tells
     /// where the first hole is.
+    ///
+    /// A small request that this thread's front cache can fill is handled inline
+    /// in the caller; the rest is a call.
+    #[inline(always)]
     pub fn alloc_pages_bulk(&self, gfp: Gfp, slots: &mut [Option<Pfn>]) -> usize {
+        let len = slots.len();
+        let lead = slots.iter().take_while(|s| s.is_some()).count();
+        if lead == len {
+            return lead;
+        }
+        if len - lead <= FRONT_BATCH {
+            let mut j = lead; // the next hole
+            self.inner.front_take_fast(gfp, len - lead, |p| {
+                slots[j] = Some(p);
+                j += 1;
+                while j < len && slots[j].is_some() {
+                    j += 1;
+                }
+                j < len
+            });
+            if j == len {
+                return len;
+            }
+        }
+        self.alloc_pages_bulk_slow(gfp, slots)
+    }
+
+    #[inline(never)]
+    fn alloc_pages_bulk_slow(&self, gfp: Gfp, slots: &mut [Option<Pfn>]) -> usize {
         let lead = slots.iter().take_while(|s| s.is_some()).count();
         if lead == slots.len() {
             return lead;
@@ -63,7 +91,27 @@ impl PageAllocator {
 
     /// Allocate up to `nr` order-0 pages onto the end of `out` (the list form of
     /// the bulk allocator). Returns how many were added.
+    ///
+    /// A small request that this thread's front cache can fill is handled inline
+    /// in the caller; the rest is a call.
+    #[inline(always)]
     pub fn alloc_pages_bulk_list(&self, gfp: Gfp, nr: usize, out: &mut Vec<Pfn>) -> usize {
+        if nr <= FRONT_BATCH {
+            out.reserve(nr);
+            let got = self.inner.front_take_fast(gfp, nr, |p| {
+                out.push(p);
+                true
+            });
+            if got == nr {
+                return nr;
+            }
+            return got + self.alloc_pages_bulk_list_slow(gfp, nr - got, out);
+        }
+        self.alloc_pages_bulk_list_slow(gfp, nr, out)
+    }
+
+    #[inline(never)]
+    fn alloc_pages_bulk_list_slow(&self, gfp: Gfp, nr: usize, out: &mut Vec<Pfn>) -> usize {
         let before = out.len();
         out.reserve(nr);
         if nr > 1 {
@@ -136,8 +184,26 @@ impl PageAllocator {
     /// Free order-0 pages in one pass. Invalid entries (the same classes as
     /// [`PageAllocator::free_pages`]) are skipped and reported with their indexes;
     /// every valid one is freed.
+    ///
+    /// A small batch of plain pages that this thread's front cache can take is
+    /// handled inline in the caller; the rest is a call.
+    #[inline(always)]
     pub fn free_pages_bulk(&self, pfns: &[Pfn]) -> Result<(), BulkFreeError> {
-        let rejected = self.free_bulk_core(pfns.len(), |i| Some(pfns[i]));
+        let n = pfns.len();
+        let mut done = 0;
+        if n <= FRONT_BATCH {
+            done = self.inner.front_give_fast(n, |i| Some(pfns[i]), |_| {});
+            if done == n {
+                return Ok(());
+            }
+        }
+        self.free_pages_bulk_slow(pfns, done)
+    }
+
+    /// The full path of [`PageAllocator::free_pages_bulk`] from entry `start` on.
+    #[inline(never)]
+    fn free_pages_bulk_slow(&self, pfns: &[Pfn], start: usize) -> Result<(), BulkFreeError> {
+        let rejected = self.free_bulk_core(start, pfns.len(), |i| Some(pfns[i]));
         if rejected.is_empty() {
             Ok(())
         } else {
@@ -150,9 +216,29 @@ impl PageAllocator {
     /// array form's partner, with no copy into a separate list. Empty slots are
     /// skipped; invalid entries stay in their slots and are reported with their
     /// indexes, every valid one is freed.
+    ///
+    /// A small batch of plain pages that this thread's front cache can take is
+    /// handled inline in the caller; the rest is a call.
+    #[inline(always)]
     pub fn free_pages_bulk_slots(&self, slots: &mut [Option<Pfn>]) -> Result<(), BulkFreeError> {
+        let n = slots.len();
+        let mut done = 0;
+        if n <= FRONT_BATCH {
+            // Read and emptied through cells: one closure peeks, the other clears.
+            let cells = std::cell::Cell::from_mut(&mut *slots).as_slice_of_cells();
+            done = self.inner.front_give_fast(n, |i| cells[i].get(), |i| cells[i].set(None));
+            if done == n {
+                return Ok(());
+            }
+        }
+        self.free_pages_bulk_slots_slow(slots, done)
+    }
+
+    /// The full path of [`PageAllocator::free_pages_bulk_slots`] from slot `start` on.
+    #[inline(never)]
+    fn free_pages_bulk_slots_slow(&self, slots: &mut [Option<Pfn>], start: usize) -> Result<(), BulkFreeError> {
         // Each slot is emptied as it is read; rejected entries go back.
-        let rejected = self.free_bulk_core(slots.len(), |i| slots[i].take());
+        let rejected = self.free_bulk_core(start, slots.len(), |i| slots[i].take());
         if rejected.is_empty() {
             return Ok(());
         }
@@ -162,13 +248,18 @@ impl PageAllocator {
         Err(BulkFreeError { rejected })
     }
 
-    /// The bulk free: entries `0..len`, entry `i` given by `get(i)` (None: skip),
+    /// The bulk free: entries `start..len`, entry `i` given by `get(i)` (None: skip),
     /// each read once, in index order. Entries are claimed a chunk at a time
     /// (all the checks, no list work), then each chunk joins the per-CPU lists,
     /// which stay locked from the first chunk to the last; a request that fits
     /// one front-cache batch goes to this thread's front cache instead. Returns
     /// the rejected entries in index order.
-    fn free_bulk_core(&self, len: usize, mut get: impl FnMut(usize) -> Option<Pfn>) -> Vec<(usize, FreeError)> {
+    fn free_bulk_core(
+        &self,
+        start: usize,
+        len: usize,
+        mut get: impl FnMut(usize) -> Option<Pfn>,
+    ) -> Vec<(usize, FreeError)> {
         let inner = &*self.inner;
         let mut claims = Claims {
             rejected: Vec::new(),
@@ -176,10 +267,10 @@ impl PageAllocator {
             // Which old flags call for a wake-up: waiters, or every free without the bit.
             wake: if inner.cfg.page_lock_waiters_bit { flags::WAITERS } else { flags::HEAD },
         };
-        if !(len <= FRONT_BATCH && inner.front_on && claims.free_to_front(inner, &mut get, len)) {
+        if !(len - start <= FRONT_BATCH && inner.front_on && claims.free_to_front(inner, &mut get, start, len)) {
             let mut chunk = [0u32; CHUNK];
             let mut held = None;
-            let mut i = 0;
+            let mut i = start;
             while i < len {
                 let c = claims.claim_chunk(inner, &mut get, &mut i, len, &mut chunk);
                 inner.give_claimed_held(&chunk[..c], true, &mut held);
@@ -207,7 +298,13 @@ impl Claims {
     /// is claimed and pushed in one loop. False when the cache is unavailable
     /// (nothing was read).
     #[inline(always)]
-    fn free_to_front(&mut self, inner: &Inner, get: &mut impl FnMut(usize) -> Option<Pfn>, len: usize) -> bool {
+    fn free_to_front(
+        &mut self,
+        inner: &Inner,
+        get: &mut impl FnMut(usize) -> Option<Pfn>,
+        start: usize,
+        len: usize,
+    ) -> bool {
         let Some(slot) = inner.front_slot() else {
             return false;
         };
@@ -220,7 +317,7 @@ impl Claims {
         let mut taken = 0u64;
         // The zone and pageblock type, looked up once per pageblock.
         let (mut block, mut z, mut mt) = (u64::MAX, &inner.zones[0], MigrateType::Isolate);
-        for i in 0..len {
+        for i in start..len {
             let Some(pfn) = get(i) else {
                 continue;
             };

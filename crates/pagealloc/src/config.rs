@@ -15,6 +15,10 @@ pub enum Backing {
     /// refuses the advice, the arena stays a plain anonymous mapping and
     /// [`crate::PageAllocator::hugepage_fallback`] says so.
     HugePages,
+    /// Anonymous mmap populated up front (MAP_POPULATE): every frame is resident
+    /// before the first allocation, as the kernel's memory is, so first touches
+    /// never fault. Costs the whole arena in memory at once.
+    Resident,
     /// No memory at all: the allocator hands out abstract frame numbers (device
     /// memory, disk blocks, GPU pages). `page_address` returns `None`.
     None,

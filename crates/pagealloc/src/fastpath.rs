@@ -3,7 +3,9 @@
 //! and draining (`drain_local_pages`, `drain_all_pages`).
 //!
 //! Layering: front cache (thread, order 0, no atomics) -> per-CPU lists (one
-//! try-lock per operation) -> buddy lists (zone lock). A busy per-CPU lock never
+//! try-lock per operation) -> buddy lists (zone lock). The front-cache cases of
+//! `alloc_pages`, `free_pages` and the small bulk calls (`*_fast` here) are
+//! forced inline into the caller; everything behind them is a call. A busy per-CPU lock never
 //! makes anyone wait: the request goes to the buddy instead. Pages are claimed for
 //! freeing with one compare-and-swap on their flags (HEAD -> PCP), so two racing
 //! frees of one page cannot both succeed.
@@ -120,6 +122,139 @@ impl Inner {
     pub(crate) fn front_alloc(&self, nid: u32, mt: MigrateType, zl: &[usize], gfp: Gfp) -> Option<u64> {
         let slot = self.front_slot()?;
         self.front_alloc_in(slot, nid, mt, zl, gfp)
+    }
+
+    /// The inline part of an order-0 allocation: a page off this thread's front
+    /// cache when it has one ready. None sends the caller to the full path,
+    /// which refills.
+    #[inline(always)]
+    pub(crate) fn front_alloc_fast(&self, gfp: Gfp) -> Option<Pfn> {
+        let mut r = None;
+        self.front_take_fast(gfp, 1, |p| {
+            r = Some(p);
+            false
+        });
+        r
+    }
+
+    /// The inline part of small bulk allocations: up to `n` pages off this
+    /// thread's front cache, as many as it holds (no refill), marked allocated
+    /// and handed to `out`, which says whether it takes another. Applies with one
+    /// node and no zeroing; returns how many were handed over.
+    #[inline(always)]
+    pub(crate) fn front_take_fast(&self, gfp: Gfp, n: usize, mut out: impl FnMut(Pfn) -> bool) -> usize {
+        if !self.front_on || self.nodes.len() != 1 || gfp.contains(Gfp::ZERO) {
+            return 0;
+        }
+        if crate::failinject::alloc_fails(self.id, 0) {
+            return 0;
+        }
+        let Some(slot) = self.front_slot() else {
+            return 0;
+        };
+        if !slot.enter() {
+            return 0;
+        }
+        let mt = gfp.migratetype();
+        let descs = self.mm.descs();
+        // SAFETY: between a successful enter and exit on the owner thread.
+        let s = &mut unsafe { slot.stacks() }[mt.index()];
+        let mut got = 0;
+        while got < n && s.len > 0 {
+            s.len -= 1;
+            let p = s.pfns[s.len as usize];
+            descs[p as usize].set_allocated(0, mt);
+            got += 1;
+            if !out(Pfn::new(p as u64)) {
+                break;
+            }
+        }
+        if got > 0 {
+            slot.events.add_owner(alloc_event(&self.zones[s.zone as usize]), got as u64);
+        }
+        slot.exit();
+        got
+    }
+
+    /// The inline part of order-0 frees: entries `0..n` (entry `i` is `get(i)`,
+    /// None is skipped) onto this thread's front cache, while each is a plain
+    /// allocated order-0 head (no page-lock state, no waiters) of a pcp-type
+    /// pageblock whose stack takes its zone; `done(i)` is called for each entry
+    /// freed. Stops, changing nothing, at the first entry that is not; returns
+    /// how many entries it got through. The full path handles the rest, misuse
+    /// included.
+    #[inline(always)]
+    pub(crate) fn front_give_fast(
+        &self,
+        n: usize,
+        mut get: impl FnMut(usize) -> Option<Pfn>,
+        mut done: impl FnMut(usize),
+    ) -> usize {
+        if !self.front_on || !self.cfg.page_lock_waiters_bit {
+            return 0;
+        }
+        let Some(slot) = self.front_slot() else {
+            return 0;
+        };
+        if !slot.enter() {
+            return 0;
+        }
+        // SAFETY: between a successful enter and exit on the owner thread.
+        let stacks = unsafe { slot.stacks() };
+        let descs = self.mm.descs();
+        // The zone, pageblock type and stack, looked up (and the stack checked
+        // to take the zone) once per pageblock.
+        let (mut block, mut z, mut mt) = (u64::MAX, &self.zones[0], MigrateType::Unmovable);
+        let (mut i, mut taken) = (0, 0u64);
+        while i < n {
+            let Some(pfn) = get(i) else {
+                i += 1;
+                continue;
+            };
+            let p = pfn.as_u64();
+            let Some(d) = descs.get(p as usize) else {
+                break;
+            };
+            if d.flags() & !flags::UPTODATE != flags::HEAD || d.order() != 0 {
+                break;
+            }
+            if p >> PAGEBLOCK_ORDER != block {
+                let (bz, bmt) = (self.zone_of(p), self.zone_of(p).pageblock_mt_racy(p));
+                if !bmt.is_pcptype() {
+                    break;
+                }
+                let s = &stacks[bmt.index()];
+                if s.len != 0 && s.zone != bz.idx as u32 {
+                    break;
+                }
+                (block, z, mt) = (p >> PAGEBLOCK_ORDER, bz, bmt);
+            }
+            let s = &mut stacks[mt.index()];
+            if s.len == 0 {
+                s.nid = z.nid;
+                s.zone = z.idx as u32;
+            } else if s.len as usize == FRONT_CAP {
+                self.front_flush(s);
+            }
+            d.set_flags(flags::PCP);
+            d.set_private(0, mt);
+            s.pfns[s.len as usize] = p as u32;
+            s.len += 1;
+            taken += 1;
+            done(i);
+            i += 1;
+        }
+        if taken > 0 {
+            slot.events.add_owner(VmEvent::Pgfree, taken);
+        }
+        slot.exit();
+        i
+    }
+
+    /// The inline part of an order-0 free (see [`Inner::front_give_fast`]).
+    #[inline(always)]
+    pub(crate) fn front_free_fast(&self, pfn: Pfn) -> bool {
+        self.front_give_fast(1, |_| Some(pfn), |_| {}) == 1
     }
 
     /// This thread's front cache for this allocator (registered on first use).
@@ -314,7 +449,7 @@ impl Inner {
         }
         if got > 0 {
             l.count -= (got as u32) << order;
-            l.free_run = 0;
+            l.note_alloc();
             if count_alloc {
                 pcp.events.add_owner(alloc_event(z), (got as u64) << order);
             }
@@ -404,7 +539,7 @@ impl Inner {
     fn pcp_push(&self, z: &Zone, pcp: &Pcp, l: &mut PcpLists, p: u64, order: u32, pi: usize, count_free: bool) {
         l.lists[pi].push_back(p as u32);
         l.count += 1 << order;
-        l.free_run = l.free_run.saturating_add(1 << order);
+        l.note_free(1 << order);
         if count_free {
             pcp.events.add_owner(VmEvent::Pgfree, 1 << order);
         }
@@ -543,7 +678,7 @@ impl Inner {
     pub(crate) fn release_held(&self, h: Held<'_>, count_free: bool) {
         let Held { z, pcp, mut l, n } = h;
         l.count += n;
-        l.free_run = l.free_run.saturating_add(n);
+        l.note_free(n);
         if count_free {
             pcp.events.add_owner(VmEvent::Pgfree, n as u64);
         }

@@ -44,9 +44,10 @@ impl MemMap {
         let len = nr_pages as usize * PAGE_SIZE;
         let (mapping, hugepage_fallback) = match backing {
             Backing::None => (None, false),
-            Backing::Anonymous => (Some(Mapping::new(len, false)?.0), false),
+            Backing::Anonymous => (Some(Mapping::new(len, false, false)?.0), false),
+            Backing::Resident => (Some(Mapping::new(len, false, true)?.0), false),
             Backing::HugePages => {
-                let (m, advised) = Mapping::new(len, true)?;
+                let (m, advised) = Mapping::new(len, true, false)?;
                 (Some(m), !advised)
             }
         };
@@ -123,9 +124,10 @@ fn alloc_descs(n: usize) -> Box<[PageDesc]> {
 }
 
 impl Mapping {
-    /// Map `len` bytes; returns the mapping and whether MADV_HUGEPAGE was accepted.
+    /// Map `len` bytes (populated up front if `populate`); returns the mapping
+    /// and whether MADV_HUGEPAGE was accepted.
     #[cfg(not(miri))]
-    fn new(len: usize, huge: bool) -> Result<(Self, bool), ConfigError> {
+    fn new(len: usize, huge: bool, populate: bool) -> Result<(Self, bool), ConfigError> {
         let raw_len = if huge { len + HUGE } else { len };
         // SAFETY: an anonymous private mapping at an address of the kernel's
         // choosing has no preconditions; the result is checked below.
@@ -134,7 +136,11 @@ impl Mapping {
                 std::ptr::null_mut(),
                 raw_len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                if populate {
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE
+                } else {
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE
+                },
                 -1,
                 0,
             )
@@ -160,7 +166,7 @@ impl Mapping {
 
     /// Under Miri, plain heap memory stands in for mmap.
     #[cfg(miri)]
-    fn new(len: usize, _huge: bool) -> Result<(Self, bool), ConfigError> {
+    fn new(len: usize, _huge: bool, _populate: bool) -> Result<(Self, bool), ConfigError> {
         let layout =
             std::alloc::Layout::from_size_align(len, PAGE_SIZE).map_err(|e| ConfigError::Mmap(e.to_string()))?;
         // SAFETY: len >= one pageblock, so the layout is non-zero.

@@ -22,9 +22,16 @@
 //! holding a zone lock.
 //!
 //! High auto-tuning (the kernel's 6.7 behaviour): a refill while the zone is above
-//! its high watermark grows `high` by one batch; a drain after a run of frees
-//! with no allocation in between shrinks it by one batch; and at most about once
-//! a second a drain decays it by an eighth toward `high_min`.
+//! its high watermark grows `high` by the (scaled) batch; a drain after a run of
+//! frees with no allocation in between shrinks it by one batch; and at most
+//! about once a second a drain decays it by an eighth toward `high_min`.
+//!
+//! Batch scaling (the kernel's `alloc_factor` and `free_count`): during a run of
+//! order-0 allocations each refill takes twice the last (up to
+//! `batch << BATCH_SCALE_MAX`, leaving a batch of room below `high`), and a
+//! drain frees about as many pages as were freed lately (between one batch and
+//! `high` less a batch), so streams of allocations and frees cross the zone
+//! lock in large, well-aligned batches.
 
 use crate::config::DrainMode;
 use crate::memmap::MemMap;
@@ -38,6 +45,10 @@ use std::time::{Duration, Instant};
 pub(crate) const PCP_ORDERS: u32 = 4;
 /// Number of lists in one set.
 pub(crate) const NR_PCP_LISTS: usize = MIGRATE_PCPTYPES * (PCP_ORDERS as usize + 1);
+
+/// The kernel's CONFIG_PCP_BATCH_SCALE_MAX: refills and drains scale up to
+/// `batch << BATCH_SCALE_MAX` pages.
+pub(crate) const BATCH_SCALE_MAX: u32 = 5;
 
 /// The list for a block of `order` and pcp type `mt`, if such blocks are cached.
 #[inline(always)]
@@ -118,6 +129,14 @@ pub(crate) struct PcpLists {
     pub(crate) batch: u32,
     /// Frees since the last allocation (for shrinking `high`).
     pub(crate) free_run: u32,
+    /// The kernel's `free_count`: pages freed lately (grows with each free up
+    /// to `batch << BATCH_SCALE_MAX`, halves with each allocation); a drain
+    /// frees about this many, so long runs of frees drain in large batches.
+    free_count: u32,
+    /// The kernel's `alloc_factor`: each refill during a run of allocations
+    /// takes twice as many pages as the last (up to `batch << BATCH_SCALE_MAX`);
+    /// each free halves it.
+    alloc_factor: u32,
     /// Where the next drain starts its round-robin.
     next_list: usize,
     last_decay: Instant,
@@ -140,6 +159,8 @@ impl Pcp {
                 high_max,
                 batch,
                 free_run: 0,
+                free_count: 0,
+                alloc_factor: 0,
                 next_list: 0,
                 last_decay: Instant::now(),
                 scratch: Vec::with_capacity(cap),
@@ -156,12 +177,38 @@ impl Pcp {
 
 impl PcpLists {
     /// Blocks to take from the buddy in one refill of a list of `order`: a
-    /// batch's worth (at least two blocks), but never so many that the set would
-    /// hold more than `high` pages once the caller has taken its one block.
+    /// batch's worth (at least two blocks), scaled up for order 0 by
+    /// `alloc_factor` (which this refill raises while the scaled batch still
+    /// fits), but never so many that the set would hold more than `high` pages
+    /// once the caller has taken its one block.
     #[inline]
-    pub(crate) fn refill_blocks(&self, order: u32) -> u32 {
+    pub(crate) fn refill_blocks(&mut self, order: u32) -> u32 {
         let room = 1 + (self.high.saturating_sub(self.count) >> order);
-        (self.batch >> order).max(2).min(room)
+        if order > 0 {
+            return (self.batch >> order).max(2).min(room);
+        }
+        // The kernel's nr_pcp_alloc: leave a batch of room below high.
+        let max_nr = self.high.saturating_sub(self.count + self.batch).max(self.batch);
+        let want = self.batch << self.alloc_factor;
+        if want <= max_nr && self.alloc_factor < BATCH_SCALE_MAX {
+            self.alloc_factor += 1;
+        }
+        want.min(max_nr).max(2).min(room)
+    }
+
+    /// Book an allocation from the lists.
+    #[inline(always)]
+    pub(crate) fn note_alloc(&mut self) {
+        self.free_run = 0;
+        self.free_count >>= 1;
+    }
+
+    /// Book `n` pages freed onto the lists.
+    #[inline(always)]
+    pub(crate) fn note_free(&mut self, n: u32) {
+        self.free_run = self.free_run.saturating_add(n);
+        self.free_count = (self.free_count + n).min(self.batch << BATCH_SCALE_MAX);
+        self.alloc_factor >>= 1;
     }
 
     /// Publish `count` and `high` for lock-free readers.
@@ -171,12 +218,13 @@ impl PcpLists {
         pcp.high_racy.set_locked(self.high as u64);
     }
 
-    /// Grow `high` after a refill while the zone has plenty free.
+    /// Grow `high` by the (scaled) batch after a refill while the zone has
+    /// plenty free.
     #[inline]
     pub(crate) fn tune_on_refill(&mut self, zone_above_high: bool) {
         self.free_run = 0;
         if zone_above_high && self.high < self.high_max {
-            self.high = (self.high + self.batch).min(self.high_max);
+            self.high = (self.high + (self.batch << self.alloc_factor)).min(self.high_max);
         }
     }
 
@@ -265,11 +313,13 @@ impl PcpLists {
         self.count >= self.high
     }
 
-    /// How many pages a drain for being over `high` frees (down to about
-    /// `high - batch`, at least one batch).
+    /// How many pages a drain for being over `high` frees: the kernel's
+    /// nr_pcp_free, the pages freed lately kept between a batch and `high`
+    /// less a batch, and at least down to about `high - batch`.
     #[inline]
     pub(crate) fn drain_target(&self) -> u32 {
-        (self.count + self.batch).saturating_sub(self.high).max(self.batch)
+        let lately = self.free_count.clamp(self.batch, self.high.saturating_sub(self.batch).max(self.batch));
+        lately.max((self.count + self.batch).saturating_sub(self.high))
     }
 
     /// Where the next over-high drain starts.

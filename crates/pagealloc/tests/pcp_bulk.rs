@@ -335,3 +335,53 @@ fn small_bulk_round_trips_keep_lists_within_high_and_lose_nothing() {
     assert!(slots.iter().all(|s| s.is_none()));
     whole(&a);
 }
+
+#[test]
+fn small_bulk_free_with_a_bad_entry_midway_frees_each_valid_page_once() {
+    let a = small();
+    let mut v = Vec::new();
+    assert_eq!(a.alloc_pages_bulk_list(Gfp::KERNEL, 4, &mut v), 4);
+    // The inline front-cache path takes the first two, stops at the bad entry,
+    // and the full path must go on from there (not from the start).
+    let list = [v[0], v[1], Pfn::new(1 << 40), v[2], v[3]];
+    let err = a.free_pages_bulk(&list).unwrap_err();
+    assert_eq!(err.rejected.len(), 1, "{err:?}");
+    assert_eq!(err.rejected[0].0, 2);
+    assert!(matches!(err.rejected[0].1, FreeError::OutOfRange { .. }));
+    for p in &v {
+        assert_eq!(a.free_pages(*p, 0), Err(FreeError::DoubleFree { pfn: *p }));
+    }
+    // The same through slots: the freed ones are emptied, the bad one stays.
+    let mut slots = [None; 5];
+    assert_eq!(a.alloc_pages_bulk(Gfp::KERNEL, &mut slots), 5);
+    let bad = slots[3].replace(Pfn::new(1 << 40)).unwrap();
+    let err = a.free_pages_bulk_slots(&mut slots).unwrap_err();
+    assert_eq!(err.rejected.iter().map(|r| r.0).collect::<Vec<_>>(), [3]);
+    assert_eq!(slots, [None, None, None, Some(Pfn::new(1 << 40)), None]);
+    a.free_pages(bad, 0).unwrap();
+    whole(&a);
+}
+
+#[test]
+fn refills_double_during_a_run_of_allocations_and_drains_grow_with_frees() {
+    // The kernel's alloc_factor and free_count: a long run of allocations
+    // refills in growing batches, a long run of frees drains in large ones.
+    let a = PageAllocator::new(Config::small(256 << 20).front_cache(false)).unwrap();
+    let r = a.pcp_report()[0];
+    let batch = r.batch as u64;
+    // More than the lists may ever hold, so the frees must drain.
+    let n = 3 * r.high_max as u64;
+    let refills0 = a.vmstat().get("pcp_refill").unwrap();
+    let pages: Vec<Pfn> = (0..n).map(|_| a.alloc_pages(Gfp::KERNEL, 0).unwrap()).collect();
+    let refills = a.vmstat().get("pcp_refill").unwrap() - refills0;
+    assert!(refills < n / batch / 2, "{refills} refills for {n} pages in batches of {batch}: no scaling");
+    pcp_within_high(&a);
+    let drains0 = a.vmstat().get("pcp_drain").unwrap();
+    for p in pages {
+        a.free_pages(p, 0).unwrap();
+        pcp_within_high(&a);
+    }
+    let drains = a.vmstat().get("pcp_drain").unwrap() - drains0;
+    assert!(drains >= 1 && drains < n / batch / 2, "{drains} drains for {n} frees in batches of {batch}");
+    whole(&a);
+}

@@ -21,7 +21,7 @@
 //! allocation at all).
 
 use crate::harness::{pin, stats, Claim, Ctx, Experiment, ExperimentResult, Figure, Plot};
-use pagealloc::{Config, DrainMode, Gfp, PageAllocator, Pfn};
+use pagealloc::{Backing, Config, DrainMode, Gfp, PageAllocator, Pfn};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, OnceLock};
@@ -236,10 +236,12 @@ struct Run {
 fn run_case(kind: Kind, threads: usize, zero: bool, warmup: usize, measure: usize, out: &mut String) -> Run {
     let alloc = match kind {
         Kind::Ours(mode) => {
-            // Room for every thread's 128 MiB plus the per-CPU lists, at least 1 GiB.
+            // Room for every thread's 128 MiB plus the per-CPU lists, at least 1 GiB,
+            // resident before the run like the kernel's memory and the floor's buffer.
             let bytes = ((threads as u64 * 2 * MEMSIZE as u64).max(1 << 30) + (1 << 30) - 1) & !((1 << 30) - 1);
             Some(Arc::new(
-                PageAllocator::new(Config::new().arena_bytes(bytes).drain_mode(mode)).expect("page_fault1 arena"),
+                PageAllocator::new(Config::new().arena_bytes(bytes).backing(Backing::Resident).drain_mode(mode))
+                    .expect("page_fault1 arena"),
             ))
         }
         _ => None,
