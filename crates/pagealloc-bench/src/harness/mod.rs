@@ -120,12 +120,20 @@ impl Figure {
         self
     }
 
-    /// Relative spread of the samples: (max - min) / median.
+    /// Relative spread of the samples: (max - min) / median, leaving out the
+    /// lowest and the highest sample when there are at least 5 (so that one
+    /// repeat preempted on a shared machine cannot swamp the others).
     pub fn spread(&self) -> f64 {
         if self.samples.len() < 2 || self.value == 0.0 {
             return 0.0;
         }
-        (stats::max(&self.samples) - stats::min(&self.samples)) / self.value.abs()
+        let mut v: Vec<f64> = self.samples.iter().copied().filter(|x| !x.is_nan()).collect();
+        v.sort_by(f64::total_cmp);
+        let v = if v.len() >= 5 { &v[1..v.len() - 1] } else { &v[..] };
+        match (v.first(), v.last()) {
+            (Some(lo), Some(hi)) => (hi - lo) / self.value.abs(),
+            _ => 0.0,
+        }
     }
 }
 

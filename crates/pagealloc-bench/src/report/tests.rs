@@ -150,6 +150,20 @@ fn verdicts_follow_the_noise_rule() {
     assert_eq!(judge(&tput_old, &tput_new).2, Verdict::Reproduced);
 }
 
+#[test]
+fn one_outlier_repeat_does_not_swamp_the_noise() {
+    // Seed 4's unlock figures from a real run: one repeat of twenty was preempted.
+    let mut new = vec![14.2; 19];
+    new.insert(9, 34.2);
+    let old = Figure::new("unlock", "old", "cycles", vec![50.1; 20]);
+    let new = Figure::new("unlock", "new", "cycles", new);
+    assert!(new.spread() < 0.01, "{}", new.spread());
+    assert_eq!(judge(&old, &new).2, Verdict::Reproduced);
+    // With fewer than five repeats every sample counts.
+    let few = Figure::new("m", "new", "cycles", vec![10.0, 10.0, 30.0]);
+    assert!((few.spread() - 2.0).abs() < 1e-9);
+}
+
 /// Parse the page as XML: every element closed and nested right.
 fn assert_well_formed(html: &str) {
     use quick_xml::events::Event;

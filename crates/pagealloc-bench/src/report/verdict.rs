@@ -2,7 +2,8 @@
 //!
 //! A claim names one metric and two variants (old design A, new design B). Each
 //! figure is the median of its repeats; its noise is its spread,
-//! `(max - min) / median` over the repeats. The change is signed so positive
+//! `(max - min) / median` over the repeats (with 5 or more repeats, over all
+//! but the lowest and the highest, so one preempted repeat cannot swamp the rest). The change is signed so positive
 //! means B is better (`(new - old) / old` for throughput, `(old - new) / old` for
 //! costs). Then:
 //!
