@@ -34,21 +34,14 @@ impl PageAllocator {
         if lead == len {
             return lead;
         }
+        let mut holes = Holes { slots, next: lead };
         if len - lead <= FRONT_BATCH {
-            let mut j = lead; // the next hole
-            self.inner.front_take_fast(gfp, len - lead, |p| {
-                slots[j] = Some(p);
-                j += 1;
-                while j < len && slots[j].is_some() {
-                    j += 1;
-                }
-                j < len
-            });
-            if j == len {
+            self.inner.front_take_fast(gfp, len - lead, |p| holes.put(p));
+            if holes.full() {
                 return len;
             }
         }
-        self.alloc_pages_bulk_slow(gfp, slots)
+        self.alloc_pages_bulk_slow(gfp, holes.slots)
     }
 
     #[inline(never)]
@@ -59,20 +52,11 @@ impl PageAllocator {
         }
         // With one slot left, the single-page path does it.
         if slots.len() - lead > 1 {
-            // The holes are found as they are filled (one pass over the slots):
-            // the sink says whether another hole follows, and bulk_fast takes
-            // no page after it says no.
+            // bulk_fast takes no page after the sink says no hole follows.
             let (most, len) = (slots.len() - lead, slots.len());
-            let mut j = lead; // the next hole
-            self.bulk_fast(gfp, most, |p| {
-                slots[j] = Some(p);
-                j += 1;
-                while j < len && slots[j].is_some() {
-                    j += 1;
-                }
-                j < len
-            });
-            if j == len {
+            let mut holes = Holes { slots: &mut *slots, next: lead };
+            self.bulk_fast(gfp, most, |p| holes.put(p));
+            if holes.full() {
                 return len;
             }
         }
@@ -283,6 +267,34 @@ impl PageAllocator {
             inner.wake_freed(p);
         }
         claims.rejected
+    }
+}
+
+/// The holes of a slot array being filled in order; `next` is the next hole
+/// (or the end).
+struct Holes<'a> {
+    slots: &'a mut [Option<Pfn>],
+    next: usize,
+}
+
+impl Holes<'_> {
+    /// Put `p` in the next hole; says whether another hole follows (the
+    /// holes are found as they are filled: one pass over the slots).
+    #[inline(always)]
+    fn put(&mut self, p: Pfn) -> bool {
+        let len = self.slots.len();
+        self.slots[self.next] = Some(p);
+        self.next += 1;
+        while self.next < len && self.slots[self.next].is_some() {
+            self.next += 1;
+        }
+        self.next < len
+    }
+
+    /// Every hole is filled.
+    #[inline(always)]
+    fn full(&self) -> bool {
+        self.next == self.slots.len()
     }
 }
 
