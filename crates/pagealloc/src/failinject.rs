@@ -15,8 +15,9 @@
 //! hook is an `#[inline(always)]` function returning a constant, so the hot paths
 //! compile to exactly what they were.
 //!
-//! Hook points: the top of `PageAllocator::alloc_pages_node` ([`alloc_fails`]) and
-//! every `try_lock` of a per-CPU list in `fastpath` ([`trylock_ok`]).
+//! Hook points: the top of `PageAllocator::alloc_pages_node` ([`alloc_fails`]),
+//! the inline front-cache paths (which step aside while [`armed`]) and every
+//! `try_lock` of a per-CPU list in `fastpath` ([`trylock_ok`]).
 
 #[cfg(feature = "fail-inject")]
 pub use enabled::*;
@@ -25,6 +26,15 @@ pub use enabled::*;
 #[cfg(not(feature = "fail-inject"))]
 #[inline(always)]
 pub(crate) const fn alloc_fails(_allocator: u64, _order: u32) -> bool {
+    false
+}
+
+/// `true` while any injection is configured (always `false` without the
+/// feature): the inline fast paths then step aside, so every allocation meets
+/// [`alloc_fails`] exactly once, in `alloc_pages_node`.
+#[cfg(not(feature = "fail-inject"))]
+#[inline(always)]
+pub(crate) const fn armed() -> bool {
     false
 }
 
@@ -158,6 +168,12 @@ mod enabled {
 
     fn hit(rate_ppm: u64, seed: u64, n: u64) -> bool {
         rate_ppm > 0 && mix(seed ^ n.wrapping_mul(0xd6e8_feb8_6659_fd93)) % 1_000_000 < rate_ppm
+    }
+
+    /// `true` while any injection is configured.
+    #[inline]
+    pub(crate) fn armed() -> bool {
+        ARMED.load(Ordering::Relaxed) != 0
     }
 
     /// `true` when this allocation must fail.

@@ -146,7 +146,7 @@ impl Inner {
         if !self.front_on || self.nodes.len() != 1 || gfp.contains(Gfp::ZERO) {
             return 0;
         }
-        if crate::failinject::alloc_fails(self.id, 0) {
+        if crate::failinject::armed() {
             return 0;
         }
         let Some(slot) = self.front_slot() else {
