@@ -25,9 +25,11 @@ pub struct PageLock;
 /// (variant name, waiters bit).
 const VARIANTS: [(&str, bool); 2] = [("old", false), ("new", true)];
 
+/// 512 MiB of frames (no memory behind them): room for the full mode's 65536-page
+/// page cache above the watermarks.
 fn allocator(waiters_bit: bool) -> PageAllocator {
-    PageAllocator::new(Config::new().arena_bytes(256 << 20).backing(Backing::None).page_lock_waiters_bit(waiters_bit))
-        .expect("256 MiB arena")
+    PageAllocator::new(Config::new().arena_bytes(512 << 20).backing(Backing::None).page_lock_waiters_bit(waiters_bit))
+        .expect("512 MiB arena")
 }
 
 fn pages(a: &PageAllocator, n: usize) -> Vec<Pfn> {
