@@ -5,9 +5,9 @@
 //!
 //! A page is locked by setting `LOCKED` with a compare-and-swap that also
 //! requires `HEAD` (the page is an allocated block's head), so a free page is
-//! never marked. Unlock is one `fetch_and` that clears `LOCKED` and returns the
-//! old word; only if that word had `WAITERS` does the unlocker look up the wait
-//! queue. Waiters sleep in a hashed table keyed by the flags word's address, so
+//! never marked. Unlock is one atomic bit-clear of `LOCKED` (which reports
+//! whether it was set) and a plain load of the word; only if that load shows
+//! `WAITERS` does the unlocker look up the wait queue. Waiters sleep in a hashed table keyed by the flags word's address, so
 //! pages need no queue of their own.
 //!
 //! The flags word as this protocol sees it (`HEAD` set throughout):
@@ -15,7 +15,7 @@
 //! ```text
 //!  LOCKED WAITERS  meaning
 //!    0      0      unlocked, nobody queued: lock is one CAS
-//!    1      0      locked, nobody queued: unlock is one fetch_and, nothing else
+//!    1      0      locked, nobody queued: unlock is one bit-clear and a load
 //!    1      1      locked, someone may be queued: unlock looks up the bucket
 //!    0      1      unlocked, someone may be queued (a waiter about to retry, a
 //!                  writeback waiter, or a bit left by a hash-mate): harmless,
@@ -26,8 +26,9 @@
 //! read-modify-write of the flags word while holding its bucket lock, and queues
 //! itself only if that RMW saw `LOCKED` (or `WRITEBACK`) still set. The unlocker
 //! clears `LOCKED` with one RMW of the same word. RMWs of one word are totally
-//! ordered: if the waiter's came first, the unlocker's returns `WAITERS`, and the
-//! unlocker then takes the bucket lock, which it can only get once the waiter is
+//! ordered: if the waiter's came first, the unlocker's load after its own RMW
+//! sees `WAITERS` (or a later value, written by whoever woke the waiter and
+//! cleared it), and the unlocker then takes the bucket lock, which it can only get once the waiter is
 //! queued; if the unlocker's came first, the waiter's sees `LOCKED` clear and it
 //! does not sleep. `WAITERS` is cleared only under the bucket lock, by a waker
 //! or an aborting waiter that found no other waiter for this page. No timeout is
@@ -232,7 +233,7 @@ impl<'a> PageRef<'a> {
     /// for a handoff after `unfairness` lost retries.
     #[cold]
     #[inline(never)]
-    fn lock_slow(&self, deadline: Option<Instant>, cancel: Option<&CancelToken>) -> Result<(), WaitError> {
+    fn lock_slow(self, deadline: Option<Instant>, cancel: Option<&CancelToken>) -> Result<(), WaitError> {
         let mut lost = 0u32;
         loop {
             // A woken waiter always retries before it may give up: the wake it
@@ -259,17 +260,25 @@ impl<'a> PageRef<'a> {
     /// only if it returned `WAITERS` (or always, in the old design).
     #[inline]
     pub(crate) fn unlock(&self) -> Result<(), PageStateError> {
-        // Release: pairs with the Acquire of the next locker's CAS.
-        let old = self.flags.fetch_and(!LOCKED, Ordering::Release);
-        if old & (LOCKED | WAITERS) == LOCKED && self.policy.waiters_bit {
+        // Release: pairs with the Acquire of the next locker's CAS. Only the
+        // old LOCKED bit is asked of the RMW, so it is one `lock btr` on x86
+        // (asking for the whole old word costs a load and a CAS loop).
+        if self.flags.fetch_and(!LOCKED, Ordering::Release) & LOCKED == 0 {
+            return self.unlock_slow(self.flags.load(Ordering::Relaxed) & !LOCKED);
+        }
+        // A load after our RMW reads its value or a later one (coherence), so
+        // it sees WAITERS from any waiter whose RMW came before ours; a waiter
+        // whose RMW comes after ours sees LOCKED clear and does not sleep.
+        let now = self.flags.load(Ordering::Relaxed);
+        if now & WAITERS == 0 && self.policy.waiters_bit {
             return Ok(());
         }
-        self.unlock_slow(old)
+        self.unlock_slow(now | LOCKED)
     }
 
     #[cold]
     #[inline(never)]
-    fn unlock_slow(&self, old: u32) -> Result<(), PageStateError> {
+    fn unlock_slow(self, old: u32) -> Result<(), PageStateError> {
         if old & LOCKED == 0 {
             // Nothing changed: clearing a clear bit. A free page never has LOCKED.
             return Err(if old & HEAD == 0 {
