@@ -38,8 +38,8 @@ pub(crate) struct Inner {
     pub(crate) mm: MemMap,
     pub(crate) zones: Box<[Zone]>,
     pub(crate) nodes: Box<[Node]>,
-    /// Zone index per pageblock.
-    block_zone: Box<[u8]>,
+    /// The pageblock table (zone index, type and isolate bit per pageblock).
+    pub(crate) pageblocks: zone::Pageblocks,
     /// Event counters for paths that hold no lock, one block per CPU slot
     /// (summed by `vmstat` with the zones', per-CPU lists' and front caches' blocks).
     pub(crate) events: PerCpuEvents,
@@ -51,6 +51,12 @@ pub(crate) struct Inner {
     pub(crate) pcp_on: bool,
     /// Whether order-0 pages go through thread front caches.
     pub(crate) front_on: bool,
+    /// Whether the inline front-cache allocation path applies (cache on, one
+    /// node: no node choice to make).
+    pub(crate) front_alloc_inline: bool,
+    /// Whether the inline front-cache free path applies (cache on, and frees
+    /// wake waiters only when the waiters bit says so).
+    pub(crate) front_free_inline: bool,
     /// Every thread's front cache for this allocator.
     pub(crate) fronts: Mutex<Vec<std::sync::Arc<FrontSlot>>>,
     /// Serialises drainers of front caches (`drain_all_pages`, isolation, checks).
@@ -91,6 +97,11 @@ impl PageAllocator {
         let nblocks = pages / PAGEBLOCK_PAGES;
         let per_node = nblocks / cfg.nodes as u64;
         let movable_blocks = cfg.movable_zone_bytes.div_ceil(PAGE_SIZE as u64 * PAGEBLOCK_PAGES);
+        // Zone indexes are a byte of the pageblock word: two zones per node.
+        if cfg.nodes > 127 {
+            return Err(ConfigError::Invalid { field: "nodes", why: "at most 127 nodes".into() });
+        }
+        let pageblocks = zone::new_pageblocks(nblocks as usize);
         let mut zones = Vec::new();
         let mut nodes_zones = Vec::new();
         for nid in 0..cfg.nodes {
@@ -109,7 +120,14 @@ impl PageAllocator {
             }
             let split = last - movable_blocks;
             let mut zs = vec![zones.len()];
-            zones.push(Zone::new(zones.len(), nid, ZoneType::Normal, first * PAGEBLOCK_PAGES, split * PAGEBLOCK_PAGES));
+            zones.push(Zone::new(
+                zones.len(),
+                nid,
+                ZoneType::Normal,
+                first * PAGEBLOCK_PAGES,
+                split * PAGEBLOCK_PAGES,
+                &pageblocks,
+            ));
             if movable_blocks > 0 {
                 zs.push(zones.len());
                 zones.push(Zone::new(
@@ -118,12 +136,10 @@ impl PageAllocator {
                     ZoneType::Movable,
                     split * PAGEBLOCK_PAGES,
                     last * PAGEBLOCK_PAGES,
+                    &pageblocks,
                 ));
             }
             nodes_zones.push(zs);
-        }
-        if zones.len() > u8::MAX as usize {
-            return Err(ConfigError::Invalid { field: "nodes", why: "at most 127 nodes".into() });
         }
         // Watermarks and lowmem reserves.
         let lowmem: u64 = zones.iter().filter(|z| z.ztype == ZoneType::Normal).map(|z| z.managed).sum();
@@ -138,12 +154,6 @@ impl PageAllocator {
                 if z.ztype == ZoneType::Normal {
                     z.lowmem_reserve[ZoneType::Movable as usize] = movable_managed / cfg.lowmem_reserve_ratio as u64;
                 }
-            }
-        }
-        let mut block_zone = vec![0u8; nblocks as usize].into_boxed_slice();
-        for z in &zones {
-            for b in z.start / PAGEBLOCK_PAGES..z.end / PAGEBLOCK_PAGES {
-                block_zone[b as usize] = z.idx as u8;
             }
         }
         let nodes = (0..cfg.nodes as usize).map(|nid| Node::build(nid, &nodes_zones, &zones)).collect();
@@ -168,6 +178,8 @@ impl PageAllocator {
         let front_on = pcp_on && cfg.front_cache && crate::front::membarrier::available();
         #[cfg(loom)]
         let front_on = false;
+        let (front_alloc_inline, front_free_inline) =
+            (front_on && cfg.nodes == 1, front_on && cfg.page_lock_waiters_bit);
         let events = PerCpuEvents::new(nr_cpus);
         let inner = Inner {
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -175,11 +187,13 @@ impl PageAllocator {
             mm,
             zones: zones.into_boxed_slice(),
             nodes,
-            block_zone,
+            pageblocks,
             nr_cpus,
             pcps: pcps.into_boxed_slice(),
             pcp_on,
             front_on,
+            front_alloc_inline,
+            front_free_inline,
             fronts: Mutex::new(Vec::new()),
             drain_lock: Mutex::new(()),
             events,
@@ -389,7 +403,14 @@ impl Node {
 impl Inner {
     #[inline(always)]
     pub(crate) fn zone_of(&self, pfn: u64) -> &Zone {
-        &self.zones[self.block_zone[(pfn / PAGEBLOCK_PAGES) as usize] as usize]
+        &self.zones[zone::pb_zone(self.pageblock_word_racy(pfn))]
+    }
+
+    /// The pageblock word of `pfn` (in range): its zone and its block's type
+    /// in one load. Lock-free: a concurrent retag may or may not be seen.
+    #[inline(always)]
+    pub(crate) fn pageblock_word_racy(&self, pfn: u64) -> u16 {
+        self.pageblocks[(pfn >> PAGEBLOCK_ORDER) as usize].load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The kernel's `__zone_watermark_ok`, on lock-free counters.

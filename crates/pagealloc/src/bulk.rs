@@ -8,14 +8,16 @@
 
 use crate::allocator::{AllocFlags, Inner, PageAllocator};
 use crate::error::{BulkFreeError, FreeError};
+use crate::fastpath::{Giver, GIVE_CHUNK};
 use crate::front::FRONT_BATCH;
+use crate::page;
 use crate::page::flags;
 use crate::pcp;
 use crate::stats::events::VmEvent;
-use crate::types::{Gfp, MigrateType, Pfn, PAGEBLOCK_ORDER};
+use crate::sync::Ordering;
+use crate::types::{Gfp, Pfn, PAGEBLOCK_ORDER};
+use crate::zone;
 
-/// Entries claimed per step of a bulk free before they join the lists.
-const CHUNK: usize = 64;
 use crate::zone::Wmark;
 
 impl PageAllocator {
@@ -34,14 +36,19 @@ impl PageAllocator {
         if lead == len {
             return lead;
         }
-        let mut holes = Holes { slots, next: lead };
         if len - lead <= FRONT_BATCH {
-            self.inner.front_take_fast(gfp, len - lead, |p| holes.put(p));
-            if holes.full() {
+            // The holes from the front cache in one take, hottest page first.
+            let mut done = false;
+            self.inner.front_take_fast(gfp, len - lead, |pages| {
+                let (used, full) = fill_holes(&mut slots[lead..], pages);
+                done = full;
+                used
+            });
+            if done {
                 return len;
             }
         }
-        self.alloc_pages_bulk_slow(gfp, holes.slots)
+        self.alloc_pages_bulk_slow(gfp, slots)
     }
 
     #[inline(never)]
@@ -81,10 +88,9 @@ impl PageAllocator {
     #[inline(always)]
     pub fn alloc_pages_bulk_list(&self, gfp: Gfp, nr: usize, out: &mut Vec<Pfn>) -> usize {
         if nr <= FRONT_BATCH {
-            out.reserve(nr);
-            let got = self.inner.front_take_fast(gfp, nr, |p| {
-                out.push(p);
-                true
+            let got = self.inner.front_take_fast(gfp, nr, |pages| {
+                out.extend(pages.iter().rev().map(|&p| Pfn::from_u32(p)));
+                pages.len()
             });
             if got == nr {
                 return nr;
@@ -221,8 +227,9 @@ impl PageAllocator {
     /// The full path of [`PageAllocator::free_pages_bulk_slots`] from slot `start` on.
     #[inline(never)]
     fn free_pages_bulk_slots_slow(&self, slots: &mut [Option<Pfn>], start: usize) -> Result<(), BulkFreeError> {
-        // Each slot is emptied as it is read; rejected entries go back.
-        let rejected = self.free_bulk_core(start, slots.len(), |i| slots[i].take());
+        let rejected = self.free_bulk_core(start, slots.len(), |i| slots[i]);
+        // Emptied in one sweep (a memset), rejected entries put back.
+        slots[start..].fill(None);
         if rejected.is_empty() {
             return Ok(());
         }
@@ -233,11 +240,11 @@ impl PageAllocator {
     }
 
     /// The bulk free: entries `start..len`, entry `i` given by `get(i)` (None: skip),
-    /// each read once, in index order. Entries are claimed a chunk at a time
-    /// (all the checks, no list work), then each chunk joins the per-CPU lists,
-    /// which stay locked from the first chunk to the last; a request that fits
-    /// one front-cache batch goes to this thread's front cache instead. Returns
-    /// the rejected entries in index order.
+    /// each read once, in index order. Each entry is checked and claimed (all
+    /// the checks of a free, then `PCP`), and joins this CPU's lists through a
+    /// [`Giver`], which keeps each zone's list locked from its first page to
+    /// its last; a request that fits one front-cache batch goes to this
+    /// thread's front cache instead. Returns the rejected entries in index order.
     fn free_bulk_core(
         &self,
         start: usize,
@@ -252,22 +259,40 @@ impl PageAllocator {
             wake: if inner.cfg.page_lock_waiters_bit { flags::WAITERS } else { flags::HEAD },
         };
         if !(len - start <= FRONT_BATCH && inner.front_on && claims.free_to_front(inner, &mut get, start, len)) {
-            let mut chunk = [0u32; CHUNK];
-            let mut held = None;
+            let mut giver = Giver::new(inner, true);
             let mut i = start;
             while i < len {
-                let c = claims.claim_chunk(inner, &mut get, &mut i, len, &mut chunk);
-                inner.give_claimed_held(&chunk[..c], true, &mut held);
+                let end = (i + GIVE_CHUNK).min(len);
+                claims.free_chunk(inner, &mut giver, &mut get, i, end);
+                i = end;
             }
-            if let Some(h) = held {
-                inner.release_held(h, true);
-            }
+            giver.finish();
         }
         for p in claims.woken {
             inner.wake_freed(p);
         }
         claims.rejected
     }
+}
+
+/// Fill the holes of `dst` from `pages`, last page first; returns how many
+/// pages were used and whether every hole is filled. One scalar pass: the
+/// slots and pages were most likely written one by one just before (by the
+/// frees that emptied them), and wide loads of narrow fresh stores stall.
+#[inline(always)]
+fn fill_holes(dst: &mut [Option<Pfn>], pages: &[u32]) -> (usize, bool) {
+    let mut src = pages.iter().rev();
+    let mut used = 0;
+    for s in dst.iter_mut() {
+        if s.is_none() {
+            let Some(&p) = src.next() else {
+                return (used, false);
+            };
+            *s = Some(Pfn::from_u32(p));
+            used += 1;
+        }
+    }
+    (used, true)
 }
 
 /// The holes of a slot array being filled in order; `next` is the next hole
@@ -327,8 +352,6 @@ impl Claims {
         let stacks = unsafe { slot.stacks() };
         let descs = inner.mm.descs();
         let mut taken = 0u64;
-        // The zone and pageblock type, looked up once per pageblock.
-        let (mut block, mut z, mut mt) = (u64::MAX, &inner.zones[0], MigrateType::Isolate);
         for i in start..len {
             let Some(pfn) = get(i) else {
                 continue;
@@ -345,12 +368,7 @@ impl Claims {
                 }
             }
             let p = pfn.as_u64();
-            if p >> PAGEBLOCK_ORDER != block {
-                block = p >> PAGEBLOCK_ORDER;
-                z = inner.zone_of(p);
-                mt = z.pageblock_mt_racy(p);
-            }
-            if inner.front_push(stacks, z, p, mt) {
+            if inner.front_push(stacks, p, inner.pageblock_word_racy(p)) {
                 taken += 1;
             } else {
                 // Isolated or reserved pageblock, or another zone's page.
@@ -362,36 +380,76 @@ impl Claims {
         true
     }
 
-    /// Claim entries from `*i` on (advancing it) until `chunk` is full or the
-    /// entries end; returns how many were claimed into `chunk`.
+    /// Free entries `start..end` (at most [`GIVE_CHUNK`]) through `giver`.
+    /// First one tight pass with no calls: each plain order-0 head (the
+    /// common case) is claimed, its pageblock word read and its private word
+    /// set, and it joins the batch; anything else (misuse, page-lock state,
+    /// the old design's wake on every free) is put aside. Then the batch goes
+    /// to the lists run by run, and the entries put aside get the full checks.
     #[inline(always)]
-    fn claim_chunk(
+    fn free_chunk(
         &mut self,
         inner: &Inner,
+        giver: &mut Giver<'_>,
         get: &mut impl FnMut(usize) -> Option<Pfn>,
-        i: &mut usize,
-        len: usize,
-        chunk: &mut [u32; CHUNK],
-    ) -> usize {
-        let descs = inner.mm.descs();
-        let (mut k, mut c) = (*i, 0);
-        while k < len && c < CHUNK {
-            if let Some(pfn) = get(k) {
-                match inner.claim_for_free_in(descs, pfn, 0) {
-                    Ok(old) => {
-                        if old & self.wake != 0 {
-                            self.woken.push(pfn);
-                        }
-                        // Claimed pfns are in range, and pfns fit in 32 bits.
-                        chunk[c] = pfn.as_u64() as u32;
-                        c += 1;
-                    }
-                    Err(e) => self.rejected.push((k, e)),
+        start: usize,
+        end: usize,
+    ) {
+        debug_assert!(end - start <= GIVE_CHUNK);
+        // Everything the pass reads of the allocator, in locals.
+        let (descs, pageblocks) = (inner.mm.descs(), &*inner.pageblocks);
+        // Old flags a fast free allows: none that calls for a wake-up.
+        let fast = if inner.cfg.page_lock_waiters_bit { flags::WAITERS } else { u32::MAX };
+        let mut pfns = [0u32; GIVE_CHUNK];
+        let mut words = [0u16; GIVE_CHUNK];
+        let mut aside = [(0usize, Pfn::MAX); GIVE_CHUNK];
+        let (mut c, mut na) = (0, 0);
+        for i in start..end {
+            let Some(pfn) = get(i) else {
+                continue;
+            };
+            let p = pfn.as_u64();
+            let Some((d, _, private)) = Inner::plain_head0(descs, p).filter(|(_, f, _)| f & fast == 0) else {
+                aside[na] = (i, pfn);
+                na += 1;
+                continue;
+            };
+            d.set_flags(flags::PCP);
+            let w = pageblocks[(p >> PAGEBLOCK_ORDER) as usize].load(Ordering::Relaxed);
+            if let Some(t) = zone::pb_pcp_index(w) {
+                if private != page::private_word_raw(0, t) {
+                    d.set_private_raw(page::private_word_raw(0, t));
                 }
             }
-            k += 1;
+            // Claimed pfns are in range, and pfns fit in 32 bits.
+            pfns[c] = p as u32;
+            words[c] = w;
+            c += 1;
         }
-        *i = k;
-        c
+        giver.give_runs(&pfns[..c], &words[..c]);
+        for &(i, pfn) in &aside[..na] {
+            self.free_checked(inner, giver, i, pfn);
+        }
+    }
+
+    /// The full checks of freeing order-0 page `pfn`, entry `i` (the rare
+    /// cases): freed through `giver`, or the rejection recorded.
+    #[cold]
+    #[inline(never)]
+    fn free_checked(&mut self, inner: &Inner, giver: &mut Giver<'_>, i: usize, pfn: Pfn) {
+        match inner.claim_for_free_checked(pfn, 0) {
+            Ok(old) => {
+                if old & self.wake != 0 {
+                    self.woken.push(pfn);
+                }
+                let p = pfn.as_u64();
+                let w = inner.pageblock_word_racy(p);
+                if let Some(t) = zone::pb_pcp_index(w) {
+                    inner.mm.page(p).set_private_raw(page::private_word_raw(0, t));
+                }
+                giver.give_runs(&[p as u32], &[w]);
+            }
+            Err(e) => self.rejected.push((i, e)),
+        }
     }
 }

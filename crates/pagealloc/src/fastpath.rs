@@ -13,20 +13,101 @@
 use crate::allocator::{AllocFlags, Inner, PageAllocator};
 use crate::error::FreeError;
 use crate::front::{FrontSlot, FrontStack, FRONT_BATCH, FRONT_CAP};
+use crate::page;
 use crate::page::flags;
 use crate::pcp::{self, Pcp, PcpLists};
 use crate::stats::events::VmEvent;
 use crate::stats::report::PcpReport;
 use crate::sync::{MutexGuard, Ordering};
 use crate::types::{Gfp, MigrateType, Pfn, ZoneType, MIGRATE_PCPTYPES, PAGEBLOCK_ORDER};
-use crate::zone::{Wmark, Zone};
+use crate::zone::{self, Wmark, Zone};
 
-/// One zone's per-CPU lists, locked by a bulk free, with the pages added so far.
-pub(crate) struct Held<'a> {
+/// One zone's per-CPU lists, locked by a [`Giver`], with the pages added so far.
+struct Held<'a> {
     z: &'a Zone,
     pcp: &'a Pcp,
     l: MutexGuard<'a, PcpLists>,
     n: u32,
+}
+
+/// Pages a bulk free claims before they join the lists (the size of its
+/// on-stack batch).
+pub(crate) const GIVE_CHUNK: usize = 64;
+
+/// The bits of a pageblock word that decide where a freed page goes: its
+/// zone, and its block's type and isolate bit.
+const GIVE_KEY: u16 = 0xff0f;
+
+/// Claimed order-0 pages (flags PCP, private set for a pcp-type block) on
+/// their way to this CPU's lists: each run of pages of one zone and one block
+/// type joins its list in one copy, and one zone's list stays locked from its
+/// first run to the last. Pages of isolated or reserved pageblocks go to the
+/// buddy, and so does a run whose list is busy (a per-CPU lock is never
+/// waited for).
+pub(crate) struct Giver<'a> {
+    inner: &'a Inner,
+    held: Option<Held<'a>>,
+    count_free: bool,
+}
+
+impl<'a> Giver<'a> {
+    /// `count_free`: count pgfree for the pages given (false where the
+    /// caller counted them already).
+    #[inline]
+    pub(crate) fn new(inner: &'a Inner, count_free: bool) -> Self {
+        Self { inner, held: None, count_free }
+    }
+
+    /// Give claimed pages `pfns`, whose pageblock words are `words`, run by
+    /// run (a run: consecutive pages whose words agree on [`GIVE_KEY`]).
+    #[inline(never)]
+    pub(crate) fn give_runs(&mut self, pfns: &[u32], words: &[u16]) {
+        debug_assert_eq!(pfns.len(), words.len());
+        let mut a = 0;
+        while a < pfns.len() {
+            let key = words[a] & GIVE_KEY;
+            let b = a + 1 + words[a + 1..].iter().take_while(|&&w| w & GIVE_KEY == key).count();
+            self.give(key, &pfns[a..b]);
+            a = b;
+        }
+    }
+
+    /// Give a run of claimed pages whose pageblock words share `key` to their
+    /// list (or the buddy).
+    pub(crate) fn give(&mut self, key: u16, run: &[u32]) {
+        let inner = self.inner;
+        if run.is_empty() {
+            return;
+        }
+        let z = &inner.zones[zone::pb_zone(key)];
+        let t = zone::pb_pcp_index(key).filter(|_| inner.pcp_on);
+        if let Some(t) = t {
+            if self.held.as_ref().is_none_or(|h| h.z.idx != z.idx) {
+                if let Some(h) = self.held.take() {
+                    inner.release_held(h, self.count_free);
+                }
+                let pcp = inner.pcp_here(z.idx);
+                self.held = inner.pcp_try_lock(pcp).map(|l| Held { z, pcp, l, n: 0 });
+            }
+            if let Some(h) = self.held.as_mut() {
+                h.l.lists[pcp::pindex_raw(0, t)].extend(run);
+                h.n += run.len() as u32;
+                return;
+            }
+        }
+        // Isolated or reserved pageblocks, lists off, or the list is busy.
+        for &q in run {
+            inner.free_to_buddy_counted(z, q as u64, 0, t.is_some(), self.count_free);
+        }
+    }
+
+    /// Unlock the list.
+    #[inline]
+    pub(crate) fn finish(mut self) {
+        if let Some(h) = self.held.take() {
+            self.inner.release_held(h, self.count_free);
+        }
+    }
 }
 
 #[inline(always)]
@@ -104,11 +185,23 @@ impl Inner {
         self.claim_for_free_checked(pfn, order)
     }
 
+    /// The common case of an order-0 free in one look at the descriptor: a
+    /// plain allocated order-0 head (neither locked nor under writeback).
+    /// Returns the descriptor, its flags and its private word; None sends the
+    /// caller to the full checks. Claims nothing.
+    #[inline(always)]
+    pub(crate) fn plain_head0(descs: &[crate::page::PageDesc], p: u64) -> Option<(&crate::page::PageDesc, u32, u32)> {
+        let d = descs.get(p as usize)?;
+        let (f, private) = (d.flags(), d.private_raw());
+        (f & (flags::HEAD | flags::LOCKED | flags::WRITEBACK) == flags::HEAD && private & page::ORDER_MASK == 0)
+            .then_some((d, f, private))
+    }
+
     /// The full checks of a per-CPU free claim (the rare cases: misuse, and heads
     /// with page-lock state a free allows).
     #[cold]
     #[inline(never)]
-    fn claim_for_free_checked(&self, pfn: Pfn, order: u32) -> Result<u32, FreeError> {
+    pub(crate) fn claim_for_free_checked(&self, pfn: Pfn, order: u32) -> Result<u32, FreeError> {
         let old = self.check_free(pfn, order)?;
         self.mm.page(pfn.as_u64()).set_flags(flags::PCP);
         Ok(old)
@@ -130,20 +223,25 @@ impl Inner {
     #[inline(always)]
     pub(crate) fn front_alloc_fast(&self, gfp: Gfp) -> Option<Pfn> {
         let mut r = None;
-        self.front_take_fast(gfp, 1, |p| {
-            r = Some(p);
-            false
+        self.front_take_fast(gfp, 1, |pages| {
+            r = Some(Pfn::from_u32(pages[pages.len() - 1]));
+            1
         });
         r
     }
 
-    /// The inline part of small bulk allocations: up to `n` pages off this
-    /// thread's front cache, as many as it holds (no refill), marked allocated
-    /// and handed to `out`, which says whether it takes another. Applies with one
-    /// node and no zeroing; returns how many were handed over.
+    /// The inline part of small allocations: up to `n` pages off this thread's
+    /// front cache, as many as it holds (no refill). `take` gets them in one
+    /// slice, hottest last, and returns how many it used, counting from the
+    /// end (it is not called when none are ready); those are marked allocated,
+    /// the rest stay. Applies with one node and no zeroing; returns how many
+    /// were used.
+    ///
+    /// The stack's length stays in a register for the whole take: no step
+    /// waits on the store of the step before.
     #[inline(always)]
-    pub(crate) fn front_take_fast(&self, gfp: Gfp, n: usize, mut out: impl FnMut(Pfn) -> bool) -> usize {
-        if !self.front_on || self.nodes.len() != 1 || gfp.contains(Gfp::ZERO) {
+    pub(crate) fn front_take_fast(&self, gfp: Gfp, n: usize, take: impl FnOnce(&[u32]) -> usize) -> usize {
+        if !self.front_alloc_inline || gfp.contains(Gfp::ZERO) {
             return 0;
         }
         if crate::failinject::armed() {
@@ -155,34 +253,38 @@ impl Inner {
         if !slot.enter() {
             return 0;
         }
-        let mt = gfp.migratetype();
-        let descs = self.mm.descs();
         // SAFETY: between a successful enter and exit on the owner thread.
-        let s = &mut unsafe { slot.stacks() }[mt.index()];
-        let mut got = 0;
-        while got < n && s.len > 0 {
-            s.len -= 1;
-            let p = s.pfns[s.len as usize];
-            descs[p as usize].set_allocated(0, mt);
-            got += 1;
-            if !out(Pfn::new(p as u64)) {
-                break;
+        let s = &mut unsafe { slot.stacks() }[gfp.migratetype().index()];
+        let len = s.len as usize;
+        let k = n.min(len);
+        let mut used = 0;
+        if k > 0 {
+            let offered = &s.pfns[len - k..len];
+            used = take(offered).min(k);
+            let descs = self.mm.descs();
+            for &p in &offered[k - used..] {
+                // A page on stack `mt` already has private (0, mt): allocating
+                // it for `mt` changes only its flags.
+                descs[p as usize].set_flags(flags::HEAD);
             }
-        }
-        if got > 0 {
-            slot.events.add_owner(alloc_event(&self.zones[s.zone as usize]), got as u64);
+            s.len = (len - used) as u32;
+            slot.events.add_owner(s.alloc_ev, used as u64);
         }
         slot.exit();
-        got
+        used
     }
 
     /// The inline part of order-0 frees: entries `0..n` (entry `i` is `get(i)`,
     /// None is skipped) onto this thread's front cache, while each is a plain
     /// allocated order-0 head (no page-lock state, no waiters) of a pcp-type
-    /// pageblock whose stack takes its zone; `done(i)` is called for each entry
-    /// freed. Stops, changing nothing, at the first entry that is not; returns
-    /// how many entries it got through. The full path handles the rest, misuse
+    /// pageblock whose stack takes its zone; `done(i)` is called for each
+    /// entry freed. Stops, changing nothing, at the first entry that is not;
+    /// returns how many entries it got through (every one of them freed or
+    /// skipped). The full path handles the rest, misuse
     /// included.
+    ///
+    /// The length of the stack being filled stays in a register while
+    /// consecutive pages go to the same stack (the usual case).
     #[inline(always)]
     pub(crate) fn front_give_fast(
         &self,
@@ -190,7 +292,7 @@ impl Inner {
         mut get: impl FnMut(usize) -> Option<Pfn>,
         mut done: impl FnMut(usize),
     ) -> usize {
-        if !self.front_on || !self.cfg.page_lock_waiters_bit {
+        if !self.front_free_inline {
             return 0;
         }
         let Some(slot) = self.front_slot() else {
@@ -201,48 +303,58 @@ impl Inner {
         }
         // SAFETY: between a successful enter and exit on the owner thread.
         let stacks = unsafe { slot.stacks() };
-        let descs = self.mm.descs();
-        // The zone, pageblock type and stack, looked up (and the stack checked
-        // to take the zone) once per pageblock.
-        let (mut block, mut z, mut mt) = (u64::MAX, &self.zones[0], MigrateType::Unmovable);
+        let (descs, pageblocks) = (self.mm.descs(), &*self.pageblocks);
+        // A plain allocated order-0 head with nothing to wake: its descriptor
+        // and private word, and its pageblock word (zone and type in one load).
+        let plain = |p: u64| {
+            let (d, f, private) = Inner::plain_head0(descs, p)?;
+            let w = pageblocks.get((p >> PAGEBLOCK_ORDER) as usize)?.load(Ordering::Relaxed);
+            (f & flags::WAITERS == 0).then_some((d, private, w))
+        };
         let (mut i, mut taken) = (0, 0u64);
-        while i < n {
+        // Outer loop: pick the stack for entry `i`; inner loop: fill it while
+        // entries go to it, its length in a register.
+        'pick: while i < n {
             let Some(pfn) = get(i) else {
                 i += 1;
                 continue;
             };
-            let p = pfn.as_u64();
-            let Some(d) = descs.get(p as usize) else {
+            let Some((_, _, w)) = plain(pfn.as_u64()) else {
                 break;
             };
-            if d.flags() & !flags::UPTODATE != flags::HEAD || d.order() != 0 {
+            let Some(t) = zone::pb_pcp_index(w) else {
+                break;
+            };
+            let s = &mut stacks[t];
+            if !self.front_stack_takes(s, w) {
                 break;
             }
-            if p >> PAGEBLOCK_ORDER != block {
-                let (bz, bmt) = (self.zone_of(p), self.zone_of(p).pageblock_mt_racy(p));
-                if !bmt.is_pcptype() {
+            let (key, want) = (w & GIVE_KEY, page::private_word_raw(0, t));
+            let mut len = s.len as usize;
+            while i < n && len < FRONT_CAP {
+                let Some(pfn) = get(i) else {
+                    i += 1;
+                    continue;
+                };
+                let p = pfn.as_u64();
+                let Some((d, private, w)) = plain(p) else {
+                    s.len = len as u32;
+                    break 'pick;
+                };
+                if w & GIVE_KEY != key {
                     break;
                 }
-                let s = &stacks[bmt.index()];
-                if s.len != 0 && s.zone != bz.idx as u32 {
-                    break;
+                d.set_flags(flags::PCP);
+                if private != want {
+                    d.set_private_raw(want);
                 }
-                (block, z, mt) = (p >> PAGEBLOCK_ORDER, bz, bmt);
+                s.pfns[len] = p as u32;
+                len += 1;
+                taken += 1;
+                done(i);
+                i += 1;
             }
-            let s = &mut stacks[mt.index()];
-            if s.len == 0 {
-                s.nid = z.nid;
-                s.zone = z.idx as u32;
-            } else if s.len as usize == FRONT_CAP {
-                self.front_flush(s);
-            }
-            d.set_flags(flags::PCP);
-            d.set_private(0, mt);
-            s.pfns[s.len as usize] = p as u32;
-            s.len += 1;
-            taken += 1;
-            done(i);
-            i += 1;
+            s.len = len as u32;
         }
         if taken > 0 {
             slot.events.add_owner(VmEvent::Pgfree, taken);
@@ -251,10 +363,62 @@ impl Inner {
         i
     }
 
-    /// The inline part of an order-0 free (see [`Inner::front_give_fast`]).
+    /// The inline part of an order-0 free: `pfn` onto this thread's front cache
+    /// if it is a plain allocated order-0 head (no page-lock state, no
+    /// waiters) of a pcp-type pageblock whose stack takes its zone. False,
+    /// changing nothing, otherwise: the full path handles it, misuse included.
     #[inline(always)]
     pub(crate) fn front_free_fast(&self, pfn: Pfn) -> bool {
-        self.front_give_fast(1, |_| Some(pfn), |_| {}) == 1
+        if !self.front_free_inline {
+            return false;
+        }
+        let Some(slot) = self.front_slot() else {
+            return false;
+        };
+        if !slot.enter() {
+            return false;
+        }
+        let p = pfn.as_u64();
+        let pushed = match Inner::plain_head0(self.mm.descs(), p) {
+            Some((d, f, private)) if f & flags::WAITERS == 0 => {
+                let w = self.pageblock_word_racy(p);
+                // SAFETY: between a successful enter and exit on the owner thread.
+                let stacks = unsafe { slot.stacks() };
+                match zone::pb_pcp_index(w) {
+                    Some(t) if self.front_stack_takes(&mut stacks[t], w) => {
+                        let s = &mut stacks[t];
+                        d.set_flags(flags::PCP);
+                        if private != page::private_word_raw(0, t) {
+                            d.set_private_raw(page::private_word_raw(0, t));
+                        }
+                        s.pfns[s.len as usize] = p as u32;
+                        s.len += 1;
+                        slot.events.add_owner(VmEvent::Pgfree, 1);
+                        true
+                    }
+                    _ => false,
+                }
+            }
+            _ => false,
+        };
+        slot.exit();
+        pushed
+    }
+
+    /// Make room on stack `s` for a page whose pageblock word is `w`: adopt
+    /// its zone if the stack is empty, flush half of a full stack. False when
+    /// the stack holds another zone's pages.
+    #[inline(always)]
+    fn front_stack_takes(&self, s: &mut FrontStack, w: u16) -> bool {
+        let zi = zone::pb_zone(w) as u32;
+        if s.len == 0 {
+            s.adopt(&self.zones[zi as usize]);
+        } else if s.zone != zi {
+            return false;
+        } else if s.len as usize == FRONT_CAP {
+            self.front_flush(s);
+        }
+        true
     }
 
     /// This thread's front cache for this allocator (registered on first use).
@@ -281,7 +445,7 @@ impl Inner {
             None
         };
         if r.is_some() {
-            slot.events.add_owner(alloc_event(&self.zones[s.zone as usize]), 1);
+            slot.events.add_owner(s.alloc_ev, 1);
         }
         slot.exit();
         r
@@ -307,8 +471,7 @@ impl Inner {
             match got {
                 Some(0) => continue,
                 Some(_) => {
-                    s.nid = z.nid;
-                    s.zone = z.idx as u32;
+                    s.adopt(z);
                     // The last page taken ends on top: a fresh refill is
                     // then handed out in ascending pfn order.
                     s.len = n as u32;
@@ -362,7 +525,7 @@ impl Inner {
             }
             s.len -= k as u32;
             got += k;
-            slot.events.add_owner(alloc_event(&self.zones[s.zone as usize]), k as u64);
+            slot.events.add_owner(s.alloc_ev, k as u64);
         }
         slot.exit();
         Some(got)
@@ -520,12 +683,12 @@ impl Inner {
     /// has pcp type `mt`: front cache, else per-CPU list, else buddy.
     #[inline(always)]
     pub(crate) fn free_claimed(&self, z: &Zone, p: u64, order: u32, mt: MigrateType, pi: usize) {
-        if order == 0 && self.front_on && self.front_free(z, p, mt) {
+        if order == 0 && self.front_on && self.front_free(p) {
             return;
         }
         let pcp = self.pcp_here(z.idx);
         if let Some(mut l) = self.pcp_try_lock(pcp) {
-            self.mm.page(p).set_private(order, mt);
+            self.mm.page(p).ensure_private(order, mt);
             self.pcp_push(z, pcp, &mut l, p, order, pi, true);
             l.publish(pcp);
         } else {
@@ -550,21 +713,22 @@ impl Inner {
     }
 
     #[inline(always)]
-    fn front_free(&self, z: &Zone, p: u64, mt: MigrateType) -> bool {
+    fn front_free(&self, p: u64) -> bool {
         match self.front_slot() {
-            Some(slot) => self.front_free_in(slot, z, p, mt),
+            Some(slot) => self.front_free_in(slot, p),
             None => false,
         }
     }
 
     /// The body of [`Inner::front_free`] (see [`Inner::front_alloc_in`]).
     #[inline(always)]
-    fn front_free_in(&self, slot: &FrontSlot, z: &Zone, p: u64, mt: MigrateType) -> bool {
+    fn front_free_in(&self, slot: &FrontSlot, p: u64) -> bool {
         if !slot.enter() {
             return false;
         }
+        let w = self.pageblock_word_racy(p);
         // SAFETY: between a successful enter and exit on the owner thread.
-        let pushed = self.front_push(unsafe { slot.stacks() }, z, p, mt);
+        let pushed = self.front_push(unsafe { slot.stacks() }, p, w);
         if pushed {
             slot.events.add_owner(VmEvent::Pgfree, 1);
         }
@@ -572,31 +736,23 @@ impl Inner {
         pushed
     }
 
-    /// Push claimed order-0 page `p` of zone `z`, whose pageblock has type `mt`,
-    /// on its stack (the caller has entered the slot), flushing a full stack
-    /// first. False when the page cannot go there: not a pcp type, or the
-    /// stack holds another zone's pages.
+    /// Push claimed order-0 page `p`, whose pageblock word is `w`, on its
+    /// stack (the caller has entered the slot), flushing a full stack first.
+    /// False when the page cannot go there: not a pcp type, or the stack holds
+    /// another zone's pages.
     #[inline(always)]
-    pub(crate) fn front_push(
-        &self,
-        stacks: &mut [FrontStack; MIGRATE_PCPTYPES],
-        z: &Zone,
-        p: u64,
-        mt: MigrateType,
-    ) -> bool {
-        if !mt.is_pcptype() {
+    pub(crate) fn front_push(&self, stacks: &mut [FrontStack; MIGRATE_PCPTYPES], p: u64, w: u16) -> bool {
+        let Some(t) = zone::pb_pcp_index(w) else {
+            return false;
+        };
+        let s = &mut stacks[t];
+        if !self.front_stack_takes(s, w) {
             return false;
         }
-        let s = &mut stacks[mt.index()];
-        if s.len == 0 {
-            s.nid = z.nid;
-            s.zone = z.idx as u32;
-        } else if s.zone != z.idx as u32 {
-            return false;
-        } else if s.len as usize == FRONT_CAP {
-            self.front_flush(s);
+        let d = self.mm.page(p);
+        if d.private_raw() != page::private_word_raw(0, t) {
+            d.set_private_raw(page::private_word_raw(0, t));
         }
-        self.mm.page(p).set_private(0, mt);
         s.pfns[s.len as usize] = p as u32;
         s.len += 1;
         true
@@ -610,72 +766,32 @@ impl Inner {
         s.len -= FRONT_BATCH as u32;
     }
 
-    /// Free claimed order-0 pages (flags already PCP) to this CPU's lists; see
-    /// [`Inner::give_claimed_held`]. `count_free` counts pgfree (callers that
-    /// counted already pass false).
+    /// Free claimed order-0 pages (flags already PCP) to this CPU's lists,
+    /// re-reading each one's pageblock (see [`Giver`]). `count_free` counts
+    /// pgfree (callers that counted already pass false).
     pub(crate) fn give_claimed(&self, pages: &[u32], count_free: bool) {
-        let mut held = None;
-        self.give_claimed_held(pages, count_free, &mut held);
-        if let Some(h) = held {
-            self.release_held(h, count_free);
-        }
-    }
-
-    /// Free claimed order-0 pages to this CPU's lists. Each segment of pages in
-    /// one zone whose pageblocks have one pcp type joins its list in one copy;
-    /// `held` keeps the last zone's list locked across calls (the caller ends
-    /// it with [`Inner::release_held`]). Pages of isolated or non-pcp pageblocks
-    /// go to the buddy, and so does a segment whose list is busy.
-    pub(crate) fn give_claimed_held<'a>(&'a self, pages: &[u32], count_free: bool, held: &mut Option<Held<'a>>) {
         let descs = self.mm.descs();
-        let mut k = 0;
-        while k < pages.len() {
-            let p = pages[k] as u64;
-            let z = self.zone_of(p);
-            let mt = z.pageblock_mt_racy(p);
-            // The segment: the following pages in this zone and of this type
-            // (the type is read once per pageblock).
-            let (mut block, mut e) = (p >> PAGEBLOCK_ORDER, k + 1);
-            while e < pages.len() {
-                let q = pages[e] as u64;
-                if q >> PAGEBLOCK_ORDER != block {
-                    if !z.contains(q) || z.pageblock_mt_racy(q) != mt {
-                        break;
+        let mut g = Giver::new(self, count_free);
+        let mut words = [0u16; GIVE_CHUNK];
+        for chunk in pages.chunks(GIVE_CHUNK) {
+            for (w, &p) in words.iter_mut().zip(chunk) {
+                *w = self.pageblock_word_racy(p as u64);
+                if let Some(t) = zone::pb_pcp_index(*w) {
+                    // The block may have changed type since the page was freed.
+                    let d = &descs[p as usize];
+                    if d.private_raw() != page::private_word_raw(0, t) {
+                        d.set_private_raw(page::private_word_raw(0, t));
                     }
-                    block = q >> PAGEBLOCK_ORDER;
-                }
-                e += 1;
-            }
-            let seg = &pages[k..e];
-            k = e;
-            let to_lists = mt.is_pcptype() && self.pcp_on;
-            if to_lists {
-                if held.as_ref().is_none_or(|h| h.z.idx != z.idx) {
-                    if let Some(h) = held.take() {
-                        self.release_held(h, count_free);
-                    }
-                    let pcp = self.pcp_here(z.idx);
-                    *held = self.pcp_try_lock(pcp).map(|l| Held { z, pcp, l, n: 0 });
-                }
-                if let Some(h) = held.as_mut() {
-                    for &q in seg {
-                        descs[q as usize].set_private(0, mt);
-                    }
-                    h.l.lists[pcp::pindex(0, mt).expect("order 0 has lists")].extend(seg);
-                    h.n += seg.len() as u32;
-                    continue;
                 }
             }
-            // Isolated or reserved pageblocks, lists off, or the list is busy.
-            for &q in seg {
-                self.free_to_buddy_counted(z, q as u64, 0, to_lists, count_free);
-            }
+            g.give_runs(chunk, &words[..chunk.len()]);
         }
+        g.finish();
     }
 
     /// End a [`Held`] list: count what joined it, drain it if it reached
     /// `high`, publish its counts and unlock it.
-    pub(crate) fn release_held(&self, h: Held<'_>, count_free: bool) {
+    fn release_held(&self, h: Held<'_>, count_free: bool) {
         let Held { z, pcp, mut l, n } = h;
         l.count += n;
         l.note_free(n);

@@ -39,9 +39,10 @@
 //! whose thread has exited is `orphaned`; the next `drain_all_pages` empties and
 //! forgets it.
 
-use crate::stats::events::EventCounters;
+use crate::stats::events::{EventCounters, VmEvent};
 use crate::sync::{AtomicBool, Ordering, UnsafeCell};
 use crate::types::MIGRATE_PCPTYPES;
+use crate::zone::Zone;
 
 /// Pages per stack (three stacks per thread and allocator: at most 768 KiB of pages).
 pub(crate) const FRONT_CAP: usize = 64;
@@ -54,8 +55,21 @@ pub(crate) struct FrontStack {
     pub(crate) nid: u32,
     /// The zone every page in the stack belongs to (index into the allocator's zones).
     pub(crate) zone: u32,
+    /// The event an allocation from this stack counts (the zone's pgalloc_*).
+    pub(crate) alloc_ev: VmEvent,
     pub(crate) len: u32,
     pub(crate) pfns: [u32; FRONT_CAP],
+}
+
+impl FrontStack {
+    /// Take pages of zone `z` from now on (the stack is empty).
+    #[inline]
+    pub(crate) fn adopt(&mut self, z: &Zone) {
+        debug_assert_eq!(self.len, 0);
+        self.nid = z.nid;
+        self.zone = z.idx as u32;
+        self.alloc_ev = crate::fastpath::alloc_event(z);
+    }
 }
 
 /// A thread's front cache for one allocator.
@@ -88,6 +102,7 @@ impl FrontSlot {
             stacks: UnsafeCell::new(std::array::from_fn(|_| FrontStack {
                 nid: 0,
                 zone: 0,
+                alloc_ev: VmEvent::PgallocNormal,
                 len: 0,
                 pfns: [0; FRONT_CAP],
             })),

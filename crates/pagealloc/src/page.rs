@@ -58,8 +58,21 @@ pub(crate) struct PageDesc {
 #[cfg(not(loom))]
 const _: () = assert!(std::mem::size_of::<PageDesc>() <= 16, "a page descriptor must fit in 16 bytes");
 
-const ORDER_MASK: u32 = 0x1f;
+/// The order bits of the private word.
+pub(crate) const ORDER_MASK: u32 = 0x1f;
 const MT_SHIFT: u32 = 8;
+
+/// The private word of a block of `order` for (or on the lists of) `mt`.
+#[inline(always)]
+pub(crate) const fn private_word(order: u32, mt: MigrateType) -> u32 {
+    private_word_raw(order, mt as usize)
+}
+
+/// [`private_word`] with the type as its index.
+#[inline(always)]
+pub(crate) const fn private_word_raw(order: u32, mt_index: usize) -> u32 {
+    order | ((mt_index as u32) << MT_SHIFT)
+}
 
 impl PageDesc {
     #[cfg_attr(not(loom), allow(dead_code))] // descriptors are zero-filled outside loom
@@ -98,7 +111,29 @@ impl PageDesc {
 
     #[inline(always)]
     pub(crate) fn set_private(&self, order: u32, mt: MigrateType) {
-        self.private.set(order | ((mt as u32) << MT_SHIFT))
+        self.private.set(private_word(order, mt))
+    }
+
+    /// Store a private word made by [`private_word`] or [`private_word_raw`].
+    #[inline(always)]
+    pub(crate) fn set_private_raw(&self, w: u32) {
+        self.private.set(w)
+    }
+
+    /// The private word as stored (compare with [`private_word`]).
+    #[inline(always)]
+    pub(crate) fn private_raw(&self) -> u32 {
+        self.private.get()
+    }
+
+    /// Set the private word to `order` and `mt` unless it already holds them
+    /// (a load of a line the caller has just read, instead of a store).
+    #[inline(always)]
+    pub(crate) fn ensure_private(&self, order: u32, mt: MigrateType) {
+        let w = private_word(order, mt);
+        if self.private.get() != w {
+            self.private.set(w);
+        }
     }
 
     #[inline(always)]

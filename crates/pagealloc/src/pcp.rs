@@ -63,6 +63,13 @@ pub(crate) fn pindex(order: u32, mt: MigrateType) -> Option<usize> {
     }
 }
 
+/// [`pindex`] for an order below `PCP_ORDERS` and a pcp type given by its index.
+#[inline(always)]
+pub(crate) const fn pindex_raw(order: u32, mt_index: usize) -> usize {
+    debug_assert!(order < PCP_ORDERS && mt_index < MIGRATE_PCPTYPES);
+    order as usize * MIGRATE_PCPTYPES + mt_index
+}
+
 /// The order of the blocks on list `pi`.
 #[inline(always)]
 pub(crate) fn pindex_order(pi: usize) -> u32 {

@@ -42,6 +42,13 @@ impl Pfn {
             None => panic!("u64::MAX is not a pfn"),
         }
     }
+    /// A pfn from a 32-bit frame number (how lists store them): no
+    /// `u64::MAX` check, so copies of many vectorise.
+    #[inline(always)]
+    pub(crate) const fn from_u32(pfn: u32) -> Self {
+        Self(NonZeroU64::MIN.saturating_add(pfn as u64))
+    }
+
     /// The raw frame number.
     #[inline]
     pub const fn as_u64(self) -> u64 {

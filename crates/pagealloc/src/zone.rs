@@ -19,12 +19,52 @@
 use crate::list::PfnList;
 use crate::memmap::MemMap;
 use crate::sync::{fence, AtomicU64, LockedCounter, Mutex, MutexGuard, Ordering};
-use crate::types::{MigrateType, ZoneType, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
-use std::sync::atomic::AtomicU8;
+use crate::types::{
+    MigrateType, ZoneType, MIGRATE_PCPTYPES, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES,
+};
+use std::sync::atomic::AtomicU16;
+use std::sync::Arc;
 
-/// Pageblock flag byte: migratetype in bits 0..3, isolate bit 3.
-const PB_MT_MASK: u8 = 0x7;
-const PB_ISOLATE: u8 = 0x8;
+/// Pageblock word: migratetype in bits 0..3 and the isolate bit 3 (written
+/// under the zone's lock), the zone's index in bits 8..16 (fixed at build).
+const PB_MT_MASK: u16 = 0x7;
+const PB_ISOLATE: u16 = 0x8;
+const PB_ZONE_SHIFT: u32 = 8;
+
+/// The pageblock table of the whole arena, one word per pageblock, indexed by
+/// `pfn >> PAGEBLOCK_ORDER` and shared by every zone (each writes only its
+/// own blocks). One load gives a pfn's zone and its block's type: the free
+/// paths ask both for every page.
+pub(crate) type Pageblocks = Arc<[AtomicU16]>;
+
+/// A table for `nblocks` pageblocks, every block Movable in zone 0.
+pub(crate) fn new_pageblocks(nblocks: usize) -> Pageblocks {
+    (0..nblocks).map(|_| AtomicU16::new(MigrateType::Movable as u16)).collect()
+}
+
+/// The zone index in a pageblock word.
+#[inline(always)]
+pub(crate) fn pb_zone(w: u16) -> usize {
+    (w >> PB_ZONE_SHIFT) as usize
+}
+
+/// The index of a pageblock word's effective type when it is a pcp type (not
+/// isolated, not HighAtomic), for indexing per-type arrays: one compare.
+#[inline(always)]
+pub(crate) fn pb_pcp_index(w: u16) -> Option<usize> {
+    let t = (w & (PB_MT_MASK | PB_ISOLATE)) as usize;
+    (t < MIGRATE_PCPTYPES).then_some(t)
+}
+
+/// The effective type in a pageblock word (Isolate while isolated).
+#[inline(always)]
+pub(crate) fn pb_mt(w: u16) -> MigrateType {
+    if w & PB_ISOLATE != 0 {
+        MigrateType::Isolate
+    } else {
+        MigrateType::from_index((w & PB_MT_MASK) as usize)
+    }
+}
 
 /// The free lists of one zone (what the zone lock protects).
 #[derive(Debug, Default)]
@@ -72,16 +112,23 @@ pub(crate) struct Zone {
     pub(crate) lowmem_reserve: [u64; 2],
     free: Mutex<FreeArea>,
     pub(crate) stats: ZoneStats,
-    blocks: Box<[AtomicU8]>,
+    /// The arena's pageblock table (this zone owns `start >> 9 .. end >> 9`).
+    blocks: Pageblocks,
     /// Times the zone lock was taken (for tests proving readers never take it).
     #[cfg(test)]
     pub(crate) lock_count: std::sync::atomic::AtomicU64,
 }
 
 impl Zone {
-    pub(crate) fn new(idx: usize, nid: u32, ztype: ZoneType, start: u64, end: u64) -> Self {
+    /// A zone over `start..end`, claiming its blocks in `blocks` (marked Movable).
+    pub(crate) fn new(idx: usize, nid: u32, ztype: ZoneType, start: u64, end: u64, blocks: &Pageblocks) -> Self {
         debug_assert!(start.is_multiple_of(PAGEBLOCK_PAGES) && end.is_multiple_of(PAGEBLOCK_PAGES) && end > start);
+        assert!(idx <= u8::MAX as usize, "zone index {idx} does not fit the pageblock word");
         let nblocks = ((end - start) / PAGEBLOCK_PAGES) as usize;
+        let first = (start / PAGEBLOCK_PAGES) as usize;
+        for b in &blocks[first..first + nblocks] {
+            b.store(((idx as u16) << PB_ZONE_SHIFT) | MigrateType::Movable as u16, Ordering::Relaxed);
+        }
         let stats = ZoneStats::default();
         // Every block starts Movable, as the kernel's memmap_init does.
         stats.block_count[MigrateType::Movable.index()].add_locked(nblocks as u64);
@@ -96,7 +143,7 @@ impl Zone {
             lowmem_reserve: [0; 2],
             free: Mutex::new(FreeArea::default()),
             stats,
-            blocks: (0..nblocks).map(|_| AtomicU8::new(MigrateType::Movable as u8)).collect(),
+            blocks: blocks.clone(),
             #[cfg(test)]
             lock_count: Default::default(),
         }
@@ -114,24 +161,20 @@ impl Zone {
 
     #[inline(always)]
     pub(crate) fn nr_pageblocks(&self) -> usize {
-        self.blocks.len()
+        ((self.end - self.start) / PAGEBLOCK_PAGES) as usize
     }
 
     #[inline(always)]
-    fn block(&self, pfn: u64) -> &AtomicU8 {
-        &self.blocks[((pfn - self.start) >> PAGEBLOCK_ORDER) as usize]
+    fn block(&self, pfn: u64) -> &AtomicU16 {
+        debug_assert!(self.contains(pfn));
+        &self.blocks[(pfn >> PAGEBLOCK_ORDER) as usize]
     }
 
     /// The effective type of the pageblock holding `pfn` (Isolate while isolated).
     /// Lock-free: a concurrent retag may or may not be seen.
     #[inline(always)]
     pub(crate) fn pageblock_mt_racy(&self, pfn: u64) -> MigrateType {
-        let b = self.block(pfn).load(Ordering::Relaxed);
-        if b & PB_ISOLATE != 0 {
-            MigrateType::Isolate
-        } else {
-            MigrateType::from_index((b & PB_MT_MASK) as usize)
-        }
+        pb_mt(self.block(pfn).load(Ordering::Relaxed))
     }
 
     /// The stored type ignoring the isolate bit.
@@ -184,7 +227,7 @@ impl<'a> ZoneGuard<'a> {
         debug_assert!(mt != MigrateType::Isolate);
         let b = self.zone.block(pfn);
         let old = b.load(Ordering::Relaxed);
-        let new = (old & !PB_MT_MASK) | mt as u8;
+        let new = (old & !PB_MT_MASK) | mt as u16;
         if old & PB_ISOLATE == 0 {
             let old_mt = (old & PB_MT_MASK) as usize;
             self.zone.stats.block_count[old_mt].sub_locked(1);
@@ -313,7 +356,7 @@ mod tests {
 
     #[test]
     fn watermarks_follow_the_kernel_formula_for_one_gib() {
-        let z = Zone::new(0, 0, ZoneType::Normal, 0, 262_144);
+        let z = Zone::new(0, 0, ZoneType::Normal, 0, 262_144, &new_pageblocks(512));
         let min_kb = clamp_min_free_kbytes(default_min_free_kbytes(262_144));
         assert_eq!(min_kb, 4096);
         let w = compute_watermarks(&z, min_kb / 4, 262_144, 10);
@@ -323,7 +366,7 @@ mod tests {
     #[test]
     fn isolate_bit_keeps_the_stored_type() {
         let mm = MemMap::new(1024, crate::Backing::None).unwrap();
-        let z = Zone::new(0, 0, ZoneType::Normal, 0, 1024);
+        let z = Zone::new(0, 0, ZoneType::Normal, 0, 1024, &new_pageblocks(2));
         let mut g = z.lock(&mm);
         g.set_pageblock_mt_locked(0, MigrateType::Unmovable);
         g.set_pageblock_isolate_locked(0, true);
