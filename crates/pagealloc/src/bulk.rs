@@ -38,13 +38,13 @@ impl PageAllocator {
         }
         if len - lead <= FRONT_BATCH {
             // The holes from the front cache in one take, hottest page first.
-            let mut done = false;
+            let mut hole = 0;
             self.inner.front_take_fast(gfp, len - lead, |pages| {
-                let (used, full) = fill_holes(&mut slots[lead..], pages);
-                done = full;
+                let used;
+                (used, hole) = fill_holes::<false>(&mut slots[lead..], pages);
                 used
             });
-            if done {
+            if lead + hole == len {
                 return len;
             }
         }
@@ -59,11 +59,13 @@ impl PageAllocator {
         }
         // With one slot left, the single-page path does it.
         if slots.len() - lead > 1 {
-            // bulk_fast takes no page after the sink says no hole follows.
-            let (most, len) = (slots.len() - lead, slots.len());
-            let mut holes = Holes { slots: &mut *slots, next: lead };
-            self.bulk_fast(gfp, most, |p| holes.put(p));
-            if holes.full() {
+            let (mut from, len) = (lead, slots.len());
+            self.bulk_fast(gfp, len - lead, |pages| {
+                let (used, hole) = fill_holes::<true>(&mut slots[from..], pages);
+                from += hole;
+                used
+            });
+            if from == len {
                 return len;
             }
         }
@@ -105,9 +107,9 @@ impl PageAllocator {
         let before = out.len();
         out.reserve(nr);
         if nr > 1 {
-            self.bulk_fast(gfp, nr, |p| {
-                out.push(p);
-                true
+            self.bulk_fast(gfp, nr, |pages| {
+                out.extend(pages.iter().rev().map(|&p| Pfn::from_u32(p)));
+                pages.len()
             });
         }
         while out.len() - before < nr {
@@ -120,12 +122,14 @@ impl PageAllocator {
     }
 
     /// The fast path of both forms: up to `nr` pages from this CPU's list for the
-    /// first zone with room, under one pcp lock hold, each handed to `sink`,
-    /// which says whether it takes another (after a false no page is taken).
-    /// Returns how many it handed over (0 when lists are off or busy, or no zone
-    /// is above its watermark).
+    /// first zone with room, under one pcp lock hold (or from this thread's
+    /// front cache, for small requests). `take` gets them a slice at a time,
+    /// hottest last, and returns how many it used, counting from the end
+    /// (fewer than offered: it wants no more); those are marked allocated.
+    /// Returns how many were used (0 when lists are off or busy, or no zone is
+    /// above its watermark).
     #[inline(always)]
-    fn bulk_fast(&self, gfp: Gfp, nr: usize, mut sink: impl FnMut(Pfn) -> bool) -> usize {
+    fn bulk_fast(&self, gfp: Gfp, nr: usize, mut take: impl FnMut(&[u32]) -> usize) -> usize {
         let inner = &*self.inner;
         let mt = gfp.migratetype();
         let (Some(pi), true) = (pcp::pindex(0, mt), inner.pcp_on) else {
@@ -136,15 +140,25 @@ impl PageAllocator {
             return 0;
         };
         let zl = node.zonelist(gfp);
+        let descs = inner.mm.descs();
+        // The pages used out of each slice become allocated: prep_new_page,
+        // with the descriptors in registers and one store each unless zeroing
+        // (a page on stack or list `mt` already has private (0, mt)).
+        let mut mark = |pages: &[u32]| {
+            let used = take(pages).min(pages.len());
+            for &p in &pages[pages.len() - used..] {
+                if gfp.contains(Gfp::ZERO) {
+                    inner.prep_new_page(p as u64, 0, gfp);
+                } else {
+                    descs[p as usize].set_flags(flags::HEAD);
+                }
+            }
+            used
+        };
         if nr <= FRONT_BATCH && inner.front_on && !gfp.contains(Gfp::ZERO) {
             // Small requests come from this thread's front cache, with no
             // atomic at all unless it has to refill.
-            let descs = inner.mm.descs();
-            let got = inner.front_take(self.numa_node_id(), mt, zl, gfp, nr, |p| {
-                descs[p as usize].set_allocated(0, mt);
-                sink(Pfn::new(p))
-            });
-            if let Some(got) = got {
+            if let Some(got) = inner.front_take(self.numa_node_id(), mt, zl, gfp, nr, &mut mark) {
                 return got;
             }
         }
@@ -153,20 +167,7 @@ impl PageAllocator {
             if !inner.watermark_ok(z, 0, af, gfp) {
                 continue;
             }
-            if gfp.contains(Gfp::ZERO) {
-                return inner
-                    .pcp_take(z, 0, mt, pi, af, gfp, nr, true, |p| sink(inner.prep_new_page(p, 0, gfp)))
-                    .unwrap_or(0);
-            }
-            // The same as prep_new_page without zeroing, with the descriptors
-            // in registers.
-            let descs = inner.mm.descs();
-            return inner
-                .pcp_take(z, 0, mt, pi, af, gfp, nr, true, |p| {
-                    descs[p as usize].set_allocated(0, mt);
-                    sink(Pfn::new(p))
-                })
-                .unwrap_or(0);
+            return inner.pcp_take(z, 0, mt, pi, af, gfp, nr, true, &mut mark).unwrap_or(0);
         }
         0
     }
@@ -275,52 +276,36 @@ impl PageAllocator {
     }
 }
 
-/// Fill the holes of `dst` from `pages`, last page first; returns how many
-/// pages were used and whether every hole is filled. One scalar pass: the
-/// slots and pages were most likely written one by one just before (by the
-/// frees that emptied them), and wide loads of narrow fresh stores stall.
+/// Fill the holes of `dst` from `pages`, last page first. Returns how many
+/// pages were used and the index of the first hole left (`dst.len()` when
+/// every hole is filled).
+///
+/// `WIDE`: first try the usual case, every slot a hole and enough pages, as
+/// one check and one straight copy, which vectorise. Only for slots and pages
+/// last written wide (memset and memcpy, as the large bulk paths do): a wide
+/// load of narrow fresh stores stalls, so the small paths, whose slots and
+/// stacks were written one entry at a time, use the one scalar pass.
 #[inline(always)]
-fn fill_holes(dst: &mut [Option<Pfn>], pages: &[u32]) -> (usize, bool) {
+fn fill_holes<const WIDE: bool>(dst: &mut [Option<Pfn>], pages: &[u32]) -> (usize, usize) {
+    // Without an early exit, so it vectorises.
+    if WIDE && pages.len() >= dst.len() && dst.iter().fold(true, |a, s| a & s.is_none()) {
+        for (d, &p) in dst.iter_mut().zip(pages.iter().rev()) {
+            *d = Some(Pfn::from_u32(p));
+        }
+        return (dst.len(), dst.len());
+    }
     let mut src = pages.iter().rev();
     let mut used = 0;
-    for s in dst.iter_mut() {
+    for (i, s) in dst.iter_mut().enumerate() {
         if s.is_none() {
             let Some(&p) = src.next() else {
-                return (used, false);
+                return (used, i);
             };
             *s = Some(Pfn::from_u32(p));
             used += 1;
         }
     }
-    (used, true)
-}
-
-/// The holes of a slot array being filled in order; `next` is the next hole
-/// (or the end).
-struct Holes<'a> {
-    slots: &'a mut [Option<Pfn>],
-    next: usize,
-}
-
-impl Holes<'_> {
-    /// Put `p` in the next hole; says whether another hole follows (the
-    /// holes are found as they are filled: one pass over the slots).
-    #[inline(always)]
-    fn put(&mut self, p: Pfn) -> bool {
-        let len = self.slots.len();
-        self.slots[self.next] = Some(p);
-        self.next += 1;
-        while self.next < len && self.slots[self.next].is_some() {
-            self.next += 1;
-        }
-        self.next < len
-    }
-
-    /// Every hole is filled.
-    #[inline(always)]
-    fn full(&self) -> bool {
-        self.next == self.slots.len()
-    }
+    (used, dst.len())
 }
 
 /// What a bulk free has found so far.

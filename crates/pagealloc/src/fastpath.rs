@@ -463,10 +463,13 @@ impl Inner {
         for &zi in zl {
             let z = &self.zones[zi];
             let mut n = 0usize;
-            let got = self.pcp_take(z, 0, mt, pi, af, gfp, FRONT_BATCH, false, |p| {
-                s.pfns[n] = p as u32;
-                n += 1;
-                true
+            let got = self.pcp_take(z, 0, mt, pi, af, gfp, FRONT_BATCH, false, |pages| {
+                // Hottest first into the stack.
+                for (d, &p) in s.pfns[n..].iter_mut().zip(pages.iter().rev()) {
+                    *d = p;
+                }
+                n += pages.len();
+                pages.len()
             });
             match got {
                 Some(0) => continue,
@@ -484,9 +487,11 @@ impl Inner {
     }
 
     /// Up to `n` order-0 pages from this thread's front cache, refilled from the
-    /// per-CPU lists as it empties (one list hold per refill), each handed to
-    /// `out`, which says whether it takes another. None when the cache cannot
-    /// serve: off, being drained right now, or holding another node's pages.
+    /// per-CPU lists as it empties (one list hold per refill). `take` gets them
+    /// a slice at a time, hottest last, and returns how many it used, counting
+    /// from the end (fewer than offered: it wants no more). Returns how many
+    /// were used; None when the cache cannot serve: off, being drained right
+    /// now, or holding another node's pages.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(crate) fn front_take(
@@ -496,7 +501,7 @@ impl Inner {
         zl: &[usize],
         gfp: Gfp,
         n: usize,
-        mut out: impl FnMut(u64) -> bool,
+        mut take: impl FnMut(&[u32]) -> usize,
     ) -> Option<usize> {
         let slot = self.front_slot()?;
         if !slot.enter() {
@@ -509,23 +514,19 @@ impl Inner {
             return None;
         }
         let mut got = 0usize;
-        let mut more = true;
-        while more && got < n {
+        while got < n {
             if s.len == 0 && !self.front_fill(s, mt, zl, gfp) {
                 break;
             }
             let top = s.len as usize;
-            let mut k = 0;
-            for &p in s.pfns[top - (n - got).min(top)..top].iter().rev() {
-                k += 1;
-                if !out(p as u64) {
-                    more = false;
-                    break;
-                }
+            let k = (n - got).min(top);
+            let used = take(&s.pfns[top - k..top]).min(k);
+            s.len -= used as u32;
+            got += used;
+            slot.events.add_owner(s.alloc_ev, used as u64);
+            if used < k {
+                break;
             }
-            s.len -= k as u32;
-            got += k;
-            slot.events.add_owner(s.alloc_ev, k as u64);
         }
         slot.exit();
         Some(got)
@@ -544,9 +545,9 @@ impl Inner {
         gfp: Gfp,
     ) -> Option<u64> {
         let mut r = None;
-        match self.pcp_take(z, order, mt, pi, af, gfp, 1, true, |p| {
-            r = Some(p);
-            true
+        match self.pcp_take(z, order, mt, pi, af, gfp, 1, true, |blocks| {
+            r = Some(blocks[blocks.len() - 1] as u64);
+            1
         }) {
             Some(_) => r,
             None => {
@@ -562,8 +563,10 @@ impl Inner {
     }
 
     /// Take up to `n` blocks from this CPU's list `pi` for zone `z`, refilling
-    /// from the buddy as needed; `out` receives each and says whether it takes
-    /// another. None if the lock was busy.
+    /// from the buddy as needed. `take` gets them a slice at a time, hottest
+    /// last, and returns how many it used, counting from the end (fewer than
+    /// offered: it wants no more). Returns how many were used; None if the lock
+    /// was busy.
     #[allow(clippy::too_many_arguments)]
     #[inline]
     pub(crate) fn pcp_take(
@@ -576,39 +579,30 @@ impl Inner {
         gfp: Gfp,
         n: usize,
         count_alloc: bool,
-        mut out: impl FnMut(u64) -> bool,
+        mut take: impl FnMut(&[u32]) -> usize,
     ) -> Option<usize> {
         let pcp = self.pcp_here(z.idx);
         let mut l = self.pcp_try_lock(pcp)?;
         let mut got = 0usize;
-        let mut more = true;
-        while more && got < n {
-            // Hand over as much of the request as the list holds, hot end first,
-            // then cut what was taken off the list in one step.
+        while got < n {
             let list = &mut l.lists[pi];
-            let k = (n - got).min(list.len());
-            if k == 0 {
+            if list.is_empty() {
                 if !self.pcp_refill(z, &mut l, order, mt, pi, af, gfp) {
                     break;
                 }
                 continue;
             }
-            // The last k entries, hot end first: the end of the deque's second
-            // slice, then the end of its first.
+            // The hot end is the end of the deque's second slice (or of its
+            // first, when the second is empty).
             let (front, back) = list.as_slices();
-            let from_back = k.min(back.len());
-            let mut taken = 0;
-            'hand: for part in [&back[back.len() - from_back..], &front[front.len() - (k - from_back)..]] {
-                for &p in part.iter().rev() {
-                    taken += 1;
-                    if !out(p as u64) {
-                        more = false;
-                        break 'hand;
-                    }
-                }
+            let part = if back.is_empty() { front } else { back };
+            let k = (n - got).min(part.len());
+            let used = take(&part[part.len() - k..]).min(k);
+            list.truncate(list.len() - used);
+            got += used;
+            if used < k {
+                break;
             }
-            list.truncate(list.len() - taken);
-            got += taken;
         }
         if got > 0 {
             l.count -= (got as u32) << order;
@@ -661,7 +655,7 @@ impl Inner {
             while q > p {
                 q -= 1 << order;
                 let d = self.mm.page(q);
-                d.set_private(order, mt);
+                d.ensure_private(order, mt);
                 d.set_flags(flags::PCP);
                 l.lists[pi].push_front(q as u32);
                 got += 1;

@@ -14,6 +14,13 @@
 //! (step:<N>) - (measurement period time:<s>.<ns> sec time_interval:<ns>) -
 //! (invoke count:<pages> tsc_interval:<cycles>)`, for the median of the repeats.
 //!
+//! The bulk calls take their `Vec` and slice as they are, with no
+//! `black_box`: both are calls with side effects the compiler cannot drop, and
+//! `black_box(&vec)` made it reload the `Vec` header with one 16-byte load
+//! right after `extend` had stored its length, a store-forwarding stall that
+//! added about 3 ns per call to the list form alone on the AMD EPYC it was
+//! found on.
+//!
 //! `pcp-pair-*` figures: the single-page pair again (front cache on, the
 //! default), the same pair with the thread front cache off (the per-CPU lists
 //! alone), and the system allocator's 4 KiB-aligned 4 KiB `alloc`/`dealloc` pair,
@@ -115,7 +122,7 @@ fn measure(repeats: usize, total: u64) -> Measured {
             time(step, loops, || {
                 let n = a.alloc_pages_bulk_list(gfp, step, &mut list_out);
                 assert_eq!(n, step, "bulk: list form came back short");
-                a.free_pages_bulk(std::hint::black_box(&list_out)).expect("bulk: free");
+                a.free_pages_bulk(&list_out).expect("bulk: free");
                 list_out.clear();
             })
         };
@@ -125,7 +132,7 @@ fn measure(repeats: usize, total: u64) -> Measured {
                 assert_eq!(n, step, "bulk: array form came back short");
                 // The array goes back as it is (the kernel's release_pages on
                 // the array), emptied for the next round.
-                a.free_pages_bulk_slots(std::hint::black_box(&mut *s)).expect("bulk: free");
+                a.free_pages_bulk_slots(s).expect("bulk: free");
             })
         };
         // Warm both, then alternate repeat by repeat so drift hits both alike.
