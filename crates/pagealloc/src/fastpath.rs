@@ -616,6 +616,13 @@ impl Inner {
     }
 
     /// Refill list `pi` with a batch from the buddy under one zone-lock hold.
+    ///
+    /// Only the buddy work happens under the zone lock: the blocks taken are
+    /// noted as runs, and their pages are marked and listed after it is
+    /// dropped. That is safe: off the free lists the blocks are nobody's but
+    /// ours, a free of one of their pfns in between finds no allocated head
+    /// and is refused, and the pcp lock we hold keeps every checker and
+    /// drainer out until they are listed.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn pcp_refill(
         &self,
@@ -631,41 +638,50 @@ impl Inner {
             return false;
         }
         let n = l.refill_blocks(order);
-        let mut g = z.lock(&self.mm);
+        let mut runs = std::mem::take(&mut l.scratch);
         let mut got = 0u32;
-        while got < n {
-            // Take the largest power-of-two run of blocks that still fits the
-            // request from this type's own lists in one piece and cut it up here
-            // (one list operation instead of one per block); only single blocks
-            // go through the fallback path.
-            let run = (n - got).ilog2().min(PAGEBLOCK_ORDER.saturating_sub(order));
-            let (p, k) = match g.rmqueue_smallest(order + run, mt) {
-                Some(p) if run > 0 => (p, order + run),
-                Some(p) => (p, order),
-                None => match g.rmqueue_locked(order, mt) {
-                    Some((p, how)) => {
-                        self.count_fallback(z, how);
-                        (p, order)
-                    }
-                    None => break,
-                },
-            };
-            // Refilled pages go to the cold end, lowest pfn nearest the hot end.
+        let above_high = {
+            let mut g = z.lock(&self.mm);
+            while got < n {
+                // Take the largest power-of-two run of blocks that still fits the
+                // request from this type's own lists in one piece (one list
+                // operation instead of one per block); only single blocks go
+                // through the fallback path.
+                let run = (n - got).ilog2().min(PAGEBLOCK_ORDER.saturating_sub(order));
+                let (p, k) = match g.rmqueue_smallest(order + run, mt) {
+                    Some(p) if run > 0 => (p, order + run),
+                    Some(p) => (p, order),
+                    None => match g.rmqueue_locked(order, mt) {
+                        Some((p, how)) => {
+                            self.count_fallback(z, how);
+                            (p, order)
+                        }
+                        None => break,
+                    },
+                };
+                runs.push(pcp::block_key(p, k));
+                got += 1 << (k - order);
+            }
+            if got > 0 {
+                z.stats.events.add_owner(VmEvent::PcpRefill, 1);
+            }
+            z.free_pages_racy() > z.wmark[Wmark::High as usize]
+        };
+        // Refilled pages go to the cold end, each run's lowest pfn coldest.
+        let descs = self.mm.descs();
+        for &r in &runs {
+            let (p, k) = pcp::unkey(r);
             let mut q = p + (1u64 << k);
             while q > p {
                 q -= 1 << order;
-                let d = self.mm.page(q);
+                let d = &descs[q as usize];
                 d.ensure_private(order, mt);
                 d.set_flags(flags::PCP);
                 l.lists[pi].push_front(q as u32);
-                got += 1;
             }
         }
-        if got > 0 {
-            z.stats.events.add_owner(VmEvent::PcpRefill, 1);
-        }
-        let above_high = z.free_pages_racy() > z.wmark[Wmark::High as usize];
-        drop(g);
+        runs.clear();
+        l.scratch = runs;
         l.count += got << order;
         l.tune_on_refill(above_high);
         got > 0

@@ -147,8 +147,9 @@ pub(crate) struct PcpLists {
     /// Where the next drain starts its round-robin.
     next_list: usize,
     last_decay: Instant,
-    /// Scratch for two-pass drains (kept to avoid allocating on the drain path).
-    scratch: Vec<u64>,
+    /// Scratch for drains and refills (block keys; kept to avoid allocating
+    /// on those paths). Empty between uses.
+    pub(crate) scratch: Vec<u64>,
 }
 
 impl Pcp {
@@ -266,6 +267,10 @@ impl PcpLists {
             return 0;
         }
         let mut scratch = std::mem::take(&mut self.scratch);
+        // Seed 1's design does every per-page step it can before the zone
+        // lock: the pick, and (unless types cached on the pages decide which
+        // blocks may merge) finding the runs and clearing each page's mark.
+        let runs_early = mode == DrainMode::TwoPass && !cached_mt;
         let (freed, mut g) = match mode {
             // Today's design: pick and merge under one zone-lock hold.
             DrainMode::SinglePass => {
@@ -275,11 +280,14 @@ impl PcpLists {
             // Seed 1: pick off the lists first, then take the zone lock to merge.
             DrainMode::TwoPass => {
                 let freed = self.pick(nr, first, &mut scratch);
+                if runs_early {
+                    coalesce_runs(mm, &mut scratch, |_, _| true);
+                }
                 (freed, zone.lock(mm))
             }
         };
         let check_isolate = cached_mt && zone.stats.block_count[MigrateType::Isolate.index()].get_racy() != 0;
-        free_coalesced(&mut g, &mut scratch, cached_mt, check_isolate);
+        free_coalesced(&mut g, &mut scratch, cached_mt && !check_isolate, runs_early);
         g.zone.stats.events.add_owner(crate::stats::events::VmEvent::PcpDrain, 1);
         drop(g);
         scratch.clear();
@@ -354,30 +362,52 @@ impl PcpLists {
 /// freed as it was allocated) come off the lists in address order, so no sort
 /// is needed to find the runs; a sort cost more than it saved.
 ///
-/// The type each block is freed under is its pageblock's, read now (today's
-/// design), or the type cached on the page at free (seed 2's old design; the
-/// pageblock is read only when the zone has isolated pageblocks). A run
-/// coalesces only if all its blocks would be freed under the same type.
-fn free_coalesced(g: &mut ZoneGuard<'_>, blocks: &mut [u64], cached_mt: bool, check_isolate: bool) {
-    let use_cache = cached_mt && !check_isolate;
+/// The type each block is freed under is its pageblock's, read now under the
+/// zone lock (today's design), or with `use_cache` the type cached on the
+/// page at free (seed 2's old design). A run coalesces only if all its blocks
+/// would be freed under the same type, which without the cache they always
+/// are (a run never leaves its pageblock). `runs_ready`: the caller already
+/// turned `blocks` into runs with [`coalesce_runs`] before taking the lock.
+fn free_coalesced(g: &mut ZoneGuard<'_>, blocks: &mut Vec<u64>, use_cache: bool, runs_ready: bool) {
     // The cached type may be stale by the time of the drain. A stale pcp type
     // inside a pcp-type block only misfiles the page between pcp types (the old
     // design's known flaw, tolerated by check_invariants in that mode); but a
     // block that has since become HighAtomic or isolated must get its own type,
     // so the old design checks the block's type for that one case.
-    let mt_of = |g: &ZoneGuard<'_>, pfn: u64| {
-        let block = g.zone.pageblock_mt_racy(pfn);
+    let zone = g.zone;
+    let mm = g.mm;
+    let mt_of = |pfn: u64| {
+        let block = zone.pageblock_mt_racy(pfn);
         if use_cache && block.is_pcptype() {
-            g.mm.page(pfn).private_mt()
+            mm.page(pfn).private_mt()
         } else {
             block
         }
     };
+    if !runs_ready {
+        if use_cache {
+            coalesce_runs(mm, blocks, |a, b| mt_of(a) == mt_of(b));
+        } else {
+            coalesce_runs(mm, blocks, |_, _| true);
+        }
+    }
+    for &r in blocks.iter() {
+        let (p, k) = unkey(r);
+        g.free_one_locked(p, k, mt_of(p));
+    }
+}
+
+/// Turn picked blocks into runs: each run of consecutive blocks that exactly
+/// fills an aligned larger block within one pageblock, and whose heads `same`
+/// accepts as freed under one type, becomes one key of that larger block
+/// (in place: `blocks` ends as the runs' keys). Every page's mark is cleared:
+/// they become free blocks' heads and tails. Needs no zone lock: the caller
+/// holds the pages (off every list, under its pcp lock).
+fn coalesce_runs(mm: &MemMap, blocks: &mut Vec<u64>, same: impl Fn(u64, u64) -> bool) {
     let n = blocks.len();
-    let mut i = 0;
+    let (mut i, mut w) = (0, 0);
     while i < n {
         let (p, o) = unkey(blocks[i]);
-        let mt = mt_of(g, p);
         let mut k = o;
         let mut j = i + 1;
         while k < PAGEBLOCK_ORDER && p & ((2u64 << k) - 1) == 0 {
@@ -386,10 +416,8 @@ fn free_coalesced(g: &mut ZoneGuard<'_>, blocks: &mut [u64], cached_mt: bool, ch
                 break;
             }
             let half = p + (1u64 << k);
-            let fits = (0..need).all(|t| {
-                blocks[j + t] == block_key(half + ((t as u64) << o), o)
-                    && (!use_cache || mt_of(g, unkey(blocks[j + t]).0) == mt)
-            });
+            let fits = (0..need)
+                .all(|t| blocks[j + t] == block_key(half + ((t as u64) << o), o) && same(p, unkey(blocks[j + t]).0));
             if !fits {
                 break;
             }
@@ -397,20 +425,23 @@ fn free_coalesced(g: &mut ZoneGuard<'_>, blocks: &mut [u64], cached_mt: bool, ch
             k += 1;
         }
         for &b in &blocks[i..j] {
-            g.mm.page(unkey(b).0).clear();
+            mm.page(unkey(b).0).clear();
         }
-        g.free_one_locked(p, k, mt);
+        blocks[w] = block_key(p, k);
+        w += 1;
         i = j;
     }
+    blocks.truncate(w);
 }
 
-/// A drained block as one sortable word: pfn above, order below.
+/// A block as one sortable word: pfn above, order below.
 #[inline(always)]
-fn block_key(pfn: u64, order: u32) -> u64 {
+pub(crate) fn block_key(pfn: u64, order: u32) -> u64 {
     (pfn << 5) | order as u64
 }
 
+/// The block of a [`block_key`] word.
 #[inline(always)]
-fn unkey(k: u64) -> (u64, u32) {
+pub(crate) fn unkey(k: u64) -> (u64, u32) {
     (k >> 5, (k & 31) as u32)
 }
