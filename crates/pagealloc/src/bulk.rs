@@ -261,10 +261,11 @@ impl PageAllocator {
         };
         if !(len - start <= FRONT_BATCH && inner.front_on && claims.free_to_front(inner, &mut get, start, len)) {
             let mut giver = Giver::new(inner, true);
+            let mut batch = ([0u32; GIVE_CHUNK], [0u16; GIVE_CHUNK]);
             let mut i = start;
             while i < len {
                 let end = (i + GIVE_CHUNK).min(len);
-                claims.free_chunk(inner, &mut giver, &mut get, i, end);
+                claims.free_chunk(inner, &mut giver, &mut get, (i, end), &mut batch);
                 i = end;
             }
             giver.finish();
@@ -365,40 +366,49 @@ impl Claims {
         true
     }
 
-    /// Free entries `start..end` (at most [`GIVE_CHUNK`]) through `giver`.
-    /// First one tight pass with no calls: each plain order-0 head (the
-    /// common case) is claimed, its pageblock word read and its private word
-    /// set, and it joins the batch; anything else (misuse, page-lock state,
-    /// the old design's wake on every free) is put aside. Then the batch goes
-    /// to the lists run by run, and the entries put aside get the full checks.
+    /// Free entries `start..end` (at most [`GIVE_CHUNK`]) through `giver`,
+    /// `batch` being scratch space for the pass. First one tight pass with no
+    /// calls: each plain order-0 head (the common case) is claimed, its
+    /// pageblock word read and its private word set, and it joins the batch;
+    /// anything else (misuse, page-lock state, the old design's wake on every
+    /// free) is put aside. Then the batch goes to the lists run by run, and the
+    /// entries put aside get the full checks (`get` is read again for them: it
+    /// must be a plain read).
     #[inline(always)]
     fn free_chunk(
         &mut self,
         inner: &Inner,
         giver: &mut Giver<'_>,
         get: &mut impl FnMut(usize) -> Option<Pfn>,
-        start: usize,
-        end: usize,
+        (start, end): (usize, usize),
+        batch: &mut ([u32; GIVE_CHUNK], [u16; GIVE_CHUNK]),
     ) {
-        debug_assert!(end - start <= GIVE_CHUNK);
+        debug_assert!(end - start <= GIVE_CHUNK && GIVE_CHUNK <= 64);
         // Everything the pass reads of the allocator, in locals.
         let (descs, pageblocks) = (inner.mm.descs(), &*inner.pageblocks);
-        // Old flags a fast free allows: none that calls for a wake-up.
-        let fast = if inner.cfg.page_lock_waiters_bit { flags::WAITERS } else { u32::MAX };
-        let mut pfns = [0u32; GIVE_CHUNK];
-        let mut words = [0u16; GIVE_CHUNK];
-        let mut aside = [(0usize, Pfn::MAX); GIVE_CHUNK];
-        let (mut c, mut na) = (0, 0);
+        // A fast free's old flags: an allocated head, not locked, not under
+        // writeback, and nobody to wake (the old design wakes on every free,
+        // so none of its frees is fast).
+        let (mask, fast) = (flags::HEAD | flags::LOCKED | flags::WRITEBACK | flags::WAITERS, flags::HEAD);
+        let fast = if inner.cfg.page_lock_waiters_bit { fast } else { u32::MAX };
+        let (pfns, words) = batch;
+        // Bit k: entry `start + k` needs the full checks.
+        let mut aside = 0u64;
+        let mut c = 0;
         for i in start..end {
             let Some(pfn) = get(i) else {
                 continue;
             };
             let p = pfn.as_u64();
-            let Some((d, _, private)) = Inner::plain_head0(descs, p).filter(|(_, f, _)| f & fast == 0) else {
-                aside[na] = (i, pfn);
-                na += 1;
+            let Some(d) = descs.get(p as usize) else {
+                aside |= 1 << (i - start);
                 continue;
             };
+            let (f, private) = (d.flags(), d.private_raw());
+            if f & mask != fast || private & page::ORDER_MASK != 0 {
+                aside |= 1 << (i - start);
+                continue;
+            }
             d.set_flags(flags::PCP);
             let w = pageblocks[(p >> PAGEBLOCK_ORDER) as usize].load(Ordering::Relaxed);
             if let Some(t) = zone::pb_pcp_index(w) {
@@ -412,8 +422,12 @@ impl Claims {
             c += 1;
         }
         giver.give_runs(&pfns[..c], &words[..c]);
-        for &(i, pfn) in &aside[..na] {
-            self.free_checked(inner, giver, i, pfn);
+        while aside != 0 {
+            let i = start + aside.trailing_zeros() as usize;
+            aside &= aside - 1;
+            if let Some(pfn) = get(i) {
+                self.free_checked(inner, giver, i, pfn);
+            }
         }
     }
 

@@ -67,14 +67,37 @@ impl Rec {
     }
 }
 
-/// Time `loops` calls of `f`, each handling `step` pages.
-fn time(step: usize, loops: u64, mut f: impl FnMut()) -> Rec {
+/// Time `f`, which makes `loops` calls, each handling `step` pages.
+fn time(step: usize, loops: u64, f: impl FnOnce()) -> Rec {
     let (t, c0) = (Instant::now(), rdtsc());
-    for _ in 0..loops {
-        f();
-    }
+    f();
     let tsc = rdtsc() - c0;
     Rec { step, invoked: loops * step as u64, tsc, ns: t.elapsed().as_nanos() as u64 }
+}
+
+/// `loops` rounds of the list form: allocate `step` pages onto `out`, free
+/// them, clear. Each form's loop is a function of its own, so neither's code
+/// generation depends on the other's.
+#[inline(never)]
+fn list_rounds(a: &PageAllocator, gfp: Gfp, step: usize, out: &mut Vec<Pfn>, loops: u64) {
+    for _ in 0..loops {
+        let n = a.alloc_pages_bulk_list(gfp, step, out);
+        assert_eq!(n, step, "bulk: list form came back short");
+        a.free_pages_bulk(out).expect("bulk: free");
+        out.clear();
+    }
+}
+
+/// `loops` rounds of the array form over `slots` (all empty): fill, then
+/// hand the array back as it is (the kernel's release_pages on the array),
+/// emptied for the next round.
+#[inline(never)]
+fn array_rounds(a: &PageAllocator, gfp: Gfp, slots: &mut [Option<Pfn>], loops: u64) {
+    for _ in 0..loops {
+        let n = a.alloc_pages_bulk(gfp, slots);
+        assert_eq!(n, slots.len(), "bulk: array form came back short");
+        a.free_pages_bulk_slots(slots).expect("bulk: free");
+    }
 }
 
 /// The repeat with the median cost, and every repeat's cycles per element.
@@ -103,8 +126,10 @@ fn measure(repeats: usize, total: u64) -> Measured {
     let a = PageAllocator::new(Config::new()).expect("bulk arena");
     let single_run = |a: &PageAllocator| {
         time(1, total, || {
-            let p = a.alloc_pages(gfp, 0).expect("bulk: alloc");
-            a.free_pages(std::hint::black_box(p), 0).expect("bulk: free");
+            for _ in 0..total {
+                let p = a.alloc_pages(gfp, 0).expect("bulk: alloc");
+                a.free_pages(std::hint::black_box(p), 0).expect("bulk: free");
+            }
         })
     };
     // Warm the arena, the lists and the front cache.
@@ -118,23 +143,8 @@ fn measure(repeats: usize, total: u64) -> Measured {
     for &step in &STEPS {
         let loops = (total / step as u64).max(1);
         let s = &mut slots[..step];
-        let mut list_run = || {
-            time(step, loops, || {
-                let n = a.alloc_pages_bulk_list(gfp, step, &mut list_out);
-                assert_eq!(n, step, "bulk: list form came back short");
-                a.free_pages_bulk(&list_out).expect("bulk: free");
-                list_out.clear();
-            })
-        };
-        let mut array_run = || {
-            time(step, loops, || {
-                let n = a.alloc_pages_bulk(gfp, s);
-                assert_eq!(n, step, "bulk: array form came back short");
-                // The array goes back as it is (the kernel's release_pages on
-                // the array), emptied for the next round.
-                a.free_pages_bulk_slots(s).expect("bulk: free");
-            })
-        };
+        let mut list_run = || time(step, loops, || list_rounds(&a, gfp, step, &mut list_out, loops));
+        let mut array_run = || time(step, loops, || array_rounds(&a, gfp, s, loops));
         // Warm both, then alternate repeat by repeat so drift hits both alike.
         list_run();
         array_run();
@@ -158,11 +168,13 @@ fn measure(repeats: usize, total: u64) -> Measured {
     let layout = std::alloc::Layout::from_size_align(4096, 4096).expect("layout");
     let malloc_run = || {
         time(1, total, || {
-            // SAFETY: the layout has a non-zero size.
-            let p = unsafe { std::alloc::alloc(layout) };
-            assert!(!p.is_null(), "bulk: malloc failed");
-            // SAFETY: allocated just above with this layout, freed once.
-            unsafe { std::alloc::dealloc(std::hint::black_box(p), layout) };
+            for _ in 0..total {
+                // SAFETY: the layout has a non-zero size.
+                let p = unsafe { std::alloc::alloc(layout) };
+                assert!(!p.is_null(), "bulk: malloc failed");
+                // SAFETY: allocated just above with this layout, freed once.
+                unsafe { std::alloc::dealloc(std::hint::black_box(p), layout) };
+            }
         })
     };
     malloc_run();
@@ -178,7 +190,9 @@ impl Experiment for Bulk {
     fn run(&self, ctx: &Ctx) -> ExperimentResult {
         let mut r = ExperimentResult::new("bulk", "page_bench04_bulk: single, list and array bulk allocation", Some(3));
         let total: u64 = if ctx.full { 10_000_000 } else { 4_000_000 };
-        let repeats = ctx.repeats;
+        // At least 5: the noise then leaves out the lowest and highest repeat, and
+        // the whole experiment still takes seconds.
+        let repeats = ctx.repeats.max(5);
         let pb = ctx.bar("bulk", 1);
         let m = std::thread::spawn(move || {
             pin(0);
