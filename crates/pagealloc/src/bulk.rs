@@ -41,7 +41,7 @@ impl PageAllocator {
             let mut hole = 0;
             self.inner.front_take_fast(gfp, len - lead, |pages| {
                 let used;
-                (used, hole) = fill_holes::<false>(&mut slots[lead..], pages);
+                (used, hole) = fill_holes(&mut slots[lead..], pages);
                 used
             });
             if lead + hole == len {
@@ -61,7 +61,7 @@ impl PageAllocator {
         if slots.len() - lead > 1 {
             let (mut from, len) = (lead, slots.len());
             self.bulk_fast(gfp, len - lead, |pages| {
-                let (used, hole) = fill_holes::<true>(&mut slots[from..], pages);
+                let (used, hole) = fill_holes(&mut slots[from..], pages);
                 from += hole;
                 used
             });
@@ -215,9 +215,10 @@ impl PageAllocator {
         let n = slots.len();
         let mut done = 0;
         if n <= FRONT_BATCH {
-            // Read and emptied through cells: one closure peeks, the other clears.
-            let cells = std::cell::Cell::from_mut(&mut *slots).as_slice_of_cells();
-            done = self.inner.front_give_fast(n, |i| cells[i].get(), |i| cells[i].set(None));
+            // Read in the loop, emptied after it in one sweep: every entry
+            // before `done` was freed or was a hole.
+            done = self.inner.front_give_fast(n, |i| slots[i], |_| {});
+            slots[..done].fill(None);
             if done == n {
                 return Ok(());
             }
@@ -281,15 +282,15 @@ impl PageAllocator {
 /// pages were used and the index of the first hole left (`dst.len()` when
 /// every hole is filled).
 ///
-/// `WIDE`: first try the usual case, every slot a hole and enough pages, as
-/// one check and one straight copy, which vectorise. Only for slots and pages
-/// last written wide (memset and memcpy, as the large bulk paths do): a wide
-/// load of narrow fresh stores stalls, so the small paths, whose slots and
-/// stacks were written one entry at a time, use the one scalar pass.
+/// The usual case, every slot a hole and enough pages, goes first as one
+/// check and one straight copy, which vectorise; the scalar pass handles the
+/// rest. The wide check is best where the slots were last written wide (a
+/// wide load of narrow fresh stores stalls on store forwarding), which is why
+/// `free_pages_bulk_slots` empties its slots with one memset.
 #[inline(always)]
-fn fill_holes<const WIDE: bool>(dst: &mut [Option<Pfn>], pages: &[u32]) -> (usize, usize) {
+fn fill_holes(dst: &mut [Option<Pfn>], pages: &[u32]) -> (usize, usize) {
     // Without an early exit, so it vectorises.
-    if WIDE && pages.len() >= dst.len() && dst.iter().fold(true, |a, s| a & s.is_none()) {
+    if pages.len() >= dst.len() && dst.iter().fold(true, |a, s| a & s.is_none()) {
         for (d, &p) in dst.iter_mut().zip(pages.iter().rev()) {
             *d = Some(Pfn::from_u32(p));
         }

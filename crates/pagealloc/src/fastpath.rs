@@ -332,13 +332,15 @@ impl Inner {
             let (key, want) = (w & GIVE_KEY, page::private_word_raw(0, t));
             let mut len = s.len as usize;
             while i < n && len < FRONT_CAP {
-                let Some(pfn) = get(i) else {
-                    i += 1;
-                    continue;
-                };
-                let p = pfn.as_u64();
+                // A hole reads as u64::MAX, which `plain` refuses like any
+                // pfn out of range: no branch of its own in the loop.
+                let p = get(i).map_or(u64::MAX, Pfn::as_u64);
                 let Some((d, private, w)) = plain(p) else {
                     s.len = len as u32;
+                    if get(i).is_none() {
+                        i += 1;
+                        continue 'pick;
+                    }
                     break 'pick;
                 };
                 if w & GIVE_KEY != key {
