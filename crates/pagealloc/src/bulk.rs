@@ -8,7 +8,7 @@
 
 use crate::allocator::{AllocFlags, Inner, PageAllocator};
 use crate::error::{BulkFreeError, FreeError};
-use crate::fastpath::{Giver, GIVE_CHUNK};
+use crate::fastpath::{set_list_type, Giver, GIVE_CHUNK};
 use crate::front::FRONT_BATCH;
 use crate::page;
 use crate::page::flags;
@@ -16,7 +16,6 @@ use crate::pcp;
 use crate::stats::events::VmEvent;
 use crate::sync::Ordering;
 use crate::types::{Gfp, Pfn, PAGEBLOCK_ORDER};
-use crate::zone;
 
 use crate::zone::Wmark;
 
@@ -355,7 +354,8 @@ impl Claims {
                 }
             }
             let p = pfn.as_u64();
-            if inner.front_push(stacks, p, inner.pageblock_word_racy(p)) {
+            let d = &descs[p as usize];
+            if inner.front_push(stacks, d, d.private_raw(), p, inner.pageblock_word_racy(p)) {
                 taken += 1;
             } else {
                 // Isolated or reserved pageblock, or another zone's page.
@@ -412,11 +412,7 @@ impl Claims {
             }
             d.set_flags(flags::PCP);
             let w = pageblocks[(p >> PAGEBLOCK_ORDER) as usize].load(Ordering::Relaxed);
-            if let Some(t) = zone::pb_pcp_index(w) {
-                if private != page::private_word_raw(0, t) {
-                    d.set_private_raw(page::private_word_raw(0, t));
-                }
-            }
+            set_list_type(d, private, w);
             // Claimed pfns are in range, and pfns fit in 32 bits.
             pfns[c] = p as u32;
             words[c] = w;
@@ -443,10 +439,8 @@ impl Claims {
                     self.woken.push(pfn);
                 }
                 let p = pfn.as_u64();
-                let w = inner.pageblock_word_racy(p);
-                if let Some(t) = zone::pb_pcp_index(w) {
-                    inner.mm.page(p).set_private_raw(page::private_word_raw(0, t));
-                }
+                let (w, d) = (inner.pageblock_word_racy(p), inner.mm.page(p));
+                set_list_type(d, d.private_raw(), w);
                 giver.give_runs(&[p as u32], &[w]);
             }
             Err(e) => self.rejected.push((i, e)),

@@ -14,7 +14,7 @@ use crate::allocator::{AllocFlags, Inner, PageAllocator};
 use crate::error::FreeError;
 use crate::front::{FrontSlot, FrontStack, FRONT_BATCH, FRONT_CAP};
 use crate::page;
-use crate::page::flags;
+use crate::page::{flags, PageDesc};
 use crate::pcp::{self, Pcp, PcpLists};
 use crate::stats::events::VmEvent;
 use crate::stats::report::PcpReport;
@@ -110,6 +110,19 @@ impl<'a> Giver<'a> {
     }
 }
 
+/// A claimed order-0 page, descriptor `d` whose private word reads
+/// `private`, on its way to the list of its pageblock (word `w`): the private
+/// word says the block's type when that is a pcp type (the block may have
+/// changed type since the page was allocated). Stored only when it changes.
+#[inline(always)]
+pub(crate) fn set_list_type(d: &PageDesc, private: u32, w: u16) {
+    if let Some(t) = zone::pb_pcp_index(w) {
+        if private != page::private_word_raw(0, t) {
+            d.set_private_raw(page::private_word_raw(0, t));
+        }
+    }
+}
+
 #[inline(always)]
 pub(crate) fn alloc_event(z: &Zone) -> VmEvent {
     if z.ztype == ZoneType::Movable {
@@ -190,7 +203,7 @@ impl Inner {
     /// Returns the descriptor, its flags and its private word; None sends the
     /// caller to the full checks. Claims nothing.
     #[inline(always)]
-    pub(crate) fn plain_head0(descs: &[crate::page::PageDesc], p: u64) -> Option<(&crate::page::PageDesc, u32, u32)> {
+    pub(crate) fn plain_head0(descs: &[PageDesc], p: u64) -> Option<(&PageDesc, u32, u32)> {
         let d = descs.get(p as usize)?;
         let (f, private) = (d.flags(), d.private_raw());
         (f & (flags::HEAD | flags::LOCKED | flags::WRITEBACK) == flags::HEAD && private & page::ORDER_MASK == 0)
@@ -383,23 +396,13 @@ impl Inner {
         let p = pfn.as_u64();
         let pushed = match Inner::plain_head0(self.mm.descs(), p) {
             Some((d, f, private)) if f & flags::WAITERS == 0 => {
-                let w = self.pageblock_word_racy(p);
                 // SAFETY: between a successful enter and exit on the owner thread.
-                let stacks = unsafe { slot.stacks() };
-                match zone::pb_pcp_index(w) {
-                    Some(t) if self.front_stack_takes(&mut stacks[t], w) => {
-                        let s = &mut stacks[t];
-                        d.set_flags(flags::PCP);
-                        if private != page::private_word_raw(0, t) {
-                            d.set_private_raw(page::private_word_raw(0, t));
-                        }
-                        s.pfns[s.len as usize] = p as u32;
-                        s.len += 1;
-                        slot.events.add_owner(VmEvent::Pgfree, 1);
-                        true
-                    }
-                    _ => false,
+                let pushed = self.front_push(unsafe { slot.stacks() }, d, private, p, self.pageblock_word_racy(p));
+                if pushed {
+                    d.set_flags(flags::PCP);
+                    slot.events.add_owner(VmEvent::Pgfree, 1);
                 }
+                pushed
             }
             _ => false,
         };
@@ -738,9 +741,9 @@ impl Inner {
         if !slot.enter() {
             return false;
         }
-        let w = self.pageblock_word_racy(p);
+        let (w, d) = (self.pageblock_word_racy(p), self.mm.page(p));
         // SAFETY: between a successful enter and exit on the owner thread.
-        let pushed = self.front_push(unsafe { slot.stacks() }, p, w);
+        let pushed = self.front_push(unsafe { slot.stacks() }, d, d.private_raw(), p, w);
         if pushed {
             slot.events.add_owner(VmEvent::Pgfree, 1);
         }
@@ -748,12 +751,20 @@ impl Inner {
         pushed
     }
 
-    /// Push claimed order-0 page `p`, whose pageblock word is `w`, on its
-    /// stack (the caller has entered the slot), flushing a full stack first.
-    /// False when the page cannot go there: not a pcp type, or the stack holds
-    /// another zone's pages.
+    /// Push order-0 page `p` (descriptor `d`, private word `private`, as the
+    /// caller read them), whose pageblock word is `w`, on its stack (the
+    /// caller has entered the slot), flushing a full stack first. False,
+    /// leaving the page as it was, when it cannot go there: not a pcp type, or
+    /// the stack holds another zone's pages.
     #[inline(always)]
-    pub(crate) fn front_push(&self, stacks: &mut [FrontStack; MIGRATE_PCPTYPES], p: u64, w: u16) -> bool {
+    pub(crate) fn front_push(
+        &self,
+        stacks: &mut [FrontStack; MIGRATE_PCPTYPES],
+        d: &PageDesc,
+        private: u32,
+        p: u64,
+        w: u16,
+    ) -> bool {
         let Some(t) = zone::pb_pcp_index(w) else {
             return false;
         };
@@ -761,10 +772,7 @@ impl Inner {
         if !self.front_stack_takes(s, w) {
             return false;
         }
-        let d = self.mm.page(p);
-        if d.private_raw() != page::private_word_raw(0, t) {
-            d.set_private_raw(page::private_word_raw(0, t));
-        }
+        set_list_type(d, private, w);
         s.pfns[s.len as usize] = p as u32;
         s.len += 1;
         true
@@ -788,13 +796,8 @@ impl Inner {
         for chunk in pages.chunks(GIVE_CHUNK) {
             for (w, &p) in words.iter_mut().zip(chunk) {
                 *w = self.pageblock_word_racy(p as u64);
-                if let Some(t) = zone::pb_pcp_index(*w) {
-                    // The block may have changed type since the page was freed.
-                    let d = &descs[p as usize];
-                    if d.private_raw() != page::private_word_raw(0, t) {
-                        d.set_private_raw(page::private_word_raw(0, t));
-                    }
-                }
+                let d = &descs[p as usize];
+                set_list_type(d, d.private_raw(), *w);
             }
             g.give_runs(chunk, &words[..chunk.len()]);
         }

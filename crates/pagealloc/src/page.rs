@@ -130,7 +130,12 @@ impl PageDesc {
     /// (a load of a line the caller has just read, instead of a store).
     #[inline(always)]
     pub(crate) fn ensure_private(&self, order: u32, mt: MigrateType) {
-        let w = private_word(order, mt);
+        self.ensure_private_raw(private_word(order, mt));
+    }
+
+    /// [`PageDesc::ensure_private`] with the word made by [`private_word_raw`].
+    #[inline(always)]
+    pub(crate) fn ensure_private_raw(&self, w: u32) {
         if self.private.get() != w {
             self.private.set(w);
         }

@@ -7,8 +7,9 @@
 //! requires `HEAD` (the page is an allocated block's head), so a free page is
 //! never marked. Unlock is one atomic bit-clear of `LOCKED` (which reports
 //! whether it was set) and a plain load of the word; only if that load shows
-//! `WAITERS` does the unlocker look up the wait queue. Waiters sleep in a hashed table keyed by the flags word's address, so
-//! pages need no queue of their own.
+//! `WAITERS` does the unlocker look up the wait queue. Waiters sleep in a
+//! hashed table keyed by the flags word's address, so pages need no queue of
+//! their own.
 //!
 //! The flags word as this protocol sees it (`HEAD` set throughout):
 //!
@@ -28,9 +29,9 @@
 //! clears `LOCKED` with one RMW of the same word. RMWs of one word are totally
 //! ordered: if the waiter's came first, the unlocker's load after its own RMW
 //! sees `WAITERS` (or a later value, written by whoever woke the waiter and
-//! cleared it), and the unlocker then takes the bucket lock, which it can only get once the waiter is
-//! queued; if the unlocker's came first, the waiter's sees `LOCKED` clear and it
-//! does not sleep. `WAITERS` is cleared only under the bucket lock, by a waker
+//! cleared it), and the unlocker then takes the bucket lock, which it can only
+//! get once the waiter is queued; if the unlocker's came first, the waiter's
+//! sees `LOCKED` clear and it does not sleep. `WAITERS` is cleared only under the bucket lock, by a waker
 //! or an aborting waiter that found no other waiter for this page. No timeout is
 //! involved anywhere. (Seed 4's 2014 patch cleared the bit while looking at the
 //! queue without its lock, and recovered from the race it opened with a
