@@ -8,6 +8,16 @@
 use pagealloc::{Config, Gfp, PageAllocator};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+/// Sets the stop flag when dropped, so a panic in the main thread still ends
+/// the drainer (the scope would otherwise wait for it forever).
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 #[test]
 fn pages_freed_by_exiting_threads_survive_concurrent_drains() {
     let a = PageAllocator::new(Config::small(16 << 20).nr_cpus(Some(2))).unwrap();
@@ -18,6 +28,7 @@ fn pages_freed_by_exiting_threads_survive_concurrent_drains() {
                 a.drain_all_pages();
             }
         });
+        let _stop = StopOnDrop(&stop);
         for _ in 0..300 {
             std::thread::scope(|s2| {
                 for _ in 0..2 {
@@ -31,7 +42,6 @@ fn pages_freed_by_exiting_threads_survive_concurrent_drains() {
                 }
             });
         }
-        stop.store(true, Ordering::Relaxed);
     });
     a.drain_all_pages();
     a.check_invariants().unwrap();

@@ -526,6 +526,17 @@ fn readers_finish_while_a_writer_holds_the_zone_lock() {
     assert!(a.snapshot_consistent().consistent);
 }
 
+/// Sets a stop flag when dropped: a test's main thread holds one, so a failed
+/// assertion there still stops its helper threads (the scope would otherwise
+/// wait for them forever, turning the failure into a hang).
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 #[test]
 fn consistent_snapshot_equals_a_recount_at_the_same_instant() {
     let a = PageAllocator::new(Config::small(16 << 20).min_free_kbytes(Some(128))).unwrap();
@@ -546,25 +557,27 @@ fn consistent_snapshot_equals_a_recount_at_the_same_instant() {
                 }
             });
         }
+        let _stop = StopOnDrop(&stop);
         let z = &a.inner.zones[0];
         let deadline = std::time::Instant::now() + std::time::Duration::from_millis(1500);
         while matched < 20 && std::time::Instant::now() < deadline {
+            // The sequence before the snapshot, not after it: a writer may run
+            // between the snapshot's return and any later read.
+            let seq_before = z.stats.seq.load(Ordering::Acquire);
             let snap = a.snapshot_consistent();
             assert!(snap.consistent);
-            let seq_at_snapshot = z.stats.seq.load(Ordering::Relaxed);
             let g = z.lock(&a.inner.mm);
-            // Our own section made the sequence odd: if it is exactly one past the
-            // snapshot's, no writer ran in between, so the lists are as the
-            // snapshot saw them.
+            // Our own section made the sequence odd: if it is exactly one past
+            // the one read before the snapshot, no writer ran from then to now,
+            // so the lists are as the snapshot, taken in between, saw them.
             let now = z.stats.seq.load(Ordering::Relaxed);
             let c = recount(&a, 0, &g.area);
             drop(g);
-            if now == seq_at_snapshot + 1 && seq_at_snapshot.is_multiple_of(2) {
+            if now == seq_before + 1 && seq_before.is_multiple_of(2) {
                 assert_eq!(snap.zones[0], c);
                 matched += 1;
             }
         }
-        stop.store(true, Ordering::Relaxed);
     });
     assert!(matched > 0, "never caught a quiet instant");
     a.check_invariants().unwrap();
@@ -632,10 +645,10 @@ fn readers_during_an_oversubscribed_stress_see_sane_counts() {
                 }
             });
         }
+        let _stop = StopOnDrop(&stop);
         for h in hs {
             h.join().unwrap();
         }
-        stop.store(true, Ordering::Relaxed);
     });
     assert!(reads.load(Ordering::Relaxed) > 0 && consistent_reads.load(Ordering::Relaxed) > 0);
     a.check_invariants().unwrap();
