@@ -56,11 +56,29 @@ impl PageAllocator {
         if lead == slots.len() {
             return lead;
         }
-        // With one slot left, the single-page path does it.
-        if slots.len() - lead > 1 {
+        // Ask the fast path for exactly the holes: a refill made for slots
+        // that turn out to be populated would leave its pages on the per-CPU
+        // list, over `high`. The usual case, nothing but holes after the
+        // leading populated slots, is found by one check without an early
+        // exit (it vectorises) and then filled by straight copies.
+        let rest = &slots[lead..];
+        let all_holes = rest.iter().fold(true, |a, s| a & s.is_none());
+        let holes = if all_holes { rest.len() } else { rest.iter().filter(|s| s.is_none()).count() };
+        // With one hole left, the single-page path does it.
+        if holes > 1 {
             let (mut from, len) = (lead, slots.len());
-            self.bulk_fast(gfp, len - lead, |pages| {
-                let (used, hole) = fill_holes(&mut slots[from..], pages);
+            self.bulk_fast(gfp, holes, |pages| {
+                let dst = &mut slots[from..];
+                if all_holes {
+                    // `pages` is never longer than the holes left.
+                    let k = pages.len().min(dst.len());
+                    for (d, &p) in dst[..k].iter_mut().zip(pages.iter().rev()) {
+                        *d = Some(Pfn::from_u32(p));
+                    }
+                    from += k;
+                    return k;
+                }
+                let (used, hole) = fill_holes(dst, pages);
                 from += hole;
                 used
             });
@@ -125,6 +143,9 @@ impl PageAllocator {
     /// front cache, for small requests). `take` gets them a slice at a time,
     /// hottest last, and returns how many it used, counting from the end
     /// (fewer than offered: it wants no more); those are marked allocated.
+    /// `nr` must be no more than `take` will accept in all: the lists are
+    /// refilled while fewer than `nr` have been taken, and a refill nobody
+    /// takes from can leave a list over its `high`.
     /// Returns how many were used (0 when lists are off or busy, or no zone is
     /// above its watermark).
     #[inline(always)]

@@ -604,13 +604,16 @@ impl Inner {
             let k = (n - got).min(part.len());
             let used = take(&part[part.len() - k..]).min(k);
             list.truncate(list.len() - used);
+            // Kept exact as we go, so a refill sizes itself on what is
+            // really left (a stale count would hold a long bulk request to
+            // one-page refills once it passed `high`).
+            l.count -= (used as u32) << order;
             got += used;
             if used < k {
                 break;
             }
         }
         if got > 0 {
-            l.count -= (got as u32) << order;
             l.note_alloc();
             if count_alloc {
                 pcp.events.add_owner(alloc_event(z), (got as u64) << order);

@@ -772,6 +772,59 @@ fn array_bulk_allocation_past_the_end_of_memory_writes_nothing_after_the_first_h
     }
 }
 
+/// A slot array whose holes are followed by populated slots, taken from a
+/// per-CPU list already at or near its `high`: the lists may be refilled
+/// only for holes, so no list ends a call over `high` (a refill made for the
+/// populated tail once left its page behind, one over `high`; found by the
+/// fuzzer). Swept over how full the lists are and how many holes there are.
+#[test]
+fn array_bulk_allocation_with_a_populated_tail_keeps_lists_within_high() {
+    // One CPU and 1024 pages: `high` is 128.
+    let cfg = Config::small(4 << 20)
+        .nr_cpus(Some(1))
+        .front_cache(false)
+        .pcp_batch(Some(8))
+        .percpu_pagelist_high_fraction(8)
+        .min_free_kbytes(Some(0));
+    for held_back in 0..160usize {
+        for holes in 1..12usize {
+            let a = PageAllocator::new(cfg.clone()).unwrap();
+            let mut model = Model::new();
+            // Movable pages freed one by one fill the lists towards `high`;
+            // a Reclaimable allocation's refill then tops them up to it.
+            let mut v = Vec::new();
+            a.alloc_pages_bulk_list(Gfp::MOVABLE, 160, &mut v);
+            for p in v.drain(held_back..) {
+                a.free_pages(p, 0).unwrap();
+            }
+            add_fresh(&mut model, &v, Gfp::MOVABLE);
+            let r = a.alloc_pages(Gfp::RECLAIMABLE, 0).unwrap();
+            add_fresh(&mut model, &[r], Gfp::RECLAIMABLE);
+            let marker = Pfn::new(u64::MAX >> 1);
+            let mut slots: Vec<Option<Pfn>> = vec![None; holes];
+            slots.extend([Some(marker); 3]);
+            let n = a.alloc_pages_bulk(Gfp::KERNEL, &mut slots);
+            assert_eq!(n, slots.len(), "held back {held_back}, {holes} holes");
+            assert!(slots[holes..].iter().all(|s| *s == Some(marker)), "a populated slot was written");
+            for r in a.pcp_report() {
+                assert!(
+                    r.count <= r.high,
+                    "held back {held_back}, {holes} holes: cpu {} zone {} has {} pages over high {}",
+                    r.cpu,
+                    r.zone,
+                    r.count,
+                    r.high
+                );
+            }
+            let fresh: Vec<Pfn> = slots[..holes].iter().map(|s| s.unwrap()).collect();
+            add_fresh(&mut model, &fresh, Gfp::KERNEL);
+            check_against_model(&a, &model);
+            free_model(&a, &mut model);
+            whole(&a);
+        }
+    }
+}
+
 // ------------------------------------------------------ 5. random sequences
 
 #[derive(Debug, Clone)]
