@@ -19,6 +19,10 @@ use crate::types::{Gfp, Pfn, PAGEBLOCK_ORDER};
 
 use crate::zone::Wmark;
 
+/// Slot arrays this short are filled one slot at a time: a wide check and
+/// copy costs more than it saves on so few slots.
+const SMALL_SLOTS: usize = 4;
+
 impl PageAllocator {
     /// Fill the `None` slots of `slots` with order-0 pages (populated slots are
     /// left alone, holes are skipped) and return how many leading slots are now
@@ -31,19 +35,17 @@ impl PageAllocator {
     #[inline(always)]
     pub fn alloc_pages_bulk(&self, gfp: Gfp, slots: &mut [Option<Pfn>]) -> usize {
         let len = slots.len();
-        let lead = slots.iter().take_while(|s| s.is_some()).count();
-        if lead == len {
-            return lead;
-        }
-        if len - lead <= FRONT_BATCH {
-            // The holes from the front cache in one take, hottest page first.
+        if len <= FRONT_BATCH {
+            // The holes from the front cache in one take, hottest page first
+            // (populated slots are stepped over, so no separate pass looks for
+            // the leading ones).
             let mut hole = 0;
-            self.inner.front_take_fast(gfp, len - lead, |pages| {
+            self.inner.front_take_fast(gfp, len, |pages| {
                 let used;
-                (used, hole) = fill_holes(&mut slots[lead..], pages);
+                (used, hole) = fill_holes(slots, pages);
                 used
             });
-            if lead + hole == len {
+            if hole == len {
                 return len;
             }
         }
@@ -304,30 +306,28 @@ impl PageAllocator {
 ///
 /// The usual case, every slot a hole and enough pages, goes first as one
 /// check and one straight copy, which vectorise; the scalar pass handles the
-/// rest. The wide check is best where the slots were last written wide (a
+/// rest, and arrays of up to [`SMALL_SLOTS`] slots outright. The wide check is best where the slots were last written wide (a
 /// wide load of narrow fresh stores stalls on store forwarding), which is why
 /// `free_pages_bulk_slots` empties its slots with one memset.
 #[inline(always)]
 fn fill_holes(dst: &mut [Option<Pfn>], pages: &[u32]) -> (usize, usize) {
     // Without an early exit, so it vectorises.
-    if pages.len() >= dst.len() && dst.iter().fold(true, |a, s| a & s.is_none()) {
+    if dst.len() > SMALL_SLOTS && pages.len() >= dst.len() && dst.iter().fold(true, |a, s| a & s.is_none()) {
         for (d, &p) in dst.iter_mut().zip(pages.iter().rev()) {
             *d = Some(Pfn::from_u32(p));
         }
         return (dst.len(), dst.len());
     }
     let mut src = pages.iter().rev();
-    let mut used = 0;
     for (i, s) in dst.iter_mut().enumerate() {
         if s.is_none() {
             let Some(&p) = src.next() else {
-                return (used, i);
+                return (pages.len(), i);
             };
             *s = Some(Pfn::from_u32(p));
-            used += 1;
         }
     }
-    (used, dst.len())
+    (pages.len() - src.len(), dst.len())
 }
 
 /// What a bulk free has found so far.
