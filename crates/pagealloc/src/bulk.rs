@@ -72,11 +72,7 @@ impl PageAllocator {
             self.bulk_fast(gfp, holes, |pages| {
                 let dst = &mut slots[from..];
                 if all_holes {
-                    // `pages` is never longer than the holes left.
-                    let k = pages.len().min(dst.len());
-                    for (d, &p) in dst[..k].iter_mut().zip(pages.iter().rev()) {
-                        *d = Some(Pfn::from_u32(p));
-                    }
+                    let k = copy_hottest_first(dst, pages);
                     from += k;
                     return k;
                 }
@@ -306,16 +302,15 @@ impl PageAllocator {
 ///
 /// The usual case, every slot a hole and enough pages, goes first as one
 /// check and one straight copy, which vectorise; the scalar pass handles the
-/// rest, and arrays of up to [`SMALL_SLOTS`] slots outright. The wide check is best where the slots were last written wide (a
-/// wide load of narrow fresh stores stalls on store forwarding), which is why
+/// rest, and arrays of up to [`SMALL_SLOTS`] slots outright. The wide check
+/// is best where the slots were last written wide (a wide load of narrow
+/// fresh stores stalls on store forwarding), which is why
 /// `free_pages_bulk_slots` empties its slots with one memset.
 #[inline(always)]
 fn fill_holes(dst: &mut [Option<Pfn>], pages: &[u32]) -> (usize, usize) {
     // Without an early exit, so it vectorises.
     if dst.len() > SMALL_SLOTS && pages.len() >= dst.len() && dst.iter().fold(true, |a, s| a & s.is_none()) {
-        for (d, &p) in dst.iter_mut().zip(pages.iter().rev()) {
-            *d = Some(Pfn::from_u32(p));
-        }
+        copy_hottest_first(dst, pages);
         return (dst.len(), dst.len());
     }
     let mut src = pages.iter().rev();
@@ -328,6 +323,18 @@ fn fill_holes(dst: &mut [Option<Pfn>], pages: &[u32]) -> (usize, usize) {
         }
     }
     (pages.len() - src.len(), dst.len())
+}
+
+/// Copy `pages`, last page first, into the leading slots of `dst`, all of
+/// which the caller knows to be holes; returns how many were copied (the
+/// shorter of the two lengths).
+#[inline(always)]
+fn copy_hottest_first(dst: &mut [Option<Pfn>], pages: &[u32]) -> usize {
+    let k = pages.len().min(dst.len());
+    for (d, &p) in dst[..k].iter_mut().zip(pages.iter().rev()) {
+        *d = Some(Pfn::from_u32(p));
+    }
+    k
 }
 
 /// What a bulk free has found so far.

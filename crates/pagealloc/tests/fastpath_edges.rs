@@ -14,7 +14,7 @@
 //! freed exactly once. After each scenario the allocator's own invariants must
 //! hold and, once everything is freed and drained, it must be whole again.
 
-use pagealloc::{Config, FreeError, Gfp, MigrateType, PageAllocator, Pfn, PAGEBLOCK_PAGES};
+use pagealloc::{BulkFreeError, Config, FreeError, Gfp, MigrateType, PageAllocator, Pfn, PAGEBLOCK_PAGES};
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -126,7 +126,34 @@ fn no_pins(_: Pfn) -> Option<FreeError> {
     None
 }
 
-/// `free_pages_bulk(entries)`, checked against [`simulate`] and the counters.
+/// One bulk free (`free`, of `entries` as slots: None is a hole), checked
+/// against [`simulate`] and the counters; `what` names it in failures.
+fn free_checked(
+    a: &PageAllocator,
+    model: &mut Model,
+    entries: &[Option<Pfn>],
+    pinned: &dyn Fn(Pfn) -> Option<FreeError>,
+    what: &str,
+    free: impl FnOnce() -> Result<(), BulkFreeError>,
+) -> Vec<(usize, FreeError)> {
+    let held = model.len();
+    let expected = simulate(a, model, entries, pinned);
+    let freed = (held - model.len()) as u64;
+    let (ev, allocated) = (events(a), a.census().allocated);
+    let got = match free() {
+        Ok(()) => Vec::new(),
+        Err(e) => {
+            assert!(!e.rejected.is_empty(), "an error with nothing rejected");
+            e.rejected
+        }
+    };
+    assert_eq!(got, expected, "rejections of {what}");
+    assert_eq!(a.census().allocated, allocated - freed, "pages freed by {what}");
+    assert_eq!(events(a), Events { alloc: ev.alloc, free: ev.free + freed }, "pgfree after {what}");
+    got
+}
+
+/// `free_pages_bulk(entries)`, checked by [`free_checked`].
 fn bulk_free_checked(
     a: &PageAllocator,
     model: &mut Model,
@@ -134,25 +161,12 @@ fn bulk_free_checked(
     pinned: &dyn Fn(Pfn) -> Option<FreeError>,
 ) -> Vec<(usize, FreeError)> {
     let as_slots: Vec<Option<Pfn>> = entries.iter().map(|&p| Some(p)).collect();
-    let held = model.len();
-    let expected = simulate(a, model, &as_slots, pinned);
-    let freed = (held - model.len()) as u64;
-    let (ev, allocated) = (events(a), a.census().allocated);
-    let got = match a.free_pages_bulk(entries) {
-        Ok(()) => Vec::new(),
-        Err(e) => {
-            assert!(!e.rejected.is_empty(), "an error with nothing rejected");
-            e.rejected
-        }
-    };
-    assert_eq!(got, expected, "rejections of a bulk free of {} entries", entries.len());
-    assert_eq!(a.census().allocated, allocated - freed, "pages freed by a bulk free of {} entries", entries.len());
-    assert_eq!(events(a), Events { alloc: ev.alloc, free: ev.free + freed }, "pgfree after a bulk free");
-    got
+    let what = format!("a bulk free of {} entries", entries.len());
+    free_checked(a, model, &as_slots, pinned, &what, || a.free_pages_bulk(entries))
 }
 
-/// `free_pages_bulk_slots(slots)`, checked as [`bulk_free_checked`]; also:
-/// freed and empty slots end empty, rejected ones keep their pfn.
+/// `free_pages_bulk_slots(slots)`, checked by [`free_checked`]; also: freed
+/// and empty slots end empty, rejected ones keep their pfn.
 fn slots_free_checked(
     a: &PageAllocator,
     model: &mut Model,
@@ -160,18 +174,8 @@ fn slots_free_checked(
     pinned: &dyn Fn(Pfn) -> Option<FreeError>,
 ) -> Vec<(usize, FreeError)> {
     let before = slots.to_vec();
-    let held = model.len();
-    let expected = simulate(a, model, &before, pinned);
-    let freed = (held - model.len()) as u64;
-    let (ev, allocated) = (events(a), a.census().allocated);
-    let got = match a.free_pages_bulk_slots(slots) {
-        Ok(()) => Vec::new(),
-        Err(e) => {
-            assert!(!e.rejected.is_empty(), "an error with nothing rejected");
-            e.rejected
-        }
-    };
-    assert_eq!(got, expected, "rejections of a slots free of {} slots", before.len());
+    let what = format!("a slots free of {} slots", before.len());
+    let got = free_checked(a, model, &before, pinned, &what, || a.free_pages_bulk_slots(slots));
     let kept: HashSet<usize> = got.iter().map(|r| r.0).collect();
     for (i, (s, b)) in slots.iter().zip(&before).enumerate() {
         if kept.contains(&i) {
@@ -180,8 +184,6 @@ fn slots_free_checked(
             assert_eq!(*s, None, "slot {i} (was {b:?}) not emptied");
         }
     }
-    assert_eq!(a.census().allocated, allocated - freed, "pages freed by a slots free of {} slots", before.len());
-    assert_eq!(events(a), Events { alloc: ev.alloc, free: ev.free + freed }, "pgfree after a slots free");
     got
 }
 
