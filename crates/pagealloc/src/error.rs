@@ -100,6 +100,13 @@ pub enum FreeError {
         /// The pfn given.
         pfn: Pfn,
     },
+    /// The block is owned by a `Pages` handle: free it through the handle
+    /// (drop it, or call `Pages::free`), or take it out with `Pages::into_pfn`.
+    #[error("{pfn:?} is owned by a Pages handle: free it through the handle")]
+    Owned {
+        /// The pfn given.
+        pfn: Pfn,
+    },
 }
 
 impl FreeError {
@@ -114,7 +121,8 @@ impl FreeError {
             | FreeError::InsideBlock { pfn, .. }
             | FreeError::NotAllocated { pfn }
             | FreeError::Locked { pfn }
-            | FreeError::Writeback { pfn } => pfn,
+            | FreeError::Writeback { pfn }
+            | FreeError::Owned { pfn } => pfn,
         }
     }
 }
@@ -207,6 +215,12 @@ pub enum PageStateError {
     /// Unlock of a page that is not locked.
     #[error("{pfn:?} is not locked")]
     NotLocked {
+        /// The pfn given.
+        pfn: Pfn,
+    },
+    /// The page lock is held by a `PageLockGuard`: only the guard releases it.
+    #[error("{pfn:?} is locked by a PageLockGuard: only the guard unlocks it")]
+    HeldByGuard {
         /// The pfn given.
         pfn: Pfn,
     },

@@ -82,7 +82,7 @@ mod enabled {
         /// Only `a` (and its clones) sees injected failures.
         #[must_use]
         pub fn only(mut self, a: &PageAllocator) -> Self {
-            self.allocator = Some(a.inner.id);
+            self.allocator = Some(a.id());
             self
         }
     }

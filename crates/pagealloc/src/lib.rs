@@ -21,18 +21,17 @@
 
 mod allocator;
 mod buddy;
-mod bulk;
 mod config;
 pub mod cpu;
 mod error;
 pub mod failinject;
-mod fastpath;
 mod front;
 mod invariants;
 mod isolation;
 mod list;
 mod memmap;
 mod page;
+mod page_alloc;
 mod pagelock;
 mod pages;
 mod pcp;
@@ -47,8 +46,9 @@ pub use error::{AllocError, BulkFreeError, ConfigError, FreeError, InvariantErro
 pub use invariants::{Fragmentation, ZoneCensus};
 /// Bytes in one page descriptor (at most 16).
 pub const PAGE_DESC_SIZE: usize = std::mem::size_of::<page::PageDesc>();
+pub use allocator::PageLockGuard;
 pub use page::flags as page_flags;
-pub use pagelock::{CancelToken, PageLockGuard};
+pub use pagelock::CancelToken;
 pub use pages::Pages;
 pub use types::{
     CpuId, Gfp, MigrateType, NodeId, Pfn, ZoneType, MAX_ORDER, MIGRATE_PCPTYPES, MIGRATE_TYPES, NR_ORDERS,

@@ -59,6 +59,14 @@ impl Pfn {
     pub const fn add(self, n: u64) -> Self {
         Self::new(self.as_u64() + n)
     }
+    /// The frame `n` pages after this one, or None past [`Pfn::MAX`].
+    #[inline]
+    pub const fn checked_add(self, n: u64) -> Option<Self> {
+        match self.as_u64().checked_add(n) {
+            Some(v) if v != u64::MAX => Some(Self::new(v)),
+            _ => None,
+        }
+    }
     #[inline]
     pub(crate) const fn idx(self) -> usize {
         self.as_u64() as usize

@@ -650,15 +650,21 @@ impl Model {
             return;
         };
         let nr = b.u8() as u64 % 80;
+        // All or nothing: the first page that cannot be freed is reported and
+        // nothing is freed.
         let mut exp = Ok(());
         for i in 0..nr {
-            let p = s.wrapping_add(i);
-            match self.expect_free(p, 0) {
-                Expect::Ok => self.forget(p),
+            match self.expect_free(s.wrapping_add(i), 0) {
+                Expect::Ok => {}
                 e => {
                     exp = Err(e);
                     break;
                 }
+            }
+        }
+        if exp.is_ok() {
+            for i in 0..nr {
+                self.forget(s.wrapping_add(i));
             }
         }
         let got = self.a.free_contig_range(Pfn::new(s), nr);
