@@ -330,7 +330,12 @@ impl Experiment for Bulk {
         let tpair = r.get("pcp-pair", "tcmalloc").map(|f| f.value);
         if let Some(tpair) = tpair {
             let x = tpair / pair;
-            r.target("order-0 pair at least 1.2x faster than tcmalloc's 4 KiB-aligned pair (x faster)", x, 1.2, x >= 1.2);
+            r.target(
+                "order-0 pair at least 1.2x faster than tcmalloc's 4 KiB-aligned pair (x faster)",
+                x,
+                1.2,
+                x >= 1.2,
+            );
         }
         let a128 = r.get("ns-bulk-128", "new").map_or(f64::NAN, |f| f.value);
         r.target("array bulk at step 128 at most 4 ns per page (alloc+free)", a128, 4.0, a128 <= 4.0);
