@@ -419,7 +419,7 @@ mod tests {
         for _ in 0..1000 {
             // SAFETY: a power-of-two alignment and a non-zero size.
             let p = unsafe { (tc.memalign)(4096, 4096) };
-            assert!(!p.is_null() && p as usize % 4096 == 0, "{p:?}");
+            assert!(!p.is_null() && (p as usize).is_multiple_of(4096), "{p:?}");
             // SAFETY: from tc_memalign above, freed once.
             unsafe { (tc.free)(p) };
         }
