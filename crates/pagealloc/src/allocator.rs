@@ -93,7 +93,6 @@ impl PageAllocator {
     /// Build an allocator: map the arena, lay out nodes and zones, free every page.
     pub fn new(cfg: Config) -> Result<Self, ConfigError> {
         let pages = cfg.validate()?;
-        let pages = pages & !(PAGEBLOCK_PAGES - 1);
         let nblocks = pages / PAGEBLOCK_PAGES;
         let per_node = nblocks / cfg.nodes as u64;
         let movable_blocks = cfg.movable_zone_bytes.div_ceil(PAGE_SIZE as u64 * PAGEBLOCK_PAGES);

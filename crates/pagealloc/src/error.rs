@@ -2,10 +2,14 @@
 //! allocator's state changed.
 
 use crate::types::{MigrateType, Pfn};
+use std::fmt;
+use std::io;
+use std::sync::Arc;
 use thiserror::Error;
 
 /// An allocation that could not be met. A normal result, never an abort.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum AllocError {
     /// No zone in the zonelist had a free block of this order above its watermark.
     #[error("out of memory: no free block of order {order}")]
@@ -32,6 +36,7 @@ pub enum AllocError {
 
 /// Why `free_pages` refused a pfn. The allocator's state is unchanged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum FreeError {
     /// The pfn is past the end of the arena.
     #[error("{pfn:?} is out of range (arena has {nr_pages} pages)")]
@@ -104,6 +109,7 @@ pub enum FreeError {
 
 impl FreeError {
     /// The pfn the error is about.
+    #[must_use]
     pub fn pfn(&self) -> Pfn {
         match *self {
             FreeError::OutOfRange { pfn, .. }
@@ -119,8 +125,13 @@ impl FreeError {
     }
 }
 
-/// A `Config` that cannot work.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
+/// A `Config` that cannot work, or memory for the allocator that could not be had.
+///
+/// Not `PartialEq`: [`ConfigError::Mmap`] carries the [`std::io::Error`] it came
+/// from (reachable through [`std::error::Error::source`]), which has no equality.
+/// Match on the variants instead.
+#[derive(Debug, Clone, Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// The arena is smaller than one pageblock (2 MiB).
     #[error("arena of {bytes} bytes is smaller than one pageblock ({min} bytes): give at least {min} bytes")]
@@ -133,6 +144,16 @@ pub enum ConfigError {
     /// The arena is not a whole number of pages.
     #[error("arena of {bytes} bytes is not a multiple of the page size (4096)")]
     ArenaNotPageMultiple {
+        /// Bytes asked for.
+        bytes: u64,
+    },
+    /// The arena is not a whole number of pageblocks (2 MiB), the unit zones and
+    /// nodes are laid out in. The message suggests the nearest sizes that work.
+    #[error(
+        "arena of {bytes} bytes is not a multiple of the pageblock size (2 MiB = 2097152 bytes): {}",
+        pageblock_suggestion(*.bytes)
+    )]
+    ArenaNotPageblockMultiple {
         /// Bytes asked for.
         bytes: u64,
     },
@@ -160,9 +181,17 @@ pub enum ConfigError {
         /// What made it empty.
         why: String,
     },
-    /// The memory mapping failed.
-    #[error("mapping the arena failed: {0}")]
-    Mmap(String),
+    /// The memory mapping failed; the source is the operating system's error.
+    #[error("mapping the arena failed")]
+    Mmap(#[source] Arc<io::Error>),
+    /// The allocator's own bookkeeping (the page descriptor array: 16 bytes per
+    /// page) could not be allocated. The arena is too large for this machine, or
+    /// for the process's memory limits.
+    #[error("could not allocate {bytes} bytes for the page descriptors of the arena")]
+    OutOfMemory {
+        /// Bytes asked for (`u64::MAX` when the size does not fit the address space).
+        bytes: u64,
+    },
     /// Some other field is out of its range.
     #[error("invalid setting {field}: {why}")]
     Invalid {
@@ -191,6 +220,7 @@ impl InvariantError {
 
 /// Why a page-state operation (lock, writeback, isolation) was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum PageStateError {
     /// The pfn is past the end of the arena.
     #[error("{pfn:?} is out of range")]
@@ -246,6 +276,7 @@ pub enum PageStateError {
 
 /// Why a wait ended without its condition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum WaitError {
     /// The timeout passed.
     #[error("wait timed out")]
@@ -260,8 +291,31 @@ pub enum WaitError {
 
 /// A bulk free that skipped some entries. Every valid entry was freed.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("bulk free skipped {} invalid entries (first: index {}: {})", .rejected.len(), .rejected[0].0, .rejected[0].1)]
 pub struct BulkFreeError {
     /// `(index in the input slice, why)` for every skipped entry, in input order.
     pub rejected: Vec<(usize, FreeError)>,
+}
+
+impl fmt::Display for BulkFreeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The allocator never returns an empty one, but the field is public, so
+        // a user can build one: it must still print.
+        match self.rejected.first() {
+            None => f.write_str("bulk free skipped no entries"),
+            Some((i, e)) => write!(f, "bulk free skipped {} invalid entries (first: index {i}: {e})", self.rejected.len()),
+        }
+    }
+}
+
+/// Round-down and round-up suggestions for an arena size that is not a whole
+/// number of pageblocks.
+fn pageblock_suggestion(bytes: u64) -> String {
+    const BLOCK: u64 = crate::config::PAGEBLOCK_BYTES;
+    let down = bytes - bytes % BLOCK;
+    let up = down.checked_add(BLOCK);
+    match (down, up) {
+        (0, Some(up)) => format!("use {up} bytes"),
+        (down, Some(up)) => format!("use {down} or {up} bytes"),
+        (down, None) => format!("use {down} bytes"),
+    }
 }

@@ -41,8 +41,6 @@ pub mod flags {
     pub const HEAD: u32 = 1 << 9;
     /// On a per-CPU list or a thread's front cache.
     pub const PCP: u32 = 1 << 10;
-    /// The bits the page-lock protocol owns.
-    pub const LOCK_STATE: u32 = LOCKED | WRITEBACK | UPTODATE | WAITERS;
 }
 
 /// One page frame's descriptor.
