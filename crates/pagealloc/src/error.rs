@@ -130,11 +130,10 @@ impl FreeError {
 /// Not `PartialEq`: [`ConfigError::Mmap`] carries the [`std::io::Error`] it came
 /// from (reachable through [`std::error::Error::source`]), which has no equality.
 /// Match on the variants instead.
-#[derive(Debug, Clone, Error)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum ConfigError {
     /// The arena is smaller than one pageblock (2 MiB).
-    #[error("arena of {bytes} bytes is smaller than one pageblock ({min} bytes): give at least {min} bytes")]
     ArenaTooSmall {
         /// Bytes asked for.
         bytes: u64,
@@ -142,29 +141,22 @@ pub enum ConfigError {
         min: u64,
     },
     /// The arena is not a whole number of pages.
-    #[error("arena of {bytes} bytes is not a multiple of the page size (4096)")]
     ArenaNotPageMultiple {
         /// Bytes asked for.
         bytes: u64,
     },
     /// The arena is not a whole number of pageblocks (2 MiB), the unit zones and
     /// nodes are laid out in. The message suggests the nearest sizes that work.
-    #[error(
-        "arena of {bytes} bytes is not a multiple of the pageblock size (2 MiB = 2097152 bytes): {}",
-        pageblock_suggestion(*.bytes)
-    )]
     ArenaNotPageblockMultiple {
         /// Bytes asked for.
         bytes: u64,
     },
     /// The arena has more pages than 32-bit pfn links can name.
-    #[error("arena of {bytes} bytes is too large (at most 2^32 - 2 pages)")]
     ArenaTooLarge {
         /// Bytes asked for.
         bytes: u64,
     },
     /// More nodes than pageblocks (or zero nodes).
-    #[error("{nodes} nodes cannot split an arena of {pageblocks} pageblocks: each node needs at least one pageblock")]
     TooManyNodes {
         /// Nodes asked for.
         nodes: u32,
@@ -172,7 +164,6 @@ pub enum ConfigError {
         pageblocks: u64,
     },
     /// A zone would have no pages.
-    #[error("zone {zone} on node {nid} would have no pages: {why}")]
     EmptyZone {
         /// Node.
         nid: u32,
@@ -182,24 +173,64 @@ pub enum ConfigError {
         why: String,
     },
     /// The memory mapping failed; the source is the operating system's error.
-    #[error("mapping the arena failed")]
-    Mmap(#[source] Arc<io::Error>),
+    Mmap(Arc<io::Error>),
     /// The allocator's own bookkeeping (the page descriptor array: 16 bytes per
     /// page) could not be allocated. The arena is too large for this machine, or
     /// for the process's memory limits.
-    #[error("could not allocate {bytes} bytes for the page descriptors of the arena")]
     OutOfMemory {
         /// Bytes asked for (`u64::MAX` when the size does not fit the address space).
         bytes: u64,
     },
     /// Some other field is out of its range.
-    #[error("invalid setting {field}: {why}")]
     Invalid {
         /// The field.
         field: &'static str,
         /// Why.
         why: String,
     },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::ArenaTooSmall { bytes, min } => {
+                write!(f, "arena of {bytes} bytes is smaller than one pageblock ({min} bytes): give at least {min} bytes")
+            }
+            ConfigError::ArenaNotPageMultiple { bytes } => {
+                write!(f, "arena of {bytes} bytes is not a multiple of the page size (4096)")
+            }
+            ConfigError::ArenaNotPageblockMultiple { bytes } => write!(
+                f,
+                "arena of {bytes} bytes is not a multiple of the pageblock size (2 MiB = 2097152 bytes): {}",
+                pageblock_suggestion(*bytes)
+            ),
+            ConfigError::ArenaTooLarge { bytes } => {
+                write!(f, "arena of {bytes} bytes is too large (at most 2^32 - 2 pages)")
+            }
+            ConfigError::TooManyNodes { nodes, pageblocks } => write!(
+                f,
+                "{nodes} nodes cannot split an arena of {pageblocks} pageblocks: each node needs at least one pageblock"
+            ),
+            ConfigError::EmptyZone { nid, zone, why } => write!(f, "zone {zone} on node {nid} would have no pages: {why}"),
+            // The operating system's error is the source, not part of this message.
+            ConfigError::Mmap(_) => f.write_str("mapping the arena failed"),
+            ConfigError::OutOfMemory { bytes } => {
+                write!(f, "could not allocate {bytes} bytes for the page descriptors of the arena")
+            }
+            ConfigError::Invalid { field, why } => write!(f, "invalid setting {field}: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {
+    /// For [`ConfigError::Mmap`], the [`io::Error`] itself (it downcasts to
+    /// `io::Error`, not to the `Arc` that keeps the error `Clone`).
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ConfigError::Mmap(e) => Some(&**e),
+            _ => None,
+        }
+    }
 }
 
 /// A broken invariant found by `check_invariants`.
