@@ -23,6 +23,9 @@ fn build(what: &str, cfg: Config) -> Result<Result<PageAllocator, ConfigError>, 
     })
 }
 
+/// Sets one field of a config.
+type Setter = fn(Config) -> Config;
+
 /// Each setting alone at its extremes, from a few bases: `PageAllocator::new`
 /// returns, and what it builds passes its own checks and can allocate and free.
 #[test]
@@ -32,7 +35,7 @@ fn every_field_at_its_extremes_is_ok_or_a_typed_error() {
         ("two nodes with Movable zones", Config::small(16 * MIB).nodes(2).movable_zone_bytes(2 * MIB)),
         ("256 MiB", Config::small(256 * MIB)),
     ];
-    let mut variants: Vec<(String, fn(Config) -> Config)> = Vec::new();
+    let mut variants: Vec<(String, Setter)> = Vec::new();
     macro_rules! vary {
         ($field:ident: $($v:expr),* $(,)?) => {
             $( variants.push((format!("{} = {:?}", stringify!($field), $v), |c: Config| c.$field($v))); )*
@@ -244,4 +247,57 @@ fn pfn_arithmetic_stops_at_the_edges() {
     assert_eq!(Pfn::new(0).checked_sub(1), None);
     assert!(catch_unwind(|| Pfn::MAX.add(1)).is_err());
     assert!(catch_unwind(|| Pfn::new(3).add(u64::MAX)).is_err());
+}
+
+/// Every size and position argument of the public API at its extremes gives a
+/// typed error (or works), never a panic or an overflow.
+#[test]
+fn size_arguments_at_their_extremes_are_errors() {
+    let a = PageAllocator::new(Config::small(8 * MIB).min_free_kbytes(Some(0))).unwrap();
+    let n = a.nr_pages();
+    let pfns = [Pfn::new(0), Pfn::new(n - 1), Pfn::new(n), Pfn::new(u32::MAX as u64), Pfn::MAX];
+    let sizes = [0, 1, PAGEBLOCK, n, n + 1, 1 << 40, u64::MAX - 1, u64::MAX];
+    let mut panics = Vec::new();
+    let mut check = |what: String, f: &dyn Fn()| {
+        if catch_unwind(AssertUnwindSafe(f)).is_err() {
+            panics.push(what);
+        }
+    };
+    for order in [11, 12, 31, 32, 63, 64, u32::MAX] {
+        check(format!("alloc_pages order {order}"), &|| assert!(a.alloc_pages(Gfp::KERNEL, order).is_err()));
+        for &p in &pfns {
+            check(format!("free_pages({p:?}, {order})"), &|| assert!(a.free_pages(p, order).is_err()));
+        }
+    }
+    for nid in [1, 2, u32::MAX] {
+        check(format!("alloc_pages_node({nid})"), &|| assert!(a.alloc_pages_node(nid, Gfp::KERNEL, 0).is_err()));
+    }
+    for &p in &pfns {
+        check(format!("page_address({p:?})"), &|| assert!(a.page_address(p).is_none()));
+        check(format!("lock_page({p:?})"), &|| assert!(a.lock_page(p).is_err()));
+        for &nr in &sizes {
+            check(format!("isolate_range({p:?}, {nr})"), &|| {
+                if a.isolate_range(p, nr).is_ok() {
+                    a.undo_isolate_range(p, nr).unwrap();
+                }
+            });
+            check(format!("undo_isolate_range({p:?}, {nr})"), &|| assert!(a.undo_isolate_range(p, nr).is_err()));
+            check(format!("test_pages_isolated({p:?}, {nr})"), &|| assert!(!a.test_pages_isolated(p, nr)));
+            check(format!("free_contig_range({p:?}, {nr})"), &|| {
+                // Nothing is allocated: the first page, if any, is refused.
+                assert_eq!(a.free_contig_range(p, nr).is_ok(), nr == 0);
+            });
+        }
+    }
+    for &nr in &sizes {
+        check(format!("alloc_contig_pages({nr})"), &|| {
+            if let Ok(p) = a.alloc_contig_pages(nr, Gfp::MOVABLE) {
+                a.free_contig_range(p, nr).unwrap();
+            }
+        });
+    }
+    check("free_pages_bulk(all of them)".into(), &|| assert!(a.free_pages_bulk(&pfns).is_err()));
+    assert!(panics.is_empty(), "panicked: {panics:#?}");
+    a.check_invariants().unwrap();
+    assert_eq!(a.census().allocated, 0);
 }
