@@ -194,7 +194,10 @@ impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ConfigError::ArenaTooSmall { bytes, min } => {
-                write!(f, "arena of {bytes} bytes is smaller than one pageblock ({min} bytes): give at least {min} bytes")
+                write!(
+                    f,
+                    "arena of {bytes} bytes is smaller than one pageblock ({min} bytes): give at least {min} bytes"
+                )
             }
             ConfigError::ArenaNotPageMultiple { bytes } => {
                 write!(f, "arena of {bytes} bytes is not a multiple of the page size (4096)")
@@ -211,7 +214,9 @@ impl fmt::Display for ConfigError {
                 f,
                 "{nodes} nodes cannot split an arena of {pageblocks} pageblocks: each node needs at least one pageblock"
             ),
-            ConfigError::EmptyZone { nid, zone, why } => write!(f, "zone {zone} on node {nid} would have no pages: {why}"),
+            ConfigError::EmptyZone { nid, zone, why } => {
+                write!(f, "zone {zone} on node {nid} would have no pages: {why}")
+            }
             // The operating system's error is the source, not part of this message.
             ConfigError::Mmap(_) => f.write_str("mapping the arena failed"),
             ConfigError::OutOfMemory { bytes } => {
@@ -333,7 +338,9 @@ impl fmt::Display for BulkFreeError {
         // a user can build one: it must still print.
         match self.rejected.first() {
             None => f.write_str("bulk free skipped no entries"),
-            Some((i, e)) => write!(f, "bulk free skipped {} invalid entries (first: index {i}: {e})", self.rejected.len()),
+            Some((i, e)) => {
+                write!(f, "bulk free skipped {} invalid entries (first: index {i}: {e})", self.rejected.len())
+            }
         }
     }
 }

@@ -47,8 +47,8 @@ mod types;
 mod zone;
 
 pub use allocator::PageAllocator;
-pub use cpu::{pin_to_cpu, possible_cpus};
 pub use config::{Backing, Config, DrainMode};
+pub use cpu::{pin_to_cpu, possible_cpus};
 pub use error::{AllocError, BulkFreeError, ConfigError, FreeError, InvariantError, PageStateError, WaitError};
 pub use invariants::{Fragmentation, ZoneCensus};
 /// Bytes in one page descriptor (at most 16).

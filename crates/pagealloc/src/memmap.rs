@@ -184,8 +184,7 @@ impl Mapping {
     /// Under Miri, plain heap memory stands in for mmap.
     #[cfg(miri)]
     fn new(len: usize, _huge: bool, _populate: bool) -> Result<(Self, bool), ConfigError> {
-        let layout =
-            std::alloc::Layout::from_size_align(len, PAGE_SIZE).map_err(|_| mapping_too_large())?;
+        let layout = std::alloc::Layout::from_size_align(len, PAGE_SIZE).map_err(|_| mapping_too_large())?;
         // SAFETY: len >= one pageblock, so the layout is non-zero.
         let raw = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })
             .ok_or(ConfigError::OutOfMemory { bytes: len as u64 })?;

@@ -93,7 +93,13 @@ fn every_field_at_its_extremes_is_ok_or_a_typed_error() {
             }
         }
     }
-    assert!(panics.is_empty(), "{} of {} configs panicked:\n{}", panics.len(), ok + err + panics.len(), panics.join("\n"));
+    assert!(
+        panics.is_empty(),
+        "{} of {} configs panicked:\n{}",
+        panics.len(),
+        ok + err + panics.len(),
+        panics.join("\n")
+    );
     assert!(ok > 0 && err > 0, "the sweep should see both outcomes ({ok} ok, {err} errors)");
 }
 
