@@ -8,6 +8,10 @@ use crate::types::{PAGEBLOCK_PAGES, PAGE_SIZE};
 /// Bytes in a pageblock (2 MiB): the arena is a whole number of them.
 pub(crate) const PAGEBLOCK_BYTES: u64 = PAGEBLOCK_PAGES * PAGE_SIZE as u64;
 
+/// The largest arena: the last pageblock multiple below 2^32 - 2 pages (pfn
+/// links are 32 bits and two values are reserved).
+pub(crate) const MAX_ARENA_BYTES: u64 = ((u32::MAX as u64 - 1) / PAGEBLOCK_PAGES * PAGEBLOCK_PAGES) * PAGE_SIZE as u64;
+
 /// Largest [`Config::nodes`]: a zone index is a byte of the pageblock word and
 /// each node may have two zones.
 pub(crate) const MAX_NODES: u32 = 127;
@@ -63,8 +67,9 @@ pub enum DrainMode {
 /// chained setters; every setter has the name of its field.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// Bytes in the arena: a whole number of pageblocks (2 MiB), at least one, and
-    /// fewer than 2^32 - 2 pages (16 TiB). Default 1 GiB.
+    /// Bytes in the arena: a whole number of pageblocks (2 MiB), at least one and
+    /// at most 2^32 - 512 pages (16 TiB less one pageblock: pfn links are 32
+    /// bits). Default 1 GiB.
     pub arena_bytes: u64,
     /// Fake NUMA nodes splitting the arena evenly: 1..=127, and at most one per
     /// pageblock. Default 1.
@@ -215,10 +220,10 @@ impl Config {
         if self.arena_bytes < min {
             return Err(ConfigError::ArenaTooSmall { bytes: self.arena_bytes, min });
         }
-        let pages = self.arena_bytes / PAGE_SIZE as u64;
-        if pages >= u32::MAX as u64 - 1 {
+        if self.arena_bytes > MAX_ARENA_BYTES {
             return Err(ConfigError::ArenaTooLarge { bytes: self.arena_bytes });
         }
+        let pages = self.arena_bytes / PAGE_SIZE as u64;
         if !self.arena_bytes.is_multiple_of(PAGEBLOCK_BYTES) {
             return Err(ConfigError::ArenaNotPageblockMultiple { bytes: self.arena_bytes });
         }
@@ -290,6 +295,9 @@ mod tests {
     #[test]
     fn bounds_are_inclusive() {
         let base = || Config::small(8 << 20);
+        assert_eq!(MAX_ARENA_BYTES, ((1 << 32) - 512) * 4096);
+        assert!(base().arena_bytes(MAX_ARENA_BYTES).validate().is_ok());
+        assert!(base().arena_bytes(MAX_ARENA_BYTES + PAGEBLOCK_BYTES).validate().is_err());
         assert!(base().nr_cpus(Some(MAX_CPUS)).validate().is_ok());
         assert!(base().nr_cpus(Some(MAX_CPUS + 1)).validate().is_err());
         assert!(base().pcp_batch(Some(MAX_PCP_BATCH)).validate().is_ok());

@@ -1,6 +1,7 @@
 //! Typed errors. Every misuse names the pfn it was about; none of them leaves the
 //! allocator's state changed.
 
+use crate::config::MAX_ARENA_BYTES;
 use crate::types::{MigrateType, Pfn};
 use std::fmt;
 use std::io;
@@ -151,7 +152,8 @@ pub enum ConfigError {
         /// Bytes asked for.
         bytes: u64,
     },
-    /// The arena has more pages than 32-bit pfn links can name.
+    /// The arena has more pages than 32-bit pfn links can name (at most
+    /// 2^32 - 512 pages: 16 TiB less one pageblock).
     ArenaTooLarge {
         /// Bytes asked for.
         bytes: u64,
@@ -208,7 +210,11 @@ impl fmt::Display for ConfigError {
                 pageblock_suggestion(*bytes)
             ),
             ConfigError::ArenaTooLarge { bytes } => {
-                write!(f, "arena of {bytes} bytes is too large (at most 2^32 - 2 pages)")
+                write!(
+                    f,
+                    "arena of {bytes} bytes is too large: pfn links are 32 bits, so at most 2^32 - 512 pages \
+                     ({MAX_ARENA_BYTES} bytes, 16 TiB less one pageblock)"
+                )
             }
             ConfigError::TooManyNodes { nodes, pageblocks } => write!(
                 f,

@@ -139,9 +139,19 @@ fn arena_not_a_pageblock_multiple_is_refused_with_a_suggestion() {
         }
         other => panic!("expected ArenaNotPageblockMultiple, got {:?}", other.err()),
     }
-    // The largest arena that could be named (2^32 - 3 pages) is not a multiple either.
+    // 2^32 - 3 pages used to pass validation (and abort); it is past the
+    // largest pageblock multiple that 32-bit pfn links can name.
     let near = ((1u64 << 32) - 3) * PAGE;
-    assert!(matches!(PageAllocator::new(Config::small(near)), Err(ConfigError::ArenaNotPageblockMultiple { .. })));
+    assert!(matches!(PageAllocator::new(Config::small(near)), Err(ConfigError::ArenaTooLarge { .. })));
+    // Just below that limit, the suggestion never names a size past it.
+    let last = ((1u64 << 32) - 512) * PAGE;
+    match PageAllocator::new(Config::small(last - PAGE)) {
+        Err(e @ ConfigError::ArenaNotPageblockMultiple { .. }) => {
+            let msg = e.to_string();
+            assert!(msg.contains(&(last - PAGEBLOCK).to_string()) && msg.contains(&last.to_string()), "{msg}");
+        }
+        other => panic!("expected ArenaNotPageblockMultiple, got {:?}", other.err()),
+    }
 }
 
 /// Run the named test of this binary in a child process whose address space is
