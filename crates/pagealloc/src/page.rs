@@ -55,8 +55,6 @@ pub mod flags {
     /// The page lock is held by a `PageLockGuard`: only the guard releases it
     /// (set and cleared together with `LOCKED`).
     pub const GUARD: u32 = 1 << 12;
-    /// The bits the page-lock protocol owns.
-    pub const LOCK_STATE: u32 = LOCKED | WRITEBACK | UPTODATE | WAITERS | GUARD;
     /// Bits that forbid freeing a block through the raw pfn API.
     pub const NO_RAW_FREE: u32 = LOCKED | WRITEBACK | OWNED | GUARD;
 }

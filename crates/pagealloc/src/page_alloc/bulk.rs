@@ -114,7 +114,10 @@ impl Core {
     #[inline(never)]
     fn alloc_pages_bulk_list_slow(&self, gfp: Gfp, nr: usize, out: &mut Vec<Pfn>) -> usize {
         let before = out.len();
-        out.reserve(nr);
+        // Room for what the arena could give, not for `nr`: a huge `nr` must not
+        // reserve (and abort on) memory that could never be filled. Only a hint:
+        // if even that cannot be had, the list grows as pages come.
+        let _ = out.try_reserve(nr.min(self.mm.nr_pages() as usize));
         if nr > 1 {
             self.bulk_fast(gfp, nr, |pages| {
                 out.extend(pages.iter().rev().map(|&p| Pfn::from_u32(p)));

@@ -122,12 +122,8 @@ impl Node {
 impl Core {
     /// Map the arena, lay out nodes and zones, free every page.
     pub(crate) fn new(cfg: Config) -> Result<Self, ConfigError> {
-        let pages = cfg.validate()? & !(PAGEBLOCK_PAGES - 1);
+        let pages = cfg.validate()?;
         let nblocks = pages / PAGEBLOCK_PAGES;
-        // Zone indexes are a byte of the pageblock word: two zones per node.
-        if cfg.nodes > 127 {
-            return Err(ConfigError::Invalid { field: "nodes", why: "at most 127 nodes".into() });
-        }
         let per_node = nblocks / cfg.nodes as u64;
         let movable_blocks = cfg.movable_zone_bytes.div_ceil(PAGE_SIZE as u64 * PAGEBLOCK_PAGES);
         let pageblocks = zone::new_pageblocks(nblocks as usize);

@@ -678,7 +678,7 @@ impl Model {
         let k = b.u8();
         if k % 4 == 2 {
             // Move to another CPU (where the machine has it): other per-CPU lists.
-            pagealloc::cpu::pin_to_cpu((k >> 2) as usize % 4);
+            pagealloc::pin_to_cpu((k >> 2) as usize % 4);
         } else if k.is_multiple_of(2) {
             self.a.drain_local_pages();
         } else {
@@ -906,7 +906,7 @@ pub fn run(data: &[u8]) {
 pub fn run_with(data: &[u8], tweak: impl FnOnce(Config) -> Config) {
     // One CPU unless the input moves us: the per-CPU lists used, and so every
     // answer, depend only on the input.
-    pagealloc::cpu::pin_to_cpu(0);
+    pagealloc::pin_to_cpu(0);
     let mut b = Bytes::new(data);
     let cfg = tweak(decode_config(&mut b));
     let Some(mut m) = Model::new(cfg) else { return };
