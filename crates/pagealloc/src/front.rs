@@ -63,12 +63,19 @@ pub(crate) const FRONT_CAP: usize = 64;
 /// Pages moved per refill from, or flush to, the per-CPU lists.
 pub(crate) const FRONT_BATCH: usize = 32;
 
+/// A stack key no pageblock word matches (a stack that never adopted a zone).
+pub(crate) const NO_KEY: u16 = u16::MAX;
+
 /// One stack of order-0 pages of one pcp type, all from one zone.
 #[derive(Debug)]
 pub(crate) struct FrontStack {
     pub(crate) nid: u32,
-    /// The zone every page in the stack belongs to (index into the allocator's zones).
-    pub(crate) zone: u32,
+    /// The pageblock word bits every page in the stack shares: its zone's
+    /// index (high byte) and the stack's type with the isolate bit clear
+    /// (low bits), as `zone::pb_key` makes them; `NO_KEY` until adopted. A
+    /// freed page whose word has this key belongs here, so one compare
+    /// checks zone, type and isolation.
+    pub(crate) key: u16,
     /// The event an allocation from this stack counts (the zone's pgalloc_*).
     pub(crate) alloc_ev: VmEvent,
     pub(crate) len: u32,
@@ -76,13 +83,13 @@ pub(crate) struct FrontStack {
 }
 
 impl FrontStack {
-    /// Take pages of zone `zone` (on node `nid`, counting `alloc_ev`) from now
-    /// on (the stack is empty).
+    /// Take pages whose pageblock key is `key` (zone on node `nid`, counting
+    /// `alloc_ev`) from now on (the stack is empty).
     #[inline]
-    pub(crate) fn adopt(&mut self, zone: usize, nid: u32, alloc_ev: VmEvent) {
+    pub(crate) fn adopt(&mut self, key: u16, nid: u32, alloc_ev: VmEvent) {
         debug_assert_eq!(self.len, 0);
         self.nid = nid;
-        self.zone = zone as u32;
+        self.key = key;
         self.alloc_ev = alloc_ev;
     }
 
@@ -93,8 +100,14 @@ impl FrontStack {
     }
 }
 
-/// The stacks of one slot, one per pcp type.
-pub(crate) type Stacks = [FrontStack; MIGRATE_PCPTYPES];
+/// Stacks per slot: one per pcp type, indexed by the type (by the low two
+/// bits of a pageblock word on free), and one for HighAtomic's index that
+/// never adopts a zone, so a free of such a page misses without a branch of
+/// its own.
+pub(crate) const NR_STACKS: usize = MIGRATE_PCPTYPES + 1;
+
+/// The stacks of one slot.
+pub(crate) type Stacks = [FrontStack; NR_STACKS];
 
 /// A thread's front cache for one allocator.
 pub(crate) struct FrontSlot {
@@ -126,7 +139,7 @@ impl FrontSlot {
             detached: AtomicBool::new(false),
             stacks: UnsafeCell::new(std::array::from_fn(|_| FrontStack {
                 nid: 0,
-                zone: 0,
+                key: NO_KEY,
                 alloc_ev: VmEvent::PgallocNormal,
                 len: 0,
                 pfns: [0; FRONT_CAP],

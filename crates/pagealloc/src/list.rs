@@ -125,7 +125,7 @@ mod tests {
 
     #[test]
     fn push_pop_remove_keep_links_consistent() {
-        let mm = MemMap::new(512, crate::Backing::None).unwrap();
+        let mm = MemMap::new(512, crate::Backing::None, crate::zone::new_pageblocks(1)).unwrap();
         let mut l = PfnList::new();
         assert!(l.is_empty());
         for p in [5, 6, 7] {

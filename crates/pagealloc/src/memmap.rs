@@ -1,23 +1,34 @@
-//! The memory map: the arena's backing memory and the page descriptor array.
-//!
-//! This module and `frontcache` are the only places with `unsafe` code.
+//! The memory map: the arena's backing memory, the page descriptor array and
+//! the pageblock table (the per-pfn metadata of the frames layer).
 //!
 //! Invariants:
 //! - `descs.len() == nr_pages`; pfn `p` is valid iff `p < nr_pages`.
+//! - `blocks.len() * PAGEBLOCK_PAGES == nr_pages`: one word per pageblock.
 //! - With backing, frame `p` is the 4 KiB at `base + p * PAGE_SIZE`, inside one
 //!   mapping that lives as long as the `MemMap`.
 
 use crate::config::Backing;
 use crate::error::ConfigError;
 use crate::page::PageDesc;
-use crate::types::{Pfn, PAGE_SIZE};
+use crate::sync::Ordering;
+use crate::types::{Pfn, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE};
 use std::io;
 use std::ptr::NonNull;
+use std::sync::atomic::AtomicU16;
 use std::sync::Arc;
 
-/// The arena's memory and descriptors.
+/// The pageblock table of the whole arena, one word per pageblock, indexed by
+/// `pfn >> PAGEBLOCK_ORDER` and shared by every zone (each writes only its
+/// own blocks; `zone` defines the word's encoding). One load gives a pfn's
+/// zone and its block's type: the free paths ask both for every page.
+pub(crate) type Pageblocks = Arc<[AtomicU16]>;
+
+/// The arena's memory, descriptors and pageblock table.
 pub(crate) struct MemMap {
     descs: Box<[PageDesc]>,
+    /// Exactly one word per pageblock: `blocks.len() * PAGEBLOCK_PAGES ==
+    /// descs.len()` (checked in `new`).
+    blocks: Pageblocks,
     mapping: Option<Mapping>,
     /// True when hugepages were asked for and the kernel refused them.
     pub(crate) hugepage_fallback: bool,
@@ -46,7 +57,10 @@ fn mapping_too_large() -> ConfigError {
 }
 
 impl MemMap {
-    pub(crate) fn new(nr_pages: u64, backing: Backing) -> Result<Self, ConfigError> {
+    /// A map of `nr_pages` frames (a whole number of pageblocks, one word
+    /// each in `blocks`) with `backing` behind them.
+    pub(crate) fn new(nr_pages: u64, backing: Backing, blocks: Pageblocks) -> Result<Self, ConfigError> {
+        assert_eq!(blocks.len() as u64 * PAGEBLOCK_PAGES, nr_pages, "one pageblock word per pageblock");
         let too_big = || ConfigError::OutOfMemory { bytes: u64::MAX };
         let n = usize::try_from(nr_pages).map_err(|_| too_big())?;
         let descs = alloc_descs(n)?;
@@ -60,7 +74,7 @@ impl MemMap {
                 (Some(m), !advised)
             }
         };
-        Ok(Self { descs, mapping, hugepage_fallback })
+        Ok(Self { descs, blocks, mapping, hugepage_fallback })
     }
 
     #[inline(always)]
@@ -73,6 +87,18 @@ impl MemMap {
     #[inline(always)]
     pub(crate) fn descs(&self) -> &[PageDesc] {
         &self.descs
+    }
+
+    /// The descriptor of `pfn` and its pageblock's word, with one range
+    /// check (None out of range).
+    #[inline(always)]
+    pub(crate) fn desc_and_block(&self, pfn: u64) -> Option<(&PageDesc, u16)> {
+        let d = self.descs.get(pfn as usize)?;
+        // SAFETY: pfn < descs.len() == blocks.len() * PAGEBLOCK_PAGES (the
+        // struct's invariant, checked in `new`), so its pageblock index is
+        // below blocks.len().
+        let b = unsafe { self.blocks.get_unchecked((pfn >> PAGEBLOCK_ORDER) as usize) };
+        Some((d, b.load(Ordering::Relaxed)))
     }
 
     /// The descriptor of a pfn the caller has range-checked.

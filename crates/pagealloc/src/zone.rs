@@ -17,26 +17,19 @@
 //!   length of every critical section (a seqcount for consistent snapshots).
 
 use crate::list::PfnList;
-use crate::memmap::MemMap;
+use crate::memmap::{MemMap, Pageblocks};
 use crate::stats::events::VmEvent;
 use crate::sync::{fence, AtomicU64, LockedCounter, Mutex, MutexGuard, Ordering};
 use crate::types::{
     Gfp, MigrateType, ZoneType, MIGRATE_PCPTYPES, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES,
 };
 use std::sync::atomic::AtomicU16;
-use std::sync::Arc;
 
 /// Pageblock word: migratetype in bits 0..3 and the isolate bit 3 (written
 /// under the zone's lock), the zone's index in bits 8..16 (fixed at build).
 const PB_MT_MASK: u16 = 0x7;
 const PB_ISOLATE: u16 = 0x8;
 const PB_ZONE_SHIFT: u32 = 8;
-
-/// The pageblock table of the whole arena, one word per pageblock, indexed by
-/// `pfn >> PAGEBLOCK_ORDER` and shared by every zone (each writes only its
-/// own blocks). One load gives a pfn's zone and its block's type: the free
-/// paths ask both for every page.
-pub(crate) type Pageblocks = Arc<[AtomicU16]>;
 
 /// A table for `nblocks` pageblocks, every block Movable in zone 0.
 pub(crate) fn new_pageblocks(nblocks: usize) -> Pageblocks {
@@ -55,6 +48,22 @@ pub(crate) fn pb_zone(w: u16) -> usize {
 pub(crate) fn pb_pcp_index(w: u16) -> Option<usize> {
     let t = (w & (PB_MT_MASK | PB_ISOLATE)) as usize;
     (t < MIGRATE_PCPTYPES).then_some(t)
+}
+
+/// The bits of a pageblock word that decide where a freed page goes: its
+/// zone, and its block's type and isolate bit.
+pub(crate) const PB_KEY_MASK: u16 = 0xff0f;
+
+/// The key of zone `zi`'s pageblocks of pcp type `t`, not isolated.
+#[inline(always)]
+pub(crate) fn key_of(zi: usize, t: usize) -> u16 {
+    ((zi as u16) << PB_ZONE_SHIFT) | t as u16
+}
+
+/// The key of a pageblock word (see [`PB_KEY_MASK`]).
+#[inline(always)]
+pub(crate) fn pb_key(w: u16) -> u16 {
+    w & PB_KEY_MASK
 }
 
 /// The effective type in a pageblock word (Isolate while isolated).
@@ -486,7 +495,7 @@ mod tests {
 
     #[test]
     fn isolate_bit_keeps_the_stored_type() {
-        let mm = MemMap::new(1024, crate::Backing::None).unwrap();
+        let mm = MemMap::new(1024, crate::Backing::None, new_pageblocks(2)).unwrap();
         let z = Zone::new(0, 0, ZoneType::Normal, 0, 1024, &new_pageblocks(2));
         let mut g = z.lock(&mm);
         g.set_pageblock_mt_locked(0, MigrateType::Unmovable);

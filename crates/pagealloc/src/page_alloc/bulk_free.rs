@@ -4,7 +4,7 @@
 //! rest through the full checks; bad entries are reported by index and
 //! change nothing.
 
-use super::give::{set_list_type, Giver, GIVE_CHUNK, GIVE_KEY};
+use super::give::{set_list_type, Giver, GIVE_CHUNK};
 use super::Core;
 use crate::error::{BulkFreeError, FreeError};
 use crate::front::{Owner, FRONT_BATCH, FRONT_CAP};
@@ -284,7 +284,7 @@ impl Core {
             return 0;
         };
         let (stacks, events) = g.split();
-        let (descs, pageblocks) = (self.mm.descs(), &*self.pageblocks);
+        let (descs, mm) = (self.mm.descs(), &self.mm);
         // A plain allocated order-0 head with nothing to wake: its descriptor,
         // flags and private word, and its pageblock word (zone and type in
         // one load).
@@ -294,7 +294,7 @@ impl Core {
             if f & FAST_MASK != flags::HEAD || private & page::ORDER_MASK != 0 {
                 return None;
             }
-            let w = pageblocks[(p >> PAGEBLOCK_ORDER) as usize].load(Ordering::Relaxed);
+            let (_, w) = mm.desc_and_block(p)?;
             Some((d, f, private, w))
         };
         let (mut i, mut taken) = (0, 0u64);
@@ -315,14 +315,14 @@ impl Core {
             if !self.stack_takes(s, w) {
                 break;
             }
-            let (key, want) = (w & GIVE_KEY, page::private_word_raw(0, t));
+            let (key, want) = (zone::pb_key(w), page::private_word_raw(0, t));
             let mut len = s.len as usize;
             while i < n && len < FRONT_CAP {
                 // A hole reads as u64::MAX, which `plain` refuses like any
                 // pfn out of range: no branch of its own in the loop.
                 let p = get(i).map_or(u64::MAX, Pfn::as_u64);
                 let claimed = plain(p).filter(|&(d, f, _, w)| {
-                    w & GIVE_KEY == key
+                    zone::pb_key(w) == key
                         && d.flags.compare_exchange(f, flags::PCP, Ordering::Acquire, Ordering::Relaxed).is_ok()
                 });
                 let Some((d, _, private, _)) = claimed else {
@@ -331,7 +331,7 @@ impl Core {
                         i += 1;
                         continue 'pick;
                     }
-                    if plain(p).is_some_and(|(_, _, _, w2)| w2 & GIVE_KEY != key) {
+                    if plain(p).is_some_and(|(_, _, _, w2)| zone::pb_key(w2) != key) {
                         continue 'pick;
                     }
                     break 'pick;

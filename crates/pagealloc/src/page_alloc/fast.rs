@@ -140,7 +140,7 @@ impl Core {
             match got {
                 Some(0) => continue,
                 Some(_) => {
-                    s.adopt(z.idx, z.nid, z.alloc_event());
+                    s.adopt(crate::zone::key_of(z.idx, mt.index()), z.nid, z.alloc_event());
                     // The last page taken ends on top: a fresh refill is
                     // then handed out in ascending pfn order.
                     s.len = n as u32;

@@ -30,21 +30,19 @@ impl Core {
             return false;
         }
         let p = pfn.as_u64();
-        let Some(d) = self.mm.descs().get(p as usize) else {
-            return false;
-        };
-        // In range, so its pageblock is in the table.
-        let w = self.pageblock_word_racy(p);
-        let Some(t) = zone::pb_pcp_index(w) else {
+        let Some((d, w)) = self.mm.desc_and_block(p) else {
             return false;
         };
         let Some(mut g) = self.fronts.current().and_then(Owner::enter) else {
             return false;
         };
         let (stacks, events) = g.split();
+        // The stack of the block's type (HighAtomic's index has a stack that
+        // never adopts); its key says zone, type and isolation in one compare.
+        let t = (w & 3) as usize;
         let s = &mut stacks[t];
         let len = s.len as usize;
-        if len == 0 || len >= FRONT_CAP || s.zone as usize != zone::pb_zone(w) {
+        if s.key != zone::pb_key(w) || len >= FRONT_CAP {
             return false;
         }
         // Order 0, last allocated for this stack's type: the private word is
@@ -141,11 +139,10 @@ impl Core {
     /// the stack holds another zone's pages.
     #[inline]
     pub(crate) fn stack_takes(&self, s: &mut FrontStack, w: u16) -> bool {
-        let zi = zone::pb_zone(w);
         if s.len == 0 {
-            let z: &Zone = &self.zones[zi];
-            s.adopt(zi, z.nid, z.alloc_event());
-        } else if s.zone as usize != zi {
+            let z: &Zone = &self.zones[zone::pb_zone(w)];
+            s.adopt(zone::pb_key(w), z.nid, z.alloc_event());
+        } else if s.key != zone::pb_key(w) {
             return false;
         } else if s.len as usize == FRONT_CAP {
             self.front_flush(s);

@@ -16,10 +16,6 @@ use crate::zone::{self, Zone};
 /// on-stack batch).
 pub(crate) const GIVE_CHUNK: usize = 64;
 
-/// The bits of a pageblock word that decide where a freed page goes: its
-/// zone, and its block's type and isolate bit.
-pub(crate) const GIVE_KEY: u16 = 0xff0f;
-
 /// One zone's per-CPU lists, locked by a [`Giver`], with the pages added so far.
 struct Held<'a> {
     z: &'a Zone,
@@ -44,14 +40,14 @@ impl<'a> Giver<'a> {
     }
 
     /// Give claimed pages `pfns`, whose pageblock words are `words`, run by
-    /// run (a run: consecutive pages whose words agree on [`GIVE_KEY`]).
+    /// run (a run: consecutive pages whose words have one key, `zone::pb_key`).
     #[inline(never)]
     pub(crate) fn give_runs(&mut self, pfns: &[u32], words: &[u16]) {
         debug_assert_eq!(pfns.len(), words.len());
         let mut a = 0;
         while a < pfns.len() {
-            let key = words[a] & GIVE_KEY;
-            let b = a + 1 + words[a + 1..].iter().take_while(|&&w| w & GIVE_KEY == key).count();
+            let key = zone::pb_key(words[a]);
+            let b = a + 1 + words[a + 1..].iter().take_while(|&&w| zone::pb_key(w) == key).count();
             self.give(key, &pfns[a..b]);
             a = b;
         }

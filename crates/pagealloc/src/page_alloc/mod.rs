@@ -33,12 +33,12 @@ pub(crate) mod slow;
 use crate::config::Config;
 use crate::error::ConfigError;
 use crate::front::Fronts;
-use crate::memmap::MemMap;
+use crate::memmap::{MemMap, Pageblocks};
 use crate::page::flags;
 use crate::pcp::PcpSet;
 use crate::stats::events::PerCpuEvents;
 use crate::types::{Gfp, MigrateType, Pfn, ZoneType, MAX_ORDER, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE};
-use crate::zone::{self, Pageblocks, Zone};
+use crate::zone::{self, Zone};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -155,7 +155,7 @@ impl Core {
         }
         set_watermarks(&mut zones, &nodes_zones, &cfg);
         let nodes = (0..cfg.nodes as usize).map(|nid| Node::build(nid, &nodes_zones, &zones)).collect();
-        let mm = MemMap::new(pages, cfg.backing)?;
+        let mm = MemMap::new(pages, cfg.backing, pageblocks.clone())?;
         let nr_cpus = cfg.nr_cpus.unwrap_or_else(crate::cpu::possible_cpus).max(1);
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let pcp = PcpSet::new(&zones, nr_cpus, &cfg, id);

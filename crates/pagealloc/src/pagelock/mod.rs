@@ -62,15 +62,18 @@
 //! refused; freeing clears `WAITERS` and the other lock-state bits in the same
 //! RMW that takes `HEAD` away, so a racing lock attempt fails cleanly.
 
+mod cancel;
 #[cfg(all(test, loom))]
 mod loom_tests;
 #[cfg(all(test, not(loom)))]
 mod tests;
 pub(crate) mod waitq;
 
+pub use cancel::CancelToken;
+
 use crate::error::{PageStateError, WaitError};
 use crate::page::flags::{GUARD, HEAD, LOCKED, UPTODATE, WAITERS, WRITEBACK};
-use crate::sync::{thread, AtomicBool, AtomicU32, Mutex, Ordering};
+use crate::sync::{AtomicU32, Ordering};
 use crate::types::Pfn;
 use std::cell::Cell;
 use std::time::Instant;
@@ -99,67 +102,6 @@ mod wake {
     pub(super) const HANDED_OFF: usize = 2;
     /// The page was freed: re-check, and report it.
     pub(super) const FREED: usize = 3;
-}
-
-/// A cancellation flag for the `_cancellable` waits (the user-space form of the
-/// kernel's killable waits). Cancelling wakes every wait using the token; waits
-/// started after it return `Cancelled` at once. Share it by reference or `Arc`.
-#[derive(Debug)]
-pub struct CancelToken {
-    cancelled: AtomicBool,
-    /// Threads sleeping in a wait that uses this token.
-    sleepers: Mutex<Vec<thread::Thread>>,
-}
-
-impl Default for CancelToken {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl CancelToken {
-    /// A token not yet cancelled.
-    pub fn new() -> Self {
-        Self { cancelled: AtomicBool::new(false), sleepers: Mutex::new(Vec::new()) }
-    }
-
-    /// Cancel: every wait using this token returns `WaitError::Cancelled`
-    /// (unless it got what it waited for first).
-    pub fn cancel(&self) {
-        // Release: pairs with the Acquire in `is_cancelled`. A sleeper that
-        // registered before we take the list lock is unparked below; one that
-        // registers after it sees the flag (the lock orders the two).
-        self.cancelled.store(true, Ordering::Release);
-        for t in self.sleepers.lock().iter() {
-            t.unpark();
-        }
-    }
-
-    /// Whether `cancel` was called.
-    pub fn is_cancelled(&self) -> bool {
-        self.cancelled.load(Ordering::Acquire)
-    }
-
-    /// Note a thread about to sleep with this token, until the guard drops.
-    fn register<'a>(&'a self, t: &thread::Thread) -> Registration<'a> {
-        self.sleepers.lock().push(t.clone());
-        Registration { token: self }
-    }
-}
-
-/// A sleeper's entry in a [`CancelToken`]'s list; removes it on drop.
-struct Registration<'a> {
-    token: &'a CancelToken,
-}
-
-impl Drop for Registration<'_> {
-    fn drop(&mut self) {
-        let me = thread::current().id();
-        let mut v = self.token.sleepers.lock();
-        if let Some(i) = v.iter().position(|t| t.id() == me) {
-            v.swap_remove(i);
-        }
-    }
 }
 
 /// How the lock protocol behaves, from the allocator's `Config`.
