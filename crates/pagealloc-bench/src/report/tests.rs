@@ -56,7 +56,7 @@ pub(super) fn fixture() -> Report {
             .series("list (old)", "old", Some("bulk-*"))
             .series("array (new)", "new", Some("bulk-*")),
     );
-    bulk.raw = "Type:time_bulk_page_alloc_free_array Per elem: 94 cycles(tsc) 26.170 ns (step:128)\n".into();
+    bulk.raw = "time_bench: Type:time_bulk_page_alloc_free_array Per elem: 94 cycles(tsc) 26.170 ns (step:128)\n".into();
 
     let mut lock = ExperimentResult::new("page-lock", "Page lock and the waiters bit", Some(4));
     lock.figures.push(fig("unlock-uncontended", "old", "ns", &[5.0, 5.1, 4.9]));
@@ -298,7 +298,7 @@ fn report_directory_holds_page_json_schema_and_raw_files() {
     assert!(dir.join("raw/pagealloc-micro/old-none/iter-0/pagealloc/logs/alloc-4").is_file());
     assert!(std::fs::read_to_string(dir.join("raw/bulk.txt"))
         .unwrap()
-        .starts_with("Type:time_bulk_page_alloc_free_array"));
+        .starts_with("time_bench: Type:time_bulk_page_alloc_free_array"));
     assert!(Report::load(&dir.join("results.json")).unwrap() == r, "results.json round trip");
     let html = std::fs::read_to_string(&index).unwrap();
     assert!(html.contains("href=\"raw/page-fault1.csv\""));
