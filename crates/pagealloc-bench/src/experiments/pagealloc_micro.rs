@@ -292,7 +292,7 @@ impl Experiment for PageallocMicro {
                 for (kind, data) in [("alloc", &alloc), ("free", &free)] {
                     let s10 = slowdown(&data[0], &data[1]);
                     let sc = slowdown(&data[0], &data[2]);
-                    r.line(ctx, format!("{design} order {order} {kind}: Amean change with 10 ms monitor {s10:+.2}%, continuous {sc:+.2}% (geometric mean over batches; + is slower)"));
+                    r.line(ctx, format!("# {design} order {order} {kind}: Amean change with 10 ms monitor {s10:+.2}%, continuous {sc:+.2}% (geometric mean over batches; + is slower)"));
                     r.figures.push(Figure::new(
                         format!("{kind}-odr{order}-monitor10ms-slowdown"),
                         design,
@@ -317,12 +317,13 @@ impl Experiment for PageallocMicro {
                 r.raw_file(&format!("{dir}/pagealloc.log"), log.clone());
             }
             r.line(ctx, format!("# compare-mmtests.pl -d raw/pagealloc-micro -b pagealloc -n {}", names.join(",")));
-            let runs: Vec<(&str, &str)> = names.iter().map(String::as_str).zip(logs.iter().map(String::as_str)).collect();
+            let runs: Vec<(&str, &str)> =
+                names.iter().map(String::as_str).zip(logs.iter().map(String::as_str)).collect();
             for l in mmtests::compare(&runs).lines() {
                 r.line(ctx, l);
             }
             if total_redone > 0 {
-                r.line(ctx, format!("{design}: {total_redone} rounds preempted by other processes were run again"));
+                r.line(ctx, format!("# {design}: {total_redone} rounds preempted by other processes were run again"));
             }
             a.check_invariants().expect("invariants after pagealloc-micro");
             workloads::free_all(&a, live);

@@ -325,7 +325,6 @@ fn experiment(s: &mut String, e: &ExperimentResult) {
             names.push(name);
         }
     }
-    let files: Vec<String> =
-        names.iter().map(|n| format!("<a href=\"raw/{n}\">raw/{n}</a>", n = esc(n))).collect();
+    let files: Vec<String> = names.iter().map(|n| format!("<a href=\"raw/{n}\">raw/{n}</a>", n = esc(n))).collect();
     let _ = writeln!(s, "<p class=\"small\">Raw output: {}</p></div>", files.join(", "));
 }

@@ -214,9 +214,7 @@ pub fn compare(runs: &[(&str, &str)]) -> String {
     type Summary = BTreeMap<String, (Vec<f64>, Option<(f64, f64)>)>;
     let sums: Vec<Summary> = ex
         .iter()
-        .map(|e| {
-            e.ops.iter().map(|op| (op.clone(), summarise(e.samples.get(op).map_or(&[][..], |v| v)))).collect()
-        })
+        .map(|e| e.ops.iter().map(|op| (op.clone(), summarise(e.samples.get(op).map_or(&[][..], |v| v)))).collect())
         .collect();
     let (field, cmp) = (12usize, 7usize);
     let stat_w = STATS.iter().map(|s| s.len()).max().unwrap_or(0);
@@ -351,7 +349,10 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("pagealloc-mmtests-{}", std::process::id()));
         let runs = [
             ("old-none", log(4, &[1, 2, 1024], |b, i| (8539 + 37 * b + (i as u64 * 7919) % 13, 3 * b + i as u64 % 5))),
-            ("old-monitor10ms", log(4, &[1, 2, 1024], |b, i| (8500 + 40 * b + (i as u64 * 31) % 97, 3 * b + i as u64 % 7))),
+            (
+                "old-monitor10ms",
+                log(4, &[1, 2, 1024], |b, i| (8500 + 40 * b + (i as u64 * 31) % 97, 3 * b + i as u64 % 7)),
+            ),
             ("new-none", log(4, &[1, 2, 1024], |b, _| (8600 + b, 3 * b))),
         ];
         for (name, l) in &runs {

@@ -56,7 +56,8 @@ pub(super) fn fixture() -> Report {
             .series("list (old)", "old", Some("bulk-*"))
             .series("array (new)", "new", Some("bulk-*")),
     );
-    bulk.raw = "time_bench: Type:time_bulk_page_alloc_free_array Per elem: 94 cycles(tsc) 26.170 ns (step:128)\n".into();
+    bulk.raw =
+        "time_bench: Type:time_bulk_page_alloc_free_array Per elem: 94 cycles(tsc) 26.170 ns (step:128)\n".into();
 
     let mut lock = ExperimentResult::new("page-lock", "Page lock and the waiters bit", Some(4));
     lock.figures.push(fig("unlock-uncontended", "old", "ns", &[5.0, 5.1, 4.9]));

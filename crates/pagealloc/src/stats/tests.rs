@@ -845,9 +845,7 @@ fn reports_hold_linux_6_18s_line_shapes_and_key_order() {
     ];
     holds_against("pagetypeinfo", &a.pagetypeinfo().render(), proc618::PAGETYPEINFO, &pt, "pageblock-order", &[]);
     // The types, in the kernel's order.
-    let types = |t: &str| -> Vec<String> {
-        t.lines().filter_map(|l| shape(l, pt[5].1)).next().unwrap()
-    };
+    let types = |t: &str| -> Vec<String> { t.lines().filter_map(|l| shape(l, pt[5].1)).next().unwrap() };
     assert_eq!(types(&a.pagetypeinfo().render()), types(proc618::PAGETYPEINFO));
 
     let zi = [
@@ -873,7 +871,10 @@ fn reports_hold_linux_6_18s_line_shapes_and_key_order() {
     holds_against("zoneinfo", &zoneinfo, proc618::ZONEINFO, &zi, "zone", &cpu_group);
     // Our zone statistics are the kernel's first two, and nothing of ours.
     let stats: Vec<String> = zoneinfo.lines().filter_map(|l| shape(l, zi[5].1)).flatten().collect();
-    assert!(!stats.is_empty() && stats.iter().all(|k| k == "nr_free_pages" || k == "nr_free_pages_blocks"), "{stats:?}");
+    assert!(
+        !stats.is_empty() && stats.iter().all(|k| k == "nr_free_pages" || k == "nr_free_pages_blocks"),
+        "{stats:?}"
+    );
 
     let vm = [("item", "{w} {n}")];
     holds_against("vmstat", &a.vmstat().to_string(), proc618::VMSTAT, &vm, "none", &[]);
@@ -887,7 +888,16 @@ fn reports_hold_linux_6_18s_line_shapes_and_key_order() {
         assert!(shape(l, vm[0].1).is_some(), "{l:?}");
         assert!(!proc618::VMSTAT.contains(&format!("\n{k} ")) && !proc618::ZONEINFO.contains(&format!(" {k} ")), "{k}");
     }
-    for k in ["pcp_refill", "pcp_drain", "pcp_trylock_fail", "pgalloc_fallback_claim", "pgalloc_fallback_steal", "highatomic_reserve", "pgalloc_fail", "nr_reserved_highatomic"] {
+    for k in [
+        "pcp_refill",
+        "pcp_drain",
+        "pcp_trylock_fail",
+        "pgalloc_fallback_claim",
+        "pgalloc_fallback_steal",
+        "highatomic_reserve",
+        "pgalloc_fail",
+        "nr_reserved_highatomic",
+    ] {
         assert!(pcp.contains(&format!("{k} ")), "{k}");
         assert!(!a.vmstat().to_string().contains(k) && !zoneinfo.contains(k), "{k}");
     }
@@ -898,7 +908,10 @@ fn reports_hold_linux_6_18s_line_shapes_and_key_order() {
 
 #[test]
 fn shapes_match_what_they_say() {
-    assert_eq!(shape("Node 0, zone   Normal      0     12 ", "Node {n}, zone {s8} {r6}* "), Some(vec!["Normal".into()]));
+    assert_eq!(
+        shape("Node 0, zone   Normal      0     12 ", "Node {n}, zone {s8} {r6}* "),
+        Some(vec!["Normal".into()])
+    );
     // One column too wide, or too narrow, is caught.
     assert!(shape("Node 0, zone   Normal       0 ", "Node {n}, zone {s8} {r6}* ").is_none());
     assert!(shape("Node 0, zone  Normal      0 ", "Node {n}, zone {s8} {r6}* ").is_none());
