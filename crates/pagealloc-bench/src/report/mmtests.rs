@@ -21,10 +21,11 @@
 //!   free), by operation, then order (the file names' orders sorted as
 //!   strings), then batch in order of first appearance.
 //! - **Statistics** per operation, on the samples sorted ascending (lower is
-//!   better): Min, Amean, Stddev (n - 1; none for one sample), CoeffVar (Stddev
-//!   * 100 / Amean), Max, BAmean-50, BAmean-95, BAmean-99 (the mean of the best,
-//!   here lowest, 50, 95, 99% of the samples, at least one). A statistic that
-//!   is NaN is left out of its row, as mmtests' `_FilterNaN` does.
+//!   better): Min, Amean, Stddev (n - 1; none for one sample), CoeffVar (100
+//!   times Stddev over Amean), Max, BAmean-50, BAmean-95, BAmean-99 (the mean of
+//!   the best, here lowest, 50, 95, 99% of the samples, at least one). A
+//!   statistic that is NaN is left out of its row, as mmtests' `_FilterNaN`
+//!   does.
 //! - **Comparison**, each run against the first: `pndiff`: 0 when the values
 //!   are equal (the baseline column is always `0.00%`), 100 when the new value
 //!   is 0, -99 when the base is 0, else `100 - new * 100 / base`.
