@@ -16,6 +16,10 @@ pub enum Report {
     Zoneinfo,
     /// /proc/vmstat.
     Vmstat,
+    /// pcpstat: this allocator's own counters (per-CPU list refills, drains
+    /// and busy locks, fallbacks, the HighAtomic reserve, failures), which no
+    /// /proc file has.
+    Pcpstat,
 }
 
 /// Which workload runs before the report.
@@ -62,6 +66,7 @@ pub fn show(args: &ShowArgs) -> String {
         Report::Pagetypeinfo => a.pagetypeinfo().render(),
         Report::Zoneinfo => a.zoneinfo().to_string(),
         Report::Vmstat => a.vmstat().to_string(),
+        Report::Pcpstat => a.pcpstat().to_string(),
     };
     workloads::free_all(&a, live);
     text

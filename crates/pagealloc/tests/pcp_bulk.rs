@@ -371,17 +371,17 @@ fn refills_double_during_a_run_of_allocations_and_drains_grow_with_frees() {
     let batch = r.batch as u64;
     // More than the lists may ever hold, so the frees must drain.
     let n = 3 * r.high_max as u64;
-    let refills0 = a.vmstat().get("pcp_refill").unwrap();
+    let refills0 = a.pcpstat().get("pcp_refill").unwrap();
     let pages: Vec<Pfn> = (0..n).map(|_| a.alloc_pages(Gfp::KERNEL, 0).unwrap()).collect();
-    let refills = a.vmstat().get("pcp_refill").unwrap() - refills0;
+    let refills = a.pcpstat().get("pcp_refill").unwrap() - refills0;
     assert!(refills < n / batch / 2, "{refills} refills for {n} pages in batches of {batch}: no scaling");
     pcp_within_high(&a);
-    let drains0 = a.vmstat().get("pcp_drain").unwrap();
+    let drains0 = a.pcpstat().get("pcp_drain").unwrap();
     for p in pages {
         a.free_pages(p, 0).unwrap();
         pcp_within_high(&a);
     }
-    let drains = a.vmstat().get("pcp_drain").unwrap() - drains0;
+    let drains = a.pcpstat().get("pcp_drain").unwrap() - drains0;
     assert!(drains >= 1 && drains < n / batch / 2, "{drains} drains for {n} frees in batches of {batch}");
     whole(&a);
 }

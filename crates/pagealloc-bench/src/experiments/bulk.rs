@@ -10,9 +10,12 @@
 //! `free_pages_bulk` call, the array form hands its slots back with one
 //! `free_pages_bulk_slots` call (which also empties them for the next round, as
 //! the kernel bench releases its array). Each line is the per-page cost of alloc+free, printed in
-//! time_bench's format: `Type:<name> Per elem: <cycles> cycles(tsc) <ns> ns
+//! time_bench's format (prototype-kernel's `kernel/lib/time_bench.c` and
+//! `kernel/mm/bench/page_bench04_bulk.c` at 35b1716d, read, not copied):
+//! `time_bench: Type:<name> Per elem: <cycles> cycles(tsc) <ns>.<ddd> ns
 //! (step:<N>) - (measurement period time:<s>.<ns> sec time_interval:<ns>) -
-//! (invoke count:<pages> tsc_interval:<cycles>)`, for the median of the repeats.
+//! (invoke count:<pages> tsc_interval:<cycles>)`, for the median of the repeats,
+//! after the module's `page_bench04_bulk: Loaded`; our headings are `#` lines.
 //!
 //! The bulk calls take their `Vec` and slice as they are, with no
 //! `black_box`: both are calls with side effects the compiler cannot drop, and
@@ -109,20 +112,31 @@ impl Rec {
     fn cycles_per_elem(&self) -> f64 {
         self.tsc as f64 / self.invoked as f64
     }
-    /// time_bench's line.
+    /// time_bench's line, as `time_bench_loop` prints it (with its module's
+    /// `time_bench: ` prefix) after `time_bench_calc_stats`: the invoke count
+    /// taken as 32 bits, cycles and nanoseconds per call by integer division,
+    /// and the three "decimals" of the nanoseconds as the remainder divided by
+    /// `count / 1000` (its own "incorrect roundup": not rounded, and more than
+    /// three digits when the count is under 10^6 and the remainder large).
+    /// Under 1000 calls the kernel logs an error, computes nothing and prints
+    /// the line with every figure but the count 0.
     fn line(&self, name: &str) -> String {
-        let ns_q = self.ns / self.invoked;
-        let ns_d = (self.ns % self.invoked) * 1000 / self.invoked;
+        let (cycles, ns_q, ns_d, ns, tsc) = if self.invoked < 1000 {
+            (0, 0, 0, 0, 0)
+        } else {
+            let cnt = u64::from(self.invoked as u32).max(1);
+            (self.tsc / cnt, self.ns / cnt, (self.ns % cnt) / (cnt / 1000), self.ns, self.tsc)
+        };
         format!(
-            "Type:{name} Per elem: {} cycles(tsc) {ns_q}.{ns_d:03} ns (step:{}) - (measurement period time:{}.{:09} sec \
+            "time_bench: Type:{name} Per elem: {} cycles(tsc) {ns_q}.{ns_d:03} ns (step:{}) - (measurement period time:{}.{:09} sec \
              time_interval:{}) - (invoke count:{} tsc_interval:{})",
-            self.tsc / self.invoked,
+            cycles,
             self.step,
-            self.ns / 1_000_000_000,
-            self.ns % 1_000_000_000,
-            self.ns,
+            ns / 1_000_000_000,
+            ns % 1_000_000_000,
+            ns,
             self.invoked,
-            self.tsc
+            tsc
         )
     }
 }
@@ -283,14 +297,17 @@ impl Experiment for Bulk {
         pb.finish_and_clear();
 
         let ns_of = |v: &[f64]| v.iter().map(|c| ctx.tsc.ns(*c)).collect::<Vec<_>>();
-        r.line(ctx, "BASELINE single_page alloc+put:");
+        // The module's own first line (it loads with verbose=1); our headings
+        // are comments, the rest time_bench's lines in the module's order.
+        r.line(ctx, "page_bench04_bulk: Loaded");
+        r.line(ctx, "# BASELINE single_page alloc+put");
         r.line(ctx, m.single.0.line("single_page_alloc_put"));
         r.figures.push(Figure::new("single-page", "single", "cycles", m.single.1.clone()));
         for (label, name, variant, recs) in [
             ("LIST variant", "time_bulk_page_alloc_free_list", "old", &m.list),
             ("ARRAY variant", "time_bulk_page_alloc_free_array", "new", &m.array),
         ] {
-            r.line(ctx, format!("{label}: {name}: step=bulk size"));
+            r.line(ctx, format!("# {label}, {name}, step = bulk size"));
             for (rec, samples) in recs {
                 r.line(ctx, rec.line(name));
                 r.figures.push(
@@ -305,7 +322,8 @@ impl Experiment for Bulk {
         }
         r.line(
             ctx,
-            "PCP-PAIR order-0 alloc+free on a per-CPU hit, the system allocator's and tcmalloc's 4 KiB-aligned pairs:",
+            "# not in page_bench04_bulk: PCP-PAIR order-0 alloc+free on a per-CPU hit, the system allocator's and \
+             tcmalloc's 4 KiB-aligned pairs",
         );
         r.line(ctx, m.single.0.line("pcp_pair_front_cache"));
         r.line(ctx, m.no_front.0.line("pcp_pair_no_front_cache"));
@@ -423,5 +441,36 @@ mod tests {
             // SAFETY: from tc_memalign above, freed once.
             unsafe { (tc.free)(p) };
         }
+    }
+}
+
+#[cfg(test)]
+mod format_tests {
+    use super::Rec;
+
+    #[test]
+    fn lines_follow_time_bench() {
+        // 1,000,000 pages in 26,170,123 ns and 94,123,456 cycles.
+        let r = Rec { step: 128, invoked: 1_000_000, tsc: 94_123_456, ns: 26_170_123 };
+        assert_eq!(
+            r.line("time_bulk_page_alloc_free_array"),
+            "time_bench: Type:time_bulk_page_alloc_free_array Per elem: 94 cycles(tsc) 26.170 ns (step:128) - \
+             (measurement period time:0.026170123 sec time_interval:26170123) - (invoke count:1000000 tsc_interval:94123456)"
+        );
+        // The decimals are the remainder over count/1000, not rounded:
+        // 5,999 ns over 2,000 calls is 2.9995 ns, printed 2.999 (not 3.000)...
+        let r = Rec { step: 1, invoked: 2_000, tsc: 10_000, ns: 5_999 };
+        assert!(r.line("x").contains(" 2.999 ns "), "{}", r.line("x"));
+        // ... and with 1,999 calls the divisor is 1, so the remainder itself is
+        // printed: 3,997 ns / 1,999 = 1 rest 1,998, printed 1.1998.
+        let r = Rec { step: 1, invoked: 1_999, tsc: 10_000, ns: 3_997 };
+        assert!(r.line("x").contains(" 1.1998 ns "), "{}", r.line("x"));
+        // Under 1000 calls the kernel computes nothing.
+        let r = Rec { step: 1, invoked: 999, tsc: 10_000, ns: 3_997 };
+        assert_eq!(
+            r.line("x"),
+            "time_bench: Type:x Per elem: 0 cycles(tsc) 0.000 ns (step:1) - (measurement period time:0.000000000 sec \
+             time_interval:0) - (invoke count:999 tsc_interval:0)"
+        );
     }
 }

@@ -7,9 +7,11 @@
 //! zero the whole page, which is what the kernel's fault path does), then free
 //! them the way munmap does, in gather batches of [`GATHER_BATCH`] pages through
 //! `free_pages_bulk`. Every page written counts one iteration, as in the
-//! original. A reporter thread prints will-it-scale's lines each second
-//! (`min:%llu max:%llu total:%llu` over the threads' per-second deltas), first the
-//! warm-up seconds, then the measured ones, then `average:%llu`.
+//! original. Each run's output has main.c's lines (`testcase:%s`, `warmup`,
+//! `min:%llu max:%llu total:%llu` a second over the threads' per-second deltas,
+//! `measurement`, `average:%llu`), after a `# <variant> -t N -s M` line naming
+//! the run; runtest.py's CSV goes to `raw/page-fault1.csv` (and one per
+//! variant), its title file to `raw/page-fault1.title`.
 //!
 //! Variants (seed 1's A/B): `old` = [`DrainMode::SinglePass`] (the drain picks
 //! pages off the per-CPU lists under the zone lock, as before the seed's patch,
@@ -20,7 +22,7 @@
 //! one) and `floor` (the same writes to an already-resident 128 MiB buffer, no
 //! allocation at all).
 
-use crate::harness::{pin, stats, Claim, Ctx, Experiment, ExperimentResult, Figure, Plot};
+use crate::harness::{pin, Claim, Ctx, Experiment, ExperimentResult, Figure, Plot};
 use pagealloc::{Backing, Config, DrainMode, Gfp, PageAllocator, Pfn};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -108,13 +110,16 @@ impl Kind {
         }
     }
 
+    /// will-it-scale's `testcase_description`: one fixed string per test case,
+    /// printed as `testcase:%s`. runtest.py splits that line on `:` into exactly
+    /// two parts, so a description never holds a `:` (checked in the tests).
     fn describe(self) -> &'static str {
         match self {
-            Kind::Ours(DrainMode::SinglePass) => "pagealloc, drain picks under the zone lock (single pass)",
-            Kind::Ours(DrainMode::TwoPass) => "pagealloc, drain picks outside the zone lock (two passes)",
-            Kind::Kernel => "kernel: mmap 128 MiB, touch, munmap",
-            Kind::Malloc => "system allocator: 32768 aligned 4 KiB blocks, touch, free",
-            Kind::Floor => "floor: the writes alone, to resident memory",
+            Kind::Ours(DrainMode::SinglePass) => "pagealloc page faults, drain picks under the zone lock (single pass)",
+            Kind::Ours(DrainMode::TwoPass) => "pagealloc page faults, drain picks outside the zone lock (two passes)",
+            Kind::Kernel => "Anonymous memory page fault, mmap 128 MiB, touch, munmap",
+            Kind::Malloc => "System allocator page faults, 32768 aligned 4 KiB blocks, touch, free",
+            Kind::Floor => "Floor, the writes alone to resident memory",
         }
     }
 }
@@ -227,8 +232,38 @@ fn proc_stat() -> Option<(u64, u64)> {
 struct Run {
     /// Totals of the measured seconds.
     totals: Vec<f64>,
+    /// The `average:` line's value: the measured totals' sum divided by their
+    /// count, in integers, as main.c computes it.
+    average: u64,
     /// Idle percent over the measured seconds (runtest.py's `*_idle`).
     idle: f64,
+}
+
+/// The lines main.c prints for one run whose threads' per-second deltas are
+/// `seconds` (the first `warmup` of them before the `measurement` line):
+/// `testcase:%s`, `warmup`, `min:%llu max:%llu total:%llu` once a second,
+/// `measurement`, and `average:%llu` (the measured totals' sum over their count).
+/// main.c itself reports one warm-up second more than its `WARMUP_ITERATIONS`
+/// (its line for that second comes just before `measurement`); the lines'
+/// shapes and order are the same. Returns the measured totals and the average.
+fn wis_lines(kind: Kind, seconds: &[Vec<u64>], warmup: usize, out: &mut String) -> (Vec<f64>, u64) {
+    let _ = writeln!(out, "testcase:{}", kind.describe());
+    let _ = writeln!(out, "warmup");
+    let mut totals = Vec::new();
+    for (i, deltas) in seconds.iter().enumerate() {
+        let (min, max, sum) =
+            (*deltas.iter().min().unwrap_or(&0), *deltas.iter().max().unwrap_or(&0), deltas.iter().sum::<u64>());
+        let _ = writeln!(out, "min:{min} max:{max} total:{sum}");
+        if i + 1 > warmup {
+            totals.push(sum);
+        }
+        if i + 1 == warmup {
+            let _ = writeln!(out, "measurement");
+        }
+    }
+    let average = totals.iter().sum::<u64>() / (totals.len().max(1) as u64);
+    let _ = writeln!(out, "average:{average}");
+    (totals.into_iter().map(|t| t as f64).collect(), average)
 }
 
 /// Run `kind` on `threads` threads: `warmup` reported seconds, then `measure`
@@ -260,11 +295,9 @@ fn run_case(kind: Kind, threads: usize, zero: bool, warmup: usize, measure: usiz
         })
         .collect();
     start.wait();
-    let _ = writeln!(out, "testcase:{} ({} threads)", kind.describe(), threads);
-    let _ = writeln!(out, "warmup");
     let mut prev: Vec<u64> = vec![0; threads];
-    let mut totals = Vec::new();
-    let mut stat0 = None;
+    let mut seconds = Vec::new();
+    let mut stat0 = if warmup == 0 { proc_stat() } else { None };
     let t0 = Instant::now();
     for sec in 1..=warmup + measure {
         // Sleep to the next whole second since the start (no drift).
@@ -273,16 +306,9 @@ fn run_case(kind: Kind, threads: usize, zero: bool, warmup: usize, measure: usiz
             std::thread::sleep(d);
         }
         let now: Vec<u64> = counters.iter().map(|c| c.0.load(Ordering::Relaxed)).collect();
-        let deltas: Vec<u64> = now.iter().zip(&prev).map(|(a, b)| a - b).collect();
+        seconds.push(now.iter().zip(&prev).map(|(a, b)| a - b).collect::<Vec<u64>>());
         prev = now;
-        let (min, max, sum) =
-            (*deltas.iter().min().unwrap_or(&0), *deltas.iter().max().unwrap_or(&0), deltas.iter().sum::<u64>());
-        let _ = writeln!(out, "min:{min} max:{max} total:{sum}");
-        if sec > warmup {
-            totals.push(sum as f64);
-        }
         if sec == warmup {
-            let _ = writeln!(out, "measurement");
             stat0 = proc_stat();
         }
     }
@@ -291,17 +317,58 @@ fn run_case(kind: Kind, threads: usize, zero: bool, warmup: usize, measure: usiz
     for h in handles {
         h.join().expect("page_fault1 worker");
     }
-    let sum: f64 = totals.iter().sum();
-    let _ = writeln!(out, "average:{}", (sum / totals.len().max(1) as f64) as u64);
+    let (totals, average) = wis_lines(kind, &seconds, warmup, out);
     if let Some(a) = &alloc {
         a.drain_all_pages();
         a.check_invariants().expect("page_fault1: invariants after the run");
     }
     let idle = match (stat0, stat1) {
         (Some((i0, t0)), Some((i1, t1))) if t1 > t0 => (i1 - i0) as f64 * 100.0 / (t1 - t0) as f64,
+        // runtest.py: no jiffies elapsed reads as 0.
+        (Some(_), Some(_)) => 0.0,
         _ => f64::NAN,
     };
-    Run { totals, idle }
+    Run { totals, average, idle }
+}
+
+/// The line before each run's output in the raw file: which run follows, as
+/// runtest.py's command line for it would name it. runtest.py reads only the
+/// lines holding `testcase:` or `average:`, so it skips this one.
+fn run_header(k: Kind, threads: usize, measure: usize) -> String {
+    format!("# {} -t {threads} -s {measure}\n", k.variant())
+}
+
+/// Python's `'%0.2f' % x` (runtest.py's idle columns): as Rust's `{:.2}`, but
+/// `nan` and `inf` in lower case.
+fn py_2f(x: f64) -> String {
+    if x.is_nan() {
+        "nan".into()
+    } else if x.is_infinite() {
+        if x > 0.0 { "inf" } else { "-inf" }.into()
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+/// runtest.py's CSV for one kind: its header, its `0,0,100,0,100,0` row, then
+/// `'%d,%d,%0.2f,%d,%0.2f,%d' % (tasks, processes_avg, processes_idle,
+/// threads_avg, threads_idle, linear)` per thread count, `linear` being the
+/// larger average at one task times the task count. Our allocator's threads
+/// share nothing but the allocator (no mm, no mmap_lock), which is what
+/// will-it-scale's processes mode measures, so both columns carry the same run;
+/// the kernel peer's threads share one mm, so it has only the threads columns
+/// (processes `-1`, runtest.py's value when a run printed no `average:`). With
+/// no one-thread run, `linear` is `-1` (runtest.py always starts at one task).
+fn runtest_csv(k: Kind, rows: &[(Kind, usize, Run)]) -> String {
+    let mut s = String::from("tasks,processes,processes_idle,threads,threads_idle,linear\n0,0,100,0,100,0\n");
+    let mine: Vec<&(Kind, usize, Run)> = rows.iter().filter(|(kk, _, _)| *kk == k).collect();
+    let one = mine.iter().find(|(_, n, _)| *n == 1).map(|(_, _, run)| run.average as i64);
+    for (_, n, run) in &mine {
+        let processes = if k == Kind::Kernel { -1 } else { run.average as i64 };
+        let linear = one.map_or(-1, |o| o * *n as i64);
+        let _ = writeln!(s, "{n},{processes},{},{},{},{linear}", py_2f(run.idle), run.average, py_2f(run.idle));
+    }
+    s
 }
 
 impl Experiment for PageFault1 {
@@ -342,7 +409,7 @@ impl Experiment for PageFault1 {
         for &n in &threads {
             for &k in &kinds {
                 pb.set_message(format!("{} {n}t", k.variant()));
-                let mut out = String::new();
+                let mut out = run_header(k, n, measure);
                 let run = run_case(k, n, args.zero, warmup, measure, &mut out);
                 for l in out.lines() {
                     r.line(ctx, l);
@@ -362,27 +429,8 @@ impl Experiment for PageFault1 {
         }
         pb.finish_and_clear();
 
-        // runtest.py's CSV per variant. Our allocator's threads share nothing but
-        // the allocator (no mm, no mmap_lock), which is what will-it-scale's
-        // processes mode measures, so both columns carry the same run; the kernel
-        // peer's threads share one mm, so it has only the threads columns.
-        let csv_of = |k: Kind| {
-            let mut s = String::from("tasks,processes,processes_idle,threads,threads_idle,linear\n0,0,100,0,100,0\n");
-            let mine: Vec<&(Kind, usize, Run)> = rows.iter().filter(|(kk, _, _)| *kk == k).collect();
-            let one = mine.iter().find(|(_, n, _)| *n == 1).map(|(_, _, run)| stats::mean(&run.totals));
-            for (_, n, run) in &mine {
-                let avg = stats::mean(&run.totals) as u64;
-                let linear = one.map_or(-1, |o| (o as u64 * *n as u64) as i64);
-                if k == Kind::Kernel {
-                    let _ = writeln!(s, "{n},-1,{:.2},{avg},{:.2},{linear}", run.idle, run.idle);
-                } else {
-                    let _ = writeln!(s, "{n},{avg},{:.2},{avg},{:.2},{linear}", run.idle, run.idle);
-                }
-            }
-            s
-        };
         for &k in &kinds {
-            let csv = csv_of(k);
+            let csv = runtest_csv(k, &rows);
             if args.sweep {
                 r.line(ctx, format!("# runtest.py CSV, {}", k.variant()));
                 for l in csv.lines() {
@@ -391,6 +439,9 @@ impl Experiment for PageFault1 {
             }
             if k == Kind::Ours(DrainMode::TwoPass) {
                 r.raw_file("csv", csv.clone());
+                // The title runtest.py saves beside the CSV (`<test>.title`, the
+                // testcase line's value), which postprocess.py reads with it.
+                r.raw_file("title", format!("{}\n", k.describe()));
             }
             r.raw_file(&format!("{}.csv", k.variant()), csv);
         }
@@ -476,5 +527,186 @@ impl Experiment for PageFault1 {
              compete with whatever else runs."
         ));
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! runtest.py's parsing, re-implemented (will-it-scale is GPL, so it is not
+    //! vendored here): github.com/antonblanchard/will-it-scale, runtest.py and
+    //! main.c at commit 75f66e45697e6f5f49c33dd950c4e6b289198f8f (2024-01-10).
+    //! For each task count runtest.py runs `<test>_processes` then
+    //! `<test>_threads`, and in each one's stdout: a line holding `testcase:` is
+    //! split on `:` into exactly two values (the title); a line holding
+    //! `average:` is split on `:` into exactly two values and the second read
+    //! with `int()`, the run's average (-1 when no such line). It then prints
+    //! `'%d,%d,%0.2f,%d,%0.2f,%d' % (tasks, processes_avg, processes_idle,
+    //! threads_avg, threads_idle, linear * tasks)`, `linear` being the larger
+    //! of the two averages at one task.
+    use super::*;
+
+    /// Python's `line.split(':')` unpacked into two names.
+    fn split2(line: &str) -> Result<(&str, &str), String> {
+        let parts: Vec<&str> = line.split(':').collect();
+        match parts.len() {
+            2 => Ok((parts[0], parts[1])),
+            n if n > 2 => Err(format!("ValueError: too many values to unpack (expected 2) in {line:?}")),
+            _ => Err(format!("ValueError: not enough values to unpack (expected 2, got {n}) in {line:?}", n = 1)),
+        }
+    }
+
+    /// Python's `int(s)` on a decimal string: surrounding whitespace allowed,
+    /// an optional sign, digits with single underscores between them.
+    fn py_int(s: &str) -> Result<i64, String> {
+        let t = s.trim_matches(|c: char| c.is_whitespace());
+        let digits = t.strip_prefix(['+', '-']).unwrap_or(t);
+        let ok = !digits.is_empty()
+            && !digits.starts_with('_')
+            && !digits.ends_with('_')
+            && !digits.contains("__")
+            && digits.chars().all(|c| c.is_ascii_digit() || c == '_');
+        if !ok {
+            return Err(format!("ValueError: invalid literal for int() with base 10: {s:?}"));
+        }
+        t.replace('_', "").parse().map_err(|e| format!("{e}"))
+    }
+
+    /// One run's stdout as runtest.py reads it: (title, average).
+    fn runtest_read(stdout: &str) -> Result<(Option<String>, i64), String> {
+        let (mut title, mut avg) = (None, -1);
+        // readlines() keeps each line's newline; the title file gets it too.
+        for line in stdout.split_inclusive('\n') {
+            if line.contains("testcase:") {
+                title = Some(split2(line)?.1.to_string());
+            }
+            if line.contains("average:") {
+                avg = py_int(split2(line)?.1)?;
+            }
+        }
+        Ok((title, avg))
+    }
+
+    /// runtest.py's CSV from each task count's processes and threads stdout
+    /// (`None`: that binary printed nothing) and idle percentages.
+    fn runtest_csv_from(runs: &[(usize, Option<&str>, f64, &str, f64)]) -> Result<String, String> {
+        let mut s = String::from("tasks,processes,processes_idle,threads,threads_idle,linear\n0,0,100,0,100,0\n");
+        let mut linear = None;
+        for &(i, processes, p_idle, threads, t_idle) in runs {
+            let p = match processes {
+                Some(out) => runtest_read(out)?.1,
+                None => -1,
+            };
+            let t = runtest_read(threads)?.1;
+            if i == 1 {
+                linear = Some(p.max(t));
+            }
+            let linear = linear.ok_or("NameError: name 'linear' is not defined")?;
+            s.push_str(&format!("{i},{p},{},{t},{},{}\n", py_2f(p_idle), py_2f(t_idle), linear * i as i64));
+        }
+        Ok(s)
+    }
+
+    /// Our raw file cut back into its runs: (variant, threads, stdout).
+    fn split_raw(raw: &str) -> Vec<(String, usize, String)> {
+        let mut runs: Vec<(String, usize, String)> = Vec::new();
+        for line in raw.split_inclusive('\n') {
+            if let Some(h) = line.strip_prefix("# ") {
+                let w: Vec<&str> = h.split_whitespace().collect();
+                if w.len() == 5 && w[1] == "-t" && w[3] == "-s" {
+                    runs.push((w[0].to_string(), w[2].parse().unwrap(), String::new()));
+                    continue;
+                }
+            }
+            if let Some(r) = runs.last_mut() {
+                r.2.push_str(line);
+            }
+        }
+        runs
+    }
+
+    /// Check `raw` (the experiment's raw text) against our CSV for `k` in `rows`
+    /// through runtest.py's parsing.
+    fn check(raw: &str, k: Kind, rows: &[(Kind, usize, Run)]) {
+        let runs = split_raw(raw);
+        let mut input = Vec::new();
+        for (_, n, run) in rows.iter().filter(|(kk, _, _)| *kk == k) {
+            let (_, _, out) = runs.iter().find(|(v, t, _)| v == k.variant() && t == n).expect("the run in the raw");
+            let (title, avg) = runtest_read(out).unwrap();
+            assert_eq!(title.as_deref(), Some(format!("{}\n", k.describe()).as_str()));
+            assert_eq!(avg, run.average as i64);
+            // The kernel peer is threads only; ours carry the run in both columns.
+            let processes = if k == Kind::Kernel { None } else { Some(out.as_str()) };
+            input.push((*n, processes, run.idle, out.as_str(), run.idle));
+        }
+        assert!(!input.is_empty());
+        assert_eq!(runtest_csv_from(&input).unwrap(), runtest_csv(k, rows), "{raw}");
+    }
+
+    const KINDS: [Kind; 5] =
+        [Kind::Ours(DrainMode::SinglePass), Kind::Ours(DrainMode::TwoPass), Kind::Kernel, Kind::Malloc, Kind::Floor];
+
+    #[test]
+    fn the_old_lines_crash_runtest_py_and_ours_do_not() {
+        // The lines issue 20 reported, which runtest.py could not unpack.
+        for old in [
+            "testcase:floor: the writes alone, to resident memory (1 threads)\n",
+            "testcase:system allocator: 32768 aligned 4 KiB blocks, touch, free (1 threads)\n",
+            "testcase:kernel: mmap 128 MiB, touch, munmap (1 threads)\n",
+        ] {
+            assert!(runtest_read(old).unwrap_err().contains("too many values"));
+        }
+        for k in KINDS {
+            assert!(!k.describe().contains(':'), "{}", k.describe());
+            let mut out = String::new();
+            wis_lines(k, &[vec![1, 2], vec![3, 4]], 1, &mut out);
+            assert_eq!(runtest_read(&out).unwrap(), (Some(format!("{}\n", k.describe())), 7));
+        }
+    }
+
+    #[test]
+    fn lines_follow_main_c() {
+        let mut out = String::new();
+        let (totals, avg) = wis_lines(Kind::Floor, &[vec![5, 9], vec![10, 20], vec![11, 21], vec![1, 2]], 1, &mut out);
+        assert_eq!(
+            out,
+            "testcase:Floor, the writes alone to resident memory\nwarmup\nmin:5 max:9 total:14\nmeasurement\n\
+             min:10 max:20 total:30\nmin:11 max:21 total:32\nmin:1 max:2 total:3\naverage:21\n"
+        );
+        // 65 / 3 in integers, as main.c's `total / opt_iterations`.
+        assert_eq!((totals, avg), (vec![30.0, 32.0, 3.0], 21));
+        assert_eq!(py_2f(f64::NAN), "nan");
+        assert_eq!(py_2f(99.375), "99.38");
+    }
+
+    #[test]
+    fn runtest_py_on_our_raw_output_gives_our_csv() {
+        // Runs as the experiment lays them out, from made-up per-second counts.
+        let mut raw = String::new();
+        let mut rows = Vec::new();
+        for n in [1usize, 2] {
+            for (ki, k) in KINDS.into_iter().enumerate() {
+                raw.push_str(&run_header(k, n, 2));
+                let per = (1000 * (ki as u64 + 1)) * n as u64;
+                let secs: Vec<Vec<u64>> = (0..3).map(|s| (0..n as u64).map(|t| per + 7 * s + t).collect()).collect();
+                let (totals, average) = wis_lines(k, &secs, 1, &mut raw);
+                raw.push_str("note: a line runtest.py does not read\n");
+                rows.push((k, n, Run { totals, average, idle: 12.345 * n as f64 }));
+            }
+        }
+        for k in KINDS {
+            check(&raw, k, &rows);
+        }
+        assert!(runtest_csv(Kind::Kernel, &rows).lines().nth(2).unwrap().starts_with("1,-1,12.35,"));
+    }
+
+    #[test]
+    fn runtest_py_on_a_real_run_gives_our_csv() {
+        // One real run (the floor: no allocator, one thread, 1 + 1 seconds).
+        let mut raw = run_header(Kind::Floor, 1, 1);
+        let run = run_case(Kind::Floor, 1, false, 1, 1, &mut raw);
+        assert_eq!(run.totals.len(), 1);
+        assert!(run.average > 0, "{raw}");
+        assert!((0.0..=100.0).contains(&run.idle), "{}", run.idle);
+        check(&raw, Kind::Floor, &[(Kind::Floor, 1, run)]);
     }
 }

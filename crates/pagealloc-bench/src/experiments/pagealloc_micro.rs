@@ -9,8 +9,15 @@
 //! published figures: each round allocates `batch + 1` blocks but divides by
 //! `batch` (batch 1 reads twice its true cost), and the cycle totals are not
 //! reset between outer rounds (each line carries a small remainder of the
-//! previous one). Beside each line we print the corrected per-call figure
-//! (cycles of the round / calls made); the compare tables use it.
+//! previous one). The figures in results.json (and the claim) use the
+//! corrected per-call cost instead (cycles of the round / calls made).
+//!
+//! Raw output: each (design, monitor) run's `pagealloc.log` with the bench
+//! script's `alloc-N`/`free-N` files in mmtests' layout under
+//! `raw/pagealloc-micro/<design>-<monitor>/iter-0/pagealloc/logs/`, and in
+//! `raw/pagealloc-micro.txt` the no-monitor lines (all in full mode) and, per
+//! design, the table compare-mmtests.pl prints for its three runs
+//! ([`mmtests::compare`]).
 //!
 //! Orders: `PAGEALLOC_ORDER_MIN`..=`PAGEALLOC_ORDER_MAX` (mmtests' names),
 //! default 4..=4 as in seed 5. The arena is first given long free lists with
@@ -18,6 +25,7 @@
 //! walk has real work to do, as on a machine that has run for a while.
 
 use crate::harness::{pin, rdtsc, stats, Claim, Ctx, Experiment, ExperimentResult, Figure};
+use crate::report::mmtests;
 use crate::workloads;
 use pagealloc::{Config, Gfp, PageAllocator, Pfn};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -42,6 +50,16 @@ impl Monitor {
             Monitor::None => "no-monitor",
             Monitor::Every10ms => "monitor-10ms",
             Monitor::Continuous => "monitor-continuous",
+        }
+    }
+
+    /// The second half of the mmtests run name `<design>-<this>` (no `-`, so
+    /// the compare table's header splits the name into design and monitor).
+    fn run_suffix(self) -> &'static str {
+        match self {
+            Monitor::None => "none",
+            Monitor::Every10ms => "monitor10ms",
+            Monitor::Continuous => "continuous",
         }
     }
 }
@@ -124,10 +142,7 @@ fn record(s: &mut Series, order: u32, batch: u64, inner: u64, ra: u64, rf: u64) 
     s.orig.1 = (s.orig.1 + rf) / inner / batch;
     let calls = (inner * (batch + 1)) as f64;
     let (pa, pf) = (ra as f64 / calls, rf as f64 / calls);
-    s.lines.push(format!(
-        "order {order:2} batch {batch:6} alloc {} free {}    per-call alloc {pa:.1} free {pf:.1}",
-        s.orig.0, s.orig.1
-    ));
+    s.lines.push(mmtests::log_line(order, batch, s.orig.0, s.orig.1));
     s.alloc.push(pa);
     s.free.push(pf);
 }
@@ -174,26 +189,6 @@ fn env_order(name: &str, default: u32) -> u32 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).filter(|&o| o <= 10).unwrap_or(default)
 }
 
-/// mmtests compare rows for one metric: Min, Amean, Stddev, Max, each column
-/// with `100 - new*100/base` (lower is better, so positive is better).
-fn compare_rows(metric: &str, cols: &[&[f64]]) -> Vec<String> {
-    type Stat = fn(&[f64]) -> f64;
-    let stat: [(&str, Stat); 4] =
-        [("Min", stats::min), ("Amean", stats::mean), ("Stddev", stats::stddev), ("Max", stats::max)];
-    stat.iter()
-        .map(|(name, f)| {
-            let base = f(cols[0]);
-            let mut l = format!("{name:<6} {metric:<18}");
-            for c in cols {
-                let v = f(c);
-                let pct = if base == 0.0 { 0.0 } else { 100.0 - v * 100.0 / base };
-                l.push_str(&format!(" {v:>11.2} ({pct:>8.2}%)"));
-            }
-            l
-        })
-        .collect()
-}
-
 /// Geometric mean over batches of Amean(col)/Amean(base), as a percent change
 /// (positive: slower).
 fn slowdown(base: &[Vec<f64>], col: &[Vec<f64>]) -> f64 {
@@ -220,16 +215,23 @@ impl Experiment for PageallocMicro {
         let outer = 15;
         let ops = if ctx.full { 8_000_000 } else { 1_000_000 };
         let pb = ctx.bar("pagealloc-micro", (2 * orders.len() * BATCHES.len()) as u64);
-        r.line(ctx, format!("outer {outer}, inner {}; columns of the compare tables: no monitor, pagetypeinfo every 10 ms, continuous (interleaved round by round)", if ctx.full { "10000" } else { "20000/(batch+1), preempted rounds re-run" }));
+        r.line(ctx, format!("# outer {outer}, inner {}; runs: no monitor, pagetypeinfo every 10 ms, continuous (interleaved round by round)", if ctx.full { "10000" } else { "20000/(batch+1), preempted rounds re-run" }));
+        r.line(
+            ctx,
+            "# the lines are pagealloc.log's (the systemtap module's arithmetic); the tables are what \
+             compare-mmtests.pl -b pagealloc prints for the logs in raw/pagealloc-micro/; the per-call \
+             figures (cycles / calls made) are in results.json",
+        );
         for (design, walk) in [("old", true), ("new", false)] {
             let a = PageAllocator::new(Config::new().pagetypeinfo_walk_lists(walk)).expect("default arena");
             let live = workloads::scattered_order0(&a, ops, 0x5eed);
             let mut total_redone = 0u64;
             let free_blocks: u64 = a.buddyinfo().zones.iter().map(|z| z.free.iter().sum::<u64>()).sum();
+            let mut logs: [String; 3] = Default::default();
             r.line(
                 ctx,
                 format!(
-                    "== design {design} ({}); {free_blocks} free blocks on the lists",
+                    "# design {design} ({}); {free_blocks} free blocks on the lists",
                     if walk { "walk free lists under the zone lock" } else { "lock-free counters" }
                 ),
             );
@@ -254,8 +256,10 @@ impl Experiment for PageallocMicro {
                     });
                     total_redone += redone as u64;
                     for (mi, (m, c)) in Monitor::ALL.into_iter().zip(series).enumerate() {
-                        if m == Monitor::None || ctx.full {
-                            for l in &c.lines {
+                        for l in &c.lines {
+                            logs[mi].push_str(l);
+                            logs[mi].push('\n');
+                            if m == Monitor::None || ctx.full {
                                 r.line(ctx, l);
                             }
                         }
@@ -285,19 +289,10 @@ impl Experiment for PageallocMicro {
                     }
                     pb.inc(1);
                 }
-                r.line(ctx, format!("{:<25} {:>23} {:>23} {:>23}", "", "no-monitor", "monitor-10ms", "monitor-cont"));
-                for (kind, data) in [("alloc", &alloc), ("free", &free)] {
-                    for (bi, batch) in BATCHES.iter().enumerate() {
-                        let cols: Vec<&[f64]> = data.iter().map(|m| m[bi].as_slice()).collect();
-                        for l in compare_rows(&format!("{kind}-odr{order}-{batch}"), &cols) {
-                            r.line(ctx, l);
-                        }
-                    }
-                }
                 for (kind, data) in [("alloc", &alloc), ("free", &free)] {
                     let s10 = slowdown(&data[0], &data[1]);
                     let sc = slowdown(&data[0], &data[2]);
-                    r.line(ctx, format!("{design} order {order} {kind}: Amean change with 10 ms monitor {s10:+.2}%, continuous {sc:+.2}% (geometric mean over batches; + is slower)"));
+                    r.line(ctx, format!("# {design} order {order} {kind}: Amean change with 10 ms monitor {s10:+.2}%, continuous {sc:+.2}% (geometric mean over batches; + is slower)"));
                     r.figures.push(Figure::new(
                         format!("{kind}-odr{order}-monitor10ms-slowdown"),
                         design,
@@ -312,8 +307,23 @@ impl Experiment for PageallocMicro {
                     ));
                 }
             }
+            // mmtests' layout: <run>/iter-0/pagealloc/logs/{pagealloc.log,alloc-N,free-N}.
+            let names: Vec<String> = Monitor::ALL.iter().map(|m| format!("{design}-{}", m.run_suffix())).collect();
+            for (name, log) in names.iter().zip(&logs) {
+                let dir = format!("{name}/iter-0/pagealloc/logs");
+                for (f, c) in mmtests::split_files(log) {
+                    r.raw_file(&format!("{dir}/{f}"), c);
+                }
+                r.raw_file(&format!("{dir}/pagealloc.log"), log.clone());
+            }
+            r.line(ctx, format!("# compare-mmtests.pl -d raw/pagealloc-micro -b pagealloc -n {}", names.join(",")));
+            let runs: Vec<(&str, &str)> =
+                names.iter().map(String::as_str).zip(logs.iter().map(String::as_str)).collect();
+            for l in mmtests::compare(&runs).lines() {
+                r.line(ctx, l);
+            }
             if total_redone > 0 {
-                r.line(ctx, format!("{design}: {total_redone} rounds preempted by other processes were run again"));
+                r.line(ctx, format!("# {design}: {total_redone} rounds preempted by other processes were run again"));
             }
             a.check_invariants().expect("invariants after pagealloc-micro");
             workloads::free_all(&a, live);

@@ -5,9 +5,9 @@
 //! percentage change, grouped by statistic:
 //!
 //! ```text
-//!                            no-monitor            monitor
-//! Min       alloc-odr4-1      8539.00 (   0.00%)     8762.00 (  -2.61%)
-//! Amean     alloc-odr4-1      8550.20 (   0.00%)     8901.40 (  -4.11%)
+//!                               no-monitor                monitor
+//! Min    alloc-odr4-1     8539.00 (   0.00%)     8762.00 (  -2.61%)
+//! Amean  alloc-odr4-1     8550.20 (   0.00%)     8901.40 (  -4.11%)
 //! ```
 //!
 //! The percentage is signed so that positive is always better: for
@@ -35,15 +35,22 @@ pub struct Row<'a> {
     pub new: &'a [f64],
 }
 
-/// Percentage change, positive when `new` is better.
+/// Percentage change, positive when `new` is better: mmtests' `pdiff` (higher
+/// is better) and `pndiff` (lower is better), with their special cases: equal
+/// values are 0 (so the baseline column is `0.00%`, never `-0.00%`); for
+/// `pdiff` a new 0 is 0 and a base 0 is 100; for `pndiff` a new 0 is 100 and
+/// a base 0 is -99.
 pub fn pct(base: f64, new: f64, higher_is_better: bool) -> f64 {
-    if base == 0.0 {
-        return if new == base { 0.0 } else { f64::NAN };
-    }
     if higher_is_better {
-        new * 100.0 / base - 100.0
+        if new == base || new == 0.0 {
+            0.0
+        } else if base == 0.0 {
+            100.0
+        } else {
+            new * 100.0 / base - 100.0
+        }
     } else {
-        100.0 - new * 100.0 / base
+        super::mmtests::pndiff(new, base)
     }
 }
 
@@ -56,11 +63,16 @@ const STATS: [Stat; 4] = [
     ("Max", stats::max, false),
 ];
 
-/// The compare table of `rows`, baseline column labelled `base`, the other `new`.
+/// The compare table of `rows`, baseline column labelled `base`, the other
+/// `new`, in Compare.pm's widths (see [`super::mmtests`]): the statistic
+/// left-aligned to the longest name, a space, the metric left-aligned to the
+/// longest, then per column `%12.2f (%7.2f%%)`; one header row, each label
+/// right-aligned over its column.
 pub fn table(base: &str, new: &str, rows: &[Row]) -> String {
-    let w = rows.iter().map(|r| r.metric.len()).max().unwrap_or(6).max(6);
+    let w = rows.iter().map(|r| r.metric.len()).max().unwrap_or(0);
+    let sw = STATS.iter().map(|(n, _, _)| n.len()).max().unwrap_or(0);
     let mut s = String::new();
-    let _ = writeln!(s, "{:<7} {:<w$} {:>21} {:>21}", "", "", base, new);
+    let _ = writeln!(s, "{:sw$} {:w$}{base:>23}{new:>23}", "", "");
     for (name, f, always_lower) in STATS {
         for r in rows {
             if r.base.is_empty() || r.new.is_empty() {
@@ -70,9 +82,9 @@ pub fn table(base: &str, new: &str, rows: &[Row]) -> String {
             let hib = r.higher_is_better && !always_lower;
             let _ = writeln!(
                 s,
-                "{name:<7} {:<w$} {b:>12.2} ({:>6.2}%) {n:>12.2} ({:>6.2}%)",
+                "{name:<sw$} {:<w$}{b:>12.2} ({:>7.2}%){n:>12.2} ({:>7.2}%)",
                 r.metric,
-                0.0,
+                pct(b, b, hib),
                 pct(b, n, hib)
             );
         }
@@ -146,8 +158,14 @@ mod tests {
             "monitor",
             &[Row { metric: "alloc-odr4-1", higher_is_better: false, base: &[8539.0, 8564.0], new: &[8762.0, 9099.0] }],
         );
-        assert!(t.contains("Min     alloc-odr4-1      8539.00 (  0.00%)      8762.00 ( -2.61%)"), "{t}");
-        assert!(t.contains("Max     alloc-odr4-1      8564.00 (  0.00%)      9099.00 ( -6.25%)"), "{t}");
+        assert!(t.contains("Min    alloc-odr4-1     8539.00 (   0.00%)     8762.00 (  -2.61%)"), "{t}");
+        assert!(t.contains("Max    alloc-odr4-1     8564.00 (   0.00%)     9099.00 (  -6.25%)"), "{t}");
         assert_eq!(t.lines().count(), 5);
+        // Equal values are 0 whatever the floating point says (not -0.00).
+        let v = 6516.278134254907;
+        assert_eq!(format!("{:.2}", pct(v, v, false)), "0.00");
+        assert_eq!(format!("{:.2}", pct(v, v, true)), "0.00");
+        let t = table("a", "b", &[Row { metric: "m", higher_is_better: true, base: &[v], new: &[v] }]);
+        assert!(!t.contains("-0.00"), "{t}");
     }
 }

@@ -314,9 +314,17 @@ fn experiment(s: &mut String, e: &ExperimentResult) {
         );
     }
     s.push_str("</table></details>\n");
-    let files: Vec<String> = super::raw_files(e)
-        .into_iter()
-        .map(|(name, _)| format!("<a href=\"raw/{n}\">raw/{n}</a>", n = esc(&name)))
-        .collect();
+    // Files in a tool's directory layout are linked once, by their directory.
+    let mut names: Vec<String> = Vec::new();
+    for (name, _) in super::raw_files(e) {
+        let name = match name.split_once('/') {
+            Some((dir, _)) => format!("{dir}/"),
+            None => name,
+        };
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    let files: Vec<String> = names.iter().map(|n| format!("<a href=\"raw/{n}\">raw/{n}</a>", n = esc(n))).collect();
     let _ = writeln!(s, "<p class=\"small\">Raw output: {}</p></div>", files.join(", "));
 }

@@ -8,6 +8,7 @@
 //!   results.schema.json  the JSON Schema of results.json
 //!   raw/<experiment>.txt the experiment's output in its original tool's format
 //!   raw/<experiment>.csv ... further formats an experiment gave in `raw_files`
+//!   raw/<experiment>/...     a tool's directory layout (keys holding `/`)
 //! ```
 //!
 //! **Verdicts.** Each seed claim an experiment declares (`ExperimentResult::claims`)
@@ -33,6 +34,7 @@
 pub mod compare;
 pub mod html;
 pub mod machine;
+pub mod mmtests;
 pub mod seeds;
 pub mod svg;
 pub mod verdict;
@@ -165,7 +167,11 @@ impl Report {
         std::fs::create_dir_all(&raw)?;
         for e in &self.experiments {
             for (name, content) in raw_files(e) {
-                std::fs::write(raw.join(name), content)?;
+                let path = raw.join(name);
+                if let Some(parent) = path.parent() {
+                    std::fs::create_dir_all(parent)?;
+                }
+                std::fs::write(path, content)?;
             }
         }
         std::fs::write(dir.join("results.json"), self.to_json())?;
@@ -252,12 +258,21 @@ fn file_name(s: &str) -> String {
 }
 
 /// The raw files of an experiment: `<name>.txt` with `raw`, then `<name>.<ext>`
-/// for each of `raw_files`.
+/// for each of `raw_files`, or, for a key holding `/` (a tool's directory
+/// layout, e.g. mmtests' `<run>/iter-0/pagealloc/logs/pagealloc.log`),
+/// `<name>/<key>` with each path segment made safe (`..` and empty segments
+/// dropped).
 pub fn raw_files(e: &ExperimentResult) -> Vec<(String, &str)> {
     let name = file_name(&e.name);
     let mut v = vec![(format!("{name}.txt"), e.raw.as_str())];
     for (ext, content) in &e.raw_files {
-        v.push((format!("{name}.{}", file_name(ext)), content.as_str()));
+        if ext.contains('/') {
+            let segs: Vec<String> =
+                ext.split('/').filter(|s| !s.is_empty() && *s != "." && *s != "..").map(file_name).collect();
+            v.push((format!("{name}/{}", segs.join("/")), content.as_str()));
+        } else {
+            v.push((format!("{name}.{}", file_name(ext)), content.as_str()));
+        }
     }
     v
 }

@@ -56,7 +56,8 @@ pub(super) fn fixture() -> Report {
             .series("list (old)", "old", Some("bulk-*"))
             .series("array (new)", "new", Some("bulk-*")),
     );
-    bulk.raw = "Type:time_bulk_page_alloc_free_array Per elem: 94 cycles(tsc) 26.170 ns (step:128)\n".into();
+    bulk.raw =
+        "time_bench: Type:time_bulk_page_alloc_free_array Per elem: 94 cycles(tsc) 26.170 ns (step:128)\n".into();
 
     let mut lock = ExperimentResult::new("page-lock", "Page lock and the waiters bit", Some(4));
     lock.figures.push(fig("unlock-uncontended", "old", "ns", &[5.0, 5.1, 4.9]));
@@ -97,6 +98,8 @@ pub(super) fn fixture() -> Report {
             .series("monitor, new", "new-monitor", Some("alloc-*")),
     );
     micro.raw = "order  4 batch      1 alloc 5001 free 300\n".into();
+    micro.raw_file("old-none/iter-0/pagealloc/logs/pagealloc.log", "order  4 batch      1 alloc 5001 free 300\n");
+    micro.raw_file("old-none/iter-0/pagealloc/logs/alloc-4", "1 5001\n");
 
     let mut buddy = ExperimentResult::new("buddy", "Buddy allocator: pair cost", None);
     buddy.figures.push(fig("pair-order0-hot", "new", "ns", &[30.0, 31.0, 29.5]).param("order", 0));
@@ -290,13 +293,18 @@ fn report_directory_holds_page_json_schema_and_raw_files() {
         assert!(dir.join(f).is_file(), "{f}");
     }
     let raw: Vec<_> = std::fs::read_dir(dir.join("raw")).unwrap().collect();
-    assert_eq!(raw.len(), r.experiments.len() + 1);
+    // One .txt per experiment, page-fault1's CSV, pagealloc-micro's mmtests tree.
+    assert_eq!(raw.len(), r.experiments.len() + 2);
+    assert!(dir.join("raw/pagealloc-micro/old-none/iter-0/pagealloc/logs/pagealloc.log").is_file());
+    assert!(dir.join("raw/pagealloc-micro/old-none/iter-0/pagealloc/logs/alloc-4").is_file());
     assert!(std::fs::read_to_string(dir.join("raw/bulk.txt"))
         .unwrap()
-        .starts_with("Type:time_bulk_page_alloc_free_array"));
+        .starts_with("time_bench: Type:time_bulk_page_alloc_free_array"));
     assert!(Report::load(&dir.join("results.json")).unwrap() == r, "results.json round trip");
     let html = std::fs::read_to_string(&index).unwrap();
     assert!(html.contains("href=\"raw/page-fault1.csv\""));
+    // A tool's directory tree is linked once, by its directory.
+    assert_eq!(html.matches("href=\"raw/pagealloc-micro/\"").count(), 1, "{html}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -312,8 +320,8 @@ fn summary_and_compare_tables() {
     }
     let t = compare::runs(&r, &newer, "base", "tuned");
     assert!(t.contains("bulk (variant old; cycles)"), "{t}");
-    assert!(t.contains("Amean   bulk-128"), "{t}");
-    assert!(t.contains("( 10.00%)"), "{t}");
+    assert!(t.contains("Amean  bulk-128"), "{t}");
+    assert!(t.contains("(  10.00%)"), "{t}");
 }
 
 /// Open the page in headless Chromium and check what it renders.

@@ -1,5 +1,8 @@
-//! Event counters in the kernel's /proc/vmstat names (plus our own), kept per
-//! CPU (or where their writer already has exclusive access) and summed on read.
+//! Event counters, kept per CPU (or where their writer already has exclusive
+//! access) and summed on read. Those the kernel has carry its /proc/vmstat
+//! names and go to [`vmstat`](crate::PageAllocator::vmstat); the others are
+//! this allocator's own and go to [`pcpstat`](crate::PageAllocator::pcpstat)
+//! only ([`VmEvent::in_vmstat`]).
 //!
 //! Two kinds of storage, both summed by readers:
 //! - [`PerCpuEvents`]: one cache-line-padded block per CPU slot, for paths that
@@ -31,7 +34,8 @@ macro_rules! events {
         impl VmEvent {
             /// Every event in order.
             pub const ALL: [VmEvent; NR_VM_EVENTS] = [$(VmEvent::$v,)*];
-            /// The /proc/vmstat name.
+            /// The name: /proc/vmstat's for the kernel's counters
+            /// ([`VmEvent::in_vmstat`]), pcpstat's for our own.
             pub const fn name(self) -> &'static str {
                 match self { $(VmEvent::$v => $name,)* }
             }
@@ -40,26 +44,39 @@ macro_rules! events {
 }
 
 events! {
-    /// Pages allocated from a Normal zone.
+    /// `pgalloc_normal` (/proc/vmstat): pages allocated from a Normal zone.
     PgallocNormal = "pgalloc_normal",
-    /// Pages allocated from a Movable zone.
+    /// `pgalloc_movable` (/proc/vmstat): pages allocated from a Movable zone.
     PgallocMovable = "pgalloc_movable",
-    /// Pages freed.
+    /// `pgfree` (/proc/vmstat): pages freed.
     Pgfree = "pgfree",
-    /// Per-CPU list refills from the buddy lists (one per batch).
+    /// `pcp_refill` (ours, pcpstat): per-CPU list refills from the buddy lists
+    /// (one per batch).
     PcpRefill = "pcp_refill",
-    /// Per-CPU list drains to the buddy lists (one per drain).
+    /// `pcp_drain` (ours, pcpstat): per-CPU list drains to the buddy lists (one
+    /// per drain).
     PcpDrain = "pcp_drain",
-    /// Allocations or frees that found the per-CPU lock taken and used the buddy.
+    /// `pcp_trylock_fail` (ours, pcpstat): allocations or frees that found the
+    /// per-CPU lock taken and used the buddy.
     PcpTrylockFail = "pcp_trylock_fail",
-    /// Fallback allocations that claimed a pageblock.
+    /// `pgalloc_fallback_claim` (ours, pcpstat): fallback allocations that
+    /// claimed a pageblock.
     FallbackClaim = "pgalloc_fallback_claim",
-    /// Fallback allocations that stole a block without claiming.
+    /// `pgalloc_fallback_steal` (ours, pcpstat): fallback allocations that
+    /// stole a block without claiming.
     FallbackSteal = "pgalloc_fallback_steal",
-    /// Pageblocks reserved as HighAtomic.
+    /// `highatomic_reserve` (ours, pcpstat): pageblocks reserved as HighAtomic.
     HighatomicReserve = "highatomic_reserve",
-    /// Allocation failures.
+    /// `pgalloc_fail` (ours, pcpstat): allocation failures.
     AllocFail = "pgalloc_fail",
+}
+
+impl VmEvent {
+    /// Whether Linux (6.18) has this counter in /proc/vmstat under this name;
+    /// the others are this allocator's own and only in `pcpstat`.
+    pub const fn in_vmstat(self) -> bool {
+        matches!(self, VmEvent::PgallocNormal | VmEvent::PgallocMovable | VmEvent::Pgfree)
+    }
 }
 
 /// One writer's block of counters.

@@ -7,7 +7,7 @@ pub mod report;
 pub mod snapshot;
 
 pub use report::{
-    BuddyInfo, BuddyInfoZone, PageTypeInfo, PageTypeInfoZone, PcpReport, VmStat, ZoneInfo, ZoneInfoZone,
+    BuddyInfo, BuddyInfoZone, PageTypeInfo, PageTypeInfoZone, PcpReport, PcpStat, VmStat, ZoneInfo, ZoneInfoZone,
     PAGETYPEINFO_CAP,
 };
 pub use snapshot::{Snapshot, ZoneCounters};

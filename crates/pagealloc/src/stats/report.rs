@@ -1,5 +1,9 @@
 //! The /proc reports: `buddyinfo`, `pagetypeinfo`, `zoneinfo` and `vmstat`, each
-//! as a structured value and as text byte-identical to the kernel's format.
+//! as a structured value and as text in the kernel's format, holding only what
+//! Linux 6.18 prints (keys, names, order and widths as in the captured
+//! `crates/pagealloc/tests/fixtures/proc-6.18/`, which the stats tests hold
+//! every line against); and `pcpstat`, this allocator's own counters, which
+//! /proc has no place for.
 //!
 //! Every report is built from counters read without the zone lock (see
 //! [`super::snapshot`]), except the old design of seed 5, kept for the A/B:
@@ -7,8 +11,9 @@
 //! list under the zone lock, counting at most 100000 entries per list and dropping
 //! and retaking the lock between orders, as the kernel did before seed 5.
 //!
-//! Formats, as this machine's kernel prints them (`%6lu ` means the value right
-//! aligned in six columns, then one space):
+//! Formats, as Linux 6.18 prints them (`%6lu ` means the value right aligned in
+//! six columns, then one space). Every key printed is in 6.18's files; we print
+//! a subset of them, in the kernel's order:
 //! - buddyinfo, one line per zone: `Node %d, zone %8s ` then `%6lu ` per order.
 //! - pagetypeinfo, per node: `Page block order: %d`, `Pages per block:  %lu`, a
 //!   blank line; the header `%-43s ` ("Free pages count per migrate type at
@@ -19,10 +24,15 @@
 //! - zoneinfo, per zone: `Node %d, zone %8s`, `  pages free     %lu`, then
 //!   `        %-8s %lu` for boost, min, low, high, promo, spanned, present,
 //!   managed, cma; `        protection: (a, b)`; `      %-12s %lu` per zone
-//!   statistic; `  pagesets` with, per CPU, `    cpu: %i` and the
-//!   `              count:    %i` family; `  node_unreclaimable:  %u` and
-//!   `  start_pfn:           %lu`.
-//! - vmstat: `name value` per line.
+//!   statistic (of the kernel's, `nr_free_pages` and `nr_free_pages_blocks`);
+//!   `  pagesets` with, per CPU, `    cpu: %i`, the `              count:    %i`
+//!   family and `  vm stats threshold: %d`; `  node_unreclaimable:  %u` and
+//!   `  start_pfn:           %lu`. (The kernel's per-node stats section and
+//!   its other zone statistics are counters this allocator does not have.)
+//! - vmstat: `name value` per line: `nr_free_pages`, `nr_free_pages_blocks`,
+//!   `pgalloc_normal`, `pgalloc_movable`, `pgfree`.
+//! - pcpstat (ours, no kernel file): `name value` per line, the keys of
+//!   [`PcpStat`].
 
 use super::events::{VmEvent, NR_VM_EVENTS};
 use super::snapshot::{read_zone, Snapshot, ZoneCounters};
@@ -336,6 +346,69 @@ impl fmt::Display for VmStat {
     }
 }
 
+// ------------------------------------------------------------------ pcpstat
+
+/// `pcpstat`: this allocator's own counters, which no /proc file of Linux 6.18
+/// has (they used to be printed in `vmstat` and `zoneinfo`). Printed as `name
+/// value` lines in field order; the name of each is the field's name.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PcpStat {
+    /// `pcp_refill`: refills of a per-CPU list from the buddy lists, one per
+    /// refill (a refill takes a batch of blocks under one zone-lock hold).
+    pub pcp_refill: u64,
+    /// `pcp_drain`: drains of a per-CPU list back to the buddy lists, one per
+    /// drain (over `high`, or `drain_all_pages`).
+    pub pcp_drain: u64,
+    /// `pcp_trylock_fail`: allocations and frees that found their per-CPU
+    /// list's lock taken and went to the buddy lists instead.
+    pub pcp_trylock_fail: u64,
+    /// `pgalloc_fallback_claim`: fallback allocations (from another
+    /// migratetype's free list) that claimed the whole pageblock for the
+    /// requested type.
+    pub pgalloc_fallback_claim: u64,
+    /// `pgalloc_fallback_steal`: fallback allocations that took a block from
+    /// another type's list without claiming its pageblock.
+    pub pgalloc_fallback_steal: u64,
+    /// `highatomic_reserve`: pageblocks moved into the HighAtomic reserve.
+    pub highatomic_reserve: u64,
+    /// `pgalloc_fail`: allocation requests that failed (`Err(AllocError)`).
+    pub pgalloc_fail: u64,
+    /// `nr_reserved_highatomic`: pages now in the HighAtomic reserve, summed
+    /// over zones (the kernel keeps this per zone but prints it in no /proc
+    /// file of 6.18).
+    pub nr_reserved_highatomic: u64,
+}
+
+impl PcpStat {
+    /// Every key with its value, in print order.
+    pub fn items(&self) -> [(&'static str, u64); 8] {
+        [
+            ("pcp_refill", self.pcp_refill),
+            ("pcp_drain", self.pcp_drain),
+            ("pcp_trylock_fail", self.pcp_trylock_fail),
+            ("pgalloc_fallback_claim", self.pgalloc_fallback_claim),
+            ("pgalloc_fallback_steal", self.pgalloc_fallback_steal),
+            ("highatomic_reserve", self.highatomic_reserve),
+            ("pgalloc_fail", self.pgalloc_fail),
+            ("nr_reserved_highatomic", self.nr_reserved_highatomic),
+        ]
+    }
+
+    /// The value of one key.
+    pub fn get(&self, name: &str) -> Option<u64> {
+        self.items().into_iter().find(|(k, _)| *k == name).map(|(_, v)| v)
+    }
+}
+
+impl fmt::Display for PcpStat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (k, v) in self.items() {
+            writeln!(f, "{k} {v}")?;
+        }
+        Ok(())
+    }
+}
+
 // ------------------------------------------------------- building the values
 
 impl Snapshot {
@@ -418,7 +491,6 @@ impl PageAllocator {
                         stats: vec![
                             ("nr_free_pages", c.nr_free_pages),
                             ("nr_free_pages_blocks", c.free_pages_blocks()),
-                            ("nr_reserved_highatomic", c.nr_reserved_highatomic),
                         ],
                         pagesets: inner.pcp_report(z),
                         start_pfn: z.start,
@@ -428,7 +500,8 @@ impl PageAllocator {
         }
     }
 
-    /// /proc/vmstat: free-page totals, then every event counter summed over CPUs.
+    /// /proc/vmstat: free-page totals, then the event counters the kernel has
+    /// ([`VmEvent::in_vmstat`]) summed over CPUs, in the kernel's order.
     pub fn vmstat(&self) -> VmStat {
         let snap = self.snapshot();
         let mut items = vec![
@@ -436,8 +509,25 @@ impl PageAllocator {
             ("nr_free_pages_blocks", snap.zones.iter().map(|z| z.free_pages_blocks()).sum()),
         ];
         let ev = self.core.event_totals();
-        items.extend(VmEvent::ALL.iter().map(|&e| (e.name(), ev[e as usize])));
+        items.extend(VmEvent::ALL.iter().filter(|e| e.in_vmstat()).map(|&e| (e.name(), ev[e as usize])));
         VmStat { items }
+    }
+
+    /// `pcpstat`: this allocator's own counters (no kernel file has them),
+    /// read without locks. `to_string()` gives `name value` lines.
+    pub fn pcpstat(&self) -> PcpStat {
+        let ev = self.core.event_totals();
+        let e = |v: VmEvent| ev[v as usize];
+        PcpStat {
+            pcp_refill: e(VmEvent::PcpRefill),
+            pcp_drain: e(VmEvent::PcpDrain),
+            pcp_trylock_fail: e(VmEvent::PcpTrylockFail),
+            pgalloc_fallback_claim: e(VmEvent::FallbackClaim),
+            pgalloc_fallback_steal: e(VmEvent::FallbackSteal),
+            highatomic_reserve: e(VmEvent::HighatomicReserve),
+            pgalloc_fail: e(VmEvent::AllocFail),
+            nr_reserved_highatomic: self.snapshot().zones.iter().map(|z| z.nr_reserved_highatomic).sum(),
+        }
     }
 
     /// One event counter, summed over CPUs (lock-free).
