@@ -97,7 +97,8 @@ impl Model {
         let a = PageAllocator::new(cfg.clone()).ok()?;
         let zones = layout(&cfg);
         assert_eq!(zones.last().unwrap().end, a.nr_pages(), "layout model disagrees");
-        let spans: Vec<(u64, u64)> = a.zoneinfo().zones.iter().map(|z| (z.start_pfn, z.start_pfn + z.spanned)).collect();
+        let spans: Vec<(u64, u64)> =
+            a.zoneinfo().zones.iter().map(|z| (z.start_pfn, z.start_pfn + z.spanned)).collect();
         let modelled: Vec<(u64, u64)> = zones.iter().map(|z| (z.start, z.end)).collect();
         assert_eq!(spans, modelled, "layout model disagrees with zoneinfo");
         Some(Self {
