@@ -319,6 +319,9 @@ impl<'a> ZoneGuard<'a> {
 impl Drop for ZoneGuard<'_> {
     #[inline(always)]
     fn drop(&mut self) {
+        // Every identity the zone lock protects, checked before the lock goes.
+        #[cfg(feature = "debug-checks")]
+        crate::invariants::check_zone_locked(self);
         let s = self.zone.stats.seq.load(Ordering::Relaxed);
         // Pairs with the Acquire load that starts a consistent snapshot: every
         // counter written in this section is visible to a reader that sees the
