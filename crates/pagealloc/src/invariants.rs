@@ -315,8 +315,8 @@ static DEBUG_RELEASES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU
 /// free blocks, and at every `n / DEBUG_WALK_BUDGET`-th release with `n`
 /// free blocks: O(pageblocks + DEBUG_WALK_BUDGET log DEBUG_WALK_BUDGET)
 /// per release on average, so heavily fragmented multi-threaded tests stay
-/// usable (a full walk at each release made the 16-thread bulk test 100
-/// times slower).
+/// usable (a full walk at each release made the 16-thread bulk test about
+/// 50 times slower; sampled, about 4 times).
 ///
 /// Pages outside the lists are not looked at: a page in transit (taken off a
 /// list, not yet marked; claimed by a free, not yet listed) is legitimately

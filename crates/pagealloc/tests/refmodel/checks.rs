@@ -89,9 +89,10 @@ impl Model {
         for bl in iso {
             self.undo_isolate(bl, PAGEBLOCK_PAGES).unwrap();
         }
+        self.check("the final frees");
         self.a.drain_all_pages();
         assert!(self.a.pcp_report().iter().all(|r| r.count == 0), "drain_all_pages left pages on per-CPU lists");
-        self.check("the final frees");
+        self.check("the final drain");
         let c = self.a.census();
         assert_eq!((c.allocated, c.pcp, c.isolated_free), (0, 0, 0), "after freeing everything and draining: {c:?}");
         assert_eq!(self.a.nr_free_pages(), self.a.managed_pages(), "pages leaked");

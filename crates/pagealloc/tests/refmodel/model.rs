@@ -1,5 +1,23 @@
 //! The model's state and its expected answers: every rule of the API's
 //! meaning that the randomized tests check lives in this file.
+//!
+//! Where each rule is, for changes of meaning:
+//! - what a free of one pfn answers (range, alignment, order, inside a block,
+//!   locked, writeback, double free): [`Model::expect_free`]; bulk frees are
+//!   its sequential loop (`ops.rs`, `simulate_bulk_free`). A new refusal (a
+//!   block owned by a `Pages` handle, say: a `Block` flag set by the step
+//!   that hands one out, cleared by `into_pfn`, refused as `FreeError::Owned`)
+//!   is one more arm there.
+//! - what `free_contig_range` frees when a page in the range cannot be
+//!   freed: [`Model::expect_free_contig`] (today: the pages before it; all or
+//!   nothing is `(Err(e), Vec::new())`).
+//! - the page-state calls: [`Model::state_expect`];
+//! - when an allocation may come back short: [`Model::failure_plausible`];
+//! - which calls count pgalloc: [`Model::took`] and
+//!   [`Model::CONTIG_COUNTS_PGALLOC`]; pgfree: [`Model::forget`].
+//!
+//! The model is sequential: what concurrent callers may see (two frees of
+//! one pfn racing: exactly one succeeds) is tested by the threaded tests.
 
 use super::checks::{events, Events};
 use pagealloc::{
