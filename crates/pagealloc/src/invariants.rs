@@ -383,7 +383,7 @@ pub(crate) fn check_zone_locked(g: &ZoneGuard<'_>) {
     }
     // The full walk, sampled when the lists are long.
     let k = DEBUG_RELEASES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    if blocks > DEBUG_WALK_BUDGET && k % blocks.div_ceil(DEBUG_WALK_BUDGET) != 0 {
+    if blocks > DEBUG_WALK_BUDGET && !k.is_multiple_of(blocks.div_ceil(DEBUG_WALK_BUDGET)) {
         return;
     }
     let mut listed: Vec<(u64, u32)> = Vec::with_capacity(blocks as usize);
