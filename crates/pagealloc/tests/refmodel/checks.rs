@@ -1,7 +1,7 @@
 //! What must hold after every step, and at the end of a run.
 
 use super::model::Model;
-use pagealloc::{PageAllocator, Pfn, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
+use pagealloc::{PageAllocator, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
 use std::collections::BTreeMap;
 
 /// Pages handed out and pages freed, as the event counters have them.
@@ -102,10 +102,5 @@ impl Model {
         for (order, n) in fr.free_blocks.iter().enumerate().take(PAGEBLOCK_ORDER as usize) {
             assert_eq!(*n, 0, "order-{order} blocks left after freeing everything: not fully coalesced");
         }
-    }
-
-    /// Held order-0 pages in `pfns` order (a helper for scenarios).
-    pub fn held_of(&self, pfns: &[Pfn]) -> Vec<Pfn> {
-        pfns.iter().copied().filter(|p| self.holds(*p)).collect()
     }
 }

@@ -4,7 +4,7 @@
 //! generates; the fuzz target (`fuzz/fuzz_targets/ops.rs`, through a `#[path]`
 //! module) and the regression runner (`tests/fuzz_regressions.rs`) decode
 //! bytes into the same step functions; the scenario tests of the fast paths
-//! (`tests/bulk_free_edges.rs`, `tests/front_stack_edges.rs`,
+//! (`tests/bulk_free_edges.rs`, `tests/front_cache_edges.rs`,
 //! `tests/array_alloc_edges.rs`) build their scenarios on it too.
 //!
 //! - [`model`](model.rs): the state (each allocated block by head: order,

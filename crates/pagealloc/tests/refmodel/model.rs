@@ -160,6 +160,11 @@ impl Model {
         self.blocks.contains_key(&p.as_u64())
     }
 
+    /// The pfns of `pfns` that are heads the model holds, in `pfns` order.
+    pub fn held_of(&self, pfns: &[Pfn]) -> Vec<Pfn> {
+        pfns.iter().copied().filter(|p| self.holds(*p)).collect()
+    }
+
     /// Allocated order-0 pages, in pfn order.
     pub fn order0_pages(&self) -> Vec<Pfn> {
         self.blocks.iter().filter(|(_, b)| b.order == 0).map(|(&p, _)| Pfn::new(p)).collect()
