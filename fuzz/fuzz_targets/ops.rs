@@ -1,8 +1,9 @@
-//! Operation sequences over the public API against a reference model (see
-//! `crates/pagealloc/tests/fuzzops/mod.rs`, shared with the regression runner).
+//! Operation sequences over the public API against the reference model (see
+//! `crates/pagealloc/tests/refmodel/`, shared with the regression runner and
+//! the property tests).
 #![no_main]
 
-#[path = "../../crates/pagealloc/tests/fuzzops/mod.rs"]
-mod fuzzops;
+#[path = "../../crates/pagealloc/tests/refmodel/mod.rs"]
+mod refmodel;
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| fuzzops::run(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| refmodel::run(data));

@@ -1,9 +1,9 @@
 //! Replays the fuzzer's kept inputs (`fuzz/regressions/`: minimised crashes and
-//! seed inputs) through the same decoder and reference model the fuzz target
+//! seed inputs) through the same decoder and reference model (`tests/refmodel/`) the fuzz target
 //! uses, plus a batch of deterministic pseudo-random inputs, so the model's
 //! checks run under `cargo test` without nightly.
 
-mod fuzzops;
+mod refmodel;
 
 use std::path::PathBuf;
 
@@ -26,14 +26,16 @@ fn kept_fuzz_inputs_replay_clean() {
     for f in files {
         let data = std::fs::read(&f).unwrap();
         eprintln!("replaying {}", f.display());
-        fuzzops::run(&data);
+        refmodel::run(&data);
     }
 }
 
 #[test]
 fn pseudo_random_inputs_match_the_model() {
+    // FUZZOPS_RANDOM=N runs N inputs instead of 48 (a longer soak of the model).
+    let n = std::env::var("FUZZOPS_RANDOM").ok().and_then(|v| v.parse().ok()).unwrap_or(48);
     let mut x = 0x2545_f491_4f6c_dd1du64;
-    for i in 0..48 {
+    for i in 0..n {
         let len = 64 + (i * 97) % 1500;
         let data: Vec<u8> = (0..len)
             .map(|_| {
@@ -43,7 +45,7 @@ fn pseudo_random_inputs_match_the_model() {
                 (x >> 24) as u8
             })
             .collect();
-        fuzzops::run(&data);
+        refmodel::run(&data);
     }
 }
 
@@ -55,5 +57,5 @@ fn pseudo_random_inputs_match_the_model() {
 #[test]
 fn seed2_cached_migratetype_keeps_hygiene() {
     let f = regressions_dir().join("ignored/crash-seed2-cached-migratetype-hygiene");
-    fuzzops::run_with(&std::fs::read(f).unwrap(), |c| c.pcp_migratetype_cache(true));
+    refmodel::run_with(&std::fs::read(f).unwrap(), |c| c.pcp_migratetype_cache(true));
 }

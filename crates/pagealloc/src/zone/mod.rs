@@ -16,6 +16,8 @@
 //! - `stats.seq` is even whenever no guard is alive; writers make it odd for the
 //!   length of every critical section (a seqcount for consistent snapshots).
 
+mod check;
+
 use crate::list::PfnList;
 use crate::memmap::{MemMap, Pageblocks};
 use crate::stats::events::VmEvent;
@@ -449,6 +451,9 @@ impl<'a> ZoneGuard<'a> {
 impl Drop for ZoneGuard<'_> {
     #[inline(always)]
     fn drop(&mut self) {
+        // Every identity the zone lock protects, checked before the lock goes.
+        #[cfg(feature = "debug-checks")]
+        check::check_zone_locked(self);
         let s = self.zone.stats.seq.load(Ordering::Relaxed);
         // Pairs with the Acquire load that starts a consistent snapshot: every
         // counter written in this section is visible to a reader that sees the

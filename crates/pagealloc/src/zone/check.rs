@@ -1,0 +1,172 @@
+//! The `debug-checks` feature's zone check: the identities the zone lock
+//! protects, checked by every [`ZoneGuard`] as it is dropped (see
+//! [`check_zone_locked`]). It lives in the zone layer because it runs inside
+//! it, under the zone lock, and needs nothing above it.
+#![cfg(feature = "debug-checks")]
+
+use super::ZoneGuard;
+use crate::types::{MigrateType, MAX_ORDER, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
+
+/// Listed free blocks the `debug-checks` check walks per zone-lock release,
+/// on average: a zone with more is walked in full only every
+/// `blocks / DEBUG_WALK_BUDGET`-th release (counted over all zones).
+#[cfg(feature = "debug-checks")]
+const DEBUG_WALK_BUDGET: u64 = 32;
+
+/// Zone-lock releases seen by the `debug-checks` check (for its sampling).
+#[cfg(feature = "debug-checks")]
+static DEBUG_RELEASES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The `debug-checks` feature's check, run by every [`ZoneGuard`] as it is
+/// dropped (with the zone lock still held, before the seqcount goes even):
+/// the identities that need only the zone lock. Panics naming the zone and
+/// the pfn on a broken one. Takes no other lock.
+///
+/// At every release: NR_FREE_PAGES against the `free_blocks` counters;
+/// `block_count` per effective type against the pageblock table; each free
+/// list's first block (marks, order, alignment, zone bounds, hygiene), and
+/// a list empty exactly when its counter is zero. The full walk of the free lists (the same for every block,
+/// plus: no cycle, `free_blocks` equal to the list lengths, no two listed
+/// blocks overlapping, listed free buddies merged as far as they may be)
+/// runs at every release while the zone has at most [`DEBUG_WALK_BUDGET`]
+/// free blocks, and at every `n / DEBUG_WALK_BUDGET`-th release with `n`
+/// free blocks: O(pageblocks + DEBUG_WALK_BUDGET log DEBUG_WALK_BUDGET)
+/// per release on average, so heavily fragmented multi-threaded tests stay
+/// usable (a full walk at each release made the 16-thread bulk test about
+/// 50 times slower; sampled, about 4 times).
+///
+/// Pages outside the lists are not looked at: a page in transit (taken off a
+/// list, not yet marked; claimed by a free, not yet listed) is legitimately
+/// in neither state here. Hygiene allows a free block of one per-CPU type in
+/// a pageblock of another (seed 2's old migratetype cache may do that, and
+/// the guard cannot see the configuration; `check_invariants` applies the
+/// exact rule).
+#[cfg(feature = "debug-checks")]
+pub(crate) fn check_zone_locked(g: &ZoneGuard<'_>) {
+    if std::thread::panicking() {
+        return;
+    }
+    let (z, mm) = (g.zone, g.mm);
+    let fail =
+        |p: u64, s: String| -> ! { panic!("debug-checks: zone {} node {} pfn {p:#x}: {s}", z.ztype.name(), z.nid) };
+    // One listed block: marks, order, alignment, bounds, hygiene.
+    let check_block = |p: u64, o: usize, mt: MigrateType| {
+        let d = mm.page(p);
+        if !d.is_buddy() || d.order() as usize != o {
+            fail(p, format!("on free list order {o} {mt} but marked flags {:#x} order {}", d.flags(), d.order()));
+        }
+        if p & ((1 << o) - 1) != 0 || !z.contains(p) || p + (1 << o) > z.end {
+            fail(p, format!("free block of order {o} misaligned or outside its zone"));
+        }
+        let mut b = p;
+        while b < p + (1u64 << o) {
+            let bmt = z.pageblock_mt_racy(b);
+            if bmt != mt && !(bmt.is_pcptype() && mt.is_pcptype()) {
+                fail(p, format!("free block on the {mt} list of order {o} lies in a {bmt} pageblock"));
+            }
+            b += PAGEBLOCK_PAGES;
+        }
+    };
+    // Counters.
+    let mut blocks = 0u64;
+    let mut free_pages = 0u64;
+    for o in 0..NR_ORDERS {
+        for mt in MigrateType::ALL {
+            let n = z.stats.free_blocks[o][mt.index()].get_racy();
+            blocks += n;
+            if mt != MigrateType::Isolate {
+                free_pages += n << o;
+            }
+            match g.area.lists[o][mt.index()].first() {
+                Some(p) => check_block(p, o, mt),
+                None if n != 0 => fail(z.start, format!("free_blocks[{o}][{mt}] = {n} but the list is empty")),
+                None => {}
+            }
+        }
+    }
+    let nr_free = z.stats.nr_free_pages.get_racy();
+    if nr_free != free_pages {
+        fail(z.start, format!("NR_FREE_PAGES = {nr_free} but the free_blocks counters hold {free_pages}"));
+    }
+    let mut counts = [0u64; MIGRATE_TYPES];
+    for b in 0..z.nr_pageblocks() as u64 {
+        counts[z.pageblock_mt_racy(z.start + b * PAGEBLOCK_PAGES).index()] += 1;
+    }
+    for mt in MigrateType::ALL {
+        let c = z.stats.block_count[mt.index()].get_racy();
+        if c != counts[mt.index()] {
+            fail(z.start, format!("block_count[{mt}] = {c} but {} pageblocks have that type", counts[mt.index()]));
+        }
+    }
+    // The full walk, sampled when the lists are long.
+    let k = DEBUG_RELEASES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if blocks > DEBUG_WALK_BUDGET && !k.is_multiple_of(blocks.div_ceil(DEBUG_WALK_BUDGET)) {
+        return;
+    }
+    let mut listed: Vec<(u64, u32)> = Vec::with_capacity(blocks as usize);
+    for o in 0..NR_ORDERS {
+        for mt in MigrateType::ALL {
+            let mut n = 0u64;
+            for p in g.area.lists[o][mt.index()].iter(mm) {
+                check_block(p, o, mt);
+                n += 1;
+                if n > z.spanned() {
+                    fail(p, format!("free list order {o} {mt} has a cycle"));
+                }
+                listed.push((p, o as u32));
+            }
+            let counted = z.stats.free_blocks[o][mt.index()].get_racy();
+            if counted != n {
+                fail(z.start, format!("free_blocks[{o}][{mt}] = {counted} but the list has {n}"));
+            }
+        }
+    }
+    listed.sort_unstable();
+    for w in listed.windows(2) {
+        let ((p, o), (q, _)) = (w[0], w[1]);
+        if p + (1u64 << o) > q {
+            fail(q, format!("listed free block overlaps the order-{o} free block at {p:#x}"));
+        }
+    }
+    for &(p, o) in &listed {
+        if o >= MAX_ORDER {
+            continue;
+        }
+        let buddy = p ^ (1u64 << o);
+        if !z.contains(buddy) || listed.binary_search(&(buddy, o)).is_err() {
+            continue;
+        }
+        let (a, b) = (z.pageblock_mt_racy(p), z.pageblock_mt_racy(buddy));
+        let may_stay_apart =
+            o >= PAGEBLOCK_ORDER && (a == MigrateType::Isolate || (a != b && !(a.is_pcptype() && b.is_pcptype())));
+        if !may_stay_apart {
+            fail(p, format!("free block of order {o} and its free buddy {buddy:#x} were not merged"));
+        }
+    }
+}
+
+#[cfg(all(test, feature = "debug-checks"))]
+mod debug_checks_tests {
+    use crate::{Config, MigrateType, PageAllocator};
+
+    #[test]
+    #[should_panic(expected = "debug-checks: zone Normal node 0 pfn 0x0: NR_FREE_PAGES")]
+    fn a_counter_broken_under_the_zone_lock_panics_at_its_release() {
+        let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
+        let z = &a.core.zones[0];
+        let g = z.lock(&a.core.mm);
+        z.stats.nr_free_pages.add_locked(1);
+        drop(g);
+    }
+
+    #[test]
+    #[should_panic(expected = "free_blocks[0][Movable] = 1 but the list")]
+    fn a_list_count_off_by_one_panics_at_the_release() {
+        let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
+        let z = &a.core.zones[0];
+        let g = z.lock(&a.core.mm);
+        z.stats.free_blocks[0][MigrateType::Movable.index()].add_locked(1);
+        z.stats.nr_free_pages.add_locked(1);
+        drop(g);
+    }
+}
