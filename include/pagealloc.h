@@ -229,7 +229,7 @@ enum pagealloc_status pagealloc_destroy(struct pagealloc *a);
 
 // Allocate `1 << order` contiguous pages on the calling thread's node (or
 // another, unless `PAGEALLOC_GFP_THISNODE`) and store the first pfn in
-// `*pfn_out`. `gfp` is an OR of PAGEALLOC_GFP_* flags.
+// `*pfn_out`. `gfp_flags` is an OR of PAGEALLOC_GFP_* flags.
 //
 // Errors: `PAGEALLOC_ERR_NO_MEMORY`, `PAGEALLOC_ERR_INVALID_ORDER`,
 // `PAGEALLOC_ERR_INVALID_ARGUMENT` (bad handle, NULL `pfn_out`, unknown gfp bits).
@@ -263,9 +263,7 @@ enum pagealloc_status pagealloc_alloc_pages_node(const struct pagealloc *a,
 //
 // # Safety
 // `a` is a live handle (or NULL).
-enum pagealloc_status pagealloc_free_pages(const struct pagealloc *a,
-                                           uint64_t pfn_,
-                                           uint32_t order);
+enum pagealloc_status pagealloc_free_pages(const struct pagealloc *a, uint64_t pfn, uint32_t order);
 
 // Store the address of frame `pfn` in `*addr_out` (the block's memory runs on
 // for `4096 << order` bytes). Errors: `PAGEALLOC_ERR_OUT_OF_RANGE` for a pfn
@@ -276,7 +274,7 @@ enum pagealloc_status pagealloc_free_pages(const struct pagealloc *a,
 // # Safety
 // `a` is a live handle (or NULL); `addr_out` is NULL or writable.
 enum pagealloc_status pagealloc_page_address(const struct pagealloc *a,
-                                             uint64_t pfn_,
+                                             uint64_t pfn,
                                              void **addr_out);
 
 // Fill the empty slots (`PAGEALLOC_HOLE`) of `slots[0..nr]` with order-0
@@ -294,7 +292,7 @@ enum pagealloc_status pagealloc_page_address(const struct pagealloc *a,
 // (may be NULL when `nr` is 0); `nr_populated` is NULL or writable.
 enum pagealloc_status pagealloc_alloc_pages_bulk(const struct pagealloc *a,
                                                  uint32_t gfp_flags,
-                                                 uint64_t *slots_,
+                                                 uint64_t *slots,
                                                  size_t nr,
                                                  size_t *nr_populated);
 
@@ -326,7 +324,7 @@ enum pagealloc_status pagealloc_free_pages_bulk(const struct pagealloc *a,
 // # Safety
 // As `pagealloc_free_pages_bulk`, with `slots` writable.
 enum pagealloc_status pagealloc_free_pages_bulk_slots(const struct pagealloc *a,
-                                                      uint64_t *slots_,
+                                                      uint64_t *slots,
                                                       size_t nr,
                                                       size_t *nr_rejected,
                                                       size_t *first_rejected);
@@ -393,7 +391,7 @@ enum pagealloc_status pagealloc_free_contig_range(const struct pagealloc *a,
 //
 // # Safety
 // `a` is a live handle (or NULL).
-enum pagealloc_status pagealloc_lock_page(const struct pagealloc *a, uint64_t pfn_);
+enum pagealloc_status pagealloc_lock_page(const struct pagealloc *a, uint64_t pfn);
 
 // Lock a page if nobody holds it; never blocks. `PAGEALLOC_ERR_BUSY` when it
 // did not get the lock (held by another, or not an allocated page),
@@ -402,7 +400,7 @@ enum pagealloc_status pagealloc_lock_page(const struct pagealloc *a, uint64_t pf
 //
 // # Safety
 // `a` is a live handle (or NULL).
-enum pagealloc_status pagealloc_trylock_page(const struct pagealloc *a, uint64_t pfn_);
+enum pagealloc_status pagealloc_trylock_page(const struct pagealloc *a, uint64_t pfn);
 
 // Lock a page, giving up after `timeout_ns` nanoseconds (`PAGEALLOC_ERR_TIMED_OUT`).
 // Thread safety: safe to call concurrently on one allocator; blocks up to the timeout.
@@ -410,7 +408,7 @@ enum pagealloc_status pagealloc_trylock_page(const struct pagealloc *a, uint64_t
 // # Safety
 // `a` is a live handle (or NULL).
 enum pagealloc_status pagealloc_lock_page_timeout(const struct pagealloc *a,
-                                                  uint64_t pfn_,
+                                                  uint64_t pfn,
                                                   uint64_t timeout_ns);
 
 // Unlock a page. `PAGEALLOC_ERR_NOT_LOCKED` (nothing changed) if it was not locked.
@@ -419,7 +417,7 @@ enum pagealloc_status pagealloc_lock_page_timeout(const struct pagealloc *a,
 //
 // # Safety
 // `a` is a live handle (or NULL).
-enum pagealloc_status pagealloc_unlock_page(const struct pagealloc *a, uint64_t pfn_);
+enum pagealloc_status pagealloc_unlock_page(const struct pagealloc *a, uint64_t pfn);
 
 // Unlock a page and mark it up to date in one atomic step (the kernel's
 // `folio_end_read`). Errors as `pagealloc_unlock_page`.
@@ -427,7 +425,7 @@ enum pagealloc_status pagealloc_unlock_page(const struct pagealloc *a, uint64_t 
 //
 // # Safety
 // `a` is a live handle (or NULL).
-enum pagealloc_status pagealloc_unlock_page_uptodate(const struct pagealloc *a, uint64_t pfn_);
+enum pagealloc_status pagealloc_unlock_page_uptodate(const struct pagealloc *a, uint64_t pfn);
 
 // Store in `*uptodate` whether the page is marked up to date.
 // Thread safety: safe to call concurrently on one allocator.
@@ -435,7 +433,7 @@ enum pagealloc_status pagealloc_unlock_page_uptodate(const struct pagealloc *a, 
 // # Safety
 // `a` is a live handle (or NULL); `uptodate` is NULL or writable.
 enum pagealloc_status pagealloc_page_uptodate(const struct pagealloc *a,
-                                              uint64_t pfn_,
+                                              uint64_t pfn,
                                               bool *uptodate);
 
 // Mark a page under writeback. `*was_set` (optional) gets true if this call
@@ -445,7 +443,7 @@ enum pagealloc_status pagealloc_page_uptodate(const struct pagealloc *a,
 // # Safety
 // `a` is a live handle (or NULL); `was_set` is NULL or writable.
 enum pagealloc_status pagealloc_set_page_writeback(const struct pagealloc *a,
-                                                   uint64_t pfn_,
+                                                   uint64_t pfn,
                                                    bool *was_set);
 
 // End writeback and wake its waiters. `PAGEALLOC_ERR_NOT_WRITEBACK` if the
@@ -454,14 +452,14 @@ enum pagealloc_status pagealloc_set_page_writeback(const struct pagealloc *a,
 //
 // # Safety
 // `a` is a live handle (or NULL).
-enum pagealloc_status pagealloc_end_page_writeback(const struct pagealloc *a, uint64_t pfn_);
+enum pagealloc_status pagealloc_end_page_writeback(const struct pagealloc *a, uint64_t pfn);
 
 // Wait until the page is not under writeback.
 // Thread safety: safe to call concurrently on one allocator; blocks.
 //
 // # Safety
 // `a` is a live handle (or NULL).
-enum pagealloc_status pagealloc_wait_on_page_writeback(const struct pagealloc *a, uint64_t pfn_);
+enum pagealloc_status pagealloc_wait_on_page_writeback(const struct pagealloc *a, uint64_t pfn);
 
 // `pagealloc_wait_on_page_writeback`, giving up after `timeout_ns`
 // nanoseconds (`PAGEALLOC_ERR_TIMED_OUT`).
@@ -470,7 +468,7 @@ enum pagealloc_status pagealloc_wait_on_page_writeback(const struct pagealloc *a
 // # Safety
 // `a` is a live handle (or NULL).
 enum pagealloc_status pagealloc_wait_on_page_writeback_timeout(const struct pagealloc *a,
-                                                               uint64_t pfn_,
+                                                               uint64_t pfn,
                                                                uint64_t timeout_ns);
 
 // Return this CPU's per-CPU pages and this thread's front cache to the buddy.
