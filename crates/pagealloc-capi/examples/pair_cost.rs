@@ -22,8 +22,8 @@ use std::time::Instant;
 
 use pagealloc::{Backing, Config, Gfp, PageAllocator};
 use pagealloc_c::{
-    pagealloc as Handle, pagealloc_alloc_pages, pagealloc_config, pagealloc_config_default, pagealloc_create, pagealloc_destroy,
-    pagealloc_free_pages, pagealloc_status, PAGEALLOC_BACKING_NONE,
+    pagealloc as Handle, pagealloc_alloc_pages, pagealloc_config, pagealloc_config_default, pagealloc_create,
+    pagealloc_destroy, pagealloc_free_pages, pagealloc_status, PAGEALLOC_BACKING_NONE,
 };
 
 type AllocFn = unsafe extern "C" fn(*const Handle, u32, u32, *mut u64) -> pagealloc_status;

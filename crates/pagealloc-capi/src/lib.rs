@@ -258,7 +258,10 @@ fn to_gfp(bits: u32) -> Res<Gfp> {
 #[cold]
 #[inline(never)]
 fn bad_gfp(bits: u32) -> pagealloc_status {
-    invalid(format_args!("gfp {bits:#x} has bits that are not PAGEALLOC_GFP_* flags (unknown: {:#x})", bits & !Gfp::all().bits()))
+    invalid(format_args!(
+        "gfp {bits:#x} has bits that are not PAGEALLOC_GFP_* flags (unknown: {:#x})",
+        bits & !Gfp::all().bits()
+    ))
 }
 
 /// A pfn from C: `PAGEALLOC_HOLE` is not one, and no arena reaches it.

@@ -141,7 +141,8 @@ fn pkg_config_file() {
         .replace("@LIBDIR@", &lib_dir().display().to_string())
         .replace("@INCLUDEDIR@", &root().join("include").display().to_string());
     std::fs::write(dir.join("pagealloc.pc"), pc).expect("write pagealloc.pc");
-    let Ok(o) = Command::new("pkg-config").env("PKG_CONFIG_PATH", &dir).args(["--cflags", "--libs", "pagealloc"]).output()
+    let Ok(o) =
+        Command::new("pkg-config").env("PKG_CONFIG_PATH", &dir).args(["--cflags", "--libs", "pagealloc"]).output()
     else {
         eprintln!("no pkg-config: the template's fields were checked, the flags were not tried");
         return;
