@@ -65,11 +65,12 @@ fn profile_dir() -> PathBuf {
 fn build_c() -> Option<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = profile_dir();
-    // `cargo build --example` leaves the library's artifacts in deps/.
+    // `cargo build --example` leaves the library's artifacts in deps/: the newer.
     let lib = [dir.join("libpagealloc_c.a"), dir.join("deps/libpagealloc_c.a")]
         .into_iter()
-        .find(|p| p.exists())
-        .unwrap_or_else(|| dir.join("libpagealloc_c.a"));
+        .filter_map(|p| Some((p.metadata().ok()?.modified().ok()?, p)))
+        .max()
+        .map_or_else(|| dir.join("libpagealloc_c.a"), |(_, p)| p);
     let out = dir.join("examples").join("pair_cost_c");
     let st = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
         .args(["-std=c11", "-O2", "-I"])

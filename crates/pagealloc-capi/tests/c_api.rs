@@ -16,19 +16,23 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repository root")
 }
 
-/// Where cargo put libpagealloc_c.{a,so} for this run: target/<profile>/deps,
-/// next to this test (built by the same rustc invocation as the rlib the test
-/// links, so never stale; `cargo build` also copies them up to
-/// target/<profile>, `cargo test` does not), else target/<profile>.
+/// Where cargo put libpagealloc_c.{a,so} for this run. `cargo test` builds
+/// every crate type of the library with the rlib this test links and leaves
+/// them in target/<profile> or, when the library was built only as a
+/// dependency (as for examples), in target/<profile>/deps: the newer of the two.
 fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
     let deps = exe.parent().expect("deps dir");
-    for d in [deps, deps.parent().expect("profile dir")] {
-        if d.join("libpagealloc_c.a").exists() && d.join("libpagealloc_c.so").exists() {
-            return d.to_path_buf();
-        }
-    }
-    panic!("libpagealloc_c.a/.so not found next to {} or in its parent", deps.display());
+    let modified = |d: &Path| -> Option<std::time::SystemTime> {
+        d.join("libpagealloc_c.so").metadata().ok()?;
+        d.join("libpagealloc_c.a").metadata().ok()?.modified().ok()
+    };
+    [deps, deps.parent().expect("profile dir")]
+        .into_iter()
+        .filter_map(|d| Some((modified(d)?, d.to_path_buf())))
+        .max()
+        .map(|(_, d)| d)
+        .unwrap_or_else(|| panic!("libpagealloc_c.a/.so not found in {} or its parent", deps.display()))
 }
 
 fn out_dir() -> PathBuf {
