@@ -3,6 +3,8 @@
 //! alternating rounds:
 //!
 //! - `rust`: `PageAllocator::alloc_pages` / `free_pages` (inlined fast path);
+//! - `rust-calls`: the same through `#[inline(never)]` functions called by
+//!   pointer (what a call boundary alone costs the Rust API);
 //! - `ffi`: `pagealloc_alloc_pages` / `pagealloc_free_pages` called from Rust
 //!   through `extern "C"` function pointers (the C ABI, no inlining), same
 //!   process;
@@ -10,17 +12,21 @@
 //!   staticlib of this profile and run as its own process.
 //!
 //! ```sh
-//! cargo run --release -p pagealloc-capi --example pair_cost [N] [ROUNDS] [all|rust|ffi]
+//! cargo run --release -p pagealloc-capi --example pair_cost [N] [ROUNDS] [all|rust|rust-calls|ffi]
 //! ```
 //!
-//! `rust` or `ffi` runs only that loop (no C program), for instruction counts
+//! Each round takes, for each of the three, the best of 10 runs of N pairs
+//! (default 200000: short runs, so that on a loaded machine some run
+//! undisturbed); the rounds alternate the three.
+//!
+//! `rust`, `rust-calls` or `ffi` runs only that loop (no C program), for instruction counts
 //! under `valgrind --tool=callgrind`.
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use pagealloc::{Backing, Config, Gfp, PageAllocator};
+use pagealloc::{Backing, Config, Gfp, PageAllocator, Pfn};
 use pagealloc_c::{
     pagealloc as Handle, pagealloc_alloc_pages, pagealloc_config, pagealloc_config_default, pagealloc_create,
     pagealloc_destroy, pagealloc_free_pages, pagealloc_status, PAGEALLOC_BACKING_NONE,
@@ -34,6 +40,28 @@ fn rust_pairs(a: &PageAllocator, n: u64) -> f64 {
     for _ in 0..n {
         let p = a.alloc_pages(black_box(Gfp::KERNEL), 0).expect("alloc");
         a.free_pages(black_box(p), 0).expect("free");
+    }
+    t.elapsed().as_nanos() as f64 / n as f64
+}
+
+#[inline(never)]
+fn alloc_call(a: &PageAllocator, g: Gfp) -> Pfn {
+    a.alloc_pages(g, 0).expect("alloc")
+}
+
+#[inline(never)]
+fn free_call(a: &PageAllocator, p: Pfn) {
+    a.free_pages(p, 0).expect("free")
+}
+
+/// The Rust API through calls the compiler may not inline: what is left of
+/// the C API's extra cost is its own work (checks, status, handle).
+fn rust_call_pairs(a: &PageAllocator, n: u64) -> f64 {
+    let alloc: fn(&PageAllocator, Gfp) -> Pfn = black_box(alloc_call);
+    let free: fn(&PageAllocator, Pfn) = black_box(free_call);
+    let t = Instant::now();
+    for _ in 0..n {
+        free(a, alloc(a, Gfp::KERNEL));
     }
     t.elapsed().as_nanos() as f64 / n as f64
 }
@@ -91,9 +119,17 @@ fn build_c() -> Option<PathBuf> {
 
 /// "best X ns" from the C program's line.
 fn run_c(exe: &Path, n: u64) -> Option<f64> {
-    let o = Command::new(exe).args([n.to_string(), "1".into()]).output().ok()?;
+    let o = Command::new(exe).args([n.to_string(), SUB.to_string()]).output().ok()?;
     let s = String::from_utf8_lossy(&o.stdout);
     s.split("best ").nth(1)?.split(' ').next()?.parse().ok()
+}
+
+/// Runs of `n` pairs per round and figure; a round's figure is the best of
+/// them (short runs on a loaded machine: the best one ran undisturbed).
+const SUB: usize = 10;
+
+fn best_of(mut f: impl FnMut() -> f64) -> f64 {
+    (0..SUB).map(|_| f()).fold(f64::INFINITY, f64::min)
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -103,8 +139,8 @@ fn median(v: &mut [f64]) -> f64 {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let n: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(10_000_000);
-    let rounds: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(5);
+    let n: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(200_000);
+    let rounds: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(20);
     let mode = args.next().unwrap_or_else(|| "all".into());
 
     let a = PageAllocator::new(Config::new().arena_bytes(64 << 20).backing(Backing::None)).expect("allocator");
@@ -124,6 +160,10 @@ fn main() {
             rust_pairs(&a, n);
             return;
         }
+        "rust-calls" => {
+            rust_call_pairs(&a, n);
+            return;
+        }
         "ffi" => {
             ffi_pairs(h, n);
             return;
@@ -135,17 +175,26 @@ fn main() {
     rust_pairs(&a, n / 10 + 1);
     ffi_pairs(h, n / 10 + 1);
 
-    let (mut r, mut f, mut cc) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut r, mut rc, mut f, mut cc) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..rounds {
-        r.push(rust_pairs(&a, n));
-        f.push(ffi_pairs(h, n));
+        r.push(best_of(|| rust_pairs(&a, n)));
+        rc.push(best_of(|| rust_call_pairs(&a, n)));
+        f.push(best_of(|| ffi_pairs(h, n)));
         if let Some(x) = c.as_deref().and_then(|e| run_c(e, n)) {
             cc.push(x);
         }
     }
     let best = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
-    println!("order-0 alloc+free pair, {n} pairs x {rounds} rounds (ns per pair: best / median)");
+    println!(
+        "order-0 alloc+free pair, {rounds} rounds of the best of {SUB} runs of {n} pairs (ns per pair: best / median round)"
+    );
     println!("  rust API        {:6.2} / {:6.2}", best(&r), median(&mut r.clone()));
+    println!(
+        "  rust API, calls {:6.2} / {:6.2}   (+{:.2} ns per pair over rust, median; not inlined)",
+        best(&rc),
+        median(&mut rc.clone()),
+        median(&mut rc.clone()) - median(&mut r.clone())
+    );
     println!(
         "  C API from Rust {:6.2} / {:6.2}   (+{:.2} ns per pair over rust, median)",
         best(&f),

@@ -19,8 +19,10 @@
 //!   null, alignment and a magic number, so a pointer to something that is not
 //!   a handle is refused when it can be read; a handle used after
 //!   `pagealloc_destroy` (or a wild pointer) cannot be detected in general and
-//!   is undefined behaviour, as in C APIs generally. Array arguments must point
-//!   to at least as many elements as their length says.
+//!   is undefined behaviour, as in C APIs generally. Array arguments must be
+//!   aligned for their element type and point to at least as many elements as
+//!   their length says; single out parameters and the config may be at any
+//!   address.
 //! - **Threads.** Every function except `pagealloc_destroy` may be called from
 //!   any number of threads at once on one allocator. `pagealloc_destroy` must
 //!   not run concurrently with any other call on the same handle, nor be
@@ -279,19 +281,43 @@ fn pfn_out_of_range(a: &PageAllocator, p: u64) -> pagealloc_status {
     fail(PAGEALLOC_ERR_OUT_OF_RANGE, format_args!("pfn {p:#x} is out of range (arena has {} pages)", a.nr_pages()))
 }
 
-#[inline(always)]
-fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut MaybeUninit<T>> {
-    if p.is_null() || !p.is_aligned() {
-        return Err(null_out(what));
+/// A checked out parameter: non-null; written unaligned, so C callers may
+/// pass any address (on x86-64 and AArch64 the write is one plain store).
+struct Out<T>(NonNull<T>);
+
+impl<T> Clone for Out<T> {
+    fn clone(&self) -> Self {
+        *self
     }
-    // SAFETY: non-null and aligned; the caller promised it points to a T it
-    // owns (C's contract for an out parameter).
-    Ok(unsafe { &mut *p.cast::<MaybeUninit<T>>() })
+}
+impl<T> Copy for Out<T> {}
+
+impl<T> Out<T> {
+    #[inline(always)]
+    fn write(self, v: T) {
+        // SAFETY: non-null (checked in `out`); the caller promised it points
+        // to writable memory for a T (C's contract for an out parameter).
+        unsafe { self.0.as_ptr().write_unaligned(v) }
+    }
+}
+
+#[inline(always)]
+fn out<T>(p: *mut T, what: &str) -> Res<Out<T>> {
+    match NonNull::new(p) {
+        Some(p) => Ok(Out(p)),
+        None => Err(null_out(what)),
+    }
 }
 
 #[cold]
 #[inline(never)]
 fn null_out(what: &str) -> pagealloc_status {
+    invalid(format_args!("{what} is NULL"))
+}
+
+#[cold]
+#[inline(never)]
+fn bad_array(what: &str) -> pagealloc_status {
     invalid(format_args!("{what} is NULL or misaligned"))
 }
 
@@ -346,11 +372,10 @@ pub unsafe extern "C" fn pagealloc_create(
         o.write(ptr::null_mut());
         let c = if cfg.is_null() {
             Config::default()
-        } else if !cfg.is_aligned() {
-            return Err(invalid("cfg is misaligned"));
         } else {
-            // SAFETY: non-null, aligned, readable by the caller's contract.
-            unsafe { cfg.read() }.to_rust()?
+            // SAFETY: non-null, readable by the caller's contract; read
+            // unaligned, so any address works.
+            unsafe { cfg.read_unaligned() }.to_rust()?
         };
         let inner = PageAllocator::new(c).map_err(config_err)?;
         o.write(Box::into_raw(Box::new(pagealloc { magic: MAGIC, inner })));
@@ -515,7 +540,7 @@ unsafe fn c_slots_mut<'a>(p: *mut u64, len: usize, what: &str) -> Res<&'a mut [u
         return Ok(&mut []);
     }
     if p.is_null() || !p.is_aligned() {
-        return Err(null_out(what));
+        return Err(bad_array(what));
     }
     // SAFETY: by the caller's contract.
     Ok(unsafe { std::slice::from_raw_parts_mut(p, len) })
@@ -528,7 +553,7 @@ unsafe fn c_slots<'a>(p: *const u64, len: usize, what: &str) -> Res<&'a [u64]> {
         return Ok(&[]);
     }
     if p.is_null() || !p.is_aligned() {
-        return Err(null_out(what));
+        return Err(bad_array(what));
     }
     // SAFETY: by the caller's contract.
     Ok(unsafe { std::slice::from_raw_parts(p, len) })
