@@ -31,6 +31,7 @@ use pagealloc_c::{
     pagealloc as Handle, pagealloc_alloc_pages, pagealloc_config, pagealloc_config_default, pagealloc_create,
     pagealloc_destroy, pagealloc_free_pages, pagealloc_status, PAGEALLOC_BACKING_NONE,
 };
+use pagealloc_c::{pagealloc_alloc_pages_bulk, pagealloc_free_pages_bulk_slots, PAGEALLOC_HOLE};
 
 type AllocFn = unsafe extern "C" fn(*const Handle, u32, u32, *mut u64) -> pagealloc_status;
 type FreeFn = unsafe extern "C" fn(*const Handle, u64, u32) -> pagealloc_status;
@@ -115,6 +116,35 @@ fn build_c() -> Option<PathBuf> {
             None
         }
     }
+}
+
+/// ns per page of `bulk` pages filled and freed through the Rust array form.
+fn rust_bulk(a: &PageAllocator, bulk: usize, n: u64) -> f64 {
+    let mut slots = vec![None; bulk];
+    let t = Instant::now();
+    for _ in 0..n {
+        assert_eq!(a.alloc_pages_bulk(Gfp::KERNEL, black_box(&mut slots)), bulk);
+        a.free_pages_bulk_slots(black_box(&mut slots)).expect("bulk free");
+    }
+    t.elapsed().as_nanos() as f64 / (n * bulk as u64) as f64
+}
+
+/// The same through the C API's slot arrays (`PAGEALLOC_HOLE` for empty).
+fn ffi_bulk(h: *const Handle, bulk: usize, n: u64) -> f64 {
+    let mut slots = vec![PAGEALLOC_HOLE; bulk];
+    let t = Instant::now();
+    for _ in 0..n {
+        let mut got = 0;
+        // SAFETY: h is a live handle; slots has `bulk` elements; got is writable.
+        let s = unsafe { pagealloc_alloc_pages_bulk(h, 0, slots.as_mut_ptr(), bulk, &mut got) };
+        assert!(s == pagealloc_status::PAGEALLOC_OK && got == bulk);
+        // SAFETY: as above; the counts are optional.
+        let s = unsafe {
+            pagealloc_free_pages_bulk_slots(h, slots.as_mut_ptr(), bulk, std::ptr::null_mut(), std::ptr::null_mut())
+        };
+        assert_eq!(s, pagealloc_status::PAGEALLOC_OK);
+    }
+    t.elapsed().as_nanos() as f64 / (n * bulk as u64) as f64
 }
 
 /// "best X ns" from the C program's line.
@@ -208,6 +238,16 @@ fn main() {
             median(&mut cc.clone()),
             median(&mut cc.clone()) - median(&mut r.clone())
         );
+    }
+    println!("bulk alloc+free through the array form, ns per page (best of {rounds} rounds)");
+    for bulk in [16usize, 128] {
+        let reps = (n / bulk as u64).max(1);
+        let (mut rb, mut fb) = (f64::INFINITY, f64::INFINITY);
+        for _ in 0..rounds {
+            rb = rb.min(best_of(|| rust_bulk(&a, bulk, reps)));
+            fb = fb.min(best_of(|| ffi_bulk(h, bulk, reps)));
+        }
+        println!("  {bulk:3} pages: rust API {rb:5.2}, C API {fb:5.2} (+{:.2})", fb - rb);
     }
     // SAFETY: h came from pagealloc_create and nothing uses it afterwards.
     unsafe { pagealloc_destroy(h) };

@@ -563,7 +563,7 @@ unsafe fn c_slots<'a>(p: *const u64, len: usize, what: &str) -> Res<&'a [u64]> {
 #[inline(always)]
 fn convert<'b, S: Copy, D>(buf: &'b mut [MaybeUninit<D>; CHUNK], src: &[S], f: impl Fn(S) -> D) -> &'b mut [D] {
     let n = src.len();
-    debug_assert!(n <= CHUNK);
+    assert!(n <= CHUNK);
     for (d, s) in buf.iter_mut().zip(src) {
         d.write(f(*s));
     }
