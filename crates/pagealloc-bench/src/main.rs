@@ -1,6 +1,7 @@
 //! `pagealloc`: the benchmark and inspection command.
 
 mod experiments;
+mod fastpath;
 mod harness;
 mod report;
 mod show;
@@ -62,6 +63,16 @@ enum Cmd {
     /// Soak test: every operation from many threads at once, each result checked;
     /// prints `stress: N passed, M failed` and exits non-zero on a violation or hang.
     Stress(stress::StressArgs),
+    /// Run one fast-path loop over about PAGES pages after a fixed warm-up, for
+    /// `scripts/fastpath-budget` to count instructions under callgrind.
+    #[command(hide = true)]
+    Fastpath {
+        /// The loop.
+        #[arg(value_enum)]
+        mode: fastpath::Mode,
+        /// Pages to allocate and free after the warm-up.
+        pages: u64,
+    },
 }
 
 #[derive(Subcommand)]
@@ -82,6 +93,7 @@ fn main() {
             print!("{}", show::show(&show::ShowArgs { report, workload, exact, walk_lists }));
         }
         Cmd::Stress(args) => std::process::exit(stress::run(&args)),
+        Cmd::Fastpath { mode, pages } => std::process::exit(fastpath::run(mode, pages)),
         Cmd::Bench { action: Some(BenchCmd::Compare { old, new }), .. } => compare(&old, &new),
         Cmd::Bench { action: None, experiment, full, json, quiet, verbose, out, page_fault1 } => {
             experiments::page_fault1::set_args(page_fault1);

@@ -16,18 +16,7 @@
 //! - A free block never spans pageblocks of different effective types.
 
 use crate::types::{MigrateType, MAX_ORDER, MIGRATE_PCPTYPES, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
-use crate::zone::ZoneGuard;
-
-/// How a block left the free lists, for event counters.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Took {
-    /// From the requested type's own lists.
-    Own,
-    /// Fallback that claimed the pageblock for the requested type.
-    Claimed,
-    /// Fallback that took a block without retagging.
-    Stolen,
-}
+use crate::zone::{Took, ZoneGuard};
 
 impl<'a> ZoneGuard<'a> {
     /// Free a block whose head the caller has already unmarked, merging with free

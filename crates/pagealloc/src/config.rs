@@ -5,6 +5,35 @@
 use crate::error::ConfigError;
 use crate::types::{PAGEBLOCK_PAGES, PAGE_SIZE};
 
+/// Bytes in a pageblock (2 MiB): the arena is a whole number of them.
+pub(crate) const PAGEBLOCK_BYTES: u64 = PAGEBLOCK_PAGES * PAGE_SIZE as u64;
+
+/// The largest arena: the last pageblock multiple below 2^32 - 2 pages (pfn
+/// links are 32 bits and two values are reserved).
+pub(crate) const MAX_ARENA_BYTES: u64 = ((u32::MAX as u64 - 1) / PAGEBLOCK_PAGES * PAGEBLOCK_PAGES) * PAGE_SIZE as u64;
+
+/// Largest [`Config::nodes`]: a zone index is a byte of the pageblock word and
+/// each node may have two zones.
+pub(crate) const MAX_NODES: u32 = 127;
+
+/// Largest [`Config::nr_cpus`]: the kernel's largest `NR_CPUS` on x86-64
+/// (`CONFIG_MAXSMP`). Per-CPU tables are sized for this many CPUs up front, so the
+/// bound also keeps their memory in proportion.
+pub(crate) const MAX_CPUS: usize = 8192;
+
+/// Largest [`Config::pcp_batch`]. The kernel's own formula never gives more than
+/// 63 pages, and its old `percpu_pagelist_fraction` capped the batch at 96; 4096
+/// leaves ample room for experiments while keeping each per-CPU list's
+/// up-front capacity (a few times the batch) to a few hundred KiB.
+pub(crate) const MAX_PCP_BATCH: u32 = 4096;
+
+/// Largest [`Config::watermark_scale_factor`] (the kernel's sysctl bound: 30%).
+pub(crate) const MAX_WATERMARK_SCALE_FACTOR: u32 = 3000;
+
+/// Smallest non-zero [`Config::percpu_pagelist_high_fraction`] (the kernel's
+/// `MIN_PERCPU_PAGELIST_HIGH_FRACTION`).
+pub(crate) const MIN_PERCPU_PAGELIST_HIGH_FRACTION: u32 = 8;
+
 /// What stands behind the page frames.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub enum Backing {
@@ -38,25 +67,38 @@ pub enum DrainMode {
 /// chained setters; every setter has the name of its field.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// Bytes in the arena (a multiple of 4096, at least one pageblock). Default 1 GiB.
+    /// Bytes in the arena: a whole number of pageblocks (2 MiB), at least one and
+    /// at most 2^32 - 512 pages (16 TiB less one pageblock: pfn links are 32
+    /// bits). Default 1 GiB.
     pub arena_bytes: u64,
-    /// Fake NUMA nodes splitting the arena evenly. Default 1.
+    /// Fake NUMA nodes splitting the arena evenly: 1..=127, and at most one per
+    /// pageblock. Default 1.
     pub nodes: u32,
-    /// Bytes of each node given to a Movable zone at its top (0: no Movable zone).
+    /// Bytes of each node given to a Movable zone at its top (0: no Movable zone),
+    /// rounded up to whole pageblocks. The Normal zone below must keep at least
+    /// one pageblock, or construction fails with [`ConfigError::EmptyZone`].
     pub movable_zone_bytes: u64,
     /// What backs the frames.
     pub backing: Backing,
     /// The kernel's `min_free_kbytes`; `None` computes it from the arena size.
+    /// At most the arena's size in KiB (a larger reserve than the memory it
+    /// reserves from means nothing, and would overflow the watermark arithmetic).
     pub min_free_kbytes: Option<u64>,
-    /// The kernel's `watermark_scale_factor` (in 1/10000 of managed pages). Default 10.
+    /// The kernel's `watermark_scale_factor` (in 1/10000 of managed pages):
+    /// 1..=3000, the kernel's range. Default 10.
     pub watermark_scale_factor: u32,
-    /// The kernel's `lowmem_reserve_ratio` for the Normal zone. Default 32.
+    /// The kernel's `lowmem_reserve_ratio` for the Normal zone: at least 1. Default 32.
     pub lowmem_reserve_ratio: u32,
-    /// CPUs to size per-CPU tables for; `None` reads the process's affinity.
+    /// CPUs to size per-CPU tables for: 1..=8192 (the kernel's largest `NR_CPUS`
+    /// on x86-64); `None` reads the process's affinity.
     pub nr_cpus: Option<usize>,
-    /// The kernel's `percpu_pagelist_high_fraction` (0: automatic high with tuning).
+    /// The kernel's `percpu_pagelist_high_fraction`: 0 (automatic high with
+    /// tuning) or at least 8, the kernel's minimum.
     pub percpu_pagelist_high_fraction: u32,
-    /// Per-CPU batch override (`None`: the kernel's formula).
+    /// Per-CPU batch override (`None`: the kernel's formula, at most 63 pages):
+    /// 1..=4096. The kernel never batches more than 96 pages; the bound leaves
+    /// room for experiments while keeping each per-CPU list's up-front capacity,
+    /// a few times the batch, small.
     pub pcp_batch: Option<u32>,
     /// Seed 1 A/B: how per-CPU lists drain.
     pub drain_mode: DrainMode,
@@ -69,7 +111,8 @@ pub struct Config {
     pub front_cache: bool,
     /// Seed 4 A/B: use the waiters bit (true, today) or always look up the queue.
     pub page_lock_waiters_bit: bool,
-    /// How often a queued lock waiter may lose to a newcomer before direct handoff.
+    /// How often a queued lock waiter may lose to a newcomer before direct
+    /// handoff (any value; 0 hands off at once). Default 5.
     pub page_lock_unfairness: u32,
     /// Seed 5 A/B: build pagetypeinfo by walking lists under the zone lock.
     pub pagetypeinfo_walk_lists: bool,
@@ -153,58 +196,116 @@ setters! {
 
 impl Config {
     /// The defaults: a 1 GiB anonymous arena, one node, a Normal zone only.
+    #[must_use]
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// A small arena without backing, handy for tests.
+    /// An arena of `bytes` without backing (abstract frames), handy for tests.
+    #[must_use]
     pub fn small(bytes: u64) -> Self {
         Self::default().arena_bytes(bytes).backing(Backing::None)
     }
 
     /// Arena size in pages, after the checks that need nothing else.
+    ///
+    /// Every field is checked here, so that no value of any field can make
+    /// construction overflow, index out of bounds or ask the memory allocator for
+    /// an absurd amount: the bounds are documented on each field.
     pub(crate) fn validate(&self) -> Result<u64, ConfigError> {
-        let min = PAGEBLOCK_PAGES * PAGE_SIZE as u64;
+        let min = PAGEBLOCK_BYTES;
         if !self.arena_bytes.is_multiple_of(PAGE_SIZE as u64) {
             return Err(ConfigError::ArenaNotPageMultiple { bytes: self.arena_bytes });
         }
         if self.arena_bytes < min {
             return Err(ConfigError::ArenaTooSmall { bytes: self.arena_bytes, min });
         }
-        let pages = self.arena_bytes / PAGE_SIZE as u64;
-        if pages >= u32::MAX as u64 - 1 {
+        if self.arena_bytes > MAX_ARENA_BYTES {
             return Err(ConfigError::ArenaTooLarge { bytes: self.arena_bytes });
+        }
+        let pages = self.arena_bytes / PAGE_SIZE as u64;
+        if !self.arena_bytes.is_multiple_of(PAGEBLOCK_BYTES) {
+            return Err(ConfigError::ArenaNotPageblockMultiple { bytes: self.arena_bytes });
         }
         let blocks = pages / PAGEBLOCK_PAGES;
         if self.nodes == 0 || self.nodes as u64 > blocks {
             return Err(ConfigError::TooManyNodes { nodes: self.nodes, pageblocks: blocks });
         }
-        if self.watermark_scale_factor == 0 || self.watermark_scale_factor > 3000 {
+        if self.nodes > MAX_NODES {
+            return Err(ConfigError::Invalid {
+                field: "nodes",
+                why: format!("{} is above the maximum of {MAX_NODES} nodes", self.nodes),
+            });
+        }
+        if self.watermark_scale_factor == 0 || self.watermark_scale_factor > MAX_WATERMARK_SCALE_FACTOR {
             return Err(ConfigError::Invalid {
                 field: "watermark_scale_factor",
-                why: format!("{} is outside 1..=3000", self.watermark_scale_factor),
+                why: format!("{} is outside 1..={MAX_WATERMARK_SCALE_FACTOR}", self.watermark_scale_factor),
             });
         }
         if self.lowmem_reserve_ratio == 0 {
             return Err(ConfigError::Invalid { field: "lowmem_reserve_ratio", why: "must be at least 1".into() });
         }
-        if self.percpu_pagelist_high_fraction != 0 && self.percpu_pagelist_high_fraction < 8 {
+        if self.percpu_pagelist_high_fraction != 0
+            && self.percpu_pagelist_high_fraction < MIN_PERCPU_PAGELIST_HIGH_FRACTION
+        {
             return Err(ConfigError::Invalid {
                 field: "percpu_pagelist_high_fraction",
                 why: format!(
-                    "{} is below the kernel's minimum of 8 (or 0 for automatic)",
+                    "{} is below the kernel's minimum of {MIN_PERCPU_PAGELIST_HIGH_FRACTION} (or 0 for automatic)",
                     self.percpu_pagelist_high_fraction
                 ),
             });
         }
-        if let Some(0) = self.nr_cpus {
-            return Err(ConfigError::Invalid { field: "nr_cpus", why: "must be at least 1".into() });
+        if let Some(kb) = self.min_free_kbytes {
+            let arena_kb = self.arena_bytes / 1024;
+            if kb > arena_kb {
+                return Err(ConfigError::Invalid {
+                    field: "min_free_kbytes",
+                    why: format!("{kb} KiB is more than the whole arena ({arena_kb} KiB)"),
+                });
+            }
+        }
+        if let Some(n) = self.nr_cpus {
+            if n == 0 || n > MAX_CPUS {
+                return Err(ConfigError::Invalid { field: "nr_cpus", why: format!("{n} is outside 1..={MAX_CPUS}") });
+            }
         }
         if let Some(b) = self.pcp_batch {
-            if b == 0 {
-                return Err(ConfigError::Invalid { field: "pcp_batch", why: "must be at least 1".into() });
+            if b == 0 || b > MAX_PCP_BATCH {
+                return Err(ConfigError::Invalid {
+                    field: "pcp_batch",
+                    why: format!("{b} is outside 1..={MAX_PCP_BATCH}"),
+                });
             }
         }
         Ok(pages)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_defaults_validate() {
+        assert_eq!(Config::new().validate().ok(), Some((1 << 30) / PAGE_SIZE as u64));
+    }
+
+    #[test]
+    fn bounds_are_inclusive() {
+        let base = || Config::small(8 << 20);
+        assert_eq!(MAX_ARENA_BYTES, ((1 << 32) - 512) * 4096);
+        assert!(base().arena_bytes(MAX_ARENA_BYTES).validate().is_ok());
+        assert!(base().arena_bytes(MAX_ARENA_BYTES + PAGEBLOCK_BYTES).validate().is_err());
+        assert!(base().nr_cpus(Some(MAX_CPUS)).validate().is_ok());
+        assert!(base().nr_cpus(Some(MAX_CPUS + 1)).validate().is_err());
+        assert!(base().pcp_batch(Some(MAX_PCP_BATCH)).validate().is_ok());
+        assert!(base().pcp_batch(Some(MAX_PCP_BATCH + 1)).validate().is_err());
+        assert!(base().min_free_kbytes(Some(8 << 10)).validate().is_ok());
+        assert!(base().min_free_kbytes(Some((8 << 10) + 1)).validate().is_err());
+        assert!(base().watermark_scale_factor(MAX_WATERMARK_SCALE_FACTOR).validate().is_ok());
+        assert!(Config::small(256 << 20).nodes(MAX_NODES).validate().is_ok());
+        assert!(Config::small(256 << 20).nodes(MAX_NODES + 1).validate().is_err());
     }
 }

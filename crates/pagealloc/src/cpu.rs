@@ -1,8 +1,10 @@
-//! Which CPU we run on, and how many there may be.
+//! Which CPU we run on, and how many there may be. `possible_cpus` and
+//! `pin_to_cpu` are re-exported at the crate root for benchmarks and tests.
 
 /// The CPU this thread runs on right now (glibc serves it from rseq; it may be
 /// stale by the time the caller uses it, which callers must tolerate).
 #[inline(always)]
+#[must_use]
 pub fn current_cpu() -> u32 {
     #[cfg(not(any(miri, loom)))]
     {
@@ -16,7 +18,9 @@ pub fn current_cpu() -> u32 {
 }
 
 /// The number of CPU slots per-CPU tables need: one more than the highest CPU
-/// this process may run on.
+/// this process may run on (what [`Config::nr_cpus`](crate::Config::nr_cpus)
+/// `None` sizes them for), and at least the available parallelism.
+#[must_use]
 pub fn possible_cpus() -> usize {
     #[cfg(not(any(miri, loom)))]
     {
@@ -39,7 +43,10 @@ pub fn possible_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// Pin the calling thread to one CPU (best effort; returns whether it worked).
+/// Pin the calling thread to one CPU, for benchmarks and tests that want
+/// per-CPU behaviour to be repeatable. Best effort: returns whether it worked
+/// (`false` for a CPU outside the process's affinity or above `CPU_SETSIZE`, and
+/// always under Miri and loom).
 pub fn pin_to_cpu(cpu: usize) -> bool {
     #[cfg(not(any(miri, loom)))]
     {

@@ -1,11 +1,16 @@
 //! Typed errors. Every misuse names the pfn it was about; none of them leaves the
 //! allocator's state changed.
 
+use crate::config::MAX_ARENA_BYTES;
 use crate::types::{MigrateType, Pfn};
+use std::fmt;
+use std::io;
+use std::sync::Arc;
 use thiserror::Error;
 
 /// An allocation that could not be met. A normal result, never an abort.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum AllocError {
     /// No zone in the zonelist had a free block of this order above its watermark.
     #[error("out of memory: no free block of order {order}")]
@@ -32,6 +37,7 @@ pub enum AllocError {
 
 /// Why `free_pages` refused a pfn. The allocator's state is unchanged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum FreeError {
     /// The pfn is past the end of the arena.
     #[error("{pfn:?} is out of range (arena has {nr_pages} pages)")]
@@ -100,10 +106,18 @@ pub enum FreeError {
         /// The pfn given.
         pfn: Pfn,
     },
+    /// The block is owned by a `Pages` handle: free it through the handle
+    /// (drop it, or call `Pages::free`), or take it out with `Pages::into_pfn`.
+    #[error("{pfn:?} is owned by a Pages handle: free it through the handle")]
+    Owned {
+        /// The pfn given.
+        pfn: Pfn,
+    },
 }
 
 impl FreeError {
     /// The pfn the error is about.
+    #[must_use]
     pub fn pfn(&self) -> Pfn {
         match *self {
             FreeError::OutOfRange { pfn, .. }
@@ -114,16 +128,21 @@ impl FreeError {
             | FreeError::InsideBlock { pfn, .. }
             | FreeError::NotAllocated { pfn }
             | FreeError::Locked { pfn }
-            | FreeError::Writeback { pfn } => pfn,
+            | FreeError::Writeback { pfn }
+            | FreeError::Owned { pfn } => pfn,
         }
     }
 }
 
-/// A `Config` that cannot work.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
+/// A `Config` that cannot work, or memory for the allocator that could not be had.
+///
+/// Not `PartialEq`: [`ConfigError::Mmap`] carries the [`std::io::Error`] it came
+/// from (reachable through [`std::error::Error::source`]), which has no equality.
+/// Match on the variants instead.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// The arena is smaller than one pageblock (2 MiB).
-    #[error("arena of {bytes} bytes is smaller than one pageblock ({min} bytes): give at least {min} bytes")]
     ArenaTooSmall {
         /// Bytes asked for.
         bytes: u64,
@@ -131,19 +150,23 @@ pub enum ConfigError {
         min: u64,
     },
     /// The arena is not a whole number of pages.
-    #[error("arena of {bytes} bytes is not a multiple of the page size (4096)")]
     ArenaNotPageMultiple {
         /// Bytes asked for.
         bytes: u64,
     },
-    /// The arena has more pages than 32-bit pfn links can name.
-    #[error("arena of {bytes} bytes is too large (at most 2^32 - 2 pages)")]
+    /// The arena is not a whole number of pageblocks (2 MiB), the unit zones and
+    /// nodes are laid out in. The message suggests the nearest sizes that work.
+    ArenaNotPageblockMultiple {
+        /// Bytes asked for.
+        bytes: u64,
+    },
+    /// The arena has more pages than 32-bit pfn links can name (at most
+    /// 2^32 - 512 pages: 16 TiB less one pageblock).
     ArenaTooLarge {
         /// Bytes asked for.
         bytes: u64,
     },
     /// More nodes than pageblocks (or zero nodes).
-    #[error("{nodes} nodes cannot split an arena of {pageblocks} pageblocks: each node needs at least one pageblock")]
     TooManyNodes {
         /// Nodes asked for.
         nodes: u32,
@@ -151,7 +174,6 @@ pub enum ConfigError {
         pageblocks: u64,
     },
     /// A zone would have no pages.
-    #[error("zone {zone} on node {nid} would have no pages: {why}")]
     EmptyZone {
         /// Node.
         nid: u32,
@@ -160,17 +182,74 @@ pub enum ConfigError {
         /// What made it empty.
         why: String,
     },
-    /// The memory mapping failed.
-    #[error("mapping the arena failed: {0}")]
-    Mmap(String),
+    /// The memory mapping failed; the source is the operating system's error.
+    Mmap(Arc<io::Error>),
+    /// The allocator's own bookkeeping (the page descriptor array: 16 bytes per
+    /// page) could not be allocated. The arena is too large for this machine, or
+    /// for the process's memory limits.
+    OutOfMemory {
+        /// Bytes asked for (`u64::MAX` when the size does not fit the address space).
+        bytes: u64,
+    },
     /// Some other field is out of its range.
-    #[error("invalid setting {field}: {why}")]
     Invalid {
         /// The field.
         field: &'static str,
         /// Why.
         why: String,
     },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::ArenaTooSmall { bytes, min } => {
+                write!(
+                    f,
+                    "arena of {bytes} bytes is smaller than one pageblock ({min} bytes): give at least {min} bytes"
+                )
+            }
+            ConfigError::ArenaNotPageMultiple { bytes } => {
+                write!(f, "arena of {bytes} bytes is not a multiple of the page size (4096)")
+            }
+            ConfigError::ArenaNotPageblockMultiple { bytes } => write!(
+                f,
+                "arena of {bytes} bytes is not a multiple of the pageblock size (2 MiB = 2097152 bytes): {}",
+                pageblock_suggestion(*bytes)
+            ),
+            ConfigError::ArenaTooLarge { bytes } => {
+                write!(
+                    f,
+                    "arena of {bytes} bytes is too large: pfn links are 32 bits, so at most 2^32 - 512 pages \
+                     ({MAX_ARENA_BYTES} bytes, 16 TiB less one pageblock)"
+                )
+            }
+            ConfigError::TooManyNodes { nodes, pageblocks } => write!(
+                f,
+                "{nodes} nodes cannot split an arena of {pageblocks} pageblocks: each node needs at least one pageblock"
+            ),
+            ConfigError::EmptyZone { nid, zone, why } => {
+                write!(f, "zone {zone} on node {nid} would have no pages: {why}")
+            }
+            // The operating system's error is the source, not part of this message.
+            ConfigError::Mmap(_) => f.write_str("mapping the arena failed"),
+            ConfigError::OutOfMemory { bytes } => {
+                write!(f, "could not allocate {bytes} bytes for the page descriptors of the arena")
+            }
+            ConfigError::Invalid { field, why } => write!(f, "invalid setting {field}: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {
+    /// For [`ConfigError::Mmap`], the [`io::Error`] itself (it downcasts to
+    /// `io::Error`, not to the `Arc` that keeps the error `Clone`).
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ConfigError::Mmap(e) => Some(&**e),
+            _ => None,
+        }
+    }
 }
 
 /// A broken invariant found by `check_invariants`.
@@ -191,6 +270,7 @@ impl InvariantError {
 
 /// Why a page-state operation (lock, writeback, isolation) was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum PageStateError {
     /// The pfn is past the end of the arena.
     #[error("{pfn:?} is out of range")]
@@ -207,6 +287,12 @@ pub enum PageStateError {
     /// Unlock of a page that is not locked.
     #[error("{pfn:?} is not locked")]
     NotLocked {
+        /// The pfn given.
+        pfn: Pfn,
+    },
+    /// The page lock is held by a `PageLockGuard`: only the guard releases it.
+    #[error("{pfn:?} is locked by a PageLockGuard: only the guard unlocks it")]
+    HeldByGuard {
         /// The pfn given.
         pfn: Pfn,
     },
@@ -246,6 +332,7 @@ pub enum PageStateError {
 
 /// Why a wait ended without its condition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum WaitError {
     /// The timeout passed.
     #[error("wait timed out")]
@@ -260,8 +347,33 @@ pub enum WaitError {
 
 /// A bulk free that skipped some entries. Every valid entry was freed.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("bulk free skipped {} invalid entries (first: index {}: {})", .rejected.len(), .rejected[0].0, .rejected[0].1)]
 pub struct BulkFreeError {
     /// `(index in the input slice, why)` for every skipped entry, in input order.
     pub rejected: Vec<(usize, FreeError)>,
+}
+
+impl fmt::Display for BulkFreeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The allocator never returns an empty one, but the field is public, so
+        // a user can build one: it must still print.
+        match self.rejected.first() {
+            None => f.write_str("bulk free skipped no entries"),
+            Some((i, e)) => {
+                write!(f, "bulk free skipped {} invalid entries (first: index {i}: {e})", self.rejected.len())
+            }
+        }
+    }
+}
+
+/// Round-down and round-up suggestions for an arena size that is not a whole
+/// number of pageblocks.
+fn pageblock_suggestion(bytes: u64) -> String {
+    const BLOCK: u64 = crate::config::PAGEBLOCK_BYTES;
+    let down = bytes - bytes % BLOCK;
+    let up = down.checked_add(BLOCK);
+    match (down, up) {
+        (0, Some(up)) => format!("use {up} bytes"),
+        (down, Some(up)) => format!("use {down} or {up} bytes"),
+        (down, None) => format!("use {down} bytes"),
+    }
 }

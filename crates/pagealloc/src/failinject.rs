@@ -11,13 +11,13 @@
 //!   lists under the zone lock) run as often as a test wants.
 //!
 //! The configuration is process-wide, like the kernel's debugfs knobs, and can be
-//! limited to one allocator with [`FailConfig::only`]. Without the feature every
+//! limited to one allocator with `FailConfig::only`. Without the feature every
 //! hook is an `#[inline(always)]` function returning a constant, so the hot paths
 //! compile to exactly what they were.
 //!
-//! Hook points: the top of `PageAllocator::alloc_pages_node` ([`alloc_fails`]),
-//! the inline front-cache paths (which step aside while [`armed`]) and every
-//! `try_lock` of a per-CPU list in `fastpath` ([`trylock_ok`]).
+//! Hook points: the top of `PageAllocator::alloc_pages_node` (`alloc_fails`),
+//! the inline front-cache paths (which step aside while `armed`) and every
+//! `try_lock` of a per-CPU list in `fastpath` (`trylock_ok`).
 
 #[cfg(feature = "fail-inject")]
 pub use enabled::*;
@@ -82,7 +82,7 @@ mod enabled {
         /// Only `a` (and its clones) sees injected failures.
         #[must_use]
         pub fn only(mut self, a: &PageAllocator) -> Self {
-            self.allocator = Some(a.inner.id);
+            self.allocator = Some(a.id());
             self
         }
     }

@@ -2,9 +2,12 @@
 //! scratch. Takes each zone lock in turn (never two at once), so it can run while
 //! other threads allocate; the identities are per zone.
 
-use crate::allocator::{Inner, PageAllocator};
 use crate::error::InvariantError;
+use crate::front::Paused;
 use crate::page::flags;
+use crate::page_alloc::Core;
+use crate::pcp::{self, PcpLists};
+use crate::sync::MutexGuard;
 use crate::types::{MigrateType, MAX_ORDER, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
 use crate::zone::Zone;
 
@@ -21,7 +24,7 @@ pub struct ZoneCensus {
     pub allocated: u64,
 }
 
-impl PageAllocator {
+impl Core {
     /// Check every invariant; the first broken one is returned with its pfn.
     ///
     /// Holds still, for the duration: every thread's front cache (paused), every
@@ -29,28 +32,20 @@ impl PageAllocator {
     /// when no other thread allocates or frees meanwhile; run concurrently, it
     /// may report a page that is between its claim and its list (a page being
     /// freed right now) as an error, but it never changes anything.
-    pub fn check_invariants(&self) -> Result<(), InvariantError> {
-        let inner = &*self.inner;
-        let _d = inner.drain_lock.lock();
-        let fronts: Vec<_> = if inner.front_on { inner.fronts.lock().clone() } else { Vec::new() };
-        for s in &fronts {
-            s.pause();
-        }
-        let pcps: Vec<_> = inner.pcps.iter().map(|p| p.lists.lock()).collect();
-        let r = inner.zones.iter().try_for_each(|z| inner.check_zone(z, &pcps, &fronts));
+    pub(crate) fn check_invariants(&self) -> Result<(), InvariantError> {
+        let mut fronts = self.fronts.pause_all();
+        let pcps: Vec<_> = self.pcp.iter().map(|p| p.lists.lock()).collect();
+        let r = self.zones.iter().try_for_each(|z| self.check_zone(z, &pcps, &mut fronts));
         drop(pcps);
-        for s in &fronts {
-            s.resume();
-        }
         r
     }
 
     /// Pages by state, summed over zones (a walk under each zone lock in turn).
-    pub fn census(&self) -> ZoneCensus {
+    pub(crate) fn census(&self) -> ZoneCensus {
         let mut c = ZoneCensus::default();
-        for z in self.inner.zones.iter() {
-            let _g = z.lock(&self.inner.mm);
-            let zc = self.inner.census_zone(z);
+        for z in self.zones.iter() {
+            let _g = z.lock(&self.mm);
+            let zc = self.census_zone(z);
             c.free += zc.free;
             c.isolated_free += zc.isolated_free;
             c.pcp += zc.pcp;
@@ -60,7 +55,7 @@ impl PageAllocator {
     }
 }
 
-impl Inner {
+impl Core {
     fn census_zone(&self, z: &Zone) -> ZoneCensus {
         let mut c = ZoneCensus::default();
         let mut p = z.start;
@@ -89,8 +84,8 @@ impl Inner {
     fn check_zone(
         &self,
         z: &Zone,
-        pcps: &[crate::sync::MutexGuard<'_, crate::pcp::PcpLists>],
-        fronts: &[std::sync::Arc<crate::front::FrontSlot>],
+        pcps: &[MutexGuard<'_, PcpLists>],
+        fronts: &mut Paused<'_>,
     ) -> Result<(), InvariantError> {
         let g = z.lock(&self.mm);
         let mm = &self.mm;
@@ -252,12 +247,12 @@ pub struct Fragmentation {
     pub free_blocks: [u64; NR_ORDERS],
 }
 
-impl PageAllocator {
+impl Core {
     /// Count mixed pageblocks (a walk of the descriptors under each zone lock).
-    pub fn fragmentation(&self) -> Fragmentation {
+    pub(crate) fn fragmentation(&self) -> Fragmentation {
         let mut fr = Fragmentation::default();
-        for z in self.inner.zones.iter() {
-            let _g = z.lock(&self.inner.mm);
+        for z in self.zones.iter() {
+            let _g = z.lock(&self.mm);
             for (o, n) in fr.free_blocks.iter_mut().enumerate() {
                 *n += z.stats.free_blocks[o].iter().map(|c| c.get_racy()).sum::<u64>();
             }
@@ -267,7 +262,7 @@ impl PageAllocator {
                 let mut seen = 0u32;
                 let mut p = b;
                 while p < b + PAGEBLOCK_PAGES {
-                    let d = self.inner.mm.page(p);
+                    let d = self.mm.page(p);
                     let f = d.flags();
                     if f & flags::HEAD != 0 {
                         seen |= 1 << d.private_mt().index();
@@ -285,5 +280,62 @@ impl PageAllocator {
             }
         }
         fr
+    }
+}
+
+impl Core {
+    /// Pages of zone `z` on per-CPU lists (from the locked sets in `pcps`) and in
+    /// the paused front caches, checking each one's marks and each set's counts.
+    fn pcp_pages_checked(
+        &self,
+        z: &Zone,
+        pcps: &[MutexGuard<'_, PcpLists>],
+        fronts: &mut Paused<'_>,
+    ) -> Result<u64, (u64, String)> {
+        let nr_cpus = self.pcp.nr_cpus();
+        let mut total = 0u64;
+        for cpu in 0..nr_cpus {
+            let l = &pcps[z.idx * nr_cpus + cpu];
+            let mut n = 0u64;
+            for (pi, list) in l.lists.iter().enumerate() {
+                let order = pcp::pindex_order(pi);
+                for &p in list {
+                    let p = p as u64;
+                    let d = self.mm.page(p);
+                    if d.flags() & flags::PCP == 0 || d.order() != order || !z.contains(p) {
+                        return Err((
+                            p,
+                            format!("on cpu {cpu}'s list {pi} but flags {:#x} order {}", d.flags(), d.order()),
+                        ));
+                    }
+                    n += 1 << order;
+                }
+            }
+            if n != l.count as u64 {
+                return Err((z.start, format!("cpu {cpu}'s count is {} but its lists hold {n}", l.count)));
+            }
+            if l.count > l.high.max(l.high_max) || l.high < l.high_min || l.high > l.high_max {
+                return Err((
+                    z.start,
+                    format!("cpu {cpu}: count {} high {} bounds {}..{}", l.count, l.high, l.high_min, l.high_max),
+                ));
+            }
+            total += n;
+        }
+        let mut bad = None;
+        fronts.for_each_stack(|st| {
+            for &p in st.pages() {
+                let p = p as u64;
+                if !z.contains(p) || bad.is_some() {
+                    continue;
+                }
+                let d = self.mm.page(p);
+                if d.flags() & flags::PCP == 0 || d.order() != 0 {
+                    bad = Some((p, format!("in a front cache but flags {:#x} order {}", d.flags(), d.order())));
+                }
+                total += 1;
+            }
+        });
+        bad.map_or(Ok(total), Err)
     }
 }

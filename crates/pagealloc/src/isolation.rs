@@ -13,13 +13,13 @@
 //! A free block larger than a pageblock that straddles the range's edge is split
 //! first, so isolation never reaches outside the pageblocks asked for.
 
-use crate::allocator::{Inner, PageAllocator};
 use crate::error::{AllocError, FreeError, PageStateError};
 use crate::page::flags;
+use crate::page_alloc::Core;
 use crate::types::{Gfp, MigrateType, Pfn, MAX_ORDER, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
 use crate::zone::{Zone, ZoneGuard};
 
-impl Inner {
+impl Core {
     /// The pageblock-aligned span covering `[start, start + nr)`, inside one zone.
     fn block_span(&self, start: Pfn, nr_pages: u64) -> Result<(&Zone, u64, u64), PageStateError> {
         let s = start.as_u64();
@@ -73,12 +73,12 @@ impl ZoneGuard<'_> {
     }
 }
 
-impl PageAllocator {
+impl Core {
     /// Isolate the pageblocks covering `[start, start + nr_pages)` (one zone).
     /// Fails without changing anything if the range is bad or any of its
     /// pageblocks is already isolated.
-    pub fn isolate_range(&self, start: Pfn, nr_pages: u64) -> Result<(), PageStateError> {
-        let inner = &*self.inner;
+    pub(crate) fn isolate_range(&self, start: Pfn, nr_pages: u64) -> Result<(), PageStateError> {
+        let inner = self;
         let (z, bs, be) = inner.block_span(start, nr_pages)?;
         {
             let mut g = z.lock(&inner.mm);
@@ -102,10 +102,10 @@ impl PageAllocator {
         Ok(())
     }
 
-    /// Undo [`PageAllocator::isolate_range`] for the same range. Fails without
+    /// Undo [`crate::PageAllocator::isolate_range`] for the same range. Fails without
     /// changing anything if any pageblock in it is not isolated.
-    pub fn undo_isolate_range(&self, start: Pfn, nr_pages: u64) -> Result<(), PageStateError> {
-        let inner = &*self.inner;
+    pub(crate) fn undo_isolate_range(&self, start: Pfn, nr_pages: u64) -> Result<(), PageStateError> {
+        let inner = self;
         let (z, bs, be) = inner.block_span(start, nr_pages)?;
         let mut g = z.lock(&inner.mm);
         for b in pageblocks(bs, be) {
@@ -124,8 +124,8 @@ impl PageAllocator {
 
     /// Are all pageblocks covering the range isolated and every page of the
     /// range free on the Isolate lists?
-    pub fn test_pages_isolated(&self, start: Pfn, nr_pages: u64) -> bool {
-        let inner = &*self.inner;
+    pub(crate) fn test_pages_isolated(&self, start: Pfn, nr_pages: u64) -> bool {
+        let inner = self;
         let Ok((z, bs, be)) = inner.block_span(start, nr_pages) else {
             return false;
         };
@@ -154,15 +154,17 @@ impl PageAllocator {
     /// Find `nr_pages` contiguous free pages (aligned to the next power of two
     /// up to a pageblock), isolate them, drain the per-CPU lists, verify and take
     /// them. The pages come back as order-0 allocated pages: free them with
-    /// [`PageAllocator::free_contig_range`] or one by one. Only free memory counts
+    /// [`crate::PageAllocator::free_contig_range`] or one by one. Only free memory counts
     /// (no migration), so fragmentation can make this fail.
-    pub fn alloc_contig_pages(&self, nr_pages: u64, gfp: Gfp) -> Result<Pfn, AllocError> {
-        let inner = &*self.inner;
+    pub(crate) fn alloc_contig_pages(&self, nr_pages: u64, gfp: Gfp) -> Result<Pfn, AllocError> {
+        let inner = self;
         if nr_pages == 0 || nr_pages > inner.mm.nr_pages() {
             return Err(AllocError::NoMemory { order: MAX_ORDER + 1 });
         }
         let align = nr_pages.next_power_of_two().min(PAGEBLOCK_PAGES);
-        let node = inner.nodes.get(self.numa_node_id() as usize).expect("node of this thread");
+        let Some(node) = inner.node(self.numa_node_id()) else {
+            return Err(AllocError::InvalidNode { nid: self.numa_node_id() });
+        };
         for &zi in node.zonelist(gfp) {
             let z = &inner.zones[zi];
             let mut s = z.start.div_ceil(align) * align;
@@ -194,17 +196,41 @@ impl PageAllocator {
         Err(AllocError::NoMemory { order: nr_pages.next_power_of_two().trailing_zeros() })
     }
 
-    /// Free a range from [`PageAllocator::alloc_contig_pages`] (order-0 pages).
-    /// Stops at the first page that cannot be freed and reports it.
-    pub fn free_contig_range(&self, start: Pfn, nr_pages: u64) -> Result<(), FreeError> {
+    /// Free a range from [`crate::PageAllocator::alloc_contig_pages`]
+    /// (order-0 pages), all or nothing: every page is claimed first (the
+    /// one-CAS claim of every free), and if any claim is refused, the claims
+    /// already made are put back and the refusal is returned: nothing was freed.
+    pub(crate) fn free_contig_range(&self, start: Pfn, nr_pages: u64) -> Result<(), FreeError> {
+        let s = start.as_u64();
+        // Claims stop at the first page past the arena, so at most the arena's
+        // pages are ever held here, whatever `nr_pages` says.
+        let mut olds = Vec::with_capacity(nr_pages.min(self.mm.nr_pages()) as usize);
         for i in 0..nr_pages {
-            self.free_pages(start.add(i), 0)?;
+            let claimed = match start.checked_add(i) {
+                Some(pfn) => self.claim(pfn, 0, false),
+                None => Err(FreeError::OutOfRange { pfn: start, nr_pages: self.mm.nr_pages() }),
+            };
+            match claimed {
+                Ok(old) => olds.push(old),
+                Err(e) => {
+                    for (q, &old) in (s..).zip(&olds) {
+                        self.unclaim(Pfn::new(q), old);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        for (p, &old) in (s..).zip(&olds) {
+            self.free_claimed(p, 0);
+            if old & flags::WAITERS != 0 || !self.cfg.page_lock_waiters_bit {
+                self.wake_freed(Pfn::new(p));
+            }
         }
         Ok(())
     }
 }
 
-impl Inner {
+impl Core {
     /// Racy pre-check: is every page in `[s, e)` in a free block or on a per-CPU
     /// list? Otherwise, where could the next candidate start?
     fn looks_free(&self, s: u64, e: u64) -> (bool, u64) {

@@ -21,18 +21,22 @@
 
 mod allocator;
 mod buddy;
-mod bulk;
 mod config;
-pub mod cpu;
+mod cpu;
 mod error;
+// Failure injection: public (for tests and the stress command) only with the
+// `fail-inject` feature; without it only the constant hooks remain.
+#[cfg(feature = "fail-inject")]
 pub mod failinject;
-mod fastpath;
+#[cfg(not(feature = "fail-inject"))]
+mod failinject;
 mod front;
 mod invariants;
 mod isolation;
 mod list;
 mod memmap;
 mod page;
+mod page_alloc;
 mod pagelock;
 mod pages;
 mod pcp;
@@ -43,16 +47,28 @@ mod zone;
 
 pub use allocator::PageAllocator;
 pub use config::{Backing, Config, DrainMode};
+pub use cpu::{pin_to_cpu, possible_cpus};
 pub use error::{AllocError, BulkFreeError, ConfigError, FreeError, InvariantError, PageStateError, WaitError};
 pub use invariants::{Fragmentation, ZoneCensus};
 /// Bytes in one page descriptor (at most 16).
 pub const PAGE_DESC_SIZE: usize = std::mem::size_of::<page::PageDesc>();
-pub use page::flags as page_flags;
-pub use pagelock::{CancelToken, PageLockGuard};
+pub use allocator::PageLockGuard;
+pub use pagelock::CancelToken;
 pub use pages::Pages;
 pub use types::{
     CpuId, Gfp, MigrateType, NodeId, Pfn, ZoneType, MAX_ORDER, MIGRATE_PCPTYPES, MIGRATE_TYPES, NR_ORDERS,
     PAGEBLOCK_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE,
+};
+
+// The allocator is shared between threads (it is meant to sit in an `Arc` or a
+// static), and an owned block may move to, or be looked at from, another thread:
+// its drop frees through `&PageAllocator`, which is fine from any thread.
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<PageAllocator>();
+    assert_send_sync::<Pages<'static>>();
+    assert_send_sync::<Config>();
+    assert_send_sync::<ConfigError>();
 };
 
 #[cfg(test)]

@@ -11,7 +11,9 @@ use crate::config::Backing;
 use crate::error::ConfigError;
 use crate::page::PageDesc;
 use crate::types::{Pfn, PAGE_SIZE};
+use std::io;
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 /// The arena's memory and descriptors.
 pub(crate) struct MemMap {
@@ -38,10 +40,17 @@ unsafe impl Sync for Mapping {}
 
 const HUGE: usize = 2 << 20;
 
+/// A mapping whose length does not fit the address space.
+fn mapping_too_large() -> ConfigError {
+    ConfigError::Mmap(Arc::new(io::Error::from(io::ErrorKind::OutOfMemory)))
+}
+
 impl MemMap {
     pub(crate) fn new(nr_pages: u64, backing: Backing) -> Result<Self, ConfigError> {
-        let descs = alloc_descs(nr_pages as usize);
-        let len = nr_pages as usize * PAGE_SIZE;
+        let too_big = || ConfigError::OutOfMemory { bytes: u64::MAX };
+        let n = usize::try_from(nr_pages).map_err(|_| too_big())?;
+        let descs = alloc_descs(n)?;
+        let len = n.checked_mul(PAGE_SIZE).ok_or_else(mapping_too_large)?;
         let (mapping, hugepage_fallback) = match backing {
             Backing::None => (None, false),
             Backing::Anonymous => (Some(Mapping::new(len, false, false)?.0), false),
@@ -99,28 +108,35 @@ impl MemMap {
 }
 
 /// The descriptor array, zero-filled by the allocator so untouched pages cost nothing.
+///
+/// Fallible: an arena too large for this machine (or for the process's memory
+/// limits) is a [`ConfigError::OutOfMemory`], not an abort.
 #[cfg(not(loom))]
-fn alloc_descs(n: usize) -> Box<[PageDesc]> {
-    use std::alloc::{alloc_zeroed, handle_alloc_error, Layout};
+fn alloc_descs(n: usize) -> Result<Box<[PageDesc]>, ConfigError> {
+    use std::alloc::{alloc_zeroed, Layout};
     // All-zero is "a tail page with no links"; links are only read after being
     // written, so NIL initialisation is unnecessary.
-    let layout = Layout::array::<PageDesc>(n).expect("descriptor array size overflows");
-    assert!(layout.size() > 0);
-    // SAFETY: layout has non-zero size (asserted above).
+    let bytes = (n as u64).saturating_mul(std::mem::size_of::<PageDesc>() as u64);
+    let layout = Layout::array::<PageDesc>(n).map_err(|_| ConfigError::OutOfMemory { bytes })?;
+    if layout.size() == 0 {
+        // Never for a validated arena (at least one pageblock); no allocation needed.
+        return Ok(Box::default());
+    }
+    // SAFETY: layout has non-zero size (checked above).
     let p = unsafe { alloc_zeroed(layout) } as *mut PageDesc;
     if p.is_null() {
-        handle_alloc_error(layout);
+        return Err(ConfigError::OutOfMemory { bytes });
     }
     // SAFETY: `p` points to `n` zeroed PageDescs allocated with the global
     // allocator and the layout of `[PageDesc; n]`, which Box<[PageDesc]> frees
     // with the same layout. PageDesc is four 32-bit atomics, for which all-zero
     // bytes are a valid value.
-    unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n)) }
+    Ok(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n)) })
 }
 
 #[cfg(loom)]
-fn alloc_descs(n: usize) -> Box<[PageDesc]> {
-    (0..n).map(|_| PageDesc::new()).collect()
+fn alloc_descs(n: usize) -> Result<Box<[PageDesc]>, ConfigError> {
+    Ok((0..n).map(|_| PageDesc::new()).collect())
 }
 
 impl Mapping {
@@ -128,7 +144,7 @@ impl Mapping {
     /// and whether MADV_HUGEPAGE was accepted.
     #[cfg(not(miri))]
     fn new(len: usize, huge: bool, populate: bool) -> Result<(Self, bool), ConfigError> {
-        let raw_len = if huge { len + HUGE } else { len };
+        let raw_len = if huge { len.checked_add(HUGE).ok_or_else(mapping_too_large)? } else { len };
         // SAFETY: an anonymous private mapping at an address of the kernel's
         // choosing has no preconditions; the result is checked below.
         let raw = unsafe {
@@ -146,9 +162,10 @@ impl Mapping {
             )
         };
         if raw == libc::MAP_FAILED {
-            return Err(ConfigError::Mmap(std::io::Error::last_os_error().to_string()));
+            return Err(ConfigError::Mmap(Arc::new(io::Error::last_os_error())));
         }
-        let raw = NonNull::new(raw as *mut u8).ok_or_else(|| ConfigError::Mmap("mmap returned null".into()))?;
+        let raw = NonNull::new(raw as *mut u8)
+            .ok_or_else(|| ConfigError::Mmap(Arc::new(io::Error::other("mmap returned a null address"))))?;
         let mut advised = false;
         let base = if huge {
             let off = raw.as_ptr().align_offset(HUGE);
@@ -167,11 +184,10 @@ impl Mapping {
     /// Under Miri, plain heap memory stands in for mmap.
     #[cfg(miri)]
     fn new(len: usize, _huge: bool, _populate: bool) -> Result<(Self, bool), ConfigError> {
-        let layout =
-            std::alloc::Layout::from_size_align(len, PAGE_SIZE).map_err(|e| ConfigError::Mmap(e.to_string()))?;
+        let layout = std::alloc::Layout::from_size_align(len, PAGE_SIZE).map_err(|_| mapping_too_large())?;
         // SAFETY: len >= one pageblock, so the layout is non-zero.
         let raw = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })
-            .ok_or_else(|| ConfigError::Mmap("out of memory".into()))?;
+            .ok_or(ConfigError::OutOfMemory { bytes: len as u64 })?;
         Ok((Self { base: raw, raw, raw_len: len }, false))
     }
 }

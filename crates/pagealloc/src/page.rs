@@ -12,8 +12,16 @@
 //! - `BUDDY` is set only on the head of a free block in a zone's free lists, and
 //!   then `private.order` is that block's order.
 //! - `HEAD` is set only on the head of an allocated block, with its order and the
-//!   migratetype it was allocated for in `private`.
-//! - `PCP` is set only on an order-N page sitting on a per-CPU list or front cache.
+//!   migratetype it was allocated for in `private`. `OWNED` and the page-lock
+//!   bits (`LOCKED`, `GUARD`, `WRITEBACK`, `UPTODATE`, `WAITERS`) appear only
+//!   beside `HEAD`; `GUARD` only beside `LOCKED`.
+//! - A block leaves `HEAD` for `PCP` or `BUDDY` only through one atomic
+//!   read-modify-write (the free claim) that fails unless the word is an
+//!   allocated head with none of `NO_RAW_FREE` set (`OWNED` allowed for the
+//!   owning handle's own free): two frees of one block, or a free racing a
+//!   lock, cannot both succeed.
+//! - `PCP` is set only on an order-N page sitting on a per-CPU list or front
+//!   cache (or claimed for freeing, on its way to one); `private`'s order is N.
 //! - At most one of `BUDDY`, `HEAD`, `PCP` is set. Pages inside a block (tails)
 //!   have all three clear; their links are stale and never read.
 //! - `next`/`prev` are read and written only by the holder of the lock of the
@@ -41,8 +49,14 @@ pub mod flags {
     pub const HEAD: u32 = 1 << 9;
     /// On a per-CPU list or a thread's front cache.
     pub const PCP: u32 = 1 << 10;
-    /// The bits the page-lock protocol owns.
-    pub const LOCK_STATE: u32 = LOCKED | WRITEBACK | UPTODATE | WAITERS;
+    /// The allocated block is owned by a `Pages` handle: the raw pfn API may
+    /// not free it (only the handle's drop or `free` does).
+    pub const OWNED: u32 = 1 << 11;
+    /// The page lock is held by a `PageLockGuard`: only the guard releases it
+    /// (set and cleared together with `LOCKED`).
+    pub const GUARD: u32 = 1 << 12;
+    /// Bits that forbid freeing a block through the raw pfn API.
+    pub const NO_RAW_FREE: u32 = LOCKED | WRITEBACK | OWNED | GUARD;
 }
 
 /// One page frame's descriptor.

@@ -1,8 +1,19 @@
 //! `Pages`: an owned block of frames that frees itself on drop, for users who
 //! prefer ownership to raw pfns.
+//!
+//! Ownership is marked in the block's head descriptor (`OWNED`, set in the
+//! same store that makes the block allocated), and the raw pfn API refuses an
+//! owned block (`FreeError::Owned`): `free_pages`, the bulk frees and
+//! `free_contig_range` cannot free it, so its frame can never be handed to a
+//! second owner while the handle lives, and the `&mut [u8]` the handle gives
+//! out is the only one over those bytes. Only the handle frees it (drop or
+//! [`Pages::free`]), or gives the mark up ([`Pages::into_pfn`]).
 
 use crate::allocator::PageAllocator;
 use crate::error::{AllocError, FreeError};
+use crate::page::flags;
+use crate::page_alloc::head_flags;
+use crate::sync::Ordering;
 use crate::types::{Gfp, Pfn, PAGE_SIZE};
 use std::ptr::NonNull;
 
@@ -16,58 +27,84 @@ pub struct Pages<'a> {
 
 impl PageAllocator {
     /// Allocate an owned block (see [`PageAllocator::alloc_pages`]).
+    ///
+    /// # Errors
+    /// As [`PageAllocator::alloc_pages`].
     pub fn alloc(&self, gfp: Gfp, order: u32) -> Result<Pages<'_>, AllocError> {
-        let pfn = self.alloc_pages(gfp, order)?;
+        let pfn = self.core.alloc_pages(gfp, order, head_flags(true))?;
         Ok(Pages { alloc: self, pfn, order })
     }
 }
 
 impl<'a> Pages<'a> {
     /// First frame.
+    #[must_use]
     pub fn pfn(&self) -> Pfn {
         self.pfn
     }
     /// Order of the block.
+    #[must_use]
     pub fn order(&self) -> u32 {
         self.order
     }
     /// Number of frames.
+    #[must_use]
     pub fn len(&self) -> usize {
         1 << self.order
     }
     /// Always false: a block has at least one frame.
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         false
     }
     /// The block's memory (`None` without backing).
+    #[must_use]
     pub fn as_ptr(&self) -> Option<NonNull<u8>> {
         self.alloc.page_address(self.pfn)
     }
     /// The block's memory as a byte slice (`None` without backing).
-    pub fn as_mut_slice(&mut self) -> Option<&mut [u8]> {
+    #[must_use]
+    pub fn as_slice(&self) -> Option<&[u8]> {
         let p = self.as_ptr()?;
         // SAFETY: the block's `len() * PAGE_SIZE` bytes are inside the arena
-        // mapping and owned by this value alone (it is the only holder of the
-        // allocation, and `&mut self` excludes other borrows of it).
+        // mapping, which outlives `'a`, and belong to this handle alone (the
+        // OWNED mark keeps every other path from freeing or re-handing them;
+        // see the module doc); `&self` excludes a `&mut` from `as_mut_slice`.
+        Some(unsafe { std::slice::from_raw_parts(p.as_ptr(), self.len() * PAGE_SIZE) })
+    }
+    /// The block's memory as a mutable byte slice (`None` without backing).
+    #[must_use]
+    pub fn as_mut_slice(&mut self) -> Option<&mut [u8]> {
+        let p = self.as_ptr()?;
+        // SAFETY: as in `as_slice`; `&mut self` excludes every other borrow
+        // of these bytes through this handle, and no other handle or raw free
+        // can reach them while it lives.
         Some(unsafe { std::slice::from_raw_parts_mut(p.as_ptr(), self.len() * PAGE_SIZE) })
     }
-    /// Give up ownership without freeing; returns the pfn.
+    /// Give up ownership without freeing; returns the pfn, which the raw pfn
+    /// API may then free.
     pub fn into_pfn(self) -> Pfn {
         let p = self.pfn;
+        // The head is ours: it is allocated and OWNED until this clears it.
+        self.alloc.core.mm.page(p.as_u64()).flags.fetch_and(!flags::OWNED, Ordering::Relaxed);
         std::mem::forget(self);
         p
     }
     /// Free now and report any error (drop ignores it).
+    ///
+    /// # Errors
+    /// `Locked` or `Writeback` when the page is locked or under writeback
+    /// (the block then stays allocated, and owned by nobody: leaked).
     pub fn free(self) -> Result<(), FreeError> {
         let (a, p, o) = (self.alloc, self.pfn, self.order);
         std::mem::forget(self);
-        a.free_pages(p, o)
+        a.core.free_slow(p, o, true)
     }
 }
 
 impl Drop for Pages<'_> {
     fn drop(&mut self) {
         // A locked page cannot be freed; leaking it is the safe outcome.
-        let _ = self.alloc.free_pages(self.pfn, self.order);
+        let _ = self.alloc.core.free_slow(self.pfn, self.order, true);
     }
 }

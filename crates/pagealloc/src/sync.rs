@@ -141,13 +141,43 @@ impl<T> UnsafeCell<T> {
         return Self(loom::cell::UnsafeCell::new(v));
     }
 
-    /// A raw pointer to the contents (under loom, the access is recorded as a
-    /// write at this moment).
+    /// Exclusive access to the contents for as long as the returned value
+    /// lives. Under loom the whole life of the [`CellMut`] counts as one
+    /// mutable access, so loom fails a model in which any other access to the
+    /// cell overlaps it (no raw pointer escapes its tracking).
+    ///
+    /// # Safety
+    /// No other access to the contents (through this cell) may happen while
+    /// the returned value lives; the caller's protocol must guarantee it.
     #[inline(always)]
-    pub(crate) fn get_mut_ptr(&self) -> *mut T {
+    pub(crate) unsafe fn borrow_mut(&self) -> CellMut<'_, T> {
         #[cfg(not(loom))]
-        return self.0.get();
+        return CellMut { ptr: self.0.get(), _life: std::marker::PhantomData };
         #[cfg(loom)]
-        return self.0.with_mut(|p| p);
+        return CellMut { ptr: self.0.get_mut(), _life: std::marker::PhantomData };
+    }
+}
+
+/// An exclusive borrow of an [`UnsafeCell`]'s contents (see
+/// [`UnsafeCell::borrow_mut`]); `get` hands out `&mut` tied to this value.
+pub(crate) struct CellMut<'a, T> {
+    #[cfg(not(loom))]
+    ptr: *mut T,
+    #[cfg(loom)]
+    ptr: loom::cell::MutPtr<T>,
+    _life: std::marker::PhantomData<&'a mut T>,
+}
+
+impl<T> CellMut<'_, T> {
+    /// The contents.
+    #[inline(always)]
+    pub(crate) fn get(&mut self) -> &mut T {
+        #[cfg(not(loom))]
+        // SAFETY: `borrow_mut`'s caller guaranteed exclusive access while this
+        // value lives, and the returned borrow cannot outlive it.
+        return unsafe { &mut *self.ptr };
+        #[cfg(loom)]
+        // SAFETY: as above; loom tracks the access for our whole life.
+        return unsafe { self.ptr.deref() };
     }
 }

@@ -35,6 +35,7 @@ impl Pfn {
     /// # Panics
     /// If `pfn` is `u64::MAX`, the one value that is not a pfn.
     #[inline]
+    #[must_use]
     pub const fn new(pfn: u64) -> Self {
         // Stored plus one: order and equality are the numbers'.
         match NonZeroU64::new(pfn.wrapping_add(1)) {
@@ -51,13 +52,43 @@ impl Pfn {
 
     /// The raw frame number.
     #[inline]
+    #[must_use]
     pub const fn as_u64(self) -> u64 {
         self.0.get() - 1
     }
     /// The frame `n` pages after this one.
+    ///
+    /// Arithmetic is checked in every build profile: it never wraps.
+    /// [`Pfn::checked_add`] is the non-panicking form.
+    ///
+    /// # Panics
+    /// If the result would pass [`Pfn::MAX`].
     #[inline]
+    #[must_use]
+    #[track_caller]
     pub const fn add(self, n: u64) -> Self {
-        Self::new(self.as_u64() + n)
+        match self.checked_add(n) {
+            Some(p) => p,
+            None => panic!("pfn arithmetic overflow: the result would pass Pfn::MAX"),
+        }
+    }
+    /// The frame `n` pages after this one, or `None` past [`Pfn::MAX`].
+    #[inline]
+    #[must_use]
+    pub const fn checked_add(self, n: u64) -> Option<Self> {
+        match self.as_u64().checked_add(n) {
+            Some(v) if v <= Pfn::MAX.as_u64() => Some(Self::new(v)),
+            _ => None,
+        }
+    }
+    /// The frame `n` pages before this one, or `None` below pfn 0.
+    #[inline]
+    #[must_use]
+    pub const fn checked_sub(self, n: u64) -> Option<Self> {
+        match self.as_u64().checked_sub(n) {
+            Some(v) => Some(Self::new(v)),
+            None => None,
+        }
     }
     #[inline]
     pub(crate) const fn idx(self) -> usize {
@@ -118,6 +149,7 @@ impl MigrateType {
     ];
 
     /// The name the kernel prints.
+    #[must_use]
     pub const fn name(self) -> &'static str {
         match self {
             MigrateType::Unmovable => "Unmovable",
@@ -130,12 +162,14 @@ impl MigrateType {
 
     /// Index into per-type arrays.
     #[inline]
+    #[must_use]
     pub const fn index(self) -> usize {
         self as usize
     }
 
     /// Inverse of [`MigrateType::index`]; out-of-range values read as Unmovable.
     #[inline]
+    #[must_use]
     pub const fn from_index(i: usize) -> Self {
         match i {
             1 => MigrateType::Movable,
@@ -148,6 +182,7 @@ impl MigrateType {
 
     /// One of the three types with fallbacks (blocks of these may merge).
     #[inline]
+    #[must_use]
     pub const fn is_pcptype(self) -> bool {
         (self as u8) < MIGRATE_PCPTYPES as u8
     }
@@ -196,6 +231,7 @@ bitflags::bitflags! {
 impl Gfp {
     /// The migratetype a request with these flags asks for.
     #[inline]
+    #[must_use]
     pub const fn migratetype(self) -> MigrateType {
         if self.contains(Gfp::MOVABLE) {
             MigrateType::Movable
@@ -226,6 +262,7 @@ pub enum ZoneType {
 
 impl ZoneType {
     /// The name the kernel prints.
+    #[must_use]
     pub const fn name(self) -> &'static str {
         match self {
             ZoneType::Normal => "Normal",
@@ -244,6 +281,24 @@ mod tests {
         assert_eq!(Gfp::ATOMIC.migratetype(), MigrateType::Unmovable);
         assert_eq!(Gfp::MOVABLE.migratetype(), MigrateType::Movable);
         assert_eq!((Gfp::RECLAIMABLE | Gfp::ZERO).migratetype(), MigrateType::Reclaimable);
+    }
+
+    #[test]
+    fn pfn_arithmetic_is_checked_at_the_edges() {
+        assert_eq!(Pfn::new(5).checked_add(3), Some(Pfn::new(8)));
+        assert_eq!(Pfn::MAX.checked_add(0), Some(Pfn::MAX));
+        assert_eq!(Pfn::MAX.checked_add(1), None, "u64::MAX is not a pfn");
+        assert_eq!(Pfn::new(1).checked_add(u64::MAX), None);
+        assert_eq!(Pfn::new(0).checked_add(u64::MAX - 1), Some(Pfn::MAX));
+        assert_eq!(Pfn::new(8).checked_sub(8), Some(Pfn::new(0)));
+        assert_eq!(Pfn::new(0).checked_sub(1), None);
+        assert_eq!(Pfn::new(7).add(1), Pfn::new(8));
+    }
+
+    #[test]
+    #[should_panic(expected = "pfn arithmetic overflow")]
+    fn pfn_add_panics_instead_of_wrapping() {
+        let _ = Pfn::new(2).add(u64::MAX - 1);
     }
 
     #[test]

@@ -18,9 +18,10 @@
 
 use crate::list::PfnList;
 use crate::memmap::MemMap;
+use crate::stats::events::VmEvent;
 use crate::sync::{fence, AtomicU64, LockedCounter, Mutex, MutexGuard, Ordering};
 use crate::types::{
-    MigrateType, ZoneType, MIGRATE_PCPTYPES, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES,
+    Gfp, MigrateType, ZoneType, MIGRATE_PCPTYPES, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES,
 };
 use std::sync::atomic::AtomicU16;
 use std::sync::Arc;
@@ -89,12 +90,37 @@ pub(crate) struct ZoneStats {
     pub(crate) events: crate::stats::events::EventCounters,
 }
 
+/// How a block left the free lists, for event counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Took {
+    /// From the requested type's own lists.
+    Own,
+    /// Fallback that claimed the pageblock for the requested type.
+    Claimed,
+    /// Fallback that took a block without retagging.
+    Stolen,
+}
+
 /// Watermark indexes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Wmark {
     Min = 0,
     Low = 1,
     High = 2,
+}
+
+/// Internal allocation flags derived from gfp and the pass (the kernel's ALLOC_*).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AllocFlags {
+    /// The watermark the zone must stay above.
+    pub(crate) wmark: Wmark,
+    /// High priority: may dip below it, and use the HighAtomic reserve.
+    pub(crate) high: bool,
+}
+
+impl AllocFlags {
+    /// The fast path's flags: the low watermark, no reserves.
+    pub(crate) const FAST: Self = Self { wmark: Wmark::Low, high: false };
 }
 
 /// One zone.
@@ -192,6 +218,91 @@ impl Zone {
     #[inline(always)]
     pub(crate) fn free_pages_racy(&self) -> u64 {
         self.stats.nr_free_pages.get_racy()
+    }
+
+    /// The event an allocation from this zone counts (pgalloc_normal, pgalloc_movable).
+    #[inline(always)]
+    pub(crate) fn alloc_event(&self) -> VmEvent {
+        if self.ztype == ZoneType::Movable {
+            VmEvent::PgallocMovable
+        } else {
+            VmEvent::PgallocNormal
+        }
+    }
+
+    /// The kernel's `__zone_watermark_ok`, on lock-free counters: would the
+    /// zone stay above the watermark of `af` after giving a block of `order`
+    /// to a request with `gfp`?
+    #[inline]
+    pub(crate) fn watermark_ok(&self, order: u32, af: AllocFlags, gfp: Gfp) -> bool {
+        let mut min = self.wmark[af.wmark as usize];
+        let highest = if gfp.contains(Gfp::MOVABLE) { ZoneType::Movable } else { ZoneType::Normal };
+        let mut free = self.free_pages_racy() as i64 - ((1i64 << order) - 1);
+        if af.high {
+            min -= min / 2;
+            min -= min / 4;
+        } else {
+            free -= self.stats.nr_reserved_highatomic.get_racy() as i64;
+        }
+        if free <= (min + self.lowmem_reserve[highest as usize]) as i64 {
+            return false;
+        }
+        order == 0 || ZoneGuard::has_free_block_racy(self, order, af.high)
+    }
+
+    /// Take a block of `order` for `gfp` from the buddy lists under the zone
+    /// lock (HighAtomic reserve first for high-priority orders above 0, and
+    /// reserving a block for them). `trylock_failed`: the request came here
+    /// because a per-CPU lock was busy (counted).
+    #[inline]
+    pub(crate) fn rmqueue(
+        &self,
+        mm: &MemMap,
+        order: u32,
+        gfp: Gfp,
+        af: AllocFlags,
+        trylock_failed: bool,
+    ) -> Option<u64> {
+        let mt = gfp.migratetype();
+        let mut g = self.lock(mm);
+        let highatomic = af.high && order > 0;
+        let mut took = None;
+        if highatomic {
+            took = g.rmqueue_smallest(order, MigrateType::HighAtomic).map(|p| (p, Took::Own));
+        }
+        if took.is_none() {
+            took = g.rmqueue_locked(order, mt);
+        }
+        let ev = &self.stats.events;
+        if trylock_failed {
+            ev.add_owner(VmEvent::PcpTrylockFail, 1);
+        }
+        let (pfn, how) = took?;
+        g.count_fallback(how);
+        if highatomic
+            && self.pageblock_mt_racy(pfn) != MigrateType::HighAtomic
+            && g.reserve_highatomic_locked(pfn, order)
+        {
+            ev.add_owner(VmEvent::HighatomicReserve, 1);
+        }
+        ev.add_owner(self.alloc_event(), 1 << order);
+        Some(pfn)
+    }
+
+    /// Free an unmarked block of `order` straight to the buddy lists under the
+    /// zone lock. `count_free`: count pgfree; `trylock_failed`: the free came
+    /// here because a per-CPU lock was busy (counted).
+    pub(crate) fn free_to_buddy(&self, mm: &MemMap, p: u64, order: u32, count_free: bool, trylock_failed: bool) {
+        let mut g = self.lock(mm);
+        mm.page(p).clear();
+        g.free_block_locked(p, order);
+        let ev = &self.stats.events;
+        if count_free {
+            ev.add_owner(VmEvent::Pgfree, 1 << order);
+        }
+        if trylock_failed {
+            ev.add_owner(VmEvent::PcpTrylockFail, 1);
+        }
     }
 
     /// Take the zone lock.
@@ -307,6 +418,16 @@ impl<'a> ZoneGuard<'a> {
         self.account(order, from, false);
         self.area.lists[order as usize][to.index()].push_tail(self.mm, pfn);
         self.account(order, to, true);
+    }
+
+    /// Count a fallback claim or steal.
+    #[inline(always)]
+    pub(crate) fn count_fallback(&self, how: Took) {
+        match how {
+            Took::Own => {}
+            Took::Claimed => self.zone.stats.events.add_owner(VmEvent::FallbackClaim, 1),
+            Took::Stolen => self.zone.stats.events.add_owner(VmEvent::FallbackSteal, 1),
+        }
     }
 
     /// First block on a list, without unlinking it.

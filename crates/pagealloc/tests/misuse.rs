@@ -346,9 +346,14 @@ fn configs_that_cannot_work() {
         (base().arena_bytes(1 << 46), ConfigError::ArenaTooLarge { bytes: 1 << 46 }),
         (base().nodes(0), ConfigError::TooManyNodes { nodes: 0, pageblocks: 4 }),
         (base().nodes(5), ConfigError::TooManyNodes { nodes: 5, pageblocks: 4 }),
+        (base().arena_bytes((8 << 20) + 4096), ConfigError::ArenaNotPageblockMultiple { bytes: (8 << 20) + 4096 }),
+        (base().nodes(u32::MAX), ConfigError::TooManyNodes { nodes: u32::MAX, pageblocks: 4 }),
     ];
+    // ConfigError has no PartialEq (its Mmap variant carries an io::Error): compare
+    // what Debug prints, which shows every field.
     for (cfg, want) in cases {
-        assert_eq!(PageAllocator::new(cfg).err(), Some(want));
+        let got = PageAllocator::new(cfg).err();
+        assert_eq!(format!("{got:?}"), format!("{:?}", Some(want)));
     }
     let invalid = [
         (base().watermark_scale_factor(0), "watermark_scale_factor"),
@@ -357,6 +362,13 @@ fn configs_that_cannot_work() {
         (base().percpu_pagelist_high_fraction(7), "percpu_pagelist_high_fraction"),
         (base().nr_cpus(Some(0)), "nr_cpus"),
         (base().pcp_batch(Some(0)), "pcp_batch"),
+        // Values that used to panic or abort while building the allocator.
+        (base().nr_cpus(Some(usize::MAX)), "nr_cpus"),
+        (base().nr_cpus(Some(1 << 40)), "nr_cpus"),
+        (base().pcp_batch(Some(u32::MAX)), "pcp_batch"),
+        (base().min_free_kbytes(Some(u64::MAX)), "min_free_kbytes"),
+        (base().min_free_kbytes(Some((8 << 10) + 1)), "min_free_kbytes"),
+        (Config::small(256 << 20).nodes(128), "nodes"),
     ];
     for (cfg, field) in invalid {
         match PageAllocator::new(cfg) {

@@ -23,12 +23,72 @@
 //!
 //! `pcp-pair-*` figures: the single-page pair again (front cache on, the
 //! default), the same pair with the thread front cache off (the per-CPU lists
-//! alone), and the system allocator's 4 KiB-aligned 4 KiB `alloc`/`dealloc` pair,
-//! all in the same run.
+//! alone), the system allocator's 4 KiB-aligned 4 KiB `alloc`/`dealloc` pair,
+//! and tcmalloc's (gperftools' `libtcmalloc_minimal.so.4`, Debian's
+//! libtcmalloc-minimal4) 4 KiB-aligned 4 KiB `tc_memalign`/`tc_free` pair, all
+//! in the same run. tcmalloc is loaded with `dlopen` when the experiment runs,
+//! so the binary neither links it nor needs it: where the library is missing
+//! its pair is reported as not run and its target left out.
 
 use crate::harness::{pin, rdtsc, Claim, Ctx, Experiment, ExperimentResult, Figure, Plot};
 use pagealloc::{Config, Gfp, PageAllocator, Pfn};
+use std::ffi::{c_void, CStr};
 use std::time::Instant;
+
+/// The tcmalloc library the peer loads.
+const TCMALLOC: &CStr = c"libtcmalloc_minimal.so.4";
+
+/// tcmalloc's aligned allocation and its free, found with `dlsym`. The library
+/// is opened `RTLD_LOCAL`, so its `malloc` does not replace the process's: only
+/// these two entry points reach it, and every block it hands out goes back to it.
+#[derive(Clone, Copy)]
+struct Tcmalloc {
+    memalign: unsafe extern "C" fn(align: usize, size: usize) -> *mut c_void,
+    free: unsafe extern "C" fn(*mut c_void),
+}
+
+impl Tcmalloc {
+    /// Open `lib` (never closed: tcmalloc cannot be unloaded safely) and look up
+    /// `tc_memalign` and `tc_free`; the loader's message when either fails.
+    fn load(lib: &CStr) -> Result<Self, String> {
+        let dlerror = || {
+            // SAFETY: dlerror has no preconditions; a non-null result is a
+            // NUL-terminated string valid until the next dl call on this thread,
+            // copied out at once.
+            let e = unsafe { libc::dlerror() };
+            if e.is_null() {
+                "unknown dlopen error".to_string()
+            } else {
+                // SAFETY: non-null, NUL-terminated (above).
+                unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
+            }
+        };
+        // SAFETY: `lib` is NUL-terminated; loading runs the library's
+        // initialisers, which for tcmalloc set up its own heap only.
+        let h = unsafe { libc::dlopen(lib.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        if h.is_null() {
+            return Err(dlerror());
+        }
+        let sym = |name: &CStr| {
+            // SAFETY: `h` is a live handle (never closed), `name` NUL-terminated.
+            let p = unsafe { libc::dlsym(h, name.as_ptr()) };
+            if p.is_null() {
+                Err(format!("{}: no symbol {}", lib.to_string_lossy(), name.to_string_lossy()))
+            } else {
+                Ok(p)
+            }
+        };
+        let (m, f) = (sym(c"tc_memalign")?, sym(c"tc_free")?);
+        // SAFETY: gperftools declares `void *tc_memalign(size_t align, size_t
+        // size)` and `void tc_free(void *ptr)`; the pointers are these functions.
+        unsafe {
+            Ok(Self {
+                memalign: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(usize, usize) -> *mut c_void>(m),
+                free: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut c_void)>(f),
+            })
+        }
+    }
+}
 
 /// The bulk sizes of page_bench04_bulk.
 pub const STEPS: [usize; 9] = [1, 2, 3, 4, 8, 16, 32, 64, 128];
@@ -119,6 +179,8 @@ struct Measured {
     array: Vec<(Rec, Vec<f64>)>,
     no_front: (Rec, Vec<f64>),
     malloc: (Rec, Vec<f64>),
+    /// tcmalloc's pair, or why it was not run.
+    tcmalloc: Result<(Rec, Vec<f64>), String>,
 }
 
 fn measure(repeats: usize, total: u64) -> Measured {
@@ -179,7 +241,24 @@ fn measure(repeats: usize, total: u64) -> Measured {
     };
     malloc_run();
     let malloc = repeat(repeats, malloc_run);
-    Measured { single, list, array, no_front, malloc }
+
+    let tcmalloc = Tcmalloc::load(TCMALLOC).map(|tc| {
+        let Tcmalloc { memalign, free } = tc;
+        let tc_run = || {
+            time(1, total, || {
+                for _ in 0..total {
+                    // SAFETY: a power-of-two alignment and a non-zero size.
+                    let p = unsafe { memalign(4096, 4096) };
+                    assert!(!p.is_null(), "bulk: tc_memalign failed");
+                    // SAFETY: allocated just above by tcmalloc, freed once, to tcmalloc.
+                    unsafe { free(std::hint::black_box(p)) };
+                }
+            })
+        };
+        tc_run();
+        repeat(repeats, tc_run)
+    });
+    Measured { single, list, array, no_front, malloc, tcmalloc }
 }
 
 impl Experiment for Bulk {
@@ -224,13 +303,23 @@ impl Experiment for Bulk {
                 );
             }
         }
-        r.line(ctx, "PCP-PAIR order-0 alloc+free on a per-CPU hit, and the system allocator's 4 KiB-aligned pair:");
+        r.line(
+            ctx,
+            "PCP-PAIR order-0 alloc+free on a per-CPU hit, the system allocator's and tcmalloc's 4 KiB-aligned pairs:",
+        );
         r.line(ctx, m.single.0.line("pcp_pair_front_cache"));
         r.line(ctx, m.no_front.0.line("pcp_pair_no_front_cache"));
         r.line(ctx, m.malloc.0.line("malloc_4k_aligned_pair"));
+        match &m.tcmalloc {
+            Ok((rec, _)) => r.line(ctx, rec.line("tcmalloc_4k_aligned_pair")),
+            Err(e) => r.line(ctx, format!("Type:tcmalloc_4k_aligned_pair not run: {e}")),
+        }
         r.figures.push(Figure::new("pcp-pair", "pagealloc", "ns", ns_of(&m.single.1)));
         r.figures.push(Figure::new("pcp-pair", "no-front-cache", "ns", ns_of(&m.no_front.1)));
         r.figures.push(Figure::new("pcp-pair", "malloc", "ns", ns_of(&m.malloc.1)));
+        if let Ok((_, samples)) = &m.tcmalloc {
+            r.figures.push(Figure::new("pcp-pair", "tcmalloc", "ns", ns_of(samples)));
+        }
 
         // Targets.
         let pair = r.get("pcp-pair", "pagealloc").map_or(f64::NAN, |f| f.value);
@@ -238,6 +327,16 @@ impl Experiment for Bulk {
         r.target("order-0 pair on a per-CPU hit at most 15 ns", pair, 15.0, pair <= 15.0);
         let x = mpair / pair;
         r.target("order-0 pair at least 3x faster than malloc's 4 KiB-aligned pair (x faster)", x, 3.0, x >= 3.0);
+        let tpair = r.get("pcp-pair", "tcmalloc").map(|f| f.value);
+        if let Some(tpair) = tpair {
+            let x = tpair / pair;
+            r.target(
+                "order-0 pair at least 1.2x faster than tcmalloc's 4 KiB-aligned pair (x faster)",
+                x,
+                1.2,
+                x >= 1.2,
+            );
+        }
         let a128 = r.get("ns-bulk-128", "new").map_or(f64::NAN, |f| f.value);
         r.target("array bulk at step 128 at most 4 ns per page (alloc+free)", a128, 4.0, a128 <= 4.0);
         let single = r.get("single-page", "single").map_or(f64::NAN, |f| f.value);
@@ -278,9 +377,16 @@ impl Experiment for Bulk {
                 .series("list (old)", "old", Some("bulk-*"))
                 .series("array (new)", "new", Some("bulk-*")),
         );
+        let tcmalloc = match (&m.tcmalloc, tpair) {
+            (Ok(_), Some(t)) => format!("tcmalloc 4 KiB-aligned pair (tc_memalign + tc_free) {t:.2} ns"),
+            (Err(e), _) => format!(
+                "tcmalloc pair not run ({e}; Debian/Ubuntu: apt-get install libtcmalloc-minimal4), its target left out"
+            ),
+            (Ok(_), None) => "tcmalloc pair: no figure".to_string(),
+        };
         r.notes.push(format!(
             "single page {single:.1} cycles; pcp pair {pair:.2} ns (front cache on), {:.2} ns (per-CPU lists only), \
-             malloc 4 KiB-aligned pair {mpair:.2} ns.",
+             malloc 4 KiB-aligned pair {mpair:.2} ns, {tcmalloc}.",
             r.get("pcp-pair", "no-front-cache").map_or(f64::NAN, |f| f.value)
         ));
         r.notes.push(format!(
@@ -290,5 +396,32 @@ impl Experiment for Bulk {
              chasing; at step 1 both forms take the single-page path, as the kernel does."
         ));
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_tcmalloc_is_an_error_not_a_crash() {
+        let e = Tcmalloc::load(c"libtcmalloc_minimal.so.does-not-exist").err().expect("loaded a missing library");
+        assert!(e.contains("does-not-exist"), "{e}");
+    }
+
+    /// Where the library is installed, its pair hands out 4 KiB-aligned blocks.
+    #[test]
+    fn tcmalloc_pair_when_installed() {
+        let Ok(tc) = Tcmalloc::load(TCMALLOC) else {
+            eprintln!("libtcmalloc_minimal.so.4 not installed: skipped");
+            return;
+        };
+        for _ in 0..1000 {
+            // SAFETY: a power-of-two alignment and a non-zero size.
+            let p = unsafe { (tc.memalign)(4096, 4096) };
+            assert!(!p.is_null() && (p as usize).is_multiple_of(4096), "{p:?}");
+            // SAFETY: from tc_memalign above, freed once.
+            unsafe { (tc.free)(p) };
+        }
     }
 }

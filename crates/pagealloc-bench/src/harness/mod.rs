@@ -64,7 +64,7 @@ impl Ctx {
 /// Pin the calling thread to `cpu` (modulo the CPUs available).
 pub fn pin(cpu: usize) -> bool {
     let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-    pagealloc::cpu::pin_to_cpu(cpu % n)
+    pagealloc::pin_to_cpu(cpu % n)
 }
 
 /// One measured figure.

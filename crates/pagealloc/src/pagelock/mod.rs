@@ -46,6 +46,13 @@
 //! bucket lock and wakes it as the owner. With 0, every queued waiter asks from
 //! the start: strict FIFO handoff.
 //!
+//! Guards: `lock_page_guard` sets `GUARD` together with `LOCKED` (in the same
+//! CAS, or in the handoff made for it), and only the guard's drop clears it,
+//! with `LOCKED`, in one RMW. A raw `unlock_page` of a guarded lock is refused
+//! with `HeldByGuard`: its RMW cleared `LOCKED`, so it sets it back, and in the
+//! meantime `GUARD` alone keeps every locker (and every free) out. So a guard
+//! is the lock's only releaser and can never release someone else's lock.
+//!
 //! With `Config::page_lock_waiters_bit(false)` (the design before seed 4) nobody
 //! sets `WAITERS`, and every unlock and `end_page_writeback` looks up the bucket.
 //!
@@ -55,17 +62,14 @@
 //! refused; freeing clears `WAITERS` and the other lock-state bits in the same
 //! RMW that takes `HEAD` away, so a racing lock attempt fails cleanly.
 
-mod api;
 #[cfg(all(test, loom))]
 mod loom_tests;
 #[cfg(all(test, not(loom)))]
 mod tests;
 pub(crate) mod waitq;
 
-pub use api::PageLockGuard;
-
 use crate::error::{PageStateError, WaitError};
-use crate::page::flags::{HEAD, LOCKED, UPTODATE, WAITERS, WRITEBACK};
+use crate::page::flags::{GUARD, HEAD, LOCKED, UPTODATE, WAITERS, WRITEBACK};
 use crate::sync::{thread, AtomicBool, AtomicU32, Mutex, Ordering};
 use crate::types::Pfn;
 use std::cell::Cell;
@@ -83,6 +87,8 @@ mod kind {
     pub(super) const WRITEBACK: usize = 3;
     /// Or-ed into `EXCLUSIVE`: this waiter has lost often enough; hand it the lock.
     pub(super) const WANTS_HANDOFF: usize = 4;
+    /// Or-ed into `EXCLUSIVE`: this waiter locks for a guard (a handoff sets `GUARD`).
+    pub(super) const FOR_GUARD: usize = 8;
 }
 
 /// Wake tokens: why a waiter was woken.
@@ -208,13 +214,21 @@ impl<'a> PageRef<'a> {
     /// Take the lock if it is free (the kernel's `folio_trylock`). Never blocks.
     #[inline]
     pub(crate) fn try_lock(&self) -> Result<bool, PageStateError> {
+        self.try_lock_as(0)
+    }
+
+    /// [`PageRef::try_lock`], setting `extra` (`GUARD` or 0) with `LOCKED` in
+    /// the same CAS. A word with `GUARD` set counts as locked even in the
+    /// instant a misused raw unlock has cleared `LOCKED` (see `unlock`).
+    #[inline]
+    pub(crate) fn try_lock_as(&self, extra: u32) -> Result<bool, PageStateError> {
         let mut f = self.flags.load(Ordering::Relaxed);
         loop {
-            if f & (HEAD | LOCKED) != HEAD {
+            if f & (HEAD | LOCKED | GUARD) != HEAD {
                 return if f & HEAD == 0 { Err(self.not_allocated()) } else { Ok(false) };
             }
             // Acquire: pairs with the Release of the unlock that cleared LOCKED.
-            match self.flags.compare_exchange(f, f | LOCKED, Ordering::Acquire, Ordering::Relaxed) {
+            match self.flags.compare_exchange(f, f | LOCKED | extra, Ordering::Acquire, Ordering::Relaxed) {
                 Ok(_) => return Ok(true),
                 Err(cur) => f = cur,
             }
@@ -224,30 +238,45 @@ impl<'a> PageRef<'a> {
     /// Take the lock, sleeping while another holds it (the kernel's `folio_lock`).
     #[inline]
     pub(crate) fn lock(&self, deadline: Option<Instant>, cancel: Option<&CancelToken>) -> Result<(), WaitError> {
-        if self.try_lock()? {
+        self.lock_as(0, deadline, cancel)
+    }
+
+    /// [`PageRef::lock`], setting `extra` (`GUARD` or 0) with `LOCKED`, also
+    /// when the lock is handed off to this waiter.
+    #[inline]
+    pub(crate) fn lock_as(
+        &self,
+        extra: u32,
+        deadline: Option<Instant>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<(), WaitError> {
+        if self.try_lock_as(extra)? {
             return Ok(());
         }
-        self.lock_slow(deadline, cancel)
+        self.lock_slow(extra, deadline, cancel)
     }
 
     /// The contended lock: queue as an exclusive waiter, retry when woken, ask
     /// for a handoff after `unfairness` lost retries.
     #[cold]
     #[inline(never)]
-    fn lock_slow(self, deadline: Option<Instant>, cancel: Option<&CancelToken>) -> Result<(), WaitError> {
+    fn lock_slow(self, extra: u32, deadline: Option<Instant>, cancel: Option<&CancelToken>) -> Result<(), WaitError> {
         let mut lost = 0u32;
         loop {
             // A woken waiter always retries before it may give up: the wake it
             // took was meant for one exclusive waiter, and if the lock is free now
             // nobody else would pass it on.
-            if self.try_lock()? {
+            if self.try_lock_as(extra)? {
                 return Ok(());
             }
             let mut token = kind::EXCLUSIVE;
             if lost >= self.policy.unfairness {
                 token |= kind::WANTS_HANDOFF;
             }
-            match self.park(token, LOCKED, deadline, cancel) {
+            if extra & GUARD != 0 {
+                token |= kind::FOR_GUARD;
+            }
+            match self.park(token, LOCKED | GUARD, deadline, cancel) {
                 ParkResult::Unparked(wake::HANDED_OFF) => return Ok(()),
                 ParkResult::Unparked(wake::FREED) | ParkResult::Invalid => {}
                 ParkResult::Unparked(_) => lost = lost.saturating_add(1),
@@ -270,8 +299,10 @@ impl<'a> PageRef<'a> {
         // A load after our RMW reads its value or a later one (coherence), so
         // it sees WAITERS from any waiter whose RMW came before ours; a waiter
         // whose RMW comes after ours sees LOCKED clear and does not sleep.
+        // `GUARD` in the same test: a guard's lock is not ours to release
+        // (the slow path puts it back).
         let now = self.flags.load(Ordering::Relaxed);
-        if now & WAITERS == 0 && self.policy.waiters_bit {
+        if now & (WAITERS | GUARD) == 0 && self.policy.waiters_bit {
             return Ok(());
         }
         self.unlock_slow(now | LOCKED)
@@ -280,6 +311,9 @@ impl<'a> PageRef<'a> {
     #[cold]
     #[inline(never)]
     fn unlock_slow(self, old: u32) -> Result<(), PageStateError> {
+        if old & GUARD != 0 {
+            return Err(self.restore_guard_lock());
+        }
         if old & LOCKED == 0 {
             // Nothing changed: clearing a clear bit. A free page never has LOCKED.
             return Err(if old & HEAD == 0 {
@@ -294,13 +328,49 @@ impl<'a> PageRef<'a> {
         Ok(())
     }
 
+    /// A raw unlock cleared `LOCKED` of a lock a guard holds: set it back.
+    /// Nobody can have taken the lock in between (`GUARD` still set counts as
+    /// locked), and if the guard released it meanwhile (`GUARD` clear) there
+    /// is nothing to restore. Wakes nobody: the lock never changed hands.
+    #[cold]
+    fn restore_guard_lock(&self) -> PageStateError {
+        let mut f = self.flags.load(Ordering::Relaxed);
+        while f & (GUARD | LOCKED) == GUARD {
+            match self.flags.compare_exchange(f, f | LOCKED, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(cur) => f = cur,
+            }
+        }
+        PageStateError::HeldByGuard { pfn: self.pfn }
+    }
+
+    /// A guard's unlock: clear `LOCKED` and `GUARD` (and set `UPTODATE` if
+    /// asked) in one RMW, then wake as `unlock` does. Cannot fail: only the
+    /// guard clears `GUARD`, and a set `GUARD` keeps the page from being
+    /// freed or locked by anyone else.
+    pub(crate) fn guard_unlock(&self, uptodate: bool) {
+        let set = if uptodate { UPTODATE } else { 0 };
+        let mut f = self.flags.load(Ordering::Relaxed);
+        let old = loop {
+            // Release: pairs with the Acquire of the next locker.
+            match self.flags.compare_exchange(f, (f & !(LOCKED | GUARD)) | set, Ordering::Release, Ordering::Relaxed) {
+                Ok(old) => break old,
+                Err(cur) => f = cur,
+            }
+        };
+        debug_assert!(old & GUARD != 0, "guard unlock of {:?} without GUARD: {old:#x}", self.pfn);
+        if old & WAITERS != 0 || !self.policy.waiters_bit {
+            self.wake_lock_waiters();
+        }
+    }
+
     /// Clear `LOCKED` and set `UPTODATE` in one RMW (the kernel's
     /// `folio_end_read` after a successful read), then wake as `unlock` does.
     #[inline]
     pub(crate) fn unlock_uptodate(&self) -> Result<(), PageStateError> {
         let mut f = self.flags.load(Ordering::Relaxed);
         let old = loop {
-            if f & LOCKED == 0 {
+            if f & (LOCKED | GUARD) != LOCKED {
                 return self.unlock_slow(f);
             }
             // Release: pairs with the Acquire of the next locker and of
@@ -331,7 +401,7 @@ impl<'a> PageRef<'a> {
                     exclusive_seen = true;
                     if tok & kind::WANTS_HANDOFF == 0 {
                         FilterOp::Unpark
-                    } else if self.lock_for_handoff() {
+                    } else if self.lock_for_handoff(if tok & kind::FOR_GUARD != 0 { GUARD } else { 0 }) {
                         handed.set(true);
                         FilterOp::Unpark
                     } else {
@@ -354,16 +424,17 @@ impl<'a> PageRef<'a> {
         );
     }
 
-    /// Under the bucket lock: set `LOCKED` for a waiter that asked for a handoff.
-    fn lock_for_handoff(&self) -> bool {
+    /// Under the bucket lock: set `LOCKED` (and `extra`) for a waiter that
+    /// asked for a handoff.
+    fn lock_for_handoff(&self, extra: u32) -> bool {
         let mut f = self.flags.load(Ordering::Relaxed);
         loop {
-            if f & (HEAD | LOCKED) != HEAD {
+            if f & (HEAD | LOCKED | GUARD) != HEAD {
                 return false;
             }
             // Acquire: pairs with the Release of the unlock that cleared LOCKED
             // (ours, or a newcomer's); the waiter acquires from our wake store.
-            match self.flags.compare_exchange(f, f | LOCKED, Ordering::Acquire, Ordering::Relaxed) {
+            match self.flags.compare_exchange(f, f | LOCKED | extra, Ordering::Acquire, Ordering::Relaxed) {
                 Ok(_) => return true,
                 Err(cur) => f = cur,
             }
@@ -425,10 +496,10 @@ impl<'a> PageRef<'a> {
             if f & HEAD == 0 {
                 return Err(self.not_allocated().into());
             }
-            if f & LOCKED == 0 {
+            if f & (LOCKED | GUARD) == 0 {
                 return Ok(());
             }
-            match self.park(kind::SHARED, LOCKED, deadline, cancel) {
+            match self.park(kind::SHARED, LOCKED | GUARD, deadline, cancel) {
                 ParkResult::Unparked(wake::FREED) | ParkResult::Invalid => {}
                 ParkResult::Unparked(_) => return Ok(()),
                 ParkResult::TimedOut => return Err(WaitError::TimedOut),

@@ -26,7 +26,8 @@
 
 use super::events::{VmEvent, NR_VM_EVENTS};
 use super::snapshot::{read_zone, Snapshot, ZoneCounters};
-use crate::allocator::{Inner, PageAllocator};
+use crate::allocator::PageAllocator;
+use crate::page_alloc::Core;
 use crate::types::{MigrateType, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
 use crate::zone::Zone;
 use std::fmt::{self, Write as _};
@@ -383,8 +384,8 @@ impl PageAllocator {
     /// `Config::pagetypeinfo_walk_lists(true)`, the old design (walk the lists
     /// under the zone lock). `render()` gives the kernel's text.
     pub fn pagetypeinfo(&self) -> PageTypeInfo {
-        if self.inner.cfg.pagetypeinfo_walk_lists {
-            self.inner.pagetypeinfo_walk_lists()
+        if self.core.cfg.pagetypeinfo_walk_lists {
+            self.core.pagetypeinfo_walk_lists()
         } else {
             self.snapshot().pagetypeinfo()
         }
@@ -392,7 +393,7 @@ impl PageAllocator {
 
     /// /proc/zoneinfo, read without locks.
     pub fn zoneinfo(&self) -> ZoneInfo {
-        let inner = &*self.inner;
+        let inner = &*self.core;
         ZoneInfo {
             zones: inner
                 .zones
@@ -434,18 +435,18 @@ impl PageAllocator {
             ("nr_free_pages", snap.zones.iter().map(|z| z.nr_free_pages).sum()),
             ("nr_free_pages_blocks", snap.zones.iter().map(|z| z.free_pages_blocks()).sum()),
         ];
-        let ev = self.inner.event_totals();
+        let ev = self.core.event_totals();
         items.extend(VmEvent::ALL.iter().map(|&e| (e.name(), ev[e as usize])));
         VmStat { items }
     }
 
     /// One event counter, summed over CPUs (lock-free).
     pub fn event_count(&self, ev: VmEvent) -> u64 {
-        self.inner.event_totals()[ev as usize]
+        self.core.event_totals()[ev as usize]
     }
 }
 
-impl Inner {
+impl Core {
     /// Every event counter: the per-CPU blocks plus the per-zone blocks.
     pub(crate) fn event_totals(&self) -> [u64; NR_VM_EVENTS] {
         let mut sum = [0u64; NR_VM_EVENTS];
@@ -453,20 +454,18 @@ impl Inner {
         for z in self.zones.iter() {
             z.stats.events.sum_into(&mut sum);
         }
-        for p in self.pcps.iter() {
+        for p in self.pcp.iter() {
             p.events.sum_into(&mut sum);
         }
-        for f in self.fronts.lock().iter() {
-            f.events.sum_into(&mut sum);
-        }
+        self.fronts.sum_events(&mut sum);
         sum
     }
 
     /// The per-CPU page lists of a zone, for zoneinfo's `pagesets` section.
     pub(crate) fn pcp_report(&self, z: &Zone) -> Vec<PcpReport> {
-        (0..self.nr_cpus)
+        (0..self.pcp.nr_cpus())
             .map(|cpu| {
-                let p = &self.pcps[z.idx * self.nr_cpus + cpu];
+                let p = self.pcp.get(z.idx, cpu);
                 PcpReport {
                     zone: z.idx,
                     cpu: cpu as u32,

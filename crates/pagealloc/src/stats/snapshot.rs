@@ -27,7 +27,8 @@
 //! reader's first load is Acquire, so a reader that starts at an even value sees
 //! every counter store of the section that ended there.
 
-use crate::allocator::{Inner, PageAllocator};
+use crate::allocator::PageAllocator;
+use crate::page_alloc::Core;
 use crate::sync::{fence, Ordering};
 use crate::types::{MigrateType, ZoneType, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER};
 use crate::zone::Zone;
@@ -91,7 +92,7 @@ impl PageAllocator {
     /// Read every zone's counters once, without locks. Counters may come from
     /// slightly different instants, as the kernel's own reports do.
     pub fn snapshot(&self) -> Snapshot {
-        Snapshot { zones: self.inner.zones.iter().map(read_zone).collect(), consistent: false, retries: 0 }
+        Snapshot { zones: self.core.zones.iter().map(read_zone).collect(), consistent: false, retries: 0 }
     }
 
     /// Read every zone's counters as they all were at one instant, without locks
@@ -99,11 +100,11 @@ impl PageAllocator {
     /// writers are active; under a constant stream of writers it may take a while,
     /// but writers are never slowed by it.
     pub fn snapshot_consistent(&self) -> Snapshot {
-        self.inner.snapshot_consistent()
+        self.core.snapshot_consistent()
     }
 }
 
-impl Inner {
+impl Core {
     pub(crate) fn snapshot_consistent(&self) -> Snapshot {
         let zones = &self.zones;
         let mut seqs = vec![0u64; zones.len()];

@@ -288,8 +288,8 @@ fn churn(a: &PageAllocator, rng: &mut StdRng, ops: usize, live: &mut Vec<(Pfn, u
 /// Every counter of one zone, recounted from the lists and pageblocks. The
 /// caller holds the zone lock (passes the guard's lists).
 fn recount(a: &PageAllocator, zi: usize, area: &crate::zone::FreeArea) -> ZoneCounters {
-    let z = &a.inner.zones[zi];
-    let mm = &a.inner.mm;
+    let z = &a.core.zones[zi];
+    let mm = &a.core.mm;
     let mut free_blocks = [[0u64; MIGRATE_TYPES]; NR_ORDERS];
     let mut nr_free_pages = 0;
     for (o, row) in free_blocks.iter_mut().enumerate() {
@@ -317,7 +317,7 @@ fn recount(a: &PageAllocator, zi: usize, area: &crate::zone::FreeArea) -> ZoneCo
 }
 
 fn lock_counts(a: &PageAllocator) -> Vec<u64> {
-    a.inner.zones.iter().map(|z| z.lock_count.load(Ordering::Relaxed)).collect()
+    a.core.zones.iter().map(|z| z.lock_count.load(Ordering::Relaxed)).collect()
 }
 
 // -------------------------------------------------------------------- tests
@@ -334,7 +334,7 @@ fn every_report_parses_and_agrees_after_random_workloads() {
         let mut live = Vec::new();
         churn(&a, &mut rng, 20_000, &mut live);
         a.check_invariants().unwrap();
-        let nzones = a.inner.zones.len();
+        let nzones = a.core.zones.len();
         let per_node = nzones / a.nr_nodes() as usize;
         let snap = a.snapshot();
 
@@ -357,12 +357,12 @@ fn every_report_parses_and_agrees_after_random_workloads() {
                 }
             }
             assert_eq!(p.blocks, c.block_count.to_vec());
-            assert_eq!(p.blocks.iter().sum::<u64>(), a.inner.zones[zi].nr_pageblocks() as u64);
+            assert_eq!(p.blocks.iter().sum::<u64>(), a.core.zones[zi].nr_pageblocks() as u64);
         }
 
         let zi = parse_zoneinfo(&a.zoneinfo().to_string());
         assert_eq!(zi.len(), nzones);
-        for (z, (c, zone)) in zi.iter().zip(snap.zones.iter().zip(a.inner.zones.iter())) {
+        for (z, (c, zone)) in zi.iter().zip(snap.zones.iter().zip(a.core.zones.iter())) {
             assert_eq!((z.nid, z.zone.as_str()), (c.nid as u64, c.zone.name()));
             assert_eq!(z.vals["free"], c.nr_free_pages);
             assert_eq!(z.vals["nr_free_pages"], c.nr_free_pages);
@@ -373,7 +373,7 @@ fn every_report_parses_and_agrees_after_random_workloads() {
             assert_eq!(z.vals["managed"], zone.managed);
             assert_eq!(z.vals["start_pfn"], zone.start);
             assert_eq!(z.protection, zone.lowmem_reserve.to_vec());
-            let pcp = a.inner.pcp_report(zone);
+            let pcp = a.core.pcp_report(zone);
             assert_eq!(
                 z.cpus,
                 pcp.iter().map(|p| (p.cpu as u64, p.count as u64, p.high as u64, p.batch as u64)).collect::<Vec<_>>()
@@ -455,14 +455,14 @@ fn counters_equal_a_recount_from_the_lists() {
         churn(&a, &mut rng, 5_000, &mut live);
         if round == 3 {
             // Isolate a pageblock so the Isolate rows are exercised.
-            let z = &a.inner.zones[0];
-            let mut g = z.lock(&a.inner.mm);
+            let z = &a.core.zones[0];
+            let mut g = z.lock(&a.core.mm);
             let start = z.start + PAGEBLOCK_PAGES;
             g.move_freepages_block_locked(start, MigrateType::Isolate);
             g.set_pageblock_isolate_locked(start, true);
         }
-        for (zi, z) in a.inner.zones.iter().enumerate() {
-            let g = z.lock(&a.inner.mm);
+        for (zi, z) in a.core.zones.iter().enumerate() {
+            let g = z.lock(&a.core.mm);
             let counted = snapshot::read_zone(z);
             assert_eq!(counted, recount(&a, zi, &g.area), "zone {zi} round {round}");
             drop(g);
@@ -509,8 +509,8 @@ fn readers_take_the_zone_lock_zero_times() {
 #[test]
 fn readers_finish_while_a_writer_holds_the_zone_lock() {
     let a = small(16);
-    let z = &a.inner.zones[0];
-    let g = z.lock(&a.inner.mm);
+    let z = &a.core.zones[0];
+    let g = z.lock(&a.core.mm);
     std::thread::scope(|s| {
         s.spawn(|| {
             let _ = a.buddyinfo().to_string();
@@ -558,7 +558,7 @@ fn consistent_snapshot_equals_a_recount_at_the_same_instant() {
             });
         }
         let _stop = StopOnDrop(&stop);
-        let z = &a.inner.zones[0];
+        let z = &a.core.zones[0];
         let deadline = std::time::Instant::now() + std::time::Duration::from_millis(1500);
         while matched < 20 && std::time::Instant::now() < deadline {
             // The sequence before the snapshot, not after it: a writer may run
@@ -566,7 +566,7 @@ fn consistent_snapshot_equals_a_recount_at_the_same_instant() {
             let seq_before = z.stats.seq.load(Ordering::Acquire);
             let snap = a.snapshot_consistent();
             assert!(snap.consistent);
-            let g = z.lock(&a.inner.mm);
+            let g = z.lock(&a.core.mm);
             // Our own section made the sequence odd: if it is exactly one past
             // the one read before the snapshot, no writer ran from then to now,
             // so the lists are as the snapshot, taken in between, saw them.
@@ -620,7 +620,7 @@ fn readers_during_an_oversubscribed_stress_see_sane_counts() {
                         assert!(c.nr_free_pages <= managed);
                         assert!(
                             c.block_count.iter().sum::<u64>() as usize
-                                <= a.inner.zones.iter().map(|z| z.nr_pageblocks()).sum()
+                                <= a.core.zones.iter().map(|z| z.nr_pageblocks()).sum()
                         );
                         if snap.consistent {
                             let sum: u64 = (0..NR_ORDERS)

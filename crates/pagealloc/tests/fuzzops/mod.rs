@@ -650,15 +650,21 @@ impl Model {
             return;
         };
         let nr = b.u8() as u64 % 80;
+        // All or nothing: the first page that cannot be freed is reported and
+        // nothing is freed.
         let mut exp = Ok(());
         for i in 0..nr {
-            let p = s.wrapping_add(i);
-            match self.expect_free(p, 0) {
-                Expect::Ok => self.forget(p),
+            match self.expect_free(s.wrapping_add(i), 0) {
+                Expect::Ok => {}
                 e => {
                     exp = Err(e);
                     break;
                 }
+            }
+        }
+        if exp.is_ok() {
+            for i in 0..nr {
+                self.forget(s.wrapping_add(i));
             }
         }
         let got = self.a.free_contig_range(Pfn::new(s), nr);
@@ -672,7 +678,7 @@ impl Model {
         let k = b.u8();
         if k % 4 == 2 {
             // Move to another CPU (where the machine has it): other per-CPU lists.
-            pagealloc::cpu::pin_to_cpu((k >> 2) as usize % 4);
+            pagealloc::pin_to_cpu((k >> 2) as usize % 4);
         } else if k.is_multiple_of(2) {
             self.a.drain_local_pages();
         } else {
@@ -900,7 +906,7 @@ pub fn run(data: &[u8]) {
 pub fn run_with(data: &[u8], tweak: impl FnOnce(Config) -> Config) {
     // One CPU unless the input moves us: the per-CPU lists used, and so every
     // answer, depend only on the input.
-    pagealloc::cpu::pin_to_cpu(0);
+    pagealloc::pin_to_cpu(0);
     let mut b = Bytes::new(data);
     let cfg = tweak(decode_config(&mut b));
     let Some(mut m) = Model::new(cfg) else { return };

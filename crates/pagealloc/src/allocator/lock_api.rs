@@ -2,10 +2,11 @@
 //! uptodate, by pfn. Every call range-checks the pfn and works only on the head
 //! page of an allocated block (see the module docs of `pagelock`).
 
-use super::waitq::page_wait_table;
-use super::{CancelToken, LockPolicy, PageRef};
-use crate::allocator::PageAllocator;
+use super::PageAllocator;
 use crate::error::{PageStateError, WaitError};
+use crate::page::flags::GUARD;
+use crate::pagelock::waitq::page_wait_table;
+use crate::pagelock::{CancelToken, LockPolicy, PageRef};
 use crate::types::Pfn;
 use std::mem::ManuallyDrop;
 use std::time::{Duration, Instant};
@@ -14,14 +15,13 @@ impl PageAllocator {
     /// The protocol's view of one page.
     #[inline(always)]
     pub(crate) fn page_ref(&self, pfn: Pfn) -> Result<PageRef<'_>, PageStateError> {
-        let inner = &*self.inner;
-        let p = pfn.as_u64();
-        if p >= inner.mm.nr_pages() {
+        let core = &*self.core;
+        let Some(d) = core.mm.descs().get(pfn.as_u64() as usize) else {
             return Err(PageStateError::OutOfRange { pfn });
-        }
+        };
         let policy =
-            LockPolicy { waiters_bit: inner.cfg.page_lock_waiters_bit, unfairness: inner.cfg.page_lock_unfairness };
-        Ok(PageRef::new(&inner.mm.page(p).flags, pfn, policy, None))
+            LockPolicy { waiters_bit: core.cfg.page_lock_waiters_bit, unfairness: core.cfg.page_lock_unfairness };
+        Ok(PageRef::new(&d.flags, pfn, policy, None))
     }
 
     /// Lock a page, sleeping while another thread holds it (the kernel's
@@ -72,10 +72,24 @@ impl PageAllocator {
         self.page_ref(pfn)?.lock(None, Some(cancel))
     }
 
-    /// Lock a page and get a guard that unlocks it on drop.
+    /// Lock a page and get a guard that unlocks it on drop. While the guard
+    /// lives only it can release the lock: a raw [`PageAllocator::unlock_page`]
+    /// of the page is refused with [`PageStateError::HeldByGuard`].
+    ///
+    /// # Errors
+    /// [`PageStateError::OutOfRange`], or `NotAllocated` for a pfn that is not
+    /// an allocated block's head.
     pub fn lock_page_guard(&self, pfn: Pfn) -> Result<PageLockGuard<'_>, PageStateError> {
-        self.lock_page(pfn)?;
+        self.page_ref(pfn)?.lock_as(GUARD, None, None).map_err(untimed)?;
         Ok(PageLockGuard { alloc: self, pfn })
+    }
+
+    /// Lock a page for a guard if nobody holds it; never blocks.
+    ///
+    /// # Errors
+    /// As [`PageAllocator::lock_page_guard`]; `Ok(None)` when the page is locked.
+    pub fn trylock_page_guard(&self, pfn: Pfn) -> Result<Option<PageLockGuard<'_>>, PageStateError> {
+        Ok(self.page_ref(pfn)?.try_lock_as(GUARD)?.then(|| PageLockGuard { alloc: self, pfn }))
     }
 
     /// Wait until the page is unlocked (the kernel's `folio_wait_locked`): returns
@@ -187,15 +201,22 @@ impl PageLockGuard<'_> {
     }
 
     /// Unlock and mark up to date in one atomic operation.
-    pub fn unlock_uptodate(self) -> Result<(), PageStateError> {
+    pub fn unlock_uptodate(self) {
         let this = ManuallyDrop::new(self);
-        this.alloc.unlock_page_uptodate(this.pfn)
+        this.release(true);
+    }
+
+    fn release(&self, uptodate: bool) {
+        // The guard holds the lock (GUARD set with LOCKED when it was made), so
+        // the pfn is in range and an allocated head: page_ref cannot fail.
+        if let Ok(r) = self.alloc.page_ref(self.pfn) {
+            r.guard_unlock(uptodate);
+        }
     }
 }
 
 impl Drop for PageLockGuard<'_> {
     fn drop(&mut self) {
-        let r = self.alloc.unlock_page(self.pfn);
-        debug_assert!(r.is_ok(), "page lock guard for {:?}: {r:?} (someone else unlocked it)", self.pfn);
+        self.release(false);
     }
 }

@@ -33,6 +33,10 @@
 //! `high` less a batch), so streams of allocations and frees cross the zone
 //! lock in large, well-aligned batches.
 
+mod take;
+
+pub(crate) use take::PcpSet;
+
 use crate::config::DrainMode;
 use crate::memmap::MemMap;
 use crate::sync::{LockedCounter, Mutex};

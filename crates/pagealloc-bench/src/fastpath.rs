@@ -1,0 +1,128 @@
+//! `pagealloc fastpath MODE PAGES` (hidden): the loops whose instructions
+//! `scripts/fastpath-budget` counts under callgrind, like tcmalloc's golden
+//! files for its malloc/free fast paths.
+//!
+//! The command builds a small allocator without backing memory (frame numbers
+//! only: the instruction count does not depend on page contents), pins itself to
+//! CPU 0 as `pagealloc bench bulk` does, warms the path with a fixed number of
+//! rounds, then runs rounds of one mode until about `PAGES` pages have been
+//! allocated and freed, and prints
+//! `fastpath: mode=<mode> rounds=<r> pages=<p>` with the exact page count. Every
+//! run does the same setup and warm-up, so the script cancels them by counting
+//! two runs of different lengths and dividing the difference:
+//! `(Ir(run 2) - Ir(run 1)) / (pages 2 - pages 1)` instructions per page.
+//!
+//! Each loop has the shape of the matching loop in `bench bulk`, so the count
+//! includes the caller's share (loop counter, result checks) too: a few
+//! instructions per round, a fraction of one per page for the bulk modes.
+
+use clap::ValueEnum;
+use pagealloc::{Backing, Config, Gfp, PageAllocator, Pfn};
+use std::hint::black_box;
+
+/// The loop to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    /// `alloc_pages(KERNEL, 0)` then `free_pages(pfn, 0)`: the order-0 pair on a
+    /// thread front cache hit.
+    Pair,
+    /// The same pair with the front cache off: the per-CPU lists' fast path.
+    PcpPair,
+    /// `alloc_pages_bulk` filling 128 empty slots, then `free_pages_bulk_slots`
+    /// on them (the array bulk form).
+    Bulk128,
+    /// `alloc_pages_bulk_list` of 128 pages into a `Vec`, then `free_pages_bulk`
+    /// (the list bulk form).
+    List128,
+}
+
+impl Mode {
+    /// Pages allocated and freed by one round.
+    fn pages(self) -> u64 {
+        match self {
+            Mode::Pair | Mode::PcpPair => 1,
+            Mode::Bulk128 | Mode::List128 => BULK as u64,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Pair => "pair",
+            Mode::PcpPair => "pcp-pair",
+            Mode::Bulk128 => "bulk128",
+            Mode::List128 => "list128",
+        }
+    }
+}
+
+/// Pages per bulk round.
+const BULK: usize = 128;
+
+/// Rounds run before the counted ones (per mode, whatever the iteration count).
+const WARM_ROUNDS: u64 = 1000;
+
+#[inline(never)]
+fn pairs(a: &PageAllocator, rounds: u64) {
+    for _ in 0..rounds {
+        let p = a.alloc_pages(Gfp::KERNEL, 0).expect("fastpath: alloc");
+        a.free_pages(black_box(p), 0).expect("fastpath: free");
+    }
+}
+
+#[inline(never)]
+fn array_rounds(a: &PageAllocator, slots: &mut [Option<Pfn>], rounds: u64) {
+    for _ in 0..rounds {
+        let n = a.alloc_pages_bulk(Gfp::KERNEL, slots);
+        assert_eq!(n, slots.len(), "fastpath: array form came back short");
+        a.free_pages_bulk_slots(slots).expect("fastpath: free");
+    }
+}
+
+#[inline(never)]
+fn list_rounds(a: &PageAllocator, out: &mut Vec<Pfn>, rounds: u64) {
+    for _ in 0..rounds {
+        let n = a.alloc_pages_bulk_list(Gfp::KERNEL, BULK, out);
+        assert_eq!(n, BULK, "fastpath: list form came back short");
+        a.free_pages_bulk(out).expect("fastpath: free");
+        out.clear();
+    }
+}
+
+/// Run `pages / mode.pages()` rounds (at least one) of `mode` after the
+/// warm-up; the exit status.
+pub fn run(mode: Mode, pages: u64) -> i32 {
+    let rounds = (pages / mode.pages()).max(1);
+    crate::harness::pin(0);
+    let cfg = Config::new().arena_bytes(64 << 20).backing(Backing::None).front_cache(mode != Mode::PcpPair);
+    let a = match PageAllocator::new(cfg) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("fastpath: cannot build the allocator: {e}");
+            return 1;
+        }
+    };
+    let a = black_box(&a);
+    match mode {
+        Mode::Pair | Mode::PcpPair => {
+            pairs(a, WARM_ROUNDS);
+            pairs(a, rounds);
+        }
+        Mode::Bulk128 => {
+            let mut slots = vec![None; BULK];
+            array_rounds(a, &mut slots, WARM_ROUNDS);
+            array_rounds(a, &mut slots, rounds);
+        }
+        Mode::List128 => {
+            let mut out = Vec::with_capacity(BULK);
+            list_rounds(a, &mut out, WARM_ROUNDS);
+            list_rounds(a, &mut out, rounds);
+        }
+    }
+    a.drain_all_pages();
+    if let Err(e) = a.check_invariants() {
+        eprintln!("fastpath: invariants broken after the run: {e}");
+        return 1;
+    }
+    println!("fastpath: mode={} rounds={rounds} pages={}", mode.name(), rounds * mode.pages());
+    0
+}

@@ -1,0 +1,193 @@
+//! The public façade: [`PageAllocator`], a handle on one allocator's
+//! [`Core`]. Every method checks its arguments, forwards to the layer that
+//! does the work, and returns a typed result; the order-0 fast paths
+//! (`alloc_pages`, `free_pages`, small bulk calls) are forced inline into the
+//! caller so a front-cache hit costs no call.
+//!
+//! Submodules group the rest of the API: [`lock_api`] (page lock, writeback),
+//! [`services`] (isolation, contiguous ranges, invariants, drains).
+
+mod lock_api;
+mod services;
+
+pub use lock_api::PageLockGuard;
+
+use crate::config::Config;
+use crate::error::{AllocError, BulkFreeError, ConfigError, FreeError};
+use crate::page::flags;
+use crate::page_alloc::Core;
+use crate::sync::Arc;
+use crate::types::{Gfp, NodeId, Pfn};
+use std::ptr::NonNull;
+
+/// A zoned buddy page-frame allocator over one arena. `Send + Sync`: share it by
+/// reference or clone the handle (clones share one allocator).
+#[derive(Clone)]
+pub struct PageAllocator {
+    pub(crate) core: Arc<Core>,
+}
+
+impl PageAllocator {
+    /// Build an allocator: map the arena, lay out nodes and zones, free every page.
+    ///
+    /// # Errors
+    /// A [`ConfigError`] naming the setting that cannot work, or the mapping
+    /// that failed.
+    pub fn new(cfg: Config) -> Result<Self, ConfigError> {
+        Ok(Self { core: Arc::new(Core::new(cfg)?) })
+    }
+
+    /// The settings this allocator was built with.
+    #[must_use]
+    pub fn config(&self) -> &Config {
+        &self.core.cfg
+    }
+
+    /// Pages in the arena (all of them are managed: there are no holes).
+    #[must_use]
+    pub fn nr_pages(&self) -> u64 {
+        self.core.mm.nr_pages()
+    }
+
+    /// Pages the allocator manages.
+    #[must_use]
+    pub fn managed_pages(&self) -> u64 {
+        self.core.zones.iter().map(|z| z.managed).sum()
+    }
+
+    /// Free pages in the buddy lists outside isolated blocks (NR_FREE_PAGES),
+    /// read without locks. Pages on per-CPU lists are not counted.
+    #[must_use]
+    pub fn nr_free_pages(&self) -> u64 {
+        self.core.zones.iter().map(|z| z.free_pages_racy()).sum()
+    }
+
+    /// Number of nodes.
+    #[must_use]
+    pub fn nr_nodes(&self) -> u32 {
+        self.core.nodes.len() as u32
+    }
+
+    /// True when hugepage backing was asked for and the kernel refused it.
+    #[must_use]
+    pub fn hugepage_fallback(&self) -> bool {
+        self.core.mm.hugepage_fallback
+    }
+
+    /// The memory of a frame (`None` without backing or out of range). A raw
+    /// pointer: dereferencing it is the caller's business (`unsafe`); a
+    /// [`crate::Pages`] handle gives safe access to the memory it owns.
+    #[must_use]
+    pub fn page_address(&self, pfn: Pfn) -> Option<NonNull<u8>> {
+        self.core.mm.page_address(pfn)
+    }
+
+    /// The node a pfn belongs to (`None` out of range).
+    #[must_use]
+    pub fn pfn_to_nid(&self, pfn: Pfn) -> Option<NodeId> {
+        (pfn.as_u64() < self.nr_pages()).then(|| NodeId(self.core.zone_of(pfn.as_u64()).nid))
+    }
+
+    /// The node the calling thread prefers (its CPU's node; fake NUMA maps CPUs
+    /// round-robin onto nodes).
+    #[inline]
+    #[must_use]
+    pub fn numa_node_id(&self) -> u32 {
+        self.core.numa_node_id()
+    }
+
+    /// Allocate `1 << order` contiguous pages on the caller's node (or, failing
+    /// that, another unless `Gfp::THISNODE`).
+    ///
+    /// An order-0 request that this thread's front cache can serve is handled
+    /// inline in the caller; everything else is a call.
+    ///
+    /// # Errors
+    /// [`AllocError::NoMemory`] when no zone can serve it (a normal result),
+    /// [`AllocError::InvalidOrder`] above [`crate::MAX_ORDER`].
+    #[inline(always)]
+    pub fn alloc_pages(&self, gfp: Gfp, order: u32) -> Result<Pfn, AllocError> {
+        self.core.alloc_pages(gfp, order, flags::HEAD)
+    }
+
+    /// Allocate `1 << order` contiguous pages, preferring node `nid`.
+    ///
+    /// # Errors
+    /// As [`PageAllocator::alloc_pages`], and [`AllocError::InvalidNode`].
+    pub fn alloc_pages_node(&self, nid: u32, gfp: Gfp, order: u32) -> Result<Pfn, AllocError> {
+        self.core.alloc_node(nid, gfp, order, flags::HEAD)
+    }
+
+    /// Free a block allocated with `alloc_pages*` of the same order. Misuse is
+    /// reported without changing anything, also when it races other threads
+    /// (two frees of one block: exactly one succeeds).
+    ///
+    /// An order-0 page that this thread's front cache can take is handled
+    /// inline in the caller; everything else (misuse included) is a call.
+    ///
+    /// # Errors
+    /// A [`FreeError`] naming the pfn: out of range, misaligned, wrong order,
+    /// double free, inside another block, never allocated, locked, under
+    /// writeback, or owned by a [`crate::Pages`] handle.
+    #[inline(always)]
+    pub fn free_pages(&self, pfn: Pfn, order: u32) -> Result<(), FreeError> {
+        if order == 0 && self.core.free0_front(pfn) {
+            return Ok(());
+        }
+        self.core.free_slow(pfn, order, false)
+    }
+
+    /// Fill the `None` slots of `slots` with order-0 pages (populated slots are
+    /// left alone) and return how many leading slots are now populated. A
+    /// full slice returns its length without allocating; an empty one
+    /// returns 0. On memory shortage it stops early: the return value tells
+    /// where the first hole is. It never writes outside `slots`.
+    ///
+    /// A small request that this thread's front cache can fill is handled inline
+    /// in the caller; the rest is a call.
+    #[inline(always)]
+    pub fn alloc_pages_bulk(&self, gfp: Gfp, slots: &mut [Option<Pfn>]) -> usize {
+        self.core.alloc_pages_bulk(gfp, slots)
+    }
+
+    /// Allocate up to `nr` order-0 pages onto the end of `out` (the list form of
+    /// the bulk allocator). Returns how many were added.
+    #[inline(always)]
+    pub fn alloc_pages_bulk_list(&self, gfp: Gfp, nr: usize, out: &mut Vec<Pfn>) -> usize {
+        self.core.alloc_pages_bulk_list(gfp, nr, out)
+    }
+
+    /// Free order-0 pages in one pass. Invalid entries (the same classes as
+    /// [`PageAllocator::free_pages`]) are skipped and reported with their
+    /// indexes; every valid one is freed.
+    ///
+    /// # Errors
+    /// [`BulkFreeError`] listing every skipped entry.
+    #[inline(always)]
+    pub fn free_pages_bulk(&self, pfns: &[Pfn]) -> Result<(), BulkFreeError> {
+        self.core.free_pages_bulk(pfns)
+    }
+
+    /// Free every populated slot of an array filled by
+    /// [`PageAllocator::alloc_pages_bulk`] (order-0 pages) and empty it.
+    /// Empty slots are skipped; invalid entries stay in their slots and are
+    /// reported with their indexes, every valid one is freed.
+    ///
+    /// # Errors
+    /// [`BulkFreeError`] listing every skipped entry.
+    #[inline(always)]
+    pub fn free_pages_bulk_slots(&self, slots: &mut [Option<Pfn>]) -> Result<(), BulkFreeError> {
+        self.core.free_pages_bulk_slots(slots)
+    }
+
+    /// The unique id of this allocator in the process (clones share it).
+    #[cfg_attr(not(feature = "fail-inject"), allow(dead_code))]
+    pub(crate) fn id(&self) -> u64 {
+        self.core.id
+    }
+}
+
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<PageAllocator>();
+};

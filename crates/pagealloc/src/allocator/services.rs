@@ -1,0 +1,102 @@
+//! The façade's services on top of allocation: isolation and contiguous
+//! ranges, drains, invariant checks and censuses.
+
+use super::PageAllocator;
+use crate::error::{AllocError, FreeError, InvariantError, PageStateError};
+use crate::invariants::{Fragmentation, ZoneCensus};
+use crate::stats::report::PcpReport;
+use crate::types::{Gfp, Pfn};
+
+impl PageAllocator {
+    /// Isolate the pageblocks covering `[start, start + nr_pages)` (one zone).
+    ///
+    /// # Errors
+    /// Without changing anything: a bad range, or a pageblock in it that is
+    /// already isolated or cannot be (HighAtomic).
+    pub fn isolate_range(&self, start: Pfn, nr_pages: u64) -> Result<(), PageStateError> {
+        self.core.isolate_range(start, nr_pages)
+    }
+
+    /// Undo [`PageAllocator::isolate_range`] for the same range.
+    ///
+    /// # Errors
+    /// Without changing anything: a bad range, or a pageblock in it that is
+    /// not isolated.
+    pub fn undo_isolate_range(&self, start: Pfn, nr_pages: u64) -> Result<(), PageStateError> {
+        self.core.undo_isolate_range(start, nr_pages)
+    }
+
+    /// Are all pageblocks covering the range isolated and every page of the
+    /// range free on the Isolate lists?
+    #[must_use]
+    pub fn test_pages_isolated(&self, start: Pfn, nr_pages: u64) -> bool {
+        self.core.test_pages_isolated(start, nr_pages)
+    }
+
+    /// Find `nr_pages` contiguous free pages (aligned to the next power of two
+    /// up to a pageblock), isolate them, drain the per-CPU lists, verify and
+    /// take them. The pages come back as order-0 allocated pages: free them
+    /// with [`PageAllocator::free_contig_range`] or one by one. Only free
+    /// memory counts (no migration), so fragmentation can make this fail.
+    ///
+    /// # Errors
+    /// [`AllocError::NoMemory`] when no such range is free.
+    pub fn alloc_contig_pages(&self, nr_pages: u64, gfp: Gfp) -> Result<Pfn, AllocError> {
+        self.core.alloc_contig_pages(nr_pages, gfp)
+    }
+
+    /// Free a range from [`PageAllocator::alloc_contig_pages`] (order-0
+    /// pages), all or nothing.
+    ///
+    /// # Errors
+    /// The first page that cannot be freed, as [`PageAllocator::free_pages`]
+    /// reports it; then nothing was freed.
+    pub fn free_contig_range(&self, start: Pfn, nr_pages: u64) -> Result<(), FreeError> {
+        self.core.free_contig_range(start, nr_pages)
+    }
+
+    /// Return this CPU's per-CPU pages and this thread's front cache to the buddy.
+    pub fn drain_local_pages(&self) {
+        self.core.drain_local();
+    }
+
+    /// Return every per-CPU page and every thread's front cache to the buddy
+    /// (serialised with other drains). Pages freed concurrently may land on the
+    /// lists again at once; this drains what was there when it ran.
+    pub fn drain_all_pages(&self) {
+        self.core.drain_all();
+    }
+
+    /// Every CPU's per-CPU list totals for every zone, read without locks.
+    #[must_use]
+    pub fn pcp_report(&self) -> Vec<PcpReport> {
+        let core = &*self.core;
+        core.zones.iter().flat_map(|z| core.pcp_report(z)).collect()
+    }
+
+    /// Check every invariant; the first broken one is returned with its pfn.
+    ///
+    /// Holds still, for the duration: every thread's front cache (paused), every
+    /// per-CPU list (locked), and each zone in turn (locked). The result is exact
+    /// when no other thread allocates or frees meanwhile; run concurrently, it
+    /// may report a page that is between its claim and its list (a page being
+    /// freed right now) as an error, but it never changes anything.
+    ///
+    /// # Errors
+    /// The first broken invariant, with the pfn where it was found.
+    pub fn check_invariants(&self) -> Result<(), InvariantError> {
+        self.core.check_invariants()
+    }
+
+    /// Pages by state, summed over zones (a walk under each zone lock in turn).
+    #[must_use]
+    pub fn census(&self) -> ZoneCensus {
+        self.core.census()
+    }
+
+    /// Count mixed pageblocks (a walk of the descriptors under each zone lock).
+    #[must_use]
+    pub fn fragmentation(&self) -> Fragmentation {
+        self.core.fragmentation()
+    }
+}

@@ -1,0 +1,354 @@
+//! Bulk free, order 0 only (`free_pages_bulk`, and `free_pages_bulk_slots`,
+//! the array form's partner). Every entry is claimed with the one atomic
+//! read-modify-write of [`super::claim`]: a plain page in a tight pass, the
+//! rest through the full checks; bad entries are reported by index and
+//! change nothing.
+
+use super::give::{set_list_type, Giver, GIVE_CHUNK, GIVE_KEY};
+use super::Core;
+use crate::error::{BulkFreeError, FreeError};
+use crate::front::{Owner, FRONT_BATCH, FRONT_CAP};
+use crate::page::{self, flags};
+use crate::stats::events::VmEvent;
+use crate::sync::Ordering;
+use crate::types::{Pfn, PAGEBLOCK_ORDER};
+use crate::zone;
+
+/// The flags a fast bulk free accepts: exactly an allocated head with
+/// nothing to forbid the free or to wake (`UPTODATE` may be set).
+const FAST_MASK: u32 = flags::HEAD | flags::NO_RAW_FREE | flags::WAITERS;
+
+impl Core {
+    /// Free order-0 pages in one pass. Invalid entries (the same classes as
+    /// [`Core::free_pages`]) are skipped and reported with their indexes;
+    /// every valid one is freed.
+    ///
+    /// A small batch of plain pages that this thread's front cache can take is
+    /// handled inline in the caller; the rest is a call.
+    #[inline(always)]
+    pub(crate) fn free_pages_bulk(&self, pfns: &[Pfn]) -> Result<(), BulkFreeError> {
+        let n = pfns.len();
+        let mut done = 0;
+        if n <= FRONT_BATCH {
+            done = self.front_give_fast(n, |i| Some(pfns[i]));
+            if done == n {
+                return Ok(());
+            }
+        }
+        self.free_pages_bulk_slow(pfns, done)
+    }
+
+    /// The full path of [`Core::free_pages_bulk`] from entry `start` on.
+    #[inline(never)]
+    fn free_pages_bulk_slow(&self, pfns: &[Pfn], start: usize) -> Result<(), BulkFreeError> {
+        let rejected = self.free_bulk_core(start, pfns.len(), |i| Some(pfns[i]));
+        if rejected.is_empty() {
+            Ok(())
+        } else {
+            Err(BulkFreeError { rejected })
+        }
+    }
+
+    /// Free every populated slot of an array filled by
+    /// [`Core::alloc_pages_bulk`] (order-0 pages) and empty it: the
+    /// array form's partner, with no copy into a separate list. Empty slots are
+    /// skipped; invalid entries stay in their slots and are reported with their
+    /// indexes, every valid one is freed.
+    ///
+    /// A small batch of plain pages that this thread's front cache can take is
+    /// handled inline in the caller; the rest is a call.
+    #[inline(always)]
+    pub(crate) fn free_pages_bulk_slots(&self, slots: &mut [Option<Pfn>]) -> Result<(), BulkFreeError> {
+        let n = slots.len();
+        let mut done = 0;
+        if n <= FRONT_BATCH {
+            // Read in the loop, emptied after it in one sweep: every entry
+            // before `done` was freed or was a hole.
+            done = self.front_give_fast(n, |i| slots[i]);
+            slots[..done].fill(None);
+            if done == n {
+                return Ok(());
+            }
+        }
+        self.free_pages_bulk_slots_slow(slots, done)
+    }
+
+    /// The full path of [`Core::free_pages_bulk_slots`] from slot `start` on.
+    #[inline(never)]
+    fn free_pages_bulk_slots_slow(&self, slots: &mut [Option<Pfn>], start: usize) -> Result<(), BulkFreeError> {
+        let rejected = self.free_bulk_core(start, slots.len(), |i| slots[i]);
+        // Emptied in one sweep (a memset), rejected entries put back.
+        slots[start..].fill(None);
+        if rejected.is_empty() {
+            return Ok(());
+        }
+        for (i, e) in &rejected {
+            slots[*i] = Some(e.pfn());
+        }
+        Err(BulkFreeError { rejected })
+    }
+
+    /// The bulk free: entries `start..len`, entry `i` given by `get(i)` (None: skip),
+    /// each read once, in index order. Each entry is checked and claimed (all
+    /// the checks of a free, then `PCP`), and joins this CPU's lists through a
+    /// [`Giver`], which keeps each zone's list locked from its first page to
+    /// its last; a request that fits one front-cache batch goes to this
+    /// thread's front cache instead. Returns the rejected entries in index order.
+    fn free_bulk_core(
+        &self,
+        start: usize,
+        len: usize,
+        mut get: impl FnMut(usize) -> Option<Pfn>,
+    ) -> Vec<(usize, FreeError)> {
+        let inner = self;
+        let mut claims = Claims {
+            rejected: Vec::new(),
+            woken: Vec::new(),
+            // Which old flags call for a wake-up: waiters, or every free without the bit.
+            wake: if inner.cfg.page_lock_waiters_bit { flags::WAITERS } else { flags::HEAD },
+        };
+        if !(len - start <= FRONT_BATCH && inner.front_on && claims.free_to_front(inner, &mut get, start, len)) {
+            let mut giver = Giver::new(inner, true);
+            let mut batch = ([0u32; GIVE_CHUNK], [0u16; GIVE_CHUNK]);
+            let mut i = start;
+            while i < len {
+                let end = (i + GIVE_CHUNK).min(len);
+                claims.free_chunk(inner, &mut giver, &mut get, (i, end), &mut batch);
+                i = end;
+            }
+            giver.finish();
+        }
+        for p in claims.woken {
+            inner.wake_freed(p);
+        }
+        claims.rejected
+    }
+}
+
+/// What a bulk free has found so far.
+struct Claims {
+    rejected: Vec<(usize, FreeError)>,
+    woken: Vec<Pfn>,
+    wake: u32,
+}
+
+impl Claims {
+    /// A small bulk free straight into this thread's front cache: each entry
+    /// is claimed and pushed in one loop. False when the cache is unavailable
+    /// (nothing was read).
+    #[inline(always)]
+    fn free_to_front(
+        &mut self,
+        inner: &Core,
+        get: &mut impl FnMut(usize) -> Option<Pfn>,
+        start: usize,
+        len: usize,
+    ) -> bool {
+        let Some(mut g) = inner.fronts.current().and_then(Owner::enter) else {
+            return false;
+        };
+        let (stacks, events) = g.split();
+        let mut taken = 0u64;
+        for i in start..len {
+            let Some(pfn) = get(i) else {
+                continue;
+            };
+            match inner.claim(pfn, 0, false) {
+                Ok(old) => {
+                    if old & self.wake != 0 {
+                        self.woken.push(pfn);
+                    }
+                }
+                Err(e) => {
+                    self.rejected.push((i, e));
+                    continue;
+                }
+            }
+            let p = pfn.as_u64();
+            let d = inner.mm.page(p);
+            let w = inner.pageblock_word_racy(p);
+            set_list_type(d, d.private_raw(), w);
+            if inner.push_on(stacks, p, w) {
+                taken += 1;
+            } else {
+                // Isolated or reserved pageblock, or another zone's page.
+                inner.give_claimed(&[p as u32], true);
+            }
+        }
+        events.add_owner(VmEvent::Pgfree, taken);
+        true
+    }
+
+    /// Free entries `start..end` (at most [`GIVE_CHUNK`]) through `giver`,
+    /// `batch` being scratch space for the pass. First one tight pass with no
+    /// calls: each plain order-0 head (the common case) is claimed, its
+    /// pageblock word read and its private word set, and it joins the batch;
+    /// anything else (misuse, page-lock state, the old design's wake on every
+    /// free) is put aside. Then the batch goes to the lists run by run, and the
+    /// entries put aside get the full checks (`get` is read again for them: it
+    /// must be a plain read).
+    #[inline(always)]
+    fn free_chunk(
+        &mut self,
+        inner: &Core,
+        giver: &mut Giver<'_>,
+        get: &mut impl FnMut(usize) -> Option<Pfn>,
+        (start, end): (usize, usize),
+        batch: &mut ([u32; GIVE_CHUNK], [u16; GIVE_CHUNK]),
+    ) {
+        debug_assert!(end - start <= GIVE_CHUNK && GIVE_CHUNK <= 64);
+        // Everything the pass reads of the allocator, in locals.
+        let (descs, pageblocks) = (inner.mm.descs(), &*inner.pageblocks);
+        // A fast free's old flags: an allocated head with nothing that forbids
+        // the free and nobody to wake (the old design wakes on every free, so
+        // none of its frees is fast).
+        let fast = if inner.cfg.page_lock_waiters_bit { flags::HEAD } else { u32::MAX };
+        let (pfns, words) = batch;
+        // Bit k: entry `start + k` needs the full checks.
+        let mut aside = 0u64;
+        let mut c = 0;
+        for i in start..end {
+            let Some(pfn) = get(i) else {
+                continue;
+            };
+            let p = pfn.as_u64();
+            let Some(d) = descs.get(p as usize) else {
+                aside |= 1 << (i - start);
+                continue;
+            };
+            let (f, private) = (d.flags(), d.private_raw());
+            // The claim: one CAS from the word just checked (see `claim`); a
+            // word that changed meanwhile sends the entry to the full checks.
+            if f & FAST_MASK != fast
+                || private & page::ORDER_MASK != 0
+                || d.flags.compare_exchange(f, flags::PCP, Ordering::Acquire, Ordering::Relaxed).is_err()
+            {
+                aside |= 1 << (i - start);
+                continue;
+            }
+            let w = pageblocks[(p >> PAGEBLOCK_ORDER) as usize].load(Ordering::Relaxed);
+            set_list_type(d, private, w);
+            // Claimed pfns are in range, and pfns fit in 32 bits.
+            pfns[c] = p as u32;
+            words[c] = w;
+            c += 1;
+        }
+        giver.give_runs(&pfns[..c], &words[..c]);
+        while aside != 0 {
+            let i = start + aside.trailing_zeros() as usize;
+            aside &= aside - 1;
+            if let Some(pfn) = get(i) {
+                self.free_checked(inner, giver, i, pfn);
+            }
+        }
+    }
+
+    /// The full checks of freeing order-0 page `pfn`, entry `i` (the rare
+    /// cases): freed through `giver`, or the rejection recorded.
+    #[cold]
+    #[inline(never)]
+    fn free_checked(&mut self, inner: &Core, giver: &mut Giver<'_>, i: usize, pfn: Pfn) {
+        match inner.claim(pfn, 0, false) {
+            Ok(old) => {
+                if old & self.wake != 0 {
+                    self.woken.push(pfn);
+                }
+                let p = pfn.as_u64();
+                let (w, d) = (inner.pageblock_word_racy(p), inner.mm.page(p));
+                set_list_type(d, d.private_raw(), w);
+                giver.give_runs(&[p as u32], &[w]);
+            }
+            Err(e) => self.rejected.push((i, e)),
+        }
+    }
+}
+
+impl Core {
+    /// The inline part of order-0 frees: entries `0..n` (entry `i` is `get(i)`,
+    /// None is skipped) onto this thread's front cache, while each is a plain
+    /// allocated order-0 head (exactly `HEAD`, `UPTODATE` aside: no lock
+    /// state, no waiters, no owner) of a pcp-type pageblock whose stack takes
+    /// its zone; each is claimed with one CAS. Stops, changing nothing, at the
+    /// first entry that is not (or whose CAS fails); returns how many entries
+    /// it got through (every one of them freed or skipped). The full path
+    /// handles the rest, misuse included.
+    ///
+    /// The length of the stack being filled stays in a register while
+    /// consecutive pages go to the same stack (the usual case).
+    #[inline(always)]
+    pub(crate) fn front_give_fast(&self, n: usize, mut get: impl FnMut(usize) -> Option<Pfn>) -> usize {
+        if !self.front_free_inline {
+            return 0;
+        }
+        let Some(mut g) = self.fronts.current().and_then(Owner::enter) else {
+            return 0;
+        };
+        let (stacks, events) = g.split();
+        let (descs, pageblocks) = (self.mm.descs(), &*self.pageblocks);
+        // A plain allocated order-0 head with nothing to wake: its descriptor,
+        // flags and private word, and its pageblock word (zone and type in
+        // one load).
+        let plain = |p: u64| {
+            let d = descs.get(p as usize)?;
+            let (f, private) = (d.flags(), d.private_raw());
+            if f & FAST_MASK != flags::HEAD || private & page::ORDER_MASK != 0 {
+                return None;
+            }
+            let w = pageblocks[(p >> PAGEBLOCK_ORDER) as usize].load(Ordering::Relaxed);
+            Some((d, f, private, w))
+        };
+        let (mut i, mut taken) = (0, 0u64);
+        // Outer loop: pick the stack for entry `i`; inner loop: fill it while
+        // entries go to it, its length in a register.
+        'pick: while i < n {
+            let Some(pfn) = get(i) else {
+                i += 1;
+                continue;
+            };
+            let Some((_, _, _, w)) = plain(pfn.as_u64()) else {
+                break;
+            };
+            let Some(t) = zone::pb_pcp_index(w) else {
+                break;
+            };
+            let s = &mut stacks[t];
+            if !self.stack_takes(s, w) {
+                break;
+            }
+            let (key, want) = (w & GIVE_KEY, page::private_word_raw(0, t));
+            let mut len = s.len as usize;
+            while i < n && len < FRONT_CAP {
+                // A hole reads as u64::MAX, which `plain` refuses like any
+                // pfn out of range: no branch of its own in the loop.
+                let p = get(i).map_or(u64::MAX, Pfn::as_u64);
+                let claimed = plain(p).filter(|&(d, f, _, w)| {
+                    w & GIVE_KEY == key
+                        && d.flags.compare_exchange(f, flags::PCP, Ordering::Acquire, Ordering::Relaxed).is_ok()
+                });
+                let Some((d, _, private, _)) = claimed else {
+                    s.len = len as u32;
+                    if get(i).is_none() {
+                        i += 1;
+                        continue 'pick;
+                    }
+                    if plain(p).is_some_and(|(_, _, _, w2)| w2 & GIVE_KEY != key) {
+                        continue 'pick;
+                    }
+                    break 'pick;
+                };
+                if private != want {
+                    d.set_private_raw(want);
+                }
+                s.pfns[len] = p as u32;
+                len += 1;
+                taken += 1;
+                i += 1;
+            }
+            s.len = len as u32;
+        }
+        if taken > 0 {
+            events.add_owner(VmEvent::Pgfree, taken);
+        }
+        i
+    }
+}

@@ -1,0 +1,127 @@
+//! The free claim: the one routine every free goes through before its block
+//! joins a list (the kernel pays one atomic per free too, in
+//! `put_page_testzero`).
+//!
+//! A claim checks the block in O(1) (range, order, alignment, allocated head,
+//! nothing that forbids the free) and then takes the descriptor's flags from
+//! the word it checked to `PCP` with one compare-and-swap. If the word changed
+//! in between (a racing free, lock, writeback or `Pages` handle), the CAS
+//! fails and the checks run again on the new word. So:
+//! - two frees of one block racing each other: exactly one claims it, the
+//!   other sees `PCP` (or a later state) and is refused with a typed error;
+//! - a free racing `lock_page`: either the lock's CAS (which needs `HEAD`)
+//!   wins and the free is refused as `Locked`, or the free wins and the lock
+//!   is refused as `NotAllocated`; no lock bit or waiter is ever wiped;
+//! - a block owned by a `Pages` handle (`OWNED`) is refused to the raw pfn
+//!   API (`FreeError::Owned`); only the handle's own free passes `owned`.
+//!
+//! The old flags are returned: a set `WAITERS` means someone may wait on the
+//! page, and the freer wakes them.
+
+use super::Core;
+use crate::error::FreeError;
+use crate::page::{flags, PageDesc};
+use crate::sync::Ordering;
+use crate::types::{Pfn, MAX_ORDER};
+
+impl Core {
+    /// Claim the allocated block `pfn` of `order` for freeing (see the module
+    /// doc). `owned`: the caller is the `Pages` handle that owns the block.
+    #[inline(always)]
+    pub(crate) fn claim(&self, pfn: Pfn, order: u32, owned: bool) -> Result<u32, FreeError> {
+        let d = self.checked_head(pfn, order)?;
+        let mut old = d.flags();
+        loop {
+            check_word(pfn, order, d, old, owned).map_err(|e| self.refine(e, pfn, order))?;
+            // Acquire: pairs with the Release of an unlock or end of writeback
+            // that left the word as we read it: their writes to the page
+            // happen before its next owner's.
+            match d.flags.compare_exchange(old, flags::PCP, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => return Ok(old),
+                Err(cur) => old = cur,
+            }
+        }
+    }
+
+    /// The range, order and alignment checks; the descriptor of `pfn`.
+    #[inline(always)]
+    fn checked_head(&self, pfn: Pfn, order: u32) -> Result<&PageDesc, FreeError> {
+        let p = pfn.as_u64();
+        if order > MAX_ORDER {
+            return Err(FreeError::InvalidOrder { pfn, order });
+        }
+        let Some(d) = self.mm.descs().get(p as usize) else {
+            return Err(FreeError::OutOfRange { pfn, nr_pages: self.mm.nr_pages() });
+        };
+        if p & ((1 << order) - 1) != 0 {
+            return Err(FreeError::Misaligned { pfn, order });
+        }
+        Ok(d)
+    }
+
+    /// A check failure, made precise: a pfn that is not an allocated head is
+    /// diagnosed (free, inside a block, never allocated).
+    #[cold]
+    fn refine(&self, e: FreeError, pfn: Pfn, order: u32) -> FreeError {
+        match e {
+            FreeError::NotAllocated { .. } => self.diagnose_free(pfn, order),
+            e => e,
+        }
+    }
+
+    /// Why a pfn that is not an allocated head cannot be freed: O(MAX_ORDER).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn diagnose_free(&self, pfn: Pfn, _order: u32) -> FreeError {
+        let p = pfn.as_u64();
+        let f = self.mm.page(p).flags();
+        if f & (flags::BUDDY | flags::PCP) != 0 {
+            return FreeError::DoubleFree { pfn };
+        }
+        for k in 1..=MAX_ORDER {
+            let h = p & !((1u64 << k) - 1);
+            let d = self.mm.page(h);
+            let hf = d.flags();
+            if h != p && hf & (flags::BUDDY | flags::HEAD | flags::PCP) != 0 && d.order() >= k {
+                return if hf & flags::HEAD != 0 {
+                    FreeError::InsideBlock { pfn, head: Pfn::new(h) }
+                } else {
+                    FreeError::DoubleFree { pfn }
+                };
+            }
+        }
+        FreeError::NotAllocated { pfn }
+    }
+
+    /// Undo a claim made by [`Core::claim`] that found nothing wrong but must
+    /// not go ahead (an all-or-nothing range free that failed later on):
+    /// the descriptor gets back the word the claim took.
+    pub(crate) fn unclaim(&self, pfn: Pfn, old: u32) {
+        // A plain store: while the word reads PCP nobody else changes it (every
+        // RMW that could needs HEAD), except a waker clearing WAITERS, which
+        // this may set again: harmless, it costs the next unlock one lookup.
+        self.mm.page(pfn.as_u64()).set_flags(old);
+    }
+}
+
+/// Can a block whose head descriptor `d` holds `f` be freed at `order` by a
+/// raw free (`owned` false) or its owning handle (`owned` true)?
+#[inline(always)]
+fn check_word(pfn: Pfn, order: u32, d: &PageDesc, f: u32, owned: bool) -> Result<(), FreeError> {
+    if f & flags::HEAD == 0 {
+        return Err(FreeError::NotAllocated { pfn });
+    }
+    if d.order() != order {
+        return Err(FreeError::WrongOrder { pfn, order, actual: d.order() });
+    }
+    if f & (flags::LOCKED | flags::GUARD) != 0 {
+        return Err(FreeError::Locked { pfn });
+    }
+    if f & flags::WRITEBACK != 0 {
+        return Err(FreeError::Writeback { pfn });
+    }
+    if (f & flags::OWNED != 0) != owned {
+        return Err(if owned { FreeError::NotAllocated { pfn } } else { FreeError::Owned { pfn } });
+    }
+    Ok(())
+}

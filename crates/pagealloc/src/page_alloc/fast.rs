@@ -1,0 +1,267 @@
+//! The allocation fast path (the kernel's `get_page_from_freelist` and
+//! `rmqueue_pcplist`): this thread's front cache, then this CPU's list, then
+//! the buddy lists, trying each zone of the zonelist against its low
+//! watermark; whatever cannot be served goes to [`super::slow`].
+//!
+//! Read top to bottom, an order-0 allocation enters each layer once:
+//! `PageAllocator::alloc_pages` (façade) -> [`Core::alloc0_front`] (here) ->
+//! `front` (the stack) -> on a miss [`Core::alloc_node`] (here) -> `pcp`
+//! (take, refill) -> `zone`/`buddy` (rmqueue under the zone lock).
+
+use super::{Core, Node};
+use crate::error::AllocError;
+use crate::front::{FrontStack, Owner, FRONT_BATCH, FRONT_CAP};
+use crate::pcp;
+use crate::types::{Gfp, MigrateType, Pfn, MAX_ORDER};
+use crate::zone::{AllocFlags, Zone};
+
+impl Core {
+    /// An allocation by every path, the inline order-0 hit first; `head` is
+    /// the new block's flags word.
+    #[inline(always)]
+    pub(crate) fn alloc_pages(&self, gfp: Gfp, order: u32, head: u32) -> Result<Pfn, AllocError> {
+        if order == 0 {
+            if let Some(p) = self.alloc0_front(gfp, head) {
+                return Ok(p);
+            }
+        }
+        self.alloc_node(self.numa_node_id(), gfp, order, head)
+    }
+
+    /// An order-0 allocation served from this thread's front cache, when its
+    /// stack for the request's type has a page. None sends the caller to
+    /// [`Core::alloc_node`], which refills.
+    ///
+    /// Budget: with the free fast path, an alloc+free pair on a front-cache
+    /// hit is at most 70 instructions (x86-64, callgrind; the golden test in
+    /// `scripts/fastpath-budget` holds it). No atomic read-modify-write: a
+    /// thread-local load, the slot's enter/exit handshake (two stores and a
+    /// load), a pop and one store of the descriptor's flags.
+    #[inline(always)]
+    pub(crate) fn alloc0_front(&self, gfp: Gfp, head: u32) -> Option<Pfn> {
+        if !self.front_alloc_inline || gfp.contains(Gfp::ZERO) || crate::failinject::armed() {
+            return None;
+        }
+        let mut g = self.fronts.current()?.enter()?;
+        let (stacks, events) = g.split();
+        let s = &mut stacks[gfp.migratetype().index()];
+        let len = s.len.checked_sub(1)?;
+        let p = s.pfns[len as usize % FRONT_CAP];
+        s.len = len;
+        // A page on stack `mt` has (order 0, type `mt`) in its private word
+        // already (every way onto a stack stores it): one store of the flags.
+        self.mm.descs()[p as usize].set_flags(head);
+        events.add_owner(s.alloc_ev, 1);
+        Some(Pfn::from_u32(p))
+    }
+
+    /// Allocate `1 << order` pages preferring node `nid`: every path except
+    /// the inline front-cache hit.
+    #[inline(never)]
+    pub(crate) fn alloc_node(&self, nid: u32, gfp: Gfp, order: u32, head: u32) -> Result<Pfn, AllocError> {
+        if order > MAX_ORDER {
+            return Err(AllocError::InvalidOrder { order });
+        }
+        if crate::failinject::alloc_fails(self.id, order) {
+            return Err(AllocError::Injected);
+        }
+        let Some(node) = self.nodes.get(nid as usize) else {
+            return Err(AllocError::InvalidNode { nid });
+        };
+        let zl = node.zonelist(gfp);
+        let af = AllocFlags::FAST;
+        let mt = gfp.migratetype();
+        if self.pcp_on && !(order > 0 && gfp.contains(Gfp::HIGH)) {
+            if let Some(pi) = pcp::pindex(order, mt) {
+                if order == 0 && self.front_on {
+                    if let Some(p) = self.front_alloc(nid, mt, zl, gfp) {
+                        return Ok(self.prep_new_page(p, 0, gfp, head));
+                    }
+                }
+                for &zi in zl {
+                    if let Some(p) = self.pcp_alloc(&self.zones[zi], order, mt, pi, af, gfp) {
+                        return Ok(self.prep_new_page(p, order, gfp, head));
+                    }
+                }
+                return self.alloc_slow(zl, order, gfp, head);
+            }
+        }
+        for &zi in zl {
+            let z = &self.zones[zi];
+            if z.watermark_ok(order, af, gfp) {
+                if let Some(p) = z.rmqueue(&self.mm, order, gfp, af, false) {
+                    return Ok(self.prep_new_page(p, order, gfp, head));
+                }
+            }
+        }
+        self.alloc_slow(zl, order, gfp, head)
+    }
+
+    /// The zonelist of node `nid` (or None for a node that does not exist).
+    #[inline(always)]
+    pub(crate) fn node(&self, nid: u32) -> Option<&Node> {
+        self.nodes.get(nid as usize)
+    }
+
+    /// One order-0 page from this thread's front cache, refilling an empty
+    /// stack from the per-CPU lists of the first zone in `zl` that has pages.
+    #[inline]
+    fn front_alloc(&self, nid: u32, mt: MigrateType, zl: &[usize], gfp: Gfp) -> Option<u64> {
+        let mut g = self.fronts.current()?.enter()?;
+        let (stacks, events) = g.split();
+        let s = &mut stacks[mt.index()];
+        if (s.len == 0 || s.nid != nid) && !(s.len == 0 && self.front_fill(s, mt, zl, gfp)) {
+            return None;
+        }
+        s.len -= 1;
+        events.add_owner(s.alloc_ev, 1);
+        Some(s.pfns[s.len as usize] as u64)
+    }
+
+    /// Fill an empty stack with a batch from this CPU's list of the first zone
+    /// in `zl` that has pages. False when none had any.
+    #[cold]
+    fn front_fill(&self, s: &mut FrontStack, mt: MigrateType, zl: &[usize], gfp: Gfp) -> bool {
+        debug_assert_eq!(s.len, 0);
+        let Some(pi) = pcp::pindex(0, mt) else {
+            return false;
+        };
+        for &zi in zl {
+            let z = &self.zones[zi];
+            let mut n = 0usize;
+            let got = self.pcp_take(z, (0, mt, pi), AllocFlags::FAST, gfp, FRONT_BATCH, false, |pages| {
+                // Hottest first into the stack.
+                for (d, &p) in s.pfns[n..].iter_mut().zip(pages.iter().rev()) {
+                    *d = p;
+                }
+                n += pages.len();
+                pages.len()
+            });
+            match got {
+                Some(0) => continue,
+                Some(_) => {
+                    s.adopt(z.idx, z.nid, z.alloc_event());
+                    // The last page taken ends on top: a fresh refill is
+                    // then handed out in ascending pfn order.
+                    s.len = n as u32;
+                    return true;
+                }
+                None => return false,
+            }
+        }
+        false
+    }
+
+    /// The inline part of small allocations: up to `n` pages off this
+    /// thread's front cache, as many as it holds (no refill). `take` gets
+    /// them in one slice, hottest last, and returns how many it used,
+    /// counting from the end (it is not called when none are ready); those
+    /// are marked allocated, the rest stay. Applies with one node and no
+    /// zeroing; returns how many were used.
+    #[inline(always)]
+    pub(crate) fn front_take_fast(&self, gfp: Gfp, n: usize, take: impl FnOnce(&[u32]) -> usize) -> usize {
+        if !self.front_alloc_inline || gfp.contains(Gfp::ZERO) || crate::failinject::armed() {
+            return 0;
+        }
+        let Some(mut g) = self.fronts.current().and_then(Owner::enter) else {
+            return 0;
+        };
+        let (stacks, events) = g.split();
+        let s = &mut stacks[gfp.migratetype().index()];
+        let len = s.len as usize;
+        let k = n.min(len);
+        if k == 0 {
+            return 0;
+        }
+        let offered = &s.pfns[len - k..len];
+        let used = take(offered).min(k);
+        let descs = self.mm.descs();
+        for &p in &offered[k - used..] {
+            descs[p as usize].set_flags(crate::page::flags::HEAD);
+        }
+        s.len = (len - used) as u32;
+        events.add_owner(s.alloc_ev, used as u64);
+        used
+    }
+
+    /// Up to `n` order-0 pages from this thread's front cache, refilled from
+    /// the per-CPU lists as it empties (one list hold per refill). `take`
+    /// gets them a slice at a time, hottest last, and returns how many it
+    /// used, counting from the end (fewer than offered: it wants no more).
+    /// Returns how many were used; None when the cache cannot serve: off,
+    /// being drained right now, or holding another node's pages.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub(crate) fn front_take(
+        &self,
+        nid: u32,
+        mt: MigrateType,
+        zl: &[usize],
+        gfp: Gfp,
+        n: usize,
+        mut take: impl FnMut(&[u32]) -> usize,
+    ) -> Option<usize> {
+        let mut g = self.fronts.current()?.enter()?;
+        let (stacks, events) = g.split();
+        let s = &mut stacks[mt.index()];
+        if s.len > 0 && s.nid != nid {
+            return None;
+        }
+        let mut got = 0usize;
+        while got < n {
+            if s.len == 0 && !self.front_fill(s, mt, zl, gfp) {
+                break;
+            }
+            let top = s.len as usize;
+            let k = (n - got).min(top);
+            let used = take(&s.pfns[top - k..top]).min(k);
+            s.len -= used as u32;
+            got += used;
+            events.add_owner(s.alloc_ev, used as u64);
+            if used < k {
+                break;
+            }
+        }
+        Some(got)
+    }
+
+    /// One block of a pcp order from zone `z` through this CPU's list. None when
+    /// the zone is below its watermark (try the next zone).
+    #[inline]
+    fn pcp_alloc(&self, z: &Zone, order: u32, mt: MigrateType, pi: usize, af: AllocFlags, gfp: Gfp) -> Option<u64> {
+        let mut r = None;
+        match self.pcp_take(z, (order, mt, pi), af, gfp, 1, true, |blocks| {
+            r = Some(blocks[blocks.len() - 1] as u64);
+            1
+        }) {
+            Some(_) => r,
+            // The list is busy (another thread on this CPU, or a drain): the
+            // buddy serves us instead of making us wait.
+            None if z.watermark_ok(order, af, gfp) => z.rmqueue(&self.mm, order, gfp, af, true),
+            None => None,
+        }
+    }
+
+    /// Take up to `n` blocks from this CPU's list for zone `z` (see
+    /// `PcpLists::take`), under one try-lock hold. None if the lock was busy.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub(crate) fn pcp_take(
+        &self,
+        z: &Zone,
+        list: (u32, MigrateType, usize),
+        af: AllocFlags,
+        gfp: Gfp,
+        n: usize,
+        count_alloc: bool,
+        take: impl FnMut(&[u32]) -> usize,
+    ) -> Option<usize> {
+        let pcp = self.pcp.here(z.idx);
+        let mut l = self.pcp.try_lock(pcp)?;
+        let got = l.take(pcp, z, &self.mm, list, af, gfp, n, count_alloc, take);
+        if got > 0 {
+            l.publish(pcp);
+        }
+        Some(got)
+    }
+}

@@ -1,0 +1,163 @@
+//! Freeing (the kernel's `free_pages`, `free_unref_page` and
+//! `free_one_page`): claim the block (see [`super::claim`]), then put it
+//! where it goes: this thread's front cache (order 0), this CPU's list
+//! (pcp orders), or the buddy lists (everything else, isolated and reserved
+//! pageblocks, and a busy per-CPU lock, which is never waited for).
+
+use super::Core;
+use crate::error::FreeError;
+use crate::front::{FrontStack, Owner, Stacks, FRONT_CAP};
+use crate::page::{self, flags};
+use crate::pcp;
+use crate::sync::Ordering;
+use crate::types::{MigrateType, Pfn, PAGEBLOCK_ORDER};
+use crate::zone::{self, Zone};
+
+impl Core {
+    /// An order-0 free onto this thread's front cache: `pfn` must be a plain
+    /// allocated order-0 head (exactly `HEAD`: no lock state, no waiters, no
+    /// owner; private word order 0 and the type of its pageblock) of a
+    /// pcp-type pageblock whose stack has room and holds its zone. False, changing nothing, otherwise: [`Core::free_slow`]
+    /// handles it, misuse included.
+    ///
+    /// Budget: see [`Core::alloc0_front`] (70 instructions for the pair). The
+    /// claim is the one atomic read-modify-write of the pair: a compare-and-
+    /// swap from exactly `HEAD` to `PCP`, so a racing free or lock of the
+    /// same page makes one of the two fail cleanly.
+    #[inline(always)]
+    pub(crate) fn free0_front(&self, pfn: Pfn) -> bool {
+        if !self.front_free_inline {
+            return false;
+        }
+        let p = pfn.as_u64();
+        let Some(d) = self.mm.descs().get(p as usize) else {
+            return false;
+        };
+        // In range, so its pageblock is in the table.
+        let w = self.pageblock_word_racy(p);
+        let Some(t) = zone::pb_pcp_index(w) else {
+            return false;
+        };
+        let Some(mut g) = self.fronts.current().and_then(Owner::enter) else {
+            return false;
+        };
+        let (stacks, events) = g.split();
+        let s = &mut stacks[t];
+        let len = s.len as usize;
+        if len == 0 || len >= FRONT_CAP || s.zone as usize != zone::pb_zone(w) {
+            return false;
+        }
+        // Order 0, last allocated for this stack's type: the private word is
+        // already what a page on the stack carries. Anything else (another
+        // order: misuse; another type: a fallback allocation) takes the full
+        // path, which checks and stores it.
+        if d.private_raw() != page::private_word_raw(0, t) {
+            return false;
+        }
+        // Acquire: as in `claim`.
+        if d.flags.compare_exchange(flags::HEAD, flags::PCP, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            return false;
+        }
+        s.pfns[len] = p as u32;
+        s.len = len as u32 + 1;
+        events.add_owner(crate::stats::events::VmEvent::Pgfree, 1);
+        true
+    }
+
+    /// Free `pfn` of `order` by every path but the inline one. `owned`: the
+    /// caller is the `Pages` handle that owns it.
+    #[inline(never)]
+    pub(crate) fn free_slow(&self, pfn: Pfn, order: u32, owned: bool) -> Result<(), FreeError> {
+        let old = self.claim(pfn, order, owned)?;
+        self.free_claimed(pfn.as_u64(), order);
+        if old & flags::WAITERS != 0 || !self.cfg.page_lock_waiters_bit {
+            self.wake_freed(pfn);
+        }
+        Ok(())
+    }
+
+    /// Put a claimed block (flags PCP) where it goes: front cache, this CPU's
+    /// list, or the buddy.
+    pub(crate) fn free_claimed(&self, p: u64, order: u32) {
+        let w = self.pageblock_word_racy(p);
+        let z = &self.zones[zone::pb_zone(w)];
+        let t = zone::pb_pcp_index(w).filter(|_| self.pcp_on && order <= PAGEBLOCK_ORDER);
+        let mt = t.map(MigrateType::from_index);
+        let pi = mt.and_then(|mt| pcp::pindex(order, mt));
+        let (Some(mt), Some(pi)) = (mt, pi) else {
+            // Isolated or reserved pageblocks, lists off, or an order the
+            // lists do not keep.
+            z.free_to_buddy(&self.mm, p, order, true, false);
+            return;
+        };
+        self.mm.page(p).set_private(order, mt);
+        if order == 0 && self.front_on && self.front_push(p, w) {
+            return;
+        }
+        let pcp = self.pcp.here(z.idx);
+        match self.pcp.try_lock(pcp) {
+            Some(mut l) => {
+                l.push(pcp, z, &self.mm, &self.cfg, p, order, pi);
+                l.publish(pcp);
+            }
+            None => z.free_to_buddy(&self.mm, p, order, true, true),
+        }
+    }
+
+    /// A claimed order-0 page (private already set for its list) onto this
+    /// thread's front cache, adopting an empty stack's zone and flushing half
+    /// of a full one first. False when the cache is unavailable or the stack
+    /// holds another zone's pages.
+    fn front_push(&self, p: u64, w: u16) -> bool {
+        let Some(mut g) = self.fronts.current().and_then(Owner::enter) else {
+            return false;
+        };
+        let (stacks, events) = g.split();
+        if !self.push_on(stacks, p, w) {
+            return false;
+        }
+        events.add_owner(crate::stats::events::VmEvent::Pgfree, 1);
+        true
+    }
+
+    /// Push claimed order-0 page `p`, whose pageblock word is `w` and whose
+    /// private word is set, on its stack in `stacks` (the caller holds the
+    /// slot's guard). False, leaving it, when it cannot go there.
+    pub(crate) fn push_on(&self, stacks: &mut Stacks, p: u64, w: u16) -> bool {
+        let Some(t) = zone::pb_pcp_index(w) else {
+            return false;
+        };
+        let s = &mut stacks[t];
+        if !self.stack_takes(s, w) {
+            return false;
+        }
+        s.pfns[s.len as usize] = p as u32;
+        s.len += 1;
+        true
+    }
+
+    /// Make room on stack `s` for a page whose pageblock word is `w`: adopt
+    /// its zone if the stack is empty, flush half of a full stack. False when
+    /// the stack holds another zone's pages.
+    #[inline]
+    pub(crate) fn stack_takes(&self, s: &mut FrontStack, w: u16) -> bool {
+        let zi = zone::pb_zone(w);
+        if s.len == 0 {
+            let z: &Zone = &self.zones[zi];
+            s.adopt(zi, z.nid, z.alloc_event());
+        } else if s.zone as usize != zi {
+            return false;
+        } else if s.len as usize == FRONT_CAP {
+            self.front_flush(s);
+        }
+        true
+    }
+
+    /// A page was freed while its waiters bit was set (or, in the design
+    /// before seed 4, any page was freed): wake whoever waits so they see it
+    /// is gone (page-lock waiters re-check and report NotAllocated).
+    #[cold]
+    pub(crate) fn wake_freed(&self, pfn: Pfn) {
+        crate::pagelock::wake_freed(&self.mm.page(pfn.as_u64()).flags);
+    }
+}

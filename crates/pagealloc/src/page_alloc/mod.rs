@@ -1,0 +1,264 @@
+//! The allocation paths (the kernel's mm/page_alloc.c): what the public
+//! façade calls, built on the layers below it: the memory map, zones and
+//! their buddy lists, per-CPU lists and the thread front caches.
+//!
+//! - [`fast`]: `get_page_from_freelist`: front cache, then this CPU's list,
+//!   then the buddy, each zone of the zonelist against its low watermark.
+//!   The order-0 front-cache hit is forced inline into the caller and states
+//!   its instruction budget.
+//! - [`slow`]: `__alloc_pages_slowpath`: the min watermark, draining per-CPU
+//!   lists and HighAtomic reserves, then failure. Reclaim and compaction
+//!   enter here.
+//! - [`claim`]: the one claim routine every free goes through: checks, then
+//!   one atomic read-modify-write that takes the block from `HEAD` (an
+//!   allocated head with nothing that forbids the free) to `PCP`.
+//! - [`free`] and [`give`]: where a claimed block goes: front cache, per-CPU
+//!   list, buddy.
+//! - [`bulk`] and [`bulk_free`]: seed 3's bulk allocator and its partner.
+//! - [`drain`]: emptying per-CPU lists and front caches.
+//!
+//! Invariant (conservation, checked by `check_invariants`): every managed page
+//! is, at any quiescent moment, in exactly one of: a free block on a zone's
+//! buddy lists, a per-CPU list, a front cache, or an allocated block.
+
+pub(crate) mod bulk;
+pub(crate) mod bulk_free;
+pub(crate) mod claim;
+pub(crate) mod drain;
+pub(crate) mod fast;
+pub(crate) mod free;
+pub(crate) mod give;
+pub(crate) mod slow;
+
+use crate::config::Config;
+use crate::error::ConfigError;
+use crate::front::Fronts;
+use crate::memmap::MemMap;
+use crate::page::flags;
+use crate::pcp::PcpSet;
+use crate::stats::events::PerCpuEvents;
+use crate::types::{Gfp, MigrateType, Pfn, ZoneType, MAX_ORDER, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE};
+use crate::zone::{self, Pageblocks, Zone};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Everything one allocator owns.
+pub(crate) struct Core {
+    /// Unique per allocator in this process (never reused).
+    pub(crate) id: u64,
+    pub(crate) cfg: Config,
+    pub(crate) mm: MemMap,
+    pub(crate) zones: Box<[Zone]>,
+    pub(crate) nodes: Box<[Node]>,
+    /// The pageblock table (zone index, type and isolate bit per pageblock).
+    pub(crate) pageblocks: Pageblocks,
+    /// Event counters for paths that hold no lock, one block per CPU slot.
+    pub(crate) events: PerCpuEvents,
+    /// Per-CPU lists.
+    pub(crate) pcp: PcpSet,
+    /// Whether small orders go through the per-CPU lists.
+    pub(crate) pcp_on: bool,
+    /// Whether order-0 pages go through thread front caches.
+    pub(crate) front_on: bool,
+    /// Whether the inline front-cache allocation path applies (cache on, one
+    /// node: no node choice to make).
+    pub(crate) front_alloc_inline: bool,
+    /// Whether the inline front-cache free path applies (cache on, frees wake
+    /// waiters only when the waiters bit says so, and no type is cached on
+    /// the page at free: seed 2's old design).
+    pub(crate) front_free_inline: bool,
+    /// Every thread's front cache for this allocator, and the drain lock.
+    pub(crate) fronts: Fronts,
+}
+
+/// One node's zonelists.
+pub(crate) struct Node {
+    /// Zonelist for requests that may use Movable zones / that may not,
+    /// falling back to the other nodes in order.
+    zonelist_movable: Vec<usize>,
+    zonelist_normal: Vec<usize>,
+    /// The same, restricted to this node (THISNODE).
+    local_movable: Vec<usize>,
+    local_normal: Vec<usize>,
+}
+
+impl Node {
+    fn build(nid: usize, nodes_zones: &[Vec<usize>], zones: &[Zone]) -> Self {
+        let n = nodes_zones.len();
+        let order: Vec<usize> = (0..n).map(|k| (nid + k) % n).collect();
+        let pick = |movable: bool, nodes: &[usize]| -> Vec<usize> {
+            let mut v = Vec::new();
+            for &node in nodes {
+                // Highest zone first, as the kernel's zonelists are built.
+                for &zi in nodes_zones[node].iter().rev() {
+                    if movable || zones[zi].ztype != ZoneType::Movable {
+                        v.push(zi);
+                    }
+                }
+            }
+            v
+        };
+        Self {
+            zonelist_movable: pick(true, &order),
+            zonelist_normal: pick(false, &order),
+            local_movable: pick(true, &order[..1]),
+            local_normal: pick(false, &order[..1]),
+        }
+    }
+
+    /// The zones a request with `gfp` may use, in the order to try them.
+    #[inline(always)]
+    pub(crate) fn zonelist(&self, gfp: Gfp) -> &[usize] {
+        match (gfp.contains(Gfp::MOVABLE), gfp.contains(Gfp::THISNODE)) {
+            (true, false) => &self.zonelist_movable,
+            (false, false) => &self.zonelist_normal,
+            (true, true) => &self.local_movable,
+            (false, true) => &self.local_normal,
+        }
+    }
+}
+
+impl Core {
+    /// Map the arena, lay out nodes and zones, free every page.
+    pub(crate) fn new(cfg: Config) -> Result<Self, ConfigError> {
+        let pages = cfg.validate()?;
+        let nblocks = pages / PAGEBLOCK_PAGES;
+        let per_node = nblocks / cfg.nodes as u64;
+        let movable_blocks = cfg.movable_zone_bytes.div_ceil(PAGE_SIZE as u64 * PAGEBLOCK_PAGES);
+        let pageblocks = zone::new_pageblocks(nblocks as usize);
+        let mut zones = Vec::new();
+        let mut nodes_zones = Vec::new();
+        for nid in 0..cfg.nodes {
+            let first = nid as u64 * per_node;
+            let last = if nid + 1 == cfg.nodes { nblocks } else { first + per_node };
+            let span = last - first;
+            if movable_blocks >= span {
+                return Err(ConfigError::EmptyZone {
+                    nid,
+                    zone: "Normal",
+                    why: format!(
+                        "the Movable zone ({} pageblocks) takes all of the node's {} pageblocks",
+                        movable_blocks, span
+                    ),
+                });
+            }
+            let split = last - movable_blocks;
+            let mut zs = vec![zones.len()];
+            let (lo, mid, hi) = (first * PAGEBLOCK_PAGES, split * PAGEBLOCK_PAGES, last * PAGEBLOCK_PAGES);
+            zones.push(Zone::new(zones.len(), nid, ZoneType::Normal, lo, mid, &pageblocks));
+            if movable_blocks > 0 {
+                zs.push(zones.len());
+                zones.push(Zone::new(zones.len(), nid, ZoneType::Movable, mid, hi, &pageblocks));
+            }
+            nodes_zones.push(zs);
+        }
+        set_watermarks(&mut zones, &nodes_zones, &cfg);
+        let nodes = (0..cfg.nodes as usize).map(|nid| Node::build(nid, &nodes_zones, &zones)).collect();
+        let mm = MemMap::new(pages, cfg.backing)?;
+        let nr_cpus = cfg.nr_cpus.unwrap_or_else(crate::cpu::possible_cpus).max(1);
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let pcp = PcpSet::new(&zones, nr_cpus, &cfg, id);
+        let pcp_on = cfg.pcp_lists;
+        let front_on = pcp_on && cfg.front_cache && crate::front::available();
+        let core = Core {
+            id,
+            mm,
+            zones: zones.into_boxed_slice(),
+            nodes,
+            pageblocks,
+            events: PerCpuEvents::new(nr_cpus),
+            pcp,
+            pcp_on,
+            front_on,
+            front_alloc_inline: front_on && cfg.nodes == 1,
+            front_free_inline: front_on && cfg.page_lock_waiters_bit && !cfg.pcp_migratetype_cache,
+            fronts: Fronts::new(id),
+            cfg,
+        };
+        core.free_all_at_boot();
+        Ok(core)
+    }
+
+    /// Hand every page of every zone to the buddy lists, in max-order blocks.
+    fn free_all_at_boot(&self) {
+        for z in self.zones.iter() {
+            let mut g = z.lock(&self.mm);
+            let mut p = z.start;
+            while p < z.end {
+                let mut o = MAX_ORDER;
+                while p & ((1 << o) - 1) != 0 || p + (1 << o) > z.end {
+                    o -= 1;
+                }
+                g.add_to_free_list(p, o, MigrateType::Movable, true);
+                p += 1 << o;
+            }
+        }
+    }
+
+    /// The zone of `pfn` (in range).
+    #[inline(always)]
+    pub(crate) fn zone_of(&self, pfn: u64) -> &Zone {
+        &self.zones[zone::pb_zone(self.pageblock_word_racy(pfn))]
+    }
+
+    /// The pageblock word of `pfn` (in range): its zone and its block's type
+    /// in one load. Lock-free: a concurrent retag may or may not be seen.
+    #[inline(always)]
+    pub(crate) fn pageblock_word_racy(&self, pfn: u64) -> u16 {
+        self.pageblocks[(pfn >> PAGEBLOCK_ORDER) as usize].load(Ordering::Relaxed)
+    }
+
+    /// Mark a block allocated (with `head`: `HEAD`, plus `OWNED` for a
+    /// `Pages` handle) and zero it if asked.
+    #[inline(always)]
+    pub(crate) fn prep_new_page(&self, pfn: u64, order: u32, gfp: Gfp, head: u32) -> Pfn {
+        let d = self.mm.page(pfn);
+        d.set_private(order, gfp.migratetype());
+        d.set_flags(head);
+        if gfp.contains(Gfp::ZERO) {
+            self.mm.zero_frames(pfn, order);
+        }
+        Pfn::new(pfn)
+    }
+
+    /// The node the calling thread prefers (its CPU's node; fake NUMA maps
+    /// CPUs round-robin onto nodes).
+    #[inline]
+    pub(crate) fn numa_node_id(&self) -> u32 {
+        let n = self.nodes.len() as u32;
+        if n == 1 {
+            return 0;
+        }
+        crate::cpu::current_cpu() % n
+    }
+}
+
+/// The flags word of a new allocation: `HEAD`, plus `OWNED` when a `Pages`
+/// handle will own it.
+#[inline(always)]
+pub(crate) const fn head_flags(owned: bool) -> u32 {
+    if owned {
+        flags::HEAD | flags::OWNED
+    } else {
+        flags::HEAD
+    }
+}
+
+/// Watermarks and lowmem reserves of every zone.
+fn set_watermarks(zones: &mut [Zone], nodes_zones: &[Vec<usize>], cfg: &Config) {
+    let lowmem: u64 = zones.iter().filter(|z| z.ztype == ZoneType::Normal).map(|z| z.managed).sum();
+    let min_kb =
+        cfg.min_free_kbytes.unwrap_or_else(|| zone::clamp_min_free_kbytes(zone::default_min_free_kbytes(lowmem)));
+    for zs in nodes_zones {
+        let movable_managed =
+            zs.iter().map(|&i| &zones[i]).filter(|z| z.ztype == ZoneType::Movable).map(|z| z.managed).sum::<u64>();
+        for &i in zs {
+            let z = &mut zones[i];
+            z.wmark = zone::compute_watermarks(z, min_kb / 4, lowmem, cfg.watermark_scale_factor);
+            if z.ztype == ZoneType::Normal {
+                z.lowmem_reserve[ZoneType::Movable as usize] = movable_managed / cfg.lowmem_reserve_ratio as u64;
+            }
+        }
+    }
+}

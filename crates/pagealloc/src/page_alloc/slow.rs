@@ -1,0 +1,56 @@
+//! The allocation slow path (the kernel's `__alloc_pages_slowpath`), entered
+//! when no zone of the zonelist could serve the request above its low
+//! watermark.
+//!
+//! Steps, in order (later issues add reclaim and compaction between them):
+//! 1. retry every zone against the min watermark (high-priority requests may
+//!    dip below it and use the HighAtomic reserve);
+//! 2. bring back pages parked on per-CPU lists and front caches, and give
+//!    HighAtomic reserves back to ordinary use, then retry once;
+//! 3. fail with `NoMemory` (counted). Nothing here ever aborts.
+
+use super::Core;
+use crate::error::AllocError;
+use crate::stats::events::VmEvent;
+use crate::types::{Gfp, Pfn};
+use crate::zone::{AllocFlags, Wmark};
+
+impl Core {
+    /// See the module doc. `zl` is the request's zonelist, `head` the flags
+    /// word of the new allocation.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn alloc_slow(&self, zl: &[usize], order: u32, gfp: Gfp, head: u32) -> Result<Pfn, AllocError> {
+        let af = AllocFlags { wmark: Wmark::Min, high: gfp.contains(Gfp::HIGH) };
+        for attempt in 0..2 {
+            for &zi in zl {
+                let z = &self.zones[zi];
+                if z.watermark_ok(order, af, gfp) {
+                    if let Some(p) = z.rmqueue(&self.mm, order, gfp, af, false) {
+                        return Ok(self.prep_new_page(p, order, gfp, head));
+                    }
+                }
+            }
+            if attempt == 0 && !self.reclaim_parked(zl, gfp) {
+                break;
+            }
+        }
+        self.events.count(VmEvent::AllocFail, 1);
+        Err(AllocError::NoMemory { order })
+    }
+
+    /// Pages parked on per-CPU lists and front caches count as free memory
+    /// the request may have: bring them back, and unreserve HighAtomic
+    /// blocks. False when there was nothing to try.
+    fn reclaim_parked(&self, zl: &[usize], gfp: Gfp) -> bool {
+        let mut any = self.pcp_on;
+        if self.pcp_on {
+            self.drain_all();
+        }
+        for &zi in zl {
+            let z = &self.zones[zi];
+            any |= z.lock(&self.mm).unreserve_highatomic_locked(gfp.migratetype(), true);
+        }
+        any
+    }
+}

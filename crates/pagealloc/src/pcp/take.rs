@@ -1,0 +1,245 @@
+//! Taking blocks off a CPU's lists and putting them back (the kernel's
+//! `rmqueue_pcplist`, `rmqueue_bulk` and `free_unref_page_commit`), and the
+//! table of every CPU's lists for every zone.
+//!
+//! Everything here works on one [`Pcp`] whose lock the caller holds (a
+//! [`PcpLists`] borrowed from its guard), the zone it belongs to and the
+//! memory map: it never sees the allocator.
+//!
+//! Refill, under the zone lock, does only buddy work: the blocks taken are
+//! noted as runs, and their pages are marked and listed after the zone lock
+//! is dropped. That is safe: off the free lists the blocks are nobody's but
+//! the caller's (a free of one of their pfns in between finds no allocated
+//! head and is refused), and the pcp lock the caller holds keeps every
+//! checker and drainer out until they are listed.
+
+use super::{block_key, unkey, Pcp, PcpLists, NR_PCP_LISTS};
+use crate::config::Config;
+use crate::memmap::MemMap;
+use crate::page::flags;
+use crate::stats::events::VmEvent;
+use crate::sync::MutexGuard;
+use crate::types::{Gfp, MigrateType, PAGEBLOCK_ORDER};
+use crate::zone::{AllocFlags, Wmark, Zone};
+use crossbeam_utils::CachePadded;
+
+/// Every CPU's lists for every zone, `zone * nr_cpus + cpu`.
+pub(crate) struct PcpSet {
+    pcps: Box<[CachePadded<Pcp>]>,
+    nr_cpus: usize,
+    /// The allocator's id, for failure injection's per-allocator targeting.
+    alloc_id: u64,
+}
+
+impl PcpSet {
+    /// Lists for every zone, `nr_cpus` sets each, sized by the kernel's
+    /// formulas (or `cfg`'s overrides).
+    pub(crate) fn new(zones: &[Zone], nr_cpus: usize, cfg: &Config, alloc_id: u64) -> Self {
+        let mut pcps = Vec::with_capacity(zones.len() * nr_cpus);
+        for z in zones {
+            let batch = cfg.pcp_batch.unwrap_or_else(|| super::default_batch(z.managed)).max(1);
+            let (lo, hi) = super::high_bounds(
+                z.managed,
+                z.wmark[Wmark::Low as usize],
+                nr_cpus,
+                batch,
+                cfg.percpu_pagelist_high_fraction,
+            );
+            for _ in 0..nr_cpus {
+                pcps.push(CachePadded::new(Pcp::new(batch, lo, hi)));
+            }
+        }
+        Self { pcps: pcps.into_boxed_slice(), nr_cpus, alloc_id }
+    }
+
+    /// CPU slots per zone.
+    #[inline(always)]
+    pub(crate) fn nr_cpus(&self) -> usize {
+        self.nr_cpus
+    }
+
+    /// The calling CPU's lists for zone `zi`.
+    #[inline(always)]
+    pub(crate) fn here(&self, zi: usize) -> &Pcp {
+        self.get(zi, crate::cpu::current_cpu() as usize % self.nr_cpus)
+    }
+
+    /// CPU `cpu`'s lists for zone `zi`.
+    #[inline(always)]
+    pub(crate) fn get(&self, zi: usize, cpu: usize) -> &Pcp {
+        &self.pcps[zi * self.nr_cpus + cpu]
+    }
+
+    /// Every set, zone-major.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Pcp> {
+        self.pcps.iter().map(|p| &**p)
+    }
+
+    /// Try to take a set's lock (fault injection may say no). Never waits.
+    #[inline(always)]
+    pub(crate) fn try_lock<'a>(&self, pcp: &'a Pcp) -> Option<MutexGuard<'a, PcpLists>> {
+        pcp.lists.try_lock().filter(|_| crate::failinject::trylock_ok(self.alloc_id))
+    }
+}
+
+impl PcpLists {
+    /// Take up to `n` blocks of `order` from list `pi` (type `mt`) for zone
+    /// `z`, refilling from the buddy while the zone is above the watermark of
+    /// `af`. `take` gets them a slice at a time, hottest last, and returns how
+    /// many it used, counting from the end (fewer than offered: it wants no
+    /// more). Returns how many were used. The caller holds `pcp`'s lock
+    /// (`self`) and publishes the counts afterwards.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub(crate) fn take(
+        &mut self,
+        pcp: &Pcp,
+        z: &Zone,
+        mm: &MemMap,
+        (order, mt, pi): (u32, MigrateType, usize),
+        af: AllocFlags,
+        gfp: Gfp,
+        n: usize,
+        count_alloc: bool,
+        mut take: impl FnMut(&[u32]) -> usize,
+    ) -> usize {
+        let mut got = 0usize;
+        while got < n {
+            let list = &mut self.lists[pi];
+            if list.is_empty() {
+                if !self.refill(z, mm, order, mt, pi, af, gfp) {
+                    break;
+                }
+                continue;
+            }
+            // The hot end is the end of the deque's second slice (or of its
+            // first, when the second is empty).
+            let (front, back) = list.as_slices();
+            let part = if back.is_empty() { front } else { back };
+            let k = (n - got).min(part.len());
+            let used = take(&part[part.len() - k..]).min(k);
+            list.truncate(list.len() - used);
+            // Kept exact as we go, so a refill sizes itself on what is
+            // really left (a stale count would hold a long bulk request to
+            // one-page refills once it passed `high`).
+            self.count -= (used as u32) << order;
+            got += used;
+            if used < k {
+                break;
+            }
+        }
+        if got > 0 {
+            self.note_alloc();
+            if count_alloc {
+                pcp.events.add_owner(z.alloc_event(), (got as u64) << order);
+            }
+        }
+        got
+    }
+
+    /// Refill list `pi` with a batch from the buddy under one zone-lock hold
+    /// (see the module doc). False when the zone is below the watermark or
+    /// has nothing of this type or its fallbacks.
+    #[allow(clippy::too_many_arguments)]
+    fn refill(
+        &mut self,
+        z: &Zone,
+        mm: &MemMap,
+        order: u32,
+        mt: MigrateType,
+        pi: usize,
+        af: AllocFlags,
+        gfp: Gfp,
+    ) -> bool {
+        if !z.watermark_ok(order, af, gfp) {
+            return false;
+        }
+        let n = self.refill_blocks(order);
+        let mut runs = std::mem::take(&mut self.scratch);
+        let mut got = 0u32;
+        let above_high = {
+            let mut g = z.lock(mm);
+            while got < n {
+                // Take the largest power-of-two run of blocks that still fits the
+                // request from this type's own lists in one piece (one list
+                // operation instead of one per block); only single blocks go
+                // through the fallback path.
+                let run = (n - got).ilog2().min(PAGEBLOCK_ORDER.saturating_sub(order));
+                let (p, k) = match g.rmqueue_smallest(order + run, mt) {
+                    Some(p) if run > 0 => (p, order + run),
+                    Some(p) => (p, order),
+                    None => match g.rmqueue_locked(order, mt) {
+                        Some((p, how)) => {
+                            g.count_fallback(how);
+                            (p, order)
+                        }
+                        None => break,
+                    },
+                };
+                runs.push(block_key(p, k));
+                got += 1 << (k - order);
+            }
+            if got > 0 {
+                z.stats.events.add_owner(VmEvent::PcpRefill, 1);
+            }
+            z.free_pages_racy() > z.wmark[Wmark::High as usize]
+        };
+        // Refilled pages go to the cold end, each run's lowest pfn coldest.
+        let descs = mm.descs();
+        for &r in &runs {
+            let (p, k) = unkey(r);
+            let mut q = p + (1u64 << k);
+            while q > p {
+                q -= 1 << order;
+                let d = &descs[q as usize];
+                d.ensure_private(order, mt);
+                d.set_flags(flags::PCP);
+                self.lists[pi].push_front(q as u32);
+            }
+        }
+        runs.clear();
+        self.scratch = runs;
+        self.count += got << order;
+        self.tune_on_refill(above_high);
+        got > 0
+    }
+
+    /// Push one claimed block (flags already PCP, private set) on list `pi`,
+    /// draining to the buddy if the set reaches `high`.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub(crate) fn push(&mut self, pcp: &Pcp, z: &Zone, mm: &MemMap, cfg: &Config, p: u64, order: u32, pi: usize) {
+        debug_assert!(pi < NR_PCP_LISTS);
+        self.lists[pi].push_back(p as u32);
+        self.count += 1 << order;
+        self.note_free(1 << order);
+        pcp.events.add_owner(VmEvent::Pgfree, 1 << order);
+        if self.over_high() {
+            let nr = self.drain_target();
+            self.drain(z, mm, nr, cfg.drain_mode, cfg.pcp_migratetype_cache, pi);
+        }
+    }
+
+    /// After `n` pages were appended to the lists by the caller: count them,
+    /// drain if the set reached `high` (starting where the last drain
+    /// stopped). `count_free`: count pgfree for them.
+    pub(crate) fn pushed(&mut self, pcp: &Pcp, z: &Zone, mm: &MemMap, cfg: &Config, n: u32, count_free: bool) {
+        self.count += n;
+        self.note_free(n);
+        if count_free {
+            pcp.events.add_owner(VmEvent::Pgfree, n as u64);
+        }
+        if self.over_high() {
+            let nr = self.drain_target();
+            let first = self.next_list();
+            self.drain(z, mm, nr, cfg.drain_mode, cfg.pcp_migratetype_cache, first);
+        }
+    }
+
+    /// Empty every list into the buddy (`drain_local_pages` for one set).
+    pub(crate) fn drain_all(&mut self, z: &Zone, mm: &MemMap, cfg: &Config) {
+        let n = self.count;
+        let first = self.next_list();
+        self.drain(z, mm, n, cfg.drain_mode, cfg.pcp_migratetype_cache, first);
+    }
+}

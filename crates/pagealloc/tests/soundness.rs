@@ -1,0 +1,247 @@
+//! The promises of issue 15, each as the reproducer that used to break them:
+//! safe code never gets two owners of a frame, concurrent misuse never
+//! corrupts the allocator, a free never wipes a lock or loses a wakeup.
+//! The races run as many-thread loops; the aliasing cases are small enough
+//! for Miri (`cargo +nightly miri test --test soundness -- pages_`).
+
+use pagealloc::{Config, FreeError, Gfp, PageAllocator, PageStateError, Pfn};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+fn backed(mb: u64) -> PageAllocator {
+    PageAllocator::new(Config::new().arena_bytes(mb << 20).nr_cpus(Some(2)).min_free_kbytes(Some(0))).unwrap()
+}
+
+fn whole(a: &PageAllocator) {
+    a.check_invariants().unwrap();
+    a.drain_all_pages();
+    a.check_invariants().unwrap();
+    assert_eq!(a.nr_free_pages(), a.managed_pages());
+}
+
+/// The raw pfn API cannot free a block a `Pages` handle owns, so the frame is
+/// never handed out again while the handle's `&mut [u8]` lives.
+#[test]
+fn pages_handle_blocks_raw_frees_of_its_frame() {
+    let a = backed(4);
+    let mut p1 = a.alloc(Gfp::KERNEL, 0).unwrap();
+    let pfn = p1.pfn();
+    assert_eq!(a.free_pages(pfn, 0), Err(FreeError::Owned { pfn }));
+    assert_eq!(a.free_contig_range(pfn, 1), Err(FreeError::Owned { pfn }));
+    let err = a.free_pages_bulk(&[pfn]).unwrap_err();
+    assert_eq!(err.rejected, vec![(0, FreeError::Owned { pfn })]);
+    let mut slots = [Some(pfn)];
+    assert!(a.free_pages_bulk_slots(&mut slots).is_err());
+    assert_eq!(slots[0], Some(pfn), "a refused entry stays in its slot");
+    // The frame is not handed out again, zeroing or not.
+    let mut p2 = a.alloc(Gfp::KERNEL | Gfp::ZERO, 0).unwrap();
+    assert_ne!(p2.pfn(), pfn);
+    let (x, y) = (p1.as_mut_slice().unwrap(), p2.as_mut_slice().unwrap());
+    x[0] = 1;
+    y[0] = 2;
+    assert_eq!((x[0], y[0]), (1, 2));
+    drop(p1);
+    drop(p2);
+    whole(&a);
+}
+
+/// Giving ownership up hands the block to the raw API, once.
+#[test]
+fn pages_into_pfn_hands_the_block_to_the_raw_api() {
+    let a = backed(4);
+    let p = a.alloc(Gfp::MOVABLE, 2).unwrap();
+    let pfn = p.into_pfn();
+    a.free_pages(pfn, 2).unwrap();
+    assert!(matches!(a.free_pages(pfn, 2), Err(FreeError::DoubleFree { .. })));
+    whole(&a);
+}
+
+/// Two threads freeing the same pfn: exactly one succeeds, every time, and
+/// the counters stay right (the claim is one CAS).
+#[test]
+fn racing_double_frees_succeed_exactly_once() {
+    let a = Arc::new(backed(8));
+    let threads = 4;
+    let rounds = 3000;
+    let barrier = Arc::new(Barrier::new(threads));
+    let target = Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX));
+    let wins = Arc::new(AtomicUsize::new(0));
+    let hs: Vec<_> = (0..threads)
+        .map(|t| {
+            let (a, barrier, target, wins) = (a.clone(), barrier.clone(), target.clone(), wins.clone());
+            std::thread::spawn(move || {
+                for _ in 0..rounds {
+                    if t == 0 {
+                        target.store(a.alloc_pages(Gfp::KERNEL, 0).unwrap().as_u64(), Ordering::SeqCst);
+                    }
+                    barrier.wait();
+                    let p = Pfn::new(target.load(Ordering::SeqCst));
+                    match a.free_pages(p, 0) {
+                        Ok(()) => {
+                            wins.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(FreeError::DoubleFree { .. } | FreeError::NotAllocated { .. }) => {}
+                        Err(e) => panic!("unexpected {e}"),
+                    }
+                    barrier.wait();
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    assert_eq!(wins.load(Ordering::Relaxed), rounds, "each page freed exactly once");
+    whole(&a);
+}
+
+/// Two concurrent bulk frees of the same slice: every page freed exactly once.
+#[test]
+fn racing_bulk_frees_of_one_slice_free_each_page_once() {
+    let a = Arc::new(backed(8));
+    for round in 0..200 {
+        let mut pages = Vec::new();
+        assert_eq!(a.alloc_pages_bulk_list(Gfp::MOVABLE, 40 + round % 50, &mut pages), 40 + round % 50);
+        let pages = Arc::new(pages);
+        let hs: Vec<_> = (0..2)
+            .map(|_| {
+                let (a, pages) = (a.clone(), pages.clone());
+                std::thread::spawn(move || match a.free_pages_bulk(&pages) {
+                    Ok(()) => 0,
+                    Err(e) => e.rejected.len(),
+                })
+            })
+            .collect();
+        let rejected: usize = hs.into_iter().map(|h| h.join().unwrap()).sum();
+        assert_eq!(rejected, pages.len(), "round {round}: every page rejected exactly once");
+    }
+    whole(&a);
+}
+
+/// A free racing `trylock_page` on the same page: never both; a lock that
+/// won is never wiped, and unlocking it works.
+#[test]
+fn free_racing_trylock_never_both_succeed() {
+    let a = Arc::new(backed(8));
+    for _ in 0..2000 {
+        let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
+        let barrier = Arc::new(Barrier::new(2));
+        let (a2, b2) = (a.clone(), barrier.clone());
+        let locker = std::thread::spawn(move || {
+            b2.wait();
+            a2.trylock_page(p)
+        });
+        barrier.wait();
+        let freed = a.free_pages(p, 0);
+        let locked = locker.join().unwrap();
+        match (freed, locked) {
+            (Ok(()), false) => {}
+            (Err(FreeError::Locked { .. }), true) => {
+                a.unlock_page(p).unwrap();
+                a.free_pages(p, 0).unwrap();
+            }
+            other => panic!("free and lock both went through or both failed: {other:?}"),
+        }
+    }
+    whole(&a);
+}
+
+/// A queued `lock_page` waiter is never left asleep by a racing free: the
+/// free is refused while the page is locked, the unlock wakes the waiter.
+#[test]
+fn free_racing_a_queued_waiter_keeps_the_lock_and_the_wakeup() {
+    let a = Arc::new(backed(4));
+    for _ in 0..200 {
+        let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
+        assert!(a.trylock_page(p));
+        let a2 = a.clone();
+        let waiter = std::thread::spawn(move || {
+            a2.lock_page(p).unwrap();
+            a2.unlock_page(p).unwrap();
+        });
+        while !a.page_locked_racy(p) {}
+        std::thread::sleep(Duration::from_micros(50));
+        assert_eq!(a.free_pages(p, 0), Err(FreeError::Locked { pfn: p }));
+        a.unlock_page(p).unwrap();
+        waiter.join().unwrap();
+        a.free_pages(p, 0).unwrap();
+    }
+    whole(&a);
+}
+
+/// Only a guard releases the lock it holds: a raw unlock is refused and
+/// changes nothing, and the guard's drop never panics.
+#[test]
+fn guard_lock_cannot_be_released_by_a_raw_unlock() {
+    let a = backed(4);
+    let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
+    let g = a.lock_page_guard(p).unwrap();
+    assert_eq!(a.unlock_page(p), Err(PageStateError::HeldByGuard { pfn: p }));
+    assert_eq!(a.unlock_page_uptodate(p), Err(PageStateError::HeldByGuard { pfn: p }));
+    assert!(a.page_locked_racy(p));
+    assert!(!a.trylock_page(p));
+    assert_eq!(a.free_pages(p, 0), Err(FreeError::Locked { pfn: p }));
+    drop(g);
+    assert!(!a.page_locked_racy(p));
+    a.free_pages(p, 0).unwrap();
+    whole(&a);
+}
+
+/// Raw unlocks hammering a guarded lock from other threads never release
+/// it: while a guard lives, no other locker gets in.
+#[test]
+fn raw_unlocks_racing_a_guard_never_let_a_second_locker_in() {
+    let a = Arc::new(backed(4));
+    let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let inside = Arc::new(AtomicUsize::new(0));
+    let hs: Vec<_> = (0..3)
+        .map(|t| {
+            let (a, stop, inside) = (a.clone(), stop.clone(), inside.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    if t == 0 {
+                        let _ = a.unlock_page(p);
+                    } else if let Ok(Some(g)) = a.trylock_page_guard(p) {
+                        assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two guards inside");
+                        std::hint::spin_loop();
+                        inside.fetch_sub(1, Ordering::SeqCst);
+                        drop(g);
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    for h in hs {
+        h.join().unwrap();
+    }
+    assert!(!a.page_locked_racy(p));
+    a.free_pages(p, 0).unwrap();
+    whole(&a);
+}
+
+/// `free_contig_range` over a range whose tail is already free frees
+/// nothing and reports the first bad page; over a live handle likewise.
+#[test]
+fn free_contig_range_is_all_or_nothing() {
+    let a = backed(8);
+    let s = a.alloc_contig_pages(16, Gfp::KERNEL).unwrap();
+    a.free_pages(s.add(12), 0).unwrap();
+    let before = a.census();
+    let err = a.free_contig_range(s, 16).unwrap_err();
+    assert_eq!(err.pfn(), s.add(12));
+    assert_eq!(a.census(), before, "a refused range free changed state");
+    for i in 0..16 {
+        if i != 12 {
+            a.free_pages(s.add(i), 0).unwrap();
+        }
+    }
+    let h = a.alloc(Gfp::KERNEL, 0).unwrap();
+    assert_eq!(a.free_contig_range(h.pfn(), 1), Err(FreeError::Owned { pfn: h.pfn() }));
+    drop(h);
+    assert!(a.free_contig_range(Pfn::new(u64::MAX - 5), 10).is_err());
+    whole(&a);
+}
