@@ -85,7 +85,8 @@
 typedef enum pagealloc_status {
   // Success.
   PAGEALLOC_OK = 0,
-  // No free block of the order asked for (a normal result, not a crash).
+  // No free block of the order asked for (a normal result, not a crash);
+  // from `pagealloc_create`, no memory for the allocator's page descriptors.
   PAGEALLOC_ERR_NO_MEMORY = 1,
   // The order is above PAGEALLOC_MAX_ORDER.
   PAGEALLOC_ERR_INVALID_ORDER = 2,
@@ -103,7 +104,8 @@ typedef enum pagealloc_status {
   PAGEALLOC_ERR_INSIDE_BLOCK = 8,
   // The pfn is not an allocated page (never allocated, or held by isolation).
   PAGEALLOC_ERR_NOT_ALLOCATED = 9,
-  // Free of a locked page: unlock it first.
+  // Free of a locked page: unlock it first. (Also a lock held by a Rust
+  // `PageLockGuard`, which only that guard releases.)
   PAGEALLOC_ERR_LOCKED = 10,
   // Free of a page under writeback: end writeback first.
   PAGEALLOC_ERR_WRITEBACK = 11,
@@ -203,7 +205,8 @@ enum pagealloc_status pagealloc_config_default(struct pagealloc_config *cfg);
 // Build an allocator from `*cfg` (NULL: the defaults) and store its handle in
 // `*out_handle`. On error `*out_handle` is set to NULL and the code says why
 // (`PAGEALLOC_ERR_INVALID_CONFIG` with the field in the message,
-// `PAGEALLOC_ERR_MMAP`, `PAGEALLOC_ERR_INVALID_ARGUMENT` for an unknown
+// `PAGEALLOC_ERR_MMAP`, `PAGEALLOC_ERR_NO_MEMORY` when the page descriptors
+// cannot be allocated, `PAGEALLOC_ERR_INVALID_ARGUMENT` for an unknown
 // backing or drain mode).
 //
 // Thread safety: safe to call from any thread; each call makes a new allocator.

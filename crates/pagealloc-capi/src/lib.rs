@@ -354,7 +354,8 @@ pub unsafe extern "C" fn pagealloc_config_default(cfg: *mut pagealloc_config) ->
 /// Build an allocator from `*cfg` (NULL: the defaults) and store its handle in
 /// `*out_handle`. On error `*out_handle` is set to NULL and the code says why
 /// (`PAGEALLOC_ERR_INVALID_CONFIG` with the field in the message,
-/// `PAGEALLOC_ERR_MMAP`, `PAGEALLOC_ERR_INVALID_ARGUMENT` for an unknown
+/// `PAGEALLOC_ERR_MMAP`, `PAGEALLOC_ERR_NO_MEMORY` when the page descriptors
+/// cannot be allocated, `PAGEALLOC_ERR_INVALID_ARGUMENT` for an unknown
 /// backing or drain mode).
 ///
 /// Thread safety: safe to call from any thread; each call makes a new allocator.

@@ -17,7 +17,8 @@ use pagealloc::{AllocError, ConfigError, FreeError, InvariantError, PageStateErr
 pub enum pagealloc_status {
     /// Success.
     PAGEALLOC_OK = 0,
-    /// No free block of the order asked for (a normal result, not a crash).
+    /// No free block of the order asked for (a normal result, not a crash);
+    /// from `pagealloc_create`, no memory for the allocator's page descriptors.
     PAGEALLOC_ERR_NO_MEMORY = 1,
     /// The order is above PAGEALLOC_MAX_ORDER.
     PAGEALLOC_ERR_INVALID_ORDER = 2,
@@ -35,7 +36,8 @@ pub enum pagealloc_status {
     PAGEALLOC_ERR_INSIDE_BLOCK = 8,
     /// The pfn is not an allocated page (never allocated, or held by isolation).
     PAGEALLOC_ERR_NOT_ALLOCATED = 9,
-    /// Free of a locked page: unlock it first.
+    /// Free of a locked page: unlock it first. (Also a lock held by a Rust
+    /// `PageLockGuard`, which only that guard releases.)
     PAGEALLOC_ERR_LOCKED = 10,
     /// Free of a page under writeback: end writeback first.
     PAGEALLOC_ERR_WRITEBACK = 11,
@@ -159,13 +161,12 @@ pub(crate) fn run(name: &'static str, f: impl FnOnce() -> Res) -> pagealloc_stat
     })
 }
 
-// The error enums will become #[non_exhaustive]: every match keeps a wildcard
-// arm (unreachable while they are exhaustive).
+// The error enums are #[non_exhaustive]: a variant added later comes back as
+// PAGEALLOC_ERR_UNKNOWN with its message until it is given a code here.
 
 #[cold]
 #[inline(never)]
 pub(crate) fn alloc_err(e: AllocError) -> pagealloc_status {
-    #[allow(unreachable_patterns)]
     let code = match e {
         AllocError::NoMemory { .. } => PAGEALLOC_ERR_NO_MEMORY,
         AllocError::InvalidOrder { .. } => PAGEALLOC_ERR_INVALID_ORDER,
@@ -178,7 +179,6 @@ pub(crate) fn alloc_err(e: AllocError) -> pagealloc_status {
 
 /// The code of a free error, without recording anything.
 pub(crate) fn free_code(e: &FreeError) -> pagealloc_status {
-    #[allow(unreachable_patterns)]
     match e {
         FreeError::OutOfRange { .. } => PAGEALLOC_ERR_OUT_OF_RANGE,
         FreeError::InvalidOrder { .. } => PAGEALLOC_ERR_INVALID_ORDER,
@@ -189,6 +189,8 @@ pub(crate) fn free_code(e: &FreeError) -> pagealloc_status {
         FreeError::NotAllocated { .. } => PAGEALLOC_ERR_NOT_ALLOCATED,
         FreeError::Locked { .. } => PAGEALLOC_ERR_LOCKED,
         FreeError::Writeback { .. } => PAGEALLOC_ERR_WRITEBACK,
+        // Only a Rust `Pages` handle owns a block; the C API never makes one.
+        FreeError::Owned { .. } => PAGEALLOC_ERR_NOT_ALLOCATED,
         _ => PAGEALLOC_ERR_UNKNOWN,
     }
 }
@@ -202,11 +204,12 @@ pub(crate) fn free_err(e: FreeError) -> pagealloc_status {
 #[cold]
 #[inline(never)]
 pub(crate) fn state_err(e: PageStateError) -> pagealloc_status {
-    #[allow(unreachable_patterns)]
     let code = match e {
         PageStateError::OutOfRange { .. } => PAGEALLOC_ERR_OUT_OF_RANGE,
         PageStateError::NotAllocated { .. } => PAGEALLOC_ERR_NOT_ALLOCATED,
         PageStateError::NotLocked { .. } => PAGEALLOC_ERR_NOT_LOCKED,
+        // Only a Rust `PageLockGuard` holds such a lock; the C API never makes one.
+        PageStateError::HeldByGuard { .. } => PAGEALLOC_ERR_LOCKED,
         PageStateError::NotWriteback { .. } => PAGEALLOC_ERR_NOT_WRITEBACK,
         PageStateError::AlreadyIsolated { .. } => PAGEALLOC_ERR_ALREADY_ISOLATED,
         PageStateError::NotIsolated { .. } => PAGEALLOC_ERR_NOT_ISOLATED,
@@ -220,7 +223,6 @@ pub(crate) fn state_err(e: PageStateError) -> pagealloc_status {
 #[cold]
 #[inline(never)]
 pub(crate) fn wait_err(e: WaitError) -> pagealloc_status {
-    #[allow(unreachable_patterns)]
     match e {
         WaitError::TimedOut => fail(PAGEALLOC_ERR_TIMED_OUT, e),
         WaitError::Cancelled => fail(PAGEALLOC_ERR_CANCELLED, e),
@@ -232,11 +234,12 @@ pub(crate) fn wait_err(e: WaitError) -> pagealloc_status {
 #[cold]
 #[inline(never)]
 pub(crate) fn config_err(e: ConfigError) -> pagealloc_status {
-    #[allow(unreachable_patterns)]
     let code = match e {
         ConfigError::Mmap(_) => PAGEALLOC_ERR_MMAP,
+        ConfigError::OutOfMemory { .. } => PAGEALLOC_ERR_NO_MEMORY,
         ConfigError::ArenaTooSmall { .. }
         | ConfigError::ArenaNotPageMultiple { .. }
+        | ConfigError::ArenaNotPageblockMultiple { .. }
         | ConfigError::ArenaTooLarge { .. }
         | ConfigError::TooManyNodes { .. }
         | ConfigError::EmptyZone { .. }
