@@ -3,14 +3,8 @@
 //! path pays nothing for them when they are off.
 
 use crate::error::ConfigError;
+use crate::types::{MAX_ARENA_BYTES, PAGEBLOCK_BYTES};
 use crate::types::{PAGEBLOCK_PAGES, PAGE_SIZE};
-
-/// Bytes in a pageblock (2 MiB): the arena is a whole number of them.
-pub(crate) const PAGEBLOCK_BYTES: u64 = PAGEBLOCK_PAGES * PAGE_SIZE as u64;
-
-/// The largest arena: the last pageblock multiple below 2^32 - 2 pages (pfn
-/// links are 32 bits and two values are reserved).
-pub(crate) const MAX_ARENA_BYTES: u64 = ((u32::MAX as u64 - 1) / PAGEBLOCK_PAGES * PAGEBLOCK_PAGES) * PAGE_SIZE as u64;
 
 /// Largest [`Config::nodes`]: a zone index is a byte of the pageblock word and
 /// each node may have two zones.

@@ -1,7 +1,7 @@
 //! Typed errors. Every misuse names the pfn it was about; none of them leaves the
 //! allocator's state changed.
 
-use crate::config::MAX_ARENA_BYTES;
+use crate::types::MAX_ARENA_BYTES;
 use crate::types::{MigrateType, Pfn};
 use std::fmt;
 use std::io;
@@ -368,7 +368,7 @@ impl fmt::Display for BulkFreeError {
 /// Round-down and round-up suggestions for an arena size that is not a whole
 /// number of pageblocks.
 fn pageblock_suggestion(bytes: u64) -> String {
-    const BLOCK: u64 = crate::config::PAGEBLOCK_BYTES;
+    const BLOCK: u64 = crate::types::PAGEBLOCK_BYTES;
     let down = bytes - bytes % BLOCK;
     let up = down.checked_add(BLOCK);
     match (down, up) {

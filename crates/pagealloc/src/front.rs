@@ -52,9 +52,9 @@
 //! whose thread has exited is `orphaned`; the next `drain_all_pages` empties and
 //! forgets it.
 
-use crate::stats::events::{EventCounters, VmEvent, NR_VM_EVENTS};
 use crate::sync::{AtomicBool, CellMut, Mutex, MutexGuard, Ordering, UnsafeCell};
 use crate::types::MIGRATE_PCPTYPES;
+use crate::vmevent::{EventCounters, VmEvent, NR_VM_EVENTS};
 use std::marker::PhantomData;
 use std::sync::Arc;
 

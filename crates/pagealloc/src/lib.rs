@@ -43,6 +43,7 @@ mod pcp;
 pub mod stats;
 mod sync;
 mod types;
+mod vmevent;
 mod zone;
 
 pub use allocator::PageAllocator;

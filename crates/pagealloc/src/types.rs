@@ -17,6 +17,12 @@ pub const PAGEBLOCK_ORDER: u32 = 9;
 /// Pages per pageblock.
 pub const PAGEBLOCK_PAGES: u64 = 1 << PAGEBLOCK_ORDER;
 
+/// Bytes in a pageblock (2 MiB): the arena is a whole number of them.
+pub(crate) const PAGEBLOCK_BYTES: u64 = PAGEBLOCK_PAGES * PAGE_SIZE as u64;
+/// The largest arena: the last pageblock multiple below 2^32 - 2 pages (pfn
+/// links are 32 bits and two values are reserved).
+pub(crate) const MAX_ARENA_BYTES: u64 = ((u32::MAX as u64 - 1) / PAGEBLOCK_PAGES * PAGEBLOCK_PAGES) * PAGE_SIZE as u64;
+
 /// A page frame number: the index of a 4 KiB frame in the arena.
 ///
 /// Pfns are plain numbers so users can do arithmetic over contiguous ranges.

@@ -9,9 +9,9 @@ use super::Core;
 use crate::error::{BulkFreeError, FreeError};
 use crate::front::{Owner, FRONT_BATCH, FRONT_CAP};
 use crate::page::{self, flags};
-use crate::stats::events::VmEvent;
 use crate::sync::Ordering;
 use crate::types::{Pfn, PAGEBLOCK_ORDER};
+use crate::vmevent::VmEvent;
 use crate::zone;
 
 /// The flags a fast bulk free accepts: exactly an allocated head with

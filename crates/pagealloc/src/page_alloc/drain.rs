@@ -4,7 +4,7 @@
 //! holds while it holds every thread's cache.
 
 use super::Core;
-use crate::stats::events::{VmEvent, NR_VM_EVENTS};
+use crate::vmevent::{VmEvent, NR_VM_EVENTS};
 
 impl Core {
     /// Every page on per-CPU lists and in front caches back to the buddy.

@@ -58,7 +58,7 @@ impl Core {
         }
         s.pfns[len] = p as u32;
         s.len = len as u32 + 1;
-        events.add_owner(crate::stats::events::VmEvent::Pgfree, 1);
+        events.add_owner(crate::vmevent::VmEvent::Pgfree, 1);
         true
     }
 
@@ -114,7 +114,7 @@ impl Core {
         if !self.push_on(stacks, p, w) {
             return false;
         }
-        events.add_owner(crate::stats::events::VmEvent::Pgfree, 1);
+        events.add_owner(crate::vmevent::VmEvent::Pgfree, 1);
         true
     }
 

@@ -36,8 +36,8 @@ use crate::front::Fronts;
 use crate::memmap::{MemMap, Pageblocks};
 use crate::page::flags;
 use crate::pcp::PcpSet;
-use crate::stats::events::PerCpuEvents;
 use crate::types::{Gfp, MigrateType, Pfn, ZoneType, MAX_ORDER, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE};
+use crate::vmevent::PerCpuEvents;
 use crate::zone::{self, Zone};
 use std::sync::atomic::{AtomicU64, Ordering};
 

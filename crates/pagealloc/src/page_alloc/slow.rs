@@ -11,8 +11,8 @@
 
 use super::Core;
 use crate::error::AllocError;
-use crate::stats::events::VmEvent;
 use crate::types::{Gfp, Pfn};
+use crate::vmevent::VmEvent;
 use crate::zone::{AllocFlags, Wmark};
 
 impl Core {

@@ -126,7 +126,7 @@ pub(crate) struct Pcp {
     pub(crate) high_min: u32,
     pub(crate) high_max: u32,
     /// Event counters of this CPU, written under the pcp lock.
-    pub(crate) events: crate::stats::events::EventCounters,
+    pub(crate) events: crate::vmevent::EventCounters,
 }
 
 /// The lists and their bookkeeping (behind the pcp lock).
@@ -292,7 +292,7 @@ impl PcpLists {
         };
         let check_isolate = cached_mt && zone.stats.block_count[MigrateType::Isolate.index()].get_racy() != 0;
         free_coalesced(&mut g, &mut scratch, cached_mt && !check_isolate, runs_early);
-        g.zone.stats.events.add_owner(crate::stats::events::VmEvent::PcpDrain, 1);
+        g.zone.stats.events.add_owner(crate::vmevent::VmEvent::PcpDrain, 1);
         drop(g);
         scratch.clear();
         self.scratch = scratch;

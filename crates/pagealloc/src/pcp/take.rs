@@ -17,9 +17,9 @@ use super::{block_key, unkey, Pcp, PcpLists, NR_PCP_LISTS};
 use crate::config::Config;
 use crate::memmap::MemMap;
 use crate::page::flags;
-use crate::stats::events::VmEvent;
 use crate::sync::MutexGuard;
 use crate::types::{Gfp, MigrateType, PAGEBLOCK_ORDER};
+use crate::vmevent::VmEvent;
 use crate::zone::{AllocFlags, Wmark, Zone};
 use crossbeam_utils::CachePadded;
 

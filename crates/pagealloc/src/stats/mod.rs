@@ -2,7 +2,11 @@
 //! without it), per-CPU event counters, consistent snapshots, and the /proc
 //! reports in the kernel's formats.
 
-pub mod events;
+/// Event counters in the kernel's /proc/vmstat names (plus our own, reported
+/// by `pcpstat`).
+pub mod events {
+    pub use crate::vmevent::{VmEvent, NR_VM_EVENTS};
+}
 pub mod report;
 pub mod snapshot;
 

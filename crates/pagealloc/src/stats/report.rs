@@ -34,11 +34,10 @@
 //! - pcpstat (ours, no kernel file): `name value` per line, the keys of
 //!   [`PcpStat`].
 
-use super::events::{VmEvent, NR_VM_EVENTS};
-use super::snapshot::{read_zone, Snapshot, ZoneCounters};
-use crate::allocator::PageAllocator;
+use super::snapshot::{Snapshot, ZoneCounters};
 use crate::page_alloc::Core;
 use crate::types::{MigrateType, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
+use crate::vmevent::NR_VM_EVENTS;
 use crate::zone::Zone;
 use std::fmt::{self, Write as _};
 
@@ -444,95 +443,6 @@ fn ptinfo_zone(z: &ZoneCounters) -> PageTypeInfoZone {
         zone: z.zone.name(),
         free: std::array::from_fn(|t| std::array::from_fn(|o| z.free_blocks[o][t])),
         blocks: z.block_count,
-    }
-}
-
-impl PageAllocator {
-    /// /proc/buddyinfo, read without locks. `to_string()` gives the kernel's text.
-    pub fn buddyinfo(&self) -> BuddyInfo {
-        self.snapshot().buddyinfo()
-    }
-
-    /// /proc/pagetypeinfo. Lock-free from the counters by default; with
-    /// `Config::pagetypeinfo_walk_lists(true)`, the old design (walk the lists
-    /// under the zone lock). `render()` gives the kernel's text.
-    pub fn pagetypeinfo(&self) -> PageTypeInfo {
-        if self.core.cfg.pagetypeinfo_walk_lists {
-            self.core.pagetypeinfo_walk_lists()
-        } else {
-            self.snapshot().pagetypeinfo()
-        }
-    }
-
-    /// /proc/zoneinfo, read without locks.
-    pub fn zoneinfo(&self) -> ZoneInfo {
-        let inner = &*self.core;
-        ZoneInfo {
-            zones: inner
-                .zones
-                .iter()
-                .map(|z| {
-                    let c = read_zone(z);
-                    let [min, low, high] = z.wmark;
-                    ZoneInfoZone {
-                        nid: z.nid,
-                        zone: z.ztype.name(),
-                        free: c.nr_free_pages,
-                        boost: 0,
-                        min,
-                        low,
-                        high,
-                        promo: high + (high - low),
-                        spanned: z.spanned(),
-                        present: z.spanned(),
-                        managed: z.managed,
-                        cma: 0,
-                        protection: z.lowmem_reserve.to_vec(),
-                        stats: vec![
-                            ("nr_free_pages", c.nr_free_pages),
-                            ("nr_free_pages_blocks", c.free_pages_blocks()),
-                        ],
-                        pagesets: inner.pcp_report(z),
-                        start_pfn: z.start,
-                    }
-                })
-                .collect(),
-        }
-    }
-
-    /// /proc/vmstat: free-page totals, then the event counters the kernel has
-    /// ([`VmEvent::in_vmstat`]) summed over CPUs, in the kernel's order.
-    pub fn vmstat(&self) -> VmStat {
-        let snap = self.snapshot();
-        let mut items = vec![
-            ("nr_free_pages", snap.zones.iter().map(|z| z.nr_free_pages).sum()),
-            ("nr_free_pages_blocks", snap.zones.iter().map(|z| z.free_pages_blocks()).sum()),
-        ];
-        let ev = self.core.event_totals();
-        items.extend(VmEvent::ALL.iter().filter(|e| e.in_vmstat()).map(|&e| (e.name(), ev[e as usize])));
-        VmStat { items }
-    }
-
-    /// `pcpstat`: this allocator's own counters (no kernel file has them),
-    /// read without locks. `to_string()` gives `name value` lines.
-    pub fn pcpstat(&self) -> PcpStat {
-        let ev = self.core.event_totals();
-        let e = |v: VmEvent| ev[v as usize];
-        PcpStat {
-            pcp_refill: e(VmEvent::PcpRefill),
-            pcp_drain: e(VmEvent::PcpDrain),
-            pcp_trylock_fail: e(VmEvent::PcpTrylockFail),
-            pgalloc_fallback_claim: e(VmEvent::FallbackClaim),
-            pgalloc_fallback_steal: e(VmEvent::FallbackSteal),
-            highatomic_reserve: e(VmEvent::HighatomicReserve),
-            pgalloc_fail: e(VmEvent::AllocFail),
-            nr_reserved_highatomic: self.snapshot().zones.iter().map(|z| z.nr_reserved_highatomic).sum(),
-        }
-    }
-
-    /// One event counter, summed over CPUs (lock-free).
-    pub fn event_count(&self, ev: VmEvent) -> u64 {
-        self.core.event_totals()[ev as usize]
     }
 }
 

@@ -27,7 +27,6 @@
 //! reader's first load is Acquire, so a reader that starts at an even value sees
 //! every counter store of the section that ended there.
 
-use crate::allocator::PageAllocator;
 use crate::page_alloc::Core;
 use crate::sync::{fence, Ordering};
 use crate::types::{MigrateType, ZoneType, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER};
@@ -86,22 +85,6 @@ pub struct Snapshot {
     pub consistent: bool,
     /// Times a consistent read had to start again because a writer was active.
     pub retries: u64,
-}
-
-impl PageAllocator {
-    /// Read every zone's counters once, without locks. Counters may come from
-    /// slightly different instants, as the kernel's own reports do.
-    pub fn snapshot(&self) -> Snapshot {
-        Snapshot { zones: self.core.zones.iter().map(read_zone).collect(), consistent: false, retries: 0 }
-    }
-
-    /// Read every zone's counters as they all were at one instant, without locks
-    /// and without ever making a writer wait (see the module docs). Retries while
-    /// writers are active; under a constant stream of writers it may take a while,
-    /// but writers are never slowed by it.
-    pub fn snapshot_consistent(&self) -> Snapshot {
-        self.core.snapshot_consistent()
-    }
 }
 
 impl Core {

@@ -7,8 +7,8 @@
 
 use super::*;
 use crate::allocator::PageAllocator;
-use crate::stats::events::VmEvent;
 use crate::types::{Gfp, MigrateType, Pfn, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_PAGES};
+use crate::vmevent::VmEvent;
 use crate::Config;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -20,11 +20,11 @@ mod check;
 
 use crate::list::PfnList;
 use crate::memmap::{MemMap, Pageblocks};
-use crate::stats::events::VmEvent;
 use crate::sync::{fence, AtomicU64, LockedCounter, Mutex, MutexGuard, Ordering};
 use crate::types::{
     Gfp, MigrateType, ZoneType, MIGRATE_PCPTYPES, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES,
 };
+use crate::vmevent::VmEvent;
 use std::sync::atomic::AtomicU16;
 
 /// Pageblock word: migratetype in bits 0..3 and the isolate bit 3 (written
@@ -98,7 +98,7 @@ pub(crate) struct ZoneStats {
     /// Pages in HighAtomic-reserved pageblocks.
     pub(crate) nr_reserved_highatomic: LockedCounter,
     /// Events counted under this zone's lock.
-    pub(crate) events: crate::stats::events::EventCounters,
+    pub(crate) events: crate::vmevent::EventCounters,
 }
 
 /// How a block left the free lists, for event counters.

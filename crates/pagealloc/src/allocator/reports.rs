@@ -1,0 +1,113 @@
+//! The façade's statistics: lock-free counter snapshots and the /proc
+//! reports in the kernel's formats (built by `stats` from the zones and
+//! per-CPU lists).
+
+use super::PageAllocator;
+use crate::stats::report::{BuddyInfo, PageTypeInfo, PcpStat, VmStat, ZoneInfo, ZoneInfoZone};
+use crate::stats::snapshot::{read_zone, Snapshot};
+use crate::vmevent::VmEvent;
+
+impl PageAllocator {
+    /// Read every zone's counters once, without locks. Counters may come from
+    /// slightly different instants, as the kernel's own reports do.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot { zones: self.core.zones.iter().map(read_zone).collect(), consistent: false, retries: 0 }
+    }
+
+    /// Read every zone's counters as they all were at one instant, without locks
+    /// and without ever making a writer wait (see the module docs). Retries while
+    /// writers are active; under a constant stream of writers it may take a while,
+    /// but writers are never slowed by it.
+    pub fn snapshot_consistent(&self) -> Snapshot {
+        self.core.snapshot_consistent()
+    }
+}
+
+impl PageAllocator {
+    /// /proc/buddyinfo, read without locks. `to_string()` gives the kernel's text.
+    pub fn buddyinfo(&self) -> BuddyInfo {
+        self.snapshot().buddyinfo()
+    }
+
+    /// /proc/pagetypeinfo. Lock-free from the counters by default; with
+    /// `Config::pagetypeinfo_walk_lists(true)`, the old design (walk the lists
+    /// under the zone lock). `render()` gives the kernel's text.
+    pub fn pagetypeinfo(&self) -> PageTypeInfo {
+        if self.core.cfg.pagetypeinfo_walk_lists {
+            self.core.pagetypeinfo_walk_lists()
+        } else {
+            self.snapshot().pagetypeinfo()
+        }
+    }
+
+    /// /proc/zoneinfo, read without locks.
+    pub fn zoneinfo(&self) -> ZoneInfo {
+        let inner = &*self.core;
+        ZoneInfo {
+            zones: inner
+                .zones
+                .iter()
+                .map(|z| {
+                    let c = read_zone(z);
+                    let [min, low, high] = z.wmark;
+                    ZoneInfoZone {
+                        nid: z.nid,
+                        zone: z.ztype.name(),
+                        free: c.nr_free_pages,
+                        boost: 0,
+                        min,
+                        low,
+                        high,
+                        promo: high + (high - low),
+                        spanned: z.spanned(),
+                        present: z.spanned(),
+                        managed: z.managed,
+                        cma: 0,
+                        protection: z.lowmem_reserve.to_vec(),
+                        stats: vec![
+                            ("nr_free_pages", c.nr_free_pages),
+                            ("nr_free_pages_blocks", c.free_pages_blocks()),
+                        ],
+                        pagesets: inner.pcp_report(z),
+                        start_pfn: z.start,
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    /// /proc/vmstat: free-page totals, then the event counters the kernel has
+    /// ([`VmEvent::in_vmstat`]) summed over CPUs, in the kernel's order.
+    pub fn vmstat(&self) -> VmStat {
+        let snap = self.snapshot();
+        let mut items = vec![
+            ("nr_free_pages", snap.zones.iter().map(|z| z.nr_free_pages).sum()),
+            ("nr_free_pages_blocks", snap.zones.iter().map(|z| z.free_pages_blocks()).sum()),
+        ];
+        let ev = self.core.event_totals();
+        items.extend(VmEvent::ALL.iter().filter(|e| e.in_vmstat()).map(|&e| (e.name(), ev[e as usize])));
+        VmStat { items }
+    }
+
+    /// `pcpstat`: this allocator's own counters (no kernel file has them),
+    /// read without locks. `to_string()` gives `name value` lines.
+    pub fn pcpstat(&self) -> PcpStat {
+        let ev = self.core.event_totals();
+        let e = |v: VmEvent| ev[v as usize];
+        PcpStat {
+            pcp_refill: e(VmEvent::PcpRefill),
+            pcp_drain: e(VmEvent::PcpDrain),
+            pcp_trylock_fail: e(VmEvent::PcpTrylockFail),
+            pgalloc_fallback_claim: e(VmEvent::FallbackClaim),
+            pgalloc_fallback_steal: e(VmEvent::FallbackSteal),
+            highatomic_reserve: e(VmEvent::HighatomicReserve),
+            pgalloc_fail: e(VmEvent::AllocFail),
+            nr_reserved_highatomic: self.snapshot().zones.iter().map(|z| z.nr_reserved_highatomic).sum(),
+        }
+    }
+
+    /// One event counter, summed over CPUs (lock-free).
+    pub fn event_count(&self, ev: VmEvent) -> u64 {
+        self.core.event_totals()[ev as usize]
+    }
+}
