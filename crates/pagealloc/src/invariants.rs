@@ -8,8 +8,8 @@ use crate::page::flags;
 use crate::page_alloc::Core;
 use crate::pcp::{self, PcpLists};
 use crate::sync::MutexGuard;
-use crate::types::{MigrateType, MAX_ORDER, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
-use crate::zone::Zone;
+use crate::types::{MigrateType, MAX_ORDER, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
+use crate::zone::{Zone, ZoneGuard};
 
 /// Page totals of one zone found by a full walk.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -88,10 +88,46 @@ impl Core {
         fronts: &mut Paused<'_>,
     ) -> Result<(), InvariantError> {
         let g = z.lock(&self.mm);
-        let mm = &self.mm;
         let err =
             |p: u64, s: String| Err(InvariantError::new(p, format!("zone {} node {}: {s}", z.ztype.name(), z.nid)));
-        // 1. Lists: marks, orders, alignment, hygiene, counts.
+        let checked = self.check_lists(&g).and_then(|listed| {
+            let (heads, census) = self.walk_descriptors(z)?;
+            if heads != listed {
+                return Err((z.start, format!("{heads} pages marked free but {listed} on the free lists")));
+            }
+            crate::zone::block_counts_agree(z)?;
+            Ok(census)
+        });
+        let census = match checked {
+            Ok(c) => c,
+            Err((p, s)) => return err(p, s),
+        };
+        // 4. Conservation.
+        let pcp = match self.pcp_pages_checked(z, pcps, fronts) {
+            Ok(n) => n,
+            Err((p, s)) => return err(p, s),
+        };
+        if census.pcp != pcp {
+            return err(z.start, format!("{} pages marked PCP but per-CPU lists hold {pcp}", census.pcp));
+        }
+        if census.free + census.pcp + census.allocated != z.managed {
+            return err(
+                z.start,
+                format!(
+                    "conservation: free {} + pcp {} + allocated {} != managed {}",
+                    census.free, census.pcp, census.allocated, z.managed
+                ),
+            );
+        }
+        drop(g);
+        Ok(())
+    }
+
+    /// Step 1: every free list's marks, orders, alignment, hygiene and
+    /// counters, and NR_FREE_PAGES. Returns the number of listed blocks.
+    fn check_lists(&self, g: &ZoneGuard<'_>) -> Result<u64, (u64, String)> {
+        let (z, mm) = (g.zone, &self.mm);
+        let err = |p: u64, s: String| Err((p, s));
         let mut listed = 0u64;
         let mut free_pages = 0u64;
         for o in 0..NR_ORDERS {
@@ -145,7 +181,15 @@ impl Core {
         if nr_free != free_pages {
             return err(z.start, format!("NR_FREE_PAGES = {nr_free} but non-isolated lists hold {free_pages}"));
         }
-        // 2. Descriptor walk: marks agree with lists, nothing inside a block, maximal merging.
+        Ok(listed)
+    }
+
+    /// Step 2: a walk of every descriptor: marks agree with the lists,
+    /// nothing is marked inside a block, free buddies are merged as far as
+    /// they may be. Returns the free heads seen and the census.
+    fn walk_descriptors(&self, z: &Zone) -> Result<(u64, ZoneCensus), (u64, String)> {
+        let mm = &self.mm;
+        let err = |p: u64, s: String| Err((p, s));
         let mut covered_until = z.start;
         let mut heads = 0u64;
         let mut census = ZoneCensus::default();
@@ -197,42 +241,7 @@ impl Core {
             covered_until = p + n;
             p += n;
         }
-        if heads != listed {
-            return err(z.start, format!("{heads} pages marked free but {listed} on the free lists"));
-        }
-        // 3. Pageblock counts by effective type.
-        let mut counts = [0u64; MIGRATE_TYPES];
-        for b in 0..z.nr_pageblocks() as u64 {
-            counts[z.pageblock_mt_racy(z.start + b * PAGEBLOCK_PAGES).index()] += 1;
-        }
-        for mt in MigrateType::ALL {
-            let c = z.stats.block_count[mt.index()].get_racy();
-            if c != counts[mt.index()] {
-                return err(
-                    z.start,
-                    format!("block_count[{mt}] = {c} but {} pageblocks have that type", counts[mt.index()]),
-                );
-            }
-        }
-        // 4. Conservation.
-        let pcp = match self.pcp_pages_checked(z, pcps, fronts) {
-            Ok(n) => n,
-            Err((p, s)) => return err(p, s),
-        };
-        if census.pcp != pcp {
-            return err(z.start, format!("{} pages marked PCP but per-CPU lists hold {pcp}", census.pcp));
-        }
-        if census.free + census.pcp + census.allocated != z.managed {
-            return err(
-                z.start,
-                format!(
-                    "conservation: free {} + pcp {} + allocated {} != managed {}",
-                    census.free, census.pcp, census.allocated, z.managed
-                ),
-            );
-        }
-        drop(g);
-        Ok(())
+        Ok((heads, census))
     }
 }
 

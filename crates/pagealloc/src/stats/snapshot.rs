@@ -1,15 +1,15 @@
 //! Snapshots of the free-page counters, read without the zone lock.
 //!
-//! Every zone keeps, in [`crate::zone::ZoneStats`], a free-block count per
+//! Every zone keeps, in `ZoneStats` (zone module), a free-block count per
 //! (order, migratetype), NR_FREE_PAGES, pageblocks per type and the HighAtomic
 //! reserve. Writers change them only while holding the zone lock, with a relaxed
 //! load and store; readers here never take the lock.
 //!
 //! Two kinds of snapshot:
-//! - [`PageAllocator::snapshot`] reads each counter once. Counters may come from
+//! - [`crate::PageAllocator::snapshot`] reads each counter once. Counters may come from
 //!   slightly different instants, exactly as the kernel's /proc files do (seed 5:
 //!   "collects data within a short time window").
-//! - [`PageAllocator::snapshot_consistent`] returns counters that all held at one
+//! - [`crate::PageAllocator::snapshot_consistent`] returns counters that all held at one
 //!   instant. It uses the per-zone seqcount `ZoneStats::seq`, which a writer makes
 //!   odd when it takes the zone lock and even again when it drops it: the reader
 //!   records every zone's sequence, reads every counter, and accepts the result only

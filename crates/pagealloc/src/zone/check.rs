@@ -2,10 +2,13 @@
 //! protects, checked by every [`ZoneGuard`] as it is dropped (see
 //! [`check_zone_locked`]). It lives in the zone layer because it runs inside
 //! it, under the zone lock, and needs nothing above it.
-#![cfg(feature = "debug-checks")]
 
+use super::Zone;
+#[cfg(feature = "debug-checks")]
 use super::ZoneGuard;
-use crate::types::{MigrateType, MAX_ORDER, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
+use crate::types::{MigrateType, MIGRATE_TYPES, PAGEBLOCK_PAGES};
+#[cfg(feature = "debug-checks")]
+use crate::types::{MAX_ORDER, NR_ORDERS, PAGEBLOCK_ORDER};
 
 /// Listed free blocks the `debug-checks` check walks per zone-lock release,
 /// on average: a zone with more is walked in full only every
@@ -46,28 +49,48 @@ pub(crate) fn check_zone_locked(g: &ZoneGuard<'_>) {
     if std::thread::panicking() {
         return;
     }
-    let (z, mm) = (g.zone, g.mm);
-    let fail =
-        |p: u64, s: String| -> ! { panic!("debug-checks: zone {} node {} pfn {p:#x}: {s}", z.ztype.name(), z.nid) };
-    // One listed block: marks, order, alignment, bounds, hygiene.
-    let check_block = |p: u64, o: usize, mt: MigrateType| {
-        let d = mm.page(p);
-        if !d.is_buddy() || d.order() as usize != o {
-            fail(p, format!("on free list order {o} {mt} but marked flags {:#x} order {}", d.flags(), d.order()));
+    let blocks = check_counters(g);
+    // The full walk, sampled when the lists are long.
+    let k = DEBUG_RELEASES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if blocks > DEBUG_WALK_BUDGET && !k.is_multiple_of(blocks.div_ceil(DEBUG_WALK_BUDGET)) {
+        return;
+    }
+    walk_lists(g, blocks);
+}
+
+/// Panic naming the zone and the pfn.
+#[cfg(feature = "debug-checks")]
+fn fail(z: &Zone, p: u64, s: String) -> ! {
+    panic!("debug-checks: zone {} node {} pfn {p:#x}: {s}", z.ztype.name(), z.nid)
+}
+
+/// One listed block: marks, order, alignment, bounds, hygiene.
+#[cfg(feature = "debug-checks")]
+fn check_block(g: &ZoneGuard<'_>, p: u64, o: usize, mt: MigrateType) {
+    let z = g.zone;
+    let d = g.mm.page(p);
+    if !d.is_buddy() || d.order() as usize != o {
+        fail(z, p, format!("on free list order {o} {mt} but marked flags {:#x} order {}", d.flags(), d.order()));
+    }
+    if p & ((1 << o) - 1) != 0 || !z.contains(p) || p + (1 << o) > z.end {
+        fail(z, p, format!("free block of order {o} misaligned or outside its zone"));
+    }
+    let mut b = p;
+    while b < p + (1u64 << o) {
+        let bmt = z.pageblock_mt_racy(b);
+        if bmt != mt && !(bmt.is_pcptype() && mt.is_pcptype()) {
+            fail(z, p, format!("free block on the {mt} list of order {o} lies in a {bmt} pageblock"));
         }
-        if p & ((1 << o) - 1) != 0 || !z.contains(p) || p + (1 << o) > z.end {
-            fail(p, format!("free block of order {o} misaligned or outside its zone"));
-        }
-        let mut b = p;
-        while b < p + (1u64 << o) {
-            let bmt = z.pageblock_mt_racy(b);
-            if bmt != mt && !(bmt.is_pcptype() && mt.is_pcptype()) {
-                fail(p, format!("free block on the {mt} list of order {o} lies in a {bmt} pageblock"));
-            }
-            b += PAGEBLOCK_PAGES;
-        }
-    };
-    // Counters.
+        b += PAGEBLOCK_PAGES;
+    }
+}
+
+/// The counters at every release: each list's first block and emptiness
+/// against its counter, NR_FREE_PAGES, block counts. Returns the number of
+/// listed free blocks.
+#[cfg(feature = "debug-checks")]
+fn check_counters(g: &ZoneGuard<'_>) -> u64 {
+    let z = g.zone;
     let mut blocks = 0u64;
     let mut free_pages = 0u64;
     for o in 0..NR_ORDERS {
@@ -78,46 +101,42 @@ pub(crate) fn check_zone_locked(g: &ZoneGuard<'_>) {
                 free_pages += n << o;
             }
             match g.area.lists[o][mt.index()].first() {
-                Some(p) => check_block(p, o, mt),
-                None if n != 0 => fail(z.start, format!("free_blocks[{o}][{mt}] = {n} but the list is empty")),
+                Some(p) => check_block(g, p, o, mt),
+                None if n != 0 => fail(z, z.start, format!("free_blocks[{o}][{mt}] = {n} but the list is empty")),
                 None => {}
             }
         }
     }
     let nr_free = z.stats.nr_free_pages.get_racy();
     if nr_free != free_pages {
-        fail(z.start, format!("NR_FREE_PAGES = {nr_free} but the free_blocks counters hold {free_pages}"));
+        fail(z, z.start, format!("NR_FREE_PAGES = {nr_free} but the free_blocks counters hold {free_pages}"));
     }
-    let mut counts = [0u64; MIGRATE_TYPES];
-    for b in 0..z.nr_pageblocks() as u64 {
-        counts[z.pageblock_mt_racy(z.start + b * PAGEBLOCK_PAGES).index()] += 1;
+    if let Err((p, s)) = block_counts_agree(z) {
+        fail(z, p, s);
     }
-    for mt in MigrateType::ALL {
-        let c = z.stats.block_count[mt.index()].get_racy();
-        if c != counts[mt.index()] {
-            fail(z.start, format!("block_count[{mt}] = {c} but {} pageblocks have that type", counts[mt.index()]));
-        }
-    }
-    // The full walk, sampled when the lists are long.
-    let k = DEBUG_RELEASES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    if blocks > DEBUG_WALK_BUDGET && !k.is_multiple_of(blocks.div_ceil(DEBUG_WALK_BUDGET)) {
-        return;
-    }
+    blocks
+}
+
+/// The full walk of the free lists: every block, no cycle, list lengths
+/// against counters, no overlap, listed free buddies merged.
+#[cfg(feature = "debug-checks")]
+fn walk_lists(g: &ZoneGuard<'_>, blocks: u64) {
+    let z = g.zone;
     let mut listed: Vec<(u64, u32)> = Vec::with_capacity(blocks as usize);
     for o in 0..NR_ORDERS {
         for mt in MigrateType::ALL {
             let mut n = 0u64;
-            for p in g.area.lists[o][mt.index()].iter(mm) {
-                check_block(p, o, mt);
+            for p in g.area.lists[o][mt.index()].iter(g.mm) {
+                check_block(g, p, o, mt);
                 n += 1;
                 if n > z.spanned() {
-                    fail(p, format!("free list order {o} {mt} has a cycle"));
+                    fail(z, p, format!("free list order {o} {mt} has a cycle"));
                 }
                 listed.push((p, o as u32));
             }
             let counted = z.stats.free_blocks[o][mt.index()].get_racy();
             if counted != n {
-                fail(z.start, format!("free_blocks[{o}][{mt}] = {counted} but the list has {n}"));
+                fail(z, z.start, format!("free_blocks[{o}][{mt}] = {counted} but the list has {n}"));
             }
         }
     }
@@ -125,7 +144,7 @@ pub(crate) fn check_zone_locked(g: &ZoneGuard<'_>) {
     for w in listed.windows(2) {
         let ((p, o), (q, _)) = (w[0], w[1]);
         if p + (1u64 << o) > q {
-            fail(q, format!("listed free block overlaps the order-{o} free block at {p:#x}"));
+            fail(z, q, format!("listed free block overlaps the order-{o} free block at {p:#x}"));
         }
     }
     for &(p, o) in &listed {
@@ -140,9 +159,29 @@ pub(crate) fn check_zone_locked(g: &ZoneGuard<'_>) {
         let may_stay_apart =
             o >= PAGEBLOCK_ORDER && (a == MigrateType::Isolate || (a != b && !(a.is_pcptype() && b.is_pcptype())));
         if !may_stay_apart {
-            fail(p, format!("free block of order {o} and its free buddy {buddy:#x} were not merged"));
+            fail(z, p, format!("free block of order {o} and its free buddy {buddy:#x} were not merged"));
         }
     }
+}
+
+/// The zone's pageblock counts by effective type against the pageblock
+/// table (`check_invariants` and the debug check share it). Reads only
+/// words the zone lock protects.
+pub(crate) fn block_counts_agree(z: &Zone) -> Result<(), (u64, String)> {
+    let mut counts = [0u64; MIGRATE_TYPES];
+    for b in 0..z.nr_pageblocks() as u64 {
+        counts[z.pageblock_mt_racy(z.start + b * PAGEBLOCK_PAGES).index()] += 1;
+    }
+    for mt in MigrateType::ALL {
+        let c = z.stats.block_count[mt.index()].get_racy();
+        if c != counts[mt.index()] {
+            return Err((
+                z.start,
+                format!("block_count[{mt}] = {c} but {} pageblocks have that type", counts[mt.index()]),
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(all(test, feature = "debug-checks"))]

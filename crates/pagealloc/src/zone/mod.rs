@@ -18,6 +18,8 @@
 
 mod check;
 
+pub(crate) use check::block_counts_agree;
+
 use crate::list::PfnList;
 use crate::memmap::{MemMap, Pageblocks};
 use crate::sync::{fence, AtomicU64, LockedCounter, Mutex, MutexGuard, Ordering};
