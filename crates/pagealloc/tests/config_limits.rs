@@ -317,3 +317,14 @@ fn size_arguments_at_their_extremes_are_errors() {
     a.check_invariants().unwrap();
     assert_eq!(a.census().allocated, 0);
 }
+
+/// Settings each in range, together at their largest: per-CPU lists must not
+/// reserve memory for every CPU's `high` up front (8192 CPUs, batch 4096 used
+/// to need gigabytes before the first allocation).
+#[test]
+fn largest_cpu_and_batch_settings_together_build() {
+    let a = PageAllocator::new(Config::small(8 << 20).nr_cpus(Some(8192)).pcp_batch(Some(4096))).unwrap();
+    let p = a.alloc_pages(pagealloc::Gfp::KERNEL, 0).unwrap();
+    a.free_pages(p, 0).unwrap();
+    a.check_invariants().unwrap();
+}

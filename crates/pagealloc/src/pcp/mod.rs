@@ -50,6 +50,9 @@ pub(crate) const PCP_ORDERS: u32 = 4;
 /// Number of lists in one set.
 pub(crate) const NR_PCP_LISTS: usize = MIGRATE_PCPTYPES * (PCP_ORDERS as usize + 1);
 
+/// Entries a list and the scratch buffer reserve up front (they grow with use).
+const PCP_INITIAL_CAP: usize = 256;
+
 /// The kernel's CONFIG_PCP_BATCH_SCALE_MAX: refills and drains scale up to
 /// `batch << BATCH_SCALE_MAX` pages.
 pub(crate) const BATCH_SCALE_MAX: u32 = 5;
@@ -159,7 +162,11 @@ pub(crate) struct PcpLists {
 impl Pcp {
     pub(crate) fn new(batch: u32, high_min: u32, high_max: u32) -> Self {
         // Each list can hold every page the set may hold plus one refill.
-        let cap = (high_max + 2 * batch + 1) as usize;
+        // Room for a refill and a batch per list up front; lists grow with
+        // use up to what `high` lets them hold. Reserving for `high_max` on
+        // every list of every CPU and zone would make memory grow as zones x
+        // CPUs x high, before a single page was used.
+        let cap = (2 * batch as usize + 1).min(PCP_INITIAL_CAP);
         let lists = std::array::from_fn(|pi| VecDeque::with_capacity(cap >> pindex_order(pi).min(4)));
         let high = high_min;
         Self {
