@@ -296,7 +296,7 @@ fn miri_small_arena_exercises_every_path() {
 /// through their front caches race a drainer pausing every slot, and every
 /// page comes back.
 #[test]
-fn miri_front_cache_owners_race_a_drainer() {
+fn miri_threads_front_cache_owners_race_a_drainer() {
     let a = PageAllocator::new(Config::small(2 << 20).nr_cpus(Some(2)).min_free_kbytes(Some(0))).unwrap();
     assert!(a.core.front_on, "the front cache runs under the checkers too");
     std::thread::scope(|s| {
