@@ -26,6 +26,10 @@ impl PageAllocator {
 
     /// Lock a page, sleeping while another thread holds it (the kernel's
     /// `lock_page`). The page must be the head of an allocated block.
+    ///
+    /// # Errors
+    /// [`PageStateError::OutOfRange`], `NotAllocated` for a pfn that is not an
+    /// allocated block's head, and the refusals named above.
     #[doc(alias = "folio_lock")]
     #[inline]
     pub fn lock_page(&self, pfn: Pfn) -> Result<(), PageStateError> {
@@ -42,6 +46,10 @@ impl PageAllocator {
 
     /// Unlock a page. Unlocking a page that is not locked is an error naming the
     /// pfn, and changes nothing.
+    ///
+    /// # Errors
+    /// [`PageStateError::OutOfRange`], `NotAllocated` for a pfn that is not an
+    /// allocated block's head, and the refusals named above.
     #[doc(alias = "folio_unlock")]
     #[inline]
     pub fn unlock_page(&self, pfn: Pfn) -> Result<(), PageStateError> {
@@ -57,6 +65,10 @@ impl PageAllocator {
     }
 
     /// Lock a page, giving up after `timeout`.
+    ///
+    /// # Errors
+    /// `WaitError::State` as the untimed call reports it (out of range, not an
+    /// allocated head), `TimedOut` or `Cancelled` when the wait gave up.
     pub fn lock_page_timeout(&self, pfn: Pfn, timeout: Duration) -> Result<(), WaitError> {
         let r = self.page_ref(pfn)?;
         if r.try_lock()? {
@@ -106,6 +118,10 @@ impl PageAllocator {
 
     /// [`PageAllocator::wait_on_page_locked`], unless `cancel` is cancelled first
     /// (the kernel's `folio_wait_locked_killable`).
+    ///
+    /// # Errors
+    /// `WaitError::State` as the untimed call reports it (out of range, not an
+    /// allocated head), `TimedOut` or `Cancelled` when the wait gave up.
     pub fn wait_on_page_locked_cancellable(&self, pfn: Pfn, cancel: &CancelToken) -> Result<(), WaitError> {
         self.page_ref(pfn)?.wait_locked(None, Some(cancel))
     }
@@ -125,6 +141,10 @@ impl PageAllocator {
     }
 
     /// Wait until the page is not under writeback.
+    ///
+    /// # Errors
+    /// [`PageStateError::OutOfRange`], `NotAllocated` for a pfn that is not an
+    /// allocated block's head, and the refusals named above.
     #[doc(alias = "folio_wait_writeback")]
     pub fn wait_on_page_writeback(&self, pfn: Pfn) -> Result<(), PageStateError> {
         self.page_ref(pfn)?.wait_writeback(None, None).map_err(untimed)
@@ -141,6 +161,10 @@ impl PageAllocator {
     }
 
     /// Mark a page's contents valid.
+    ///
+    /// # Errors
+    /// [`PageStateError::OutOfRange`], `NotAllocated` for a pfn that is not an
+    /// allocated block's head, and the refusals named above.
     #[doc(alias = "folio_mark_uptodate")]
     pub fn set_page_uptodate(&self, pfn: Pfn) -> Result<(), PageStateError> {
         self.page_ref(pfn)?.set_uptodate(true)
