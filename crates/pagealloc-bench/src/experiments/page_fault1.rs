@@ -705,7 +705,9 @@ mod tests {
         let mut raw = run_header(Kind::Floor, 1, 1);
         let run = run_case(Kind::Floor, 1, false, 1, 1, &mut raw);
         assert_eq!(run.totals.len(), 1);
-        assert!(run.average > 0, "{raw}");
+        // No floor on the average: what is checked is the grammar of the
+        // lines, and a starved thread on a loaded machine may finish no
+        // iteration in the measured second (CI has seen 0).
         assert!((0.0..=100.0).contains(&run.idle), "{}", run.idle);
         check(&raw, Kind::Floor, &[(Kind::Floor, 1, run)]);
     }
