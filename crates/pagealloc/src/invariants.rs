@@ -94,6 +94,7 @@ impl Core {
         // 1. Lists: marks, orders, alignment, hygiene, counts.
         let mut listed = 0u64;
         let mut free_pages = 0u64;
+        let mut reported = 0u64;
         for o in 0..NR_ORDERS {
             for mt in MigrateType::ALL {
                 let mut n = 0u64;
@@ -126,6 +127,9 @@ impl Core {
                         }
                         b += PAGEBLOCK_PAGES;
                     }
+                    if d.flags() & flags::REPORTED != 0 {
+                        reported += 1 << o;
+                    }
                     n += 1;
                     if n > z.spanned() {
                         return err(p, format!("free list order {o} {mt} has a cycle"));
@@ -145,6 +149,10 @@ impl Core {
         if nr_free != free_pages {
             return err(z.start, format!("NR_FREE_PAGES = {nr_free} but non-isolated lists hold {free_pages}"));
         }
+        let nr_reported = z.stats.nr_reported.get_racy();
+        if nr_reported != reported {
+            return err(z.start, format!("nr_reported = {nr_reported} but REPORTED free blocks hold {reported}"));
+        }
         // 2. Descriptor walk: marks agree with lists, nothing inside a block, maximal merging.
         let mut covered_until = z.start;
         let mut heads = 0u64;
@@ -157,6 +165,9 @@ impl Core {
             if marks == 0 {
                 p += 1;
                 continue;
+            }
+            if f & flags::REPORTED != 0 && marks != flags::BUDDY {
+                return err(p, format!("REPORTED on a page that is not a free head: {f:#x}"));
             }
             if marks.count_ones() > 1 {
                 return err(p, format!("more than one of BUDDY/HEAD/PCP set: {f:#x}"));
