@@ -155,10 +155,9 @@ pub struct Config {
     /// The release with [`Backing::None`]; without it nothing is reported there.
     pub page_reporting_callback: Option<ReportCallback>,
     /// The kernel's `init_on_alloc`: zero every allocation (as `Gfp::ZERO`;
-    /// released blocks are already zero and are not zeroed again). Default off.
+    /// released blocks are already zero and are not zeroed again). The inline
+    /// front-cache allocation paths step aside while it is on. Default off.
     pub init_on_alloc: bool,
-    /// The kernel's `init_on_free`: zero every block when it is freed. Default off.
-    pub init_on_free: bool,
 }
 
 impl Default for Config {
@@ -188,7 +187,6 @@ impl Default for Config {
             page_reporting_madv_free: false,
             page_reporting_callback: None,
             init_on_alloc: false,
-            init_on_free: false,
         }
     }
 }
@@ -257,8 +255,6 @@ setters! {
     page_reporting_callback: Option<ReportCallback>,
     /// Set [`Config::init_on_alloc`].
     init_on_alloc: bool,
-    /// Set [`Config::init_on_free`].
-    init_on_free: bool,
 }
 
 impl Config {

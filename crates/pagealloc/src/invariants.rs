@@ -166,8 +166,8 @@ impl Core {
                 p += 1;
                 continue;
             }
-            if f & flags::REPORTED != 0 && marks != flags::BUDDY {
-                return err(p, format!("REPORTED on a page that is not a free head: {f:#x}"));
+            if f & flags::REPORTED != 0 && marks != flags::BUDDY && marks != flags::PCP {
+                return err(p, format!("REPORTED on a page neither free nor on a per-CPU list: {f:#x}"));
             }
             if marks.count_ones() > 1 {
                 return err(p, format!("more than one of BUDDY/HEAD/PCP set: {f:#x}"));

@@ -57,8 +57,10 @@ pub mod flags {
     pub const GUARD: u32 = 1 << 12;
     /// Free page reporting: on a `BUDDY` head, the block's memory has been
     /// released (the kernel's PageReported). Cleared whenever the head stops
-    /// being a free head; on no other page at a quiescent moment, except
-    /// transiently on a head just taken off the lists (see `zone::Zone::rmqueue`).
+    /// being a free head. Kept beside `PCP` on pages refilled from a released
+    /// block (they read zero until allocated); on no other page at a quiescent
+    /// moment, except transiently on a head just taken off the lists (see
+    /// `zone::Zone::rmqueue`).
     pub const REPORTED: u32 = 1 << 15;
     /// Bits that forbid freeing a block through the raw pfn API.
     pub const NO_RAW_FREE: u32 = LOCKED | WRITEBACK | OWNED | GUARD;

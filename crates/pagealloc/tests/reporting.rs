@@ -254,3 +254,30 @@ fn stress_with_an_aggressive_reporter_loses_nothing() {
     assert_eq!(c.allocated, 0);
     assert_eq!(c.free + c.pcp, a.managed_pages());
 }
+
+#[test]
+fn init_on_alloc_zeroes_every_path_and_skips_released_blocks() {
+    let a = PageAllocator::new(Config::new().arena_bytes(8 << 20).page_reporting(false).init_on_alloc(true)).unwrap();
+    // Dirty some pages through every allocation path, free them, take them again.
+    for round in 0..2u8 {
+        let single: Vec<_> = (0..40).map(|i| a.alloc_pages(Gfp::MOVABLE, i % 3).map(|p| (p, i % 3)).unwrap()).collect();
+        let mut slots = vec![None; 20];
+        assert_eq!(a.alloc_pages_bulk(Gfp::MOVABLE, &mut slots), 20);
+        let mut list = Vec::new();
+        assert_eq!(a.alloc_pages_bulk_list(Gfp::MOVABLE, 100, &mut list), 100);
+        let all: Vec<(Pfn, u32)> = single
+            .into_iter()
+            .chain(slots.into_iter().flatten().map(|p| (p, 0)))
+            .chain(list.into_iter().map(|p| (p, 0)))
+            .collect();
+        for &(p, o) in &all {
+            assert!(all_bytes(&a, p, o, 0), "round {round}: {p:?} order {o} not zeroed");
+            fill(&a, p, o, 0xee);
+        }
+        for (p, o) in all {
+            a.free_pages(p, o).unwrap();
+        }
+    }
+    assert!(a.page_reporting_stats().zeroing_skipped > 0, "the fresh (released) arena was not zeroed again");
+    a.check_invariants().unwrap();
+}

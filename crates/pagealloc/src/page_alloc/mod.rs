@@ -173,7 +173,7 @@ impl Core {
             pcp,
             pcp_on,
             front_on,
-            front_alloc_inline: front_on && cfg.nodes == 1,
+            front_alloc_inline: front_on && cfg.nodes == 1 && !cfg.init_on_alloc,
             front_free_inline: front_on && cfg.page_lock_waiters_bit && !cfg.pcp_migratetype_cache,
             fronts: Fronts::new(id),
             reporting: crate::reporting::Reporting::new(&cfg),

@@ -12,7 +12,13 @@
 //!   the zone lock, after the release succeeded; a failed release leaves the
 //!   block unmarked, on its list, untouched.
 //! - Merging keeps the mark only when both halves had it, splitting gives it
-//!   to both halves (`buddy`); every other way off a free list drops it.
+//!   to both halves (`buddy`); a per-CPU refill keeps it on the pages of a
+//!   released run (beside `PCP`); every other way off a free list drops it.
+//! - Allocation: `Gfp::ZERO` (and init_on_alloc) skips zeroing a block that
+//!   still carries the mark when it is handed out (straight from the buddy
+//!   lists, or from a per-CPU list or front cache filled from a released
+//!   run); the inline front-cache paths never read it (they serve no
+//!   `Gfp::ZERO` request).
 //! - `zone.stats.nr_reported` counts the pages of marked free blocks
 //!   (`check_invariants` recounts it).
 //! - Released blocks go to their list's tail, so allocations take resident
@@ -38,7 +44,7 @@ use crate::config::{Backing, Config, ReportCallback};
 use crate::memmap::MemMap;
 use crate::page::flags;
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use crate::types::{MigrateType, Pfn, MAX_ORDER, PAGE_SIZE};
+use crate::types::{Gfp, MigrateType, Pfn, MAX_ORDER, PAGE_SIZE};
 use crate::zone::{Zone, FREE_CLOCK, FREE_CLOCK_MS};
 use std::sync::Mutex as StdMutex;
 use std::thread::JoinHandle;
@@ -75,6 +81,10 @@ pub(crate) struct Reporting {
     release: Release,
     /// Whether a released block reads zero (`MADV_DONTNEED`, or no memory).
     pub(crate) zero_ok: bool,
+    /// What every allocation adds to its flags: `Gfp::ZERO` with
+    /// init_on_alloc (zeroing options live beside reporting: a released block
+    /// needs no zeroing).
+    pub(crate) alloc_extra: Gfp,
     /// Whether this backing can report at all.
     pub(crate) can_report: bool,
     /// Held for a whole pass, and by readers that need a quiescent view.
@@ -125,6 +135,7 @@ impl Reporting {
             batch: AtomicU32::new(cfg.page_reporting_batch),
             release,
             zero_ok: !cfg.page_reporting_madv_free,
+            alloc_extra: if cfg.init_on_alloc { Gfp::ZERO } else { Gfp::empty() },
             can_report,
             pass_lock: StdMutex::new(()),
             reported_pages: AtomicU64::new(0),
