@@ -66,6 +66,43 @@ fn interval(delay_ms: u64) -> std::time::Duration {
     std::time::Duration::from_millis((delay_ms / 4).clamp(10, 500))
 }
 
+/// Idleness as the reporter sees it: no allocation or free counted since
+/// `since`. Pages on per-CPU lists and front caches are never reported (they
+/// are the hot pages); once the allocator has been idle for the delay, the
+/// reporter drains them to the buddy lists once, and then every free page has
+/// been free for at least the delay, so the pass that follows takes them all.
+#[derive(Default)]
+struct Idle {
+    events: u64,
+    since: Option<std::time::Instant>,
+    drained: bool,
+}
+
+impl Idle {
+    fn traffic(c: &Core) -> u64 {
+        use crate::vmevent::VmEvent;
+        let ev = c.event_totals();
+        [VmEvent::PgallocNormal, VmEvent::PgallocMovable, VmEvent::Pgfree].iter().map(|&e| ev[e as usize]).sum()
+    }
+
+    /// Drain when idle for the delay; true when it just did.
+    fn drained_now(&mut self, c: &Core) -> bool {
+        let now = std::time::Instant::now();
+        let ev = Self::traffic(c);
+        if ev != self.events || self.since.is_none() {
+            (self.events, self.since, self.drained) = (ev, Some(now), false);
+            return false;
+        }
+        let quiet = self.since.is_some_and(|t| now.duration_since(t).as_millis() as u64 >= c.reporting.delay_ms());
+        if !quiet || self.drained {
+            return false;
+        }
+        c.drain_all();
+        (self.events, self.drained) = (Self::traffic(c), true);
+        true
+    }
+}
+
 /// Start the reporter thread unless it runs.
 #[cfg(not(loom))]
 pub(crate) fn start_reporter(core: &Arc<Core>) {
@@ -78,17 +115,21 @@ pub(crate) fn start_reporter(core: &Arc<Core>) {
         return;
     }
     let weak = Arc::downgrade(core);
-    let spawned = std::thread::Builder::new().name("pagealloc-report".into()).spawn(move || loop {
-        let Some(c) = weak.upgrade() else { return };
-        if c.reporting.stop.load(Ordering::Relaxed) {
-            return;
+    let spawned = std::thread::Builder::new().name("pagealloc-report".into()).spawn(move || {
+        let mut idle = Idle::default();
+        loop {
+            let Some(c) = weak.upgrade() else { return };
+            if c.reporting.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            if c.reporting.enabled() {
+                let all = idle.drained_now(&c);
+                c.reporting.pass(&c.zones, &c.mm, all);
+            }
+            let pause = interval(c.reporting.delay_ms());
+            drop(c);
+            std::thread::park_timeout(pause);
         }
-        if c.reporting.enabled() {
-            c.reporting.pass(&c.zones, &c.mm, false);
-        }
-        let pause = interval(c.reporting.delay_ms());
-        drop(c);
-        std::thread::park_timeout(pause);
     });
     // Without a thread (the process is out of threads) reporting still runs
     // when asked for synchronously.
