@@ -207,7 +207,7 @@ fn stress_with_an_aggressive_reporter_loses_nothing() {
                         x ^= x << 13;
                         x ^= x >> 7;
                         x ^= x << 17;
-                        if live.len() < 64 && (x % 3 != 0 || live.is_empty()) {
+                        if live.len() < 64 && (!x.is_multiple_of(3) || live.is_empty()) {
                             let order = (x >> 8) as u32 % 4;
                             let gfp = if x & 1 == 0 { Gfp::MOVABLE } else { Gfp::MOVABLE | Gfp::ZERO };
                             if let Ok(p) = a.alloc_pages(gfp, order) {
