@@ -101,9 +101,10 @@ fn main() {
             let chosen: Vec<_> = match &experiment {
                 None => all,
                 Some(n) => {
-                    let v: Vec<_> = all.into_iter().filter(|e| e.name() == n).collect();
+                    let v: Vec<_> = all.into_iter().chain(experiments::on_demand()).filter(|e| e.name() == n).collect();
                     if v.is_empty() {
-                        let names: Vec<_> = experiments::all().iter().map(|e| e.name()).collect();
+                        let names: Vec<_> =
+                            experiments::all().iter().chain(&experiments::on_demand()).map(|e| e.name()).collect();
                         eprintln!("unknown experiment {n:?}; known: {}", names.join(", "));
                         std::process::exit(2);
                     }

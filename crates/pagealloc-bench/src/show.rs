@@ -20,6 +20,10 @@ pub enum Report {
     /// and busy locks, fallbacks, the HighAtomic reserve, failures), which no
     /// /proc file has.
     Pcpstat,
+    /// Resident memory by zone (ours, no kernel file): managed, free,
+    /// released (reported) and free-but-resident pages, the resident estimate,
+    /// and the process's resident set from /proc/self/statm.
+    Residency,
 }
 
 /// Which workload runs before the report.
@@ -67,7 +71,39 @@ pub fn show(args: &ShowArgs) -> String {
         Report::Zoneinfo => a.zoneinfo().to_string(),
         Report::Vmstat => a.vmstat().to_string(),
         Report::Pcpstat => a.pcpstat().to_string(),
+        Report::Residency => residency(&a),
     };
     workloads::free_all(&a, live);
     text
+}
+
+/// The residency report: one line per zone, then the process's resident set.
+fn residency(a: &PageAllocator) -> String {
+    let mut out = String::new();
+    for z in a.residency() {
+        out += &format!(
+            "Node {}, zone {:>8} managed {} free {} reported {} free_resident {} resident {}\n",
+            z.nid, z.zone, z.managed, z.free, z.reported, z.free_resident, z.resident
+        );
+    }
+    let st = a.page_reporting_stats();
+    out += &format!(
+        "reporting {} order {} delay_ms {} passes {} released {} errors {} zero_skipped {}\n",
+        if st.enabled { "on" } else { "off" },
+        st.order,
+        st.delay_ms,
+        st.passes,
+        st.released_pages,
+        st.errors,
+        st.zeroing_skipped
+    );
+    if let Some(rss) = process_rss_pages() {
+        out += &format!("process_rss_pages {rss}\n");
+    }
+    out
+}
+
+/// The process's resident pages (the second field of /proc/self/statm).
+pub fn process_rss_pages() -> Option<u64> {
+    std::fs::read_to_string("/proc/self/statm").ok()?.split_whitespace().nth(1)?.parse().ok()
 }

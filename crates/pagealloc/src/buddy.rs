@@ -14,6 +14,8 @@
 //!   the same zone (merging is maximal). At or above it, two blocks stay apart
 //!   only when their types differ and one of them is not a pcp type.
 //! - A free block never spans pageblocks of different effective types.
+//! - REPORTED (free page reporting): a merged block is marked only when both
+//!   halves were; both halves of a split block keep the mark of the block.
 
 use crate::types::{MigrateType, MAX_ORDER, MIGRATE_PCPTYPES, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
 use crate::zone::{Took, ZoneGuard};
@@ -21,7 +23,13 @@ use crate::zone::{Took, ZoneGuard};
 impl<'a> ZoneGuard<'a> {
     /// Free a block whose head the caller has already unmarked, merging with free
     /// buddies (the kernel's `__free_one_page`). `mt` is the pageblock's type.
-    pub(crate) fn free_one_locked(&mut self, mut pfn: u64, mut order: u32, mt: MigrateType) {
+    pub(crate) fn free_one_locked(&mut self, pfn: u64, order: u32, mt: MigrateType) {
+        self.free_one_marked_locked(pfn, order, mt, false);
+    }
+
+    /// [`ZoneGuard::free_one_locked`] for a block that may carry the REPORTED
+    /// mark (`reported`): the merged block keeps it only if every part had it.
+    pub(crate) fn free_one_marked_locked(&mut self, mut pfn: u64, mut order: u32, mt: MigrateType, mut reported: bool) {
         let zone = self.zone;
         let orig = pfn;
         while order < MAX_ORDER {
@@ -42,7 +50,7 @@ impl<'a> ZoneGuard<'a> {
             if isolated || (buddy_mt != mt && !(mt.is_pcptype() && buddy_mt.is_pcptype())) {
                 break;
             }
-            self.del_from_free_list(buddy, order);
+            reported &= self.del_from_free_list(buddy, order);
             if buddy_mt != mt && order >= PAGEBLOCK_ORDER {
                 // Match the buddy's blocks to ours, so a later split puts the
                 // halves on the right lists.
@@ -55,7 +63,7 @@ impl<'a> ZoneGuard<'a> {
             self.mm.page(orig).clear();
         }
         let tail = order < MAX_ORDER - 1 && self.merge_likely(pfn, order);
-        self.add_to_free_list(pfn, order, mt, tail);
+        self.add_to_free_list_marked(pfn, order, mt, tail, reported);
     }
 
     /// Is the next-order buddy free? Then this block will likely merge soon, so it
@@ -90,11 +98,13 @@ impl<'a> ZoneGuard<'a> {
 
     /// Split `pfn` (a block of order `high` already off the lists) down to `low`,
     /// putting each upper half on `lists[..][mt]` (the kernel's `expand`).
-    #[inline(always)]
-    fn expand(&mut self, pfn: u64, low: u32, mut high: u32, mt: MigrateType) {
+    /// `reported`: the block's REPORTED mark, which every half keeps (and
+    /// which [`ZoneGuard::took_reported`] remembers for the caller).
+    fn expand(&mut self, pfn: u64, low: u32, mut high: u32, mt: MigrateType, reported: bool) {
+        self.took_reported = reported;
         while high > low {
             high -= 1;
-            self.add_to_free_list(pfn + (1 << high), high, mt, false);
+            self.add_to_free_list_marked(pfn + (1 << high), high, mt, false, reported);
         }
     }
 
@@ -103,8 +113,8 @@ impl<'a> ZoneGuard<'a> {
     pub(crate) fn rmqueue_smallest(&mut self, order: u32, mt: MigrateType) -> Option<u64> {
         for cur in order..=MAX_ORDER {
             if let Some(pfn) = self.first_free(cur, mt) {
-                self.del_from_free_list(pfn, cur);
-                self.expand(pfn, order, cur, mt);
+                let reported = self.del_from_free_list(pfn, cur);
+                self.expand(pfn, order, cur, mt, reported);
                 return Some(pfn);
             }
         }
@@ -167,9 +177,9 @@ impl<'a> ZoneGuard<'a> {
         block_mt: MigrateType,
     ) -> Option<u64> {
         if cur >= PAGEBLOCK_ORDER {
-            self.del_from_free_list(pfn, cur);
+            let reported = self.del_from_free_list(pfn, cur);
             self.retag_range_locked(pfn, cur, mt);
-            self.expand(pfn, order, cur, mt);
+            self.expand(pfn, order, cur, mt, reported);
             return Some(pfn);
         }
         let start = pfn & !(PAGEBLOCK_PAGES - 1);
@@ -199,8 +209,8 @@ impl<'a> ZoneGuard<'a> {
                 continue;
             };
             let pfn = self.first_free(cur, fmt)?;
-            self.del_from_free_list(pfn, cur);
-            self.expand(pfn, order, cur, fmt);
+            let reported = self.del_from_free_list(pfn, cur);
+            self.expand(pfn, order, cur, fmt, reported);
             return Some(pfn);
         }
         None
@@ -308,9 +318,9 @@ impl<'a> ZoneGuard<'a> {
             } else {
                 // A whole free block: retag it and free it again, so it merges
                 // with a buddy of a pcp type that it could not join before.
-                self.del_from_free_list(pfn, order);
+                let reported = self.del_from_free_list(pfn, order);
                 self.retag_range_locked(pfn, order, target);
-                self.free_one_locked(pfn, order, target);
+                self.free_one_marked_locked(pfn, order, target, reported);
             }
             return true;
         }

@@ -3,8 +3,10 @@
 //! path pays nothing for them when they are off.
 
 use crate::error::ConfigError;
+use crate::types::{Pfn, MAX_ORDER, PAGEBLOCK_ORDER};
 use crate::types::{MAX_ARENA_BYTES, PAGEBLOCK_BYTES};
 use crate::types::{PAGEBLOCK_PAGES, PAGE_SIZE};
+use std::sync::Arc;
 
 /// Largest [`Config::nodes`]: a zone index is a byte of the pageblock word and
 /// each node may have two zones.
@@ -55,6 +57,26 @@ pub enum DrainMode {
     SinglePass,
     /// Seed 1: pick pages off the lists first, then merge them under the zone lock.
     TwoPass,
+}
+
+/// Largest [`Config::page_reporting_delay_ms`]: ten minutes (a block's free
+/// time is kept in 16 bits of 10 ms ticks, which wrap after 655 s).
+pub(crate) const MAX_REPORTING_DELAY_MS: u64 = 600_000;
+/// Largest [`Config::page_reporting_batch`].
+pub(crate) const MAX_REPORTING_BATCH: u32 = 4096;
+
+/// The consumer of free page reports with [`Backing::None`] (a hypervisor's
+/// balloon, a device's discard): called with the head and order of each free
+/// block to release, under the zone's lock (keep it short, never call back into
+/// the allocator). Return `false` when the release failed: the block then stays
+/// unreported and is offered again on a later pass.
+#[derive(Clone)]
+pub struct ReportCallback(pub Arc<dyn Fn(Pfn, u32) -> bool + Send + Sync>);
+
+impl std::fmt::Debug for ReportCallback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReportCallback(..)")
+    }
 }
 
 /// Settings for a [`crate::PageAllocator`]. Build with [`Config::new`] and the
@@ -110,6 +132,32 @@ pub struct Config {
     pub page_lock_unfairness: u32,
     /// Seed 5 A/B: build pagetypeinfo by walking lists under the zone lock.
     pub pagetypeinfo_walk_lists: bool,
+    // --- Free page reporting and page initialisation (issue 18) ---
+    /// Free page reporting: release free blocks that stayed free for
+    /// [`Config::page_reporting_delay_ms`] (madvise with anonymous or hugepage
+    /// backing, [`Config::page_reporting_callback`] with [`Backing::None`]; never
+    /// with [`Backing::Resident`], which asked for residency). Default on; can be
+    /// switched at run time (`PageAllocator::set_page_reporting`).
+    pub page_reporting: bool,
+    /// Smallest order reported (`None`: 0 with 4 KiB backing and without backing,
+    /// the pageblock order with hugepage backing). At most [`MAX_ORDER`]; with
+    /// hugepage backing orders below the pageblock's are raised to it (a release
+    /// never splits a 2 MiB page).
+    pub page_reporting_order: Option<u32>,
+    /// How long a block must stay free before it is released (the kernel's
+    /// 2 s): 0..=600000 ms.
+    pub page_reporting_delay_ms: u64,
+    /// Blocks released per hold of a zone's lock (the kernel's 32): 1..=4096.
+    pub page_reporting_batch: u32,
+    /// Release with `MADV_FREE` instead of `MADV_DONTNEED` (cheaper; the pages
+    /// then are not known to read zero, so `Gfp::ZERO` zeroes them as usual).
+    pub page_reporting_madv_free: bool,
+    /// The release with [`Backing::None`]; without it nothing is reported there.
+    pub page_reporting_callback: Option<ReportCallback>,
+    /// The kernel's `init_on_alloc`: zero every allocation (as `Gfp::ZERO`;
+    /// released blocks are already zero and are not zeroed again). The inline
+    /// front-cache allocation paths step aside while it is on. Default off.
+    pub init_on_alloc: bool,
 }
 
 impl Default for Config {
@@ -132,6 +180,13 @@ impl Default for Config {
             page_lock_waiters_bit: true,
             page_lock_unfairness: 5,
             pagetypeinfo_walk_lists: false,
+            page_reporting: true,
+            page_reporting_order: None,
+            page_reporting_delay_ms: 2000,
+            page_reporting_batch: 32,
+            page_reporting_madv_free: false,
+            page_reporting_callback: None,
+            init_on_alloc: false,
         }
     }
 }
@@ -186,6 +241,20 @@ setters! {
     page_lock_unfairness: u32,
     /// Set [`Config::pagetypeinfo_walk_lists`].
     pagetypeinfo_walk_lists: bool,
+    /// Set [`Config::page_reporting`].
+    page_reporting: bool,
+    /// Set [`Config::page_reporting_order`].
+    page_reporting_order: Option<u32>,
+    /// Set [`Config::page_reporting_delay_ms`].
+    page_reporting_delay_ms: u64,
+    /// Set [`Config::page_reporting_batch`].
+    page_reporting_batch: u32,
+    /// Set [`Config::page_reporting_madv_free`].
+    page_reporting_madv_free: bool,
+    /// Set [`Config::page_reporting_callback`].
+    page_reporting_callback: Option<ReportCallback>,
+    /// Set [`Config::init_on_alloc`].
+    init_on_alloc: bool,
 }
 
 impl Config {
@@ -273,7 +342,37 @@ impl Config {
                 });
             }
         }
+        if let Some(o) = self.page_reporting_order {
+            if o > MAX_ORDER {
+                return Err(ConfigError::Invalid {
+                    field: "page_reporting_order",
+                    why: format!("{o} is above the largest order {MAX_ORDER}"),
+                });
+            }
+        }
+        if self.page_reporting_delay_ms > MAX_REPORTING_DELAY_MS {
+            return Err(ConfigError::Invalid {
+                field: "page_reporting_delay_ms",
+                why: format!("{} is above {MAX_REPORTING_DELAY_MS} ms", self.page_reporting_delay_ms),
+            });
+        }
+        if self.page_reporting_batch == 0 || self.page_reporting_batch > MAX_REPORTING_BATCH {
+            return Err(ConfigError::Invalid {
+                field: "page_reporting_batch",
+                why: format!("{} is outside 1..={MAX_REPORTING_BATCH}", self.page_reporting_batch),
+            });
+        }
         Ok(pages)
+    }
+
+    /// The reporting order in effect (see [`Config::page_reporting_order`]).
+    pub(crate) fn effective_reporting_order(&self) -> u32 {
+        let o = self.page_reporting_order.unwrap_or(0);
+        if self.backing == Backing::HugePages {
+            o.max(PAGEBLOCK_ORDER)
+        } else {
+            o
+        }
     }
 }
 

@@ -130,6 +130,7 @@ impl Core {
         let err = |p: u64, s: String| Err((p, s));
         let mut listed = 0u64;
         let mut free_pages = 0u64;
+        let mut reported = 0u64;
         for o in 0..NR_ORDERS {
             for mt in MigrateType::ALL {
                 let mut n = 0u64;
@@ -162,6 +163,9 @@ impl Core {
                         }
                         b += PAGEBLOCK_PAGES;
                     }
+                    if d.flags() & flags::REPORTED != 0 {
+                        reported += 1 << o;
+                    }
                     n += 1;
                     if n > z.spanned() {
                         return err(p, format!("free list order {o} {mt} has a cycle"));
@@ -180,6 +184,10 @@ impl Core {
         let nr_free = z.stats.nr_free_pages.get_racy();
         if nr_free != free_pages {
             return err(z.start, format!("NR_FREE_PAGES = {nr_free} but non-isolated lists hold {free_pages}"));
+        }
+        let nr_reported = z.stats.nr_reported.get_racy();
+        if nr_reported != reported {
+            return err(z.start, format!("nr_reported = {nr_reported} but REPORTED free blocks hold {reported}"));
         }
         Ok(listed)
     }
@@ -201,6 +209,9 @@ impl Core {
             if marks == 0 {
                 p += 1;
                 continue;
+            }
+            if f & flags::REPORTED != 0 && marks != flags::BUDDY && marks != flags::PCP {
+                return err(p, format!("REPORTED on a page neither free nor on a per-CPU list: {f:#x}"));
             }
             if marks.count_ones() > 1 {
                 return err(p, format!("more than one of BUDDY/HEAD/PCP set: {f:#x}"));

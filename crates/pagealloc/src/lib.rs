@@ -40,17 +40,19 @@ mod page_alloc;
 mod pagelock;
 mod pages;
 mod pcp;
+mod reporting;
 pub mod stats;
 mod sync;
 mod types;
 mod vmevent;
 mod zone;
 
-pub use allocator::PageAllocator;
-pub use config::{Backing, Config, DrainMode};
+pub use allocator::{PageAllocator, ReportingStats, ZoneResidency};
+pub use config::{Backing, Config, DrainMode, ReportCallback};
 pub use cpu::{pin_to_cpu, possible_cpus};
 pub use error::{AllocError, BulkFreeError, ConfigError, FreeError, InvariantError, PageStateError, WaitError};
 pub use invariants::{Fragmentation, ZoneCensus};
+pub use reporting::ReportPass;
 /// Bytes in one page descriptor (at most 16).
 pub const PAGE_DESC_SIZE: usize = std::mem::size_of::<page::PageDesc>();
 pub use allocator::PageLockGuard;

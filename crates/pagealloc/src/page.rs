@@ -55,6 +55,13 @@ pub mod flags {
     /// The page lock is held by a `PageLockGuard`: only the guard releases it
     /// (set and cleared together with `LOCKED`).
     pub const GUARD: u32 = 1 << 12;
+    /// Free page reporting: on a `BUDDY` head, the block's memory has been
+    /// released (the kernel's PageReported). Cleared whenever the head stops
+    /// being a free head. Kept beside `PCP` on pages refilled from a released
+    /// block (they read zero until allocated); on no other page at a quiescent
+    /// moment, except transiently on a head just taken off the lists (see
+    /// `zone::Zone::rmqueue`).
+    pub const REPORTED: u32 = 1 << 15;
     /// Bits that forbid freeing a block through the raw pfn API.
     pub const NO_RAW_FREE: u32 = LOCKED | WRITEBACK | OWNED | GUARD;
 }
@@ -74,6 +81,10 @@ const _: () = assert!(std::mem::size_of::<PageDesc>() <= 16, "a page descriptor 
 
 /// The order bits of the private word.
 pub(crate) const ORDER_MASK: u32 = 0x1f;
+/// On a `BUDDY` head only, bits 16..32 of the private word hold the coarse
+/// time the block went on its free list (free page reporting's age; see
+/// `zone::free_clock`). Nothing reads them on any other page.
+pub(crate) const STAMP_SHIFT: u32 = 16;
 const MT_SHIFT: u32 = 8;
 
 /// The private word of a block of `order` for (or on the lists of) `mt`.
@@ -161,11 +172,18 @@ impl PageDesc {
     }
 
     /// Mark as the head of a free block of `order` on the `mt` list. The list's
-    /// type is recorded so removal always finds the right list.
+    /// type is recorded so removal always finds the right list; `extra` is
+    /// `REPORTED` or 0, `stamp` the coarse time it went free.
     #[inline(always)]
-    pub(crate) fn set_buddy(&self, order: u32, mt: MigrateType) {
-        self.set_private(order, mt);
-        self.set_flags(flags::BUDDY);
+    pub(crate) fn set_buddy(&self, order: u32, mt: MigrateType, extra: u32, stamp: u16) {
+        self.private.set(private_word(order, mt) | (stamp as u32) << STAMP_SHIFT);
+        self.set_flags(flags::BUDDY | extra);
+    }
+
+    /// The free-time stamp of a `BUDDY` head.
+    #[inline(always)]
+    pub(crate) fn stamp(&self) -> u16 {
+        (self.private.get() >> STAMP_SHIFT) as u16
     }
 
     /// Mark as the head of an allocated block of `order` for `mt`.

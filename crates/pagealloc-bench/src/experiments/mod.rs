@@ -2,6 +2,7 @@
 
 pub mod buddy;
 pub mod bulk;
+pub mod burst_idle;
 pub mod page_fault1;
 pub mod page_lock;
 pub mod pagealloc_micro;
@@ -21,4 +22,10 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
         Box::new(pagetypeinfo::PageTypeInfo),
         Box::new(pagealloc_micro::PageallocMicro),
     ]
+}
+
+/// Experiments run only when named (`pagealloc bench burst-idle`): they idle
+/// for seconds.
+pub fn on_demand() -> Vec<Box<dyn Experiment>> {
+    vec![Box::new(burst_idle::BurstIdle)]
 }

@@ -8,10 +8,12 @@
 //! [`services`] (isolation, contiguous ranges, invariants, drains).
 
 mod lock_api;
+mod reporting;
 mod reports;
 mod services;
 
 pub use lock_api::PageLockGuard;
+pub use reporting::{ReportingStats, ZoneResidency};
 
 use crate::config::Config;
 use crate::error::{AllocError, BulkFreeError, ConfigError, FreeError};
@@ -35,7 +37,11 @@ impl PageAllocator {
     /// A [`ConfigError`] naming the setting that cannot work, or the mapping
     /// that failed.
     pub fn new(cfg: Config) -> Result<Self, ConfigError> {
-        Ok(Self { core: Arc::new(Core::new(cfg)?) })
+        let core = Arc::new(Core::new(cfg)?);
+        if core.reporting.enabled() {
+            reporting::start_reporter(&core);
+        }
+        Ok(Self { core })
     }
 
     /// The settings this allocator was built with.

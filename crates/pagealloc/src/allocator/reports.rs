@@ -94,6 +94,7 @@ impl PageAllocator {
     pub fn pcpstat(&self) -> PcpStat {
         let ev = self.core.event_totals();
         let e = |v: VmEvent| ev[v as usize];
+        let (rs, res) = (self.page_reporting_stats(), self.residency());
         PcpStat {
             pcp_refill: e(VmEvent::PcpRefill),
             pcp_drain: e(VmEvent::PcpDrain),
@@ -103,6 +104,13 @@ impl PageAllocator {
             highatomic_reserve: e(VmEvent::HighatomicReserve),
             pgalloc_fail: e(VmEvent::AllocFail),
             nr_reserved_highatomic: self.snapshot().zones.iter().map(|z| z.nr_reserved_highatomic).sum(),
+            page_reporting_passes: rs.passes,
+            page_reporting_released: rs.released_pages,
+            page_reporting_errors: rs.errors,
+            page_reporting_zero_skipped: rs.zeroing_skipped,
+            nr_free_reported: res.iter().map(|z| z.reported).sum(),
+            nr_free_resident: res.iter().map(|z| z.free_resident).sum(),
+            nr_resident_estimate: res.iter().map(|z| z.resident).sum(),
         }
     }
 

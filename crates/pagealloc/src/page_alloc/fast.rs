@@ -59,6 +59,8 @@ impl Core {
     /// the inline front-cache hit.
     #[inline(never)]
     pub(crate) fn alloc_node(&self, nid: u32, gfp: Gfp, order: u32, head: u32) -> Result<Pfn, AllocError> {
+        // init_on_alloc: every allocation zeroed (no inline path runs then).
+        let gfp = gfp | self.reporting.alloc_extra;
         if order > MAX_ORDER {
             return Err(AllocError::InvalidOrder { order });
         }

@@ -70,6 +70,8 @@ pub(crate) struct Core {
     pub(crate) front_free_inline: bool,
     /// Every thread's front cache for this allocator, and the drain lock.
     pub(crate) fronts: Fronts,
+    /// Free page reporting (issue 18).
+    pub(crate) reporting: crate::reporting::Reporting,
 }
 
 /// One node's zonelists.
@@ -171,9 +173,10 @@ impl Core {
             pcp,
             pcp_on,
             front_on,
-            front_alloc_inline: front_on && cfg.nodes == 1,
+            front_alloc_inline: front_on && cfg.nodes == 1 && !cfg.init_on_alloc,
             front_free_inline: front_on && cfg.page_lock_waiters_bit && !cfg.pcp_migratetype_cache,
             fronts: Fronts::new(id),
+            reporting: crate::reporting::Reporting::new(&cfg),
             cfg,
         };
         core.free_all_at_boot();
@@ -181,7 +184,11 @@ impl Core {
     }
 
     /// Hand every page of every zone to the buddy lists, in max-order blocks.
+    ///
+    /// A fresh anonymous mapping is zero and not resident, so every block starts
+    /// marked REPORTED, except with `Backing::Resident` (populated up front).
     fn free_all_at_boot(&self) {
+        let released = self.cfg.backing != crate::config::Backing::Resident;
         for z in self.zones.iter() {
             let mut g = z.lock(&self.mm);
             let mut p = z.start;
@@ -190,7 +197,7 @@ impl Core {
                 while p & ((1 << o) - 1) != 0 || p + (1 << o) > z.end {
                     o -= 1;
                 }
-                g.add_to_free_list(p, o, MigrateType::Movable, true);
+                g.add_to_free_list_marked(p, o, MigrateType::Movable, true, released);
                 p += 1 << o;
             }
         }
@@ -214,10 +221,20 @@ impl Core {
     #[inline(always)]
     pub(crate) fn prep_new_page(&self, pfn: u64, order: u32, gfp: Gfp, head: u32) -> Pfn {
         let d = self.mm.page(pfn);
-        d.set_private(order, gfp.migratetype());
-        d.set_flags(head);
         if gfp.contains(Gfp::ZERO) {
-            self.mm.zero_frames(pfn, order);
+            // A block taken straight off the buddy lists carries REPORTED for
+            // this moment when its memory was released: it reads zero already.
+            let released = d.flags() & flags::REPORTED != 0 && self.reporting.zero_ok;
+            d.set_private(order, gfp.migratetype());
+            d.set_flags(head);
+            if released {
+                self.reporting.zeroing_skipped.fetch_add(1 << order, Ordering::Relaxed);
+            } else {
+                self.mm.zero_frames(pfn, order);
+            }
+        } else {
+            d.set_private(order, gfp.migratetype());
+            d.set_flags(head);
         }
         Pfn::new(pfn)
     }

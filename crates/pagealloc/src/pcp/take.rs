@@ -176,7 +176,9 @@ impl PcpLists {
                         None => break,
                     },
                 };
-                runs.push(block_key(p, k));
+                // Bit 63: the run was released (free page reporting); its
+                // pages keep REPORTED on the list, so Gfp::ZERO skips them.
+                runs.push(block_key(p, k) | (g.took_reported as u64) << 63);
                 got += 1 << (k - order);
             }
             if got > 0 {
@@ -187,13 +189,14 @@ impl PcpLists {
         // Refilled pages go to the cold end, each run's lowest pfn coldest.
         let descs = mm.descs();
         for &r in &runs {
-            let (p, k) = unkey(r);
+            let (p, k) = unkey(r & !(1 << 63));
+            let mark = flags::PCP | if r >> 63 != 0 { flags::REPORTED } else { 0 };
             let mut q = p + (1u64 << k);
             while q > p {
                 q -= 1 << order;
                 let d = &descs[q as usize];
                 d.ensure_private(order, mt);
-                d.set_flags(flags::PCP);
+                d.set_flags(mark);
                 self.lists[pi].push_front(q as u32);
             }
         }

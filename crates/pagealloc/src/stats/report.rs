@@ -376,11 +376,28 @@ pub struct PcpStat {
     /// over zones (the kernel keeps this per zone but prints it in no /proc
     /// file of 6.18).
     pub nr_reserved_highatomic: u64,
+    // --- Free page reporting (issue 18): Linux prints none of these ---
+    /// `page_reporting_passes`: reporting passes run.
+    pub page_reporting_passes: u64,
+    /// `page_reporting_released`: pages released over the allocator's life.
+    pub page_reporting_released: u64,
+    /// `page_reporting_errors`: releases that failed (blocks left unreported).
+    pub page_reporting_errors: u64,
+    /// `page_reporting_zero_skipped`: pages `Gfp::ZERO` did not zero because
+    /// they were released and read zero.
+    pub page_reporting_zero_skipped: u64,
+    /// `nr_free_reported`: free pages now in released (REPORTED) blocks.
+    pub nr_free_reported: u64,
+    /// `nr_free_resident`: free pages now resident (not released).
+    pub nr_free_resident: u64,
+    /// `nr_resident_estimate`: managed pages less released ones (an upper bound
+    /// of the arena's resident memory).
+    pub nr_resident_estimate: u64,
 }
 
 impl PcpStat {
     /// Every key with its value, in print order.
-    pub fn items(&self) -> [(&'static str, u64); 8] {
+    pub fn items(&self) -> [(&'static str, u64); 15] {
         [
             ("pcp_refill", self.pcp_refill),
             ("pcp_drain", self.pcp_drain),
@@ -390,6 +407,13 @@ impl PcpStat {
             ("highatomic_reserve", self.highatomic_reserve),
             ("pgalloc_fail", self.pgalloc_fail),
             ("nr_reserved_highatomic", self.nr_reserved_highatomic),
+            ("page_reporting_passes", self.page_reporting_passes),
+            ("page_reporting_released", self.page_reporting_released),
+            ("page_reporting_errors", self.page_reporting_errors),
+            ("page_reporting_zero_skipped", self.page_reporting_zero_skipped),
+            ("nr_free_reported", self.nr_free_reported),
+            ("nr_free_resident", self.nr_free_resident),
+            ("nr_resident_estimate", self.nr_resident_estimate),
         ]
     }
 

@@ -13,6 +13,8 @@
 //!   (Isolate when the isolate bit is set) is `mt`.
 //! - Every free block on `lists[o][mt]` lies in pageblocks whose effective type is
 //!   `mt` (the hygiene rule).
+//! - `stats.nr_reported == sum of 1 << order over free heads marked REPORTED`
+//!   (free page reporting; isolated lists included).
 //! - `stats.seq` is even whenever no guard is alive; writers make it odd for the
 //!   length of every critical section (a seqcount for consistent snapshots).
 
@@ -27,7 +29,21 @@ use crate::types::{
     Gfp, MigrateType, ZoneType, MIGRATE_PCPTYPES, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES,
 };
 use crate::vmevent::VmEvent;
-use std::sync::atomic::AtomicU16;
+use std::sync::atomic::{AtomicU16, AtomicU32};
+
+/// A process-wide coarse clock for the age of free blocks (free page
+/// reporting): advanced by reporting passes, read (relaxed) when a block goes
+/// on a free list and stored in its head's private word. Units are
+/// [`FREE_CLOCK_MS`] milliseconds, compared with wrapping arithmetic.
+pub(crate) static FREE_CLOCK: AtomicU32 = AtomicU32::new(0);
+/// Milliseconds per tick of [`FREE_CLOCK`].
+pub(crate) const FREE_CLOCK_MS: u64 = 10;
+
+/// The free clock's current tick, as stored in a free head.
+#[inline(always)]
+pub(crate) fn free_clock() -> u16 {
+    FREE_CLOCK.load(std::sync::atomic::Ordering::Relaxed) as u16
+}
 
 /// Pageblock word: migratetype in bits 0..3 and the isolate bit 3 (written
 /// under the zone's lock), the zone's index in bits 8..16 (fixed at build).
@@ -99,6 +115,8 @@ pub(crate) struct ZoneStats {
     pub(crate) block_count: [LockedCounter; MIGRATE_TYPES],
     /// Pages in HighAtomic-reserved pageblocks.
     pub(crate) nr_reserved_highatomic: LockedCounter,
+    /// Free pages in blocks marked REPORTED (released: not resident).
+    pub(crate) nr_reported: LockedCounter,
     /// Events counted under this zone's lock.
     pub(crate) events: crate::vmevent::EventCounters,
 }
@@ -291,6 +309,11 @@ impl Zone {
             ev.add_owner(VmEvent::PcpTrylockFail, 1);
         }
         let (pfn, how) = took?;
+        if g.took_reported {
+            // Transient: the caller's prep_new_page reads it (Gfp::ZERO
+            // skips zeroing a released block) and overwrites the word.
+            mm.page(pfn).set_flags(crate::page::flags::REPORTED);
+        }
         g.count_fallback(how);
         if highatomic
             && self.pageblock_mt_racy(pfn) != MigrateType::HighAtomic
@@ -331,6 +354,8 @@ pub(crate) struct ZoneGuard<'a> {
     pub(crate) zone: &'a Zone,
     pub(crate) mm: &'a MemMap,
     pub(crate) area: MutexGuard<'a, FreeArea>,
+    /// Whether the block the last `rmqueue_*` took was marked REPORTED.
+    pub(crate) took_reported: bool,
 }
 
 impl<'a> ZoneGuard<'a> {
@@ -343,7 +368,7 @@ impl<'a> ZoneGuard<'a> {
         // Pairs with the Acquire fence in a consistent snapshot: the odd value is
         // visible before any counter this section changes.
         fence(Ordering::Release);
-        Self { zone, mm, area }
+        Self { zone, mm, area, took_reported: false }
     }
 
     /// Set a pageblock's stored type, keeping block counts right.
@@ -395,6 +420,21 @@ impl<'a> ZoneGuard<'a> {
     /// Mark `pfn` a free head of `order` and link it on `lists[order][mt]`.
     #[inline(always)]
     pub(crate) fn add_to_free_list(&mut self, pfn: u64, order: u32, mt: MigrateType, tail: bool) {
+        self.add_to_free_list_marked(pfn, order, mt, tail, false);
+    }
+
+    /// [`ZoneGuard::add_to_free_list`] with the REPORTED mark. The reporter
+    /// puts the blocks it released at the tail (`tail`), where allocations
+    /// reach them last: resident blocks are preferred.
+    #[inline(always)]
+    pub(crate) fn add_to_free_list_marked(
+        &mut self,
+        pfn: u64,
+        order: u32,
+        mt: MigrateType,
+        tail: bool,
+        reported: bool,
+    ) {
         debug_assert!(
             {
                 let bmt = self.zone.pageblock_mt_racy(pfn);
@@ -402,7 +442,13 @@ impl<'a> ZoneGuard<'a> {
             },
             "hygiene: pfn {pfn:#x} order {order} {mt}"
         );
-        self.mm.page(pfn).set_buddy(order, mt);
+        let extra = if reported {
+            self.zone.stats.nr_reported.add_locked(1 << order);
+            crate::page::flags::REPORTED
+        } else {
+            0
+        };
+        self.mm.page(pfn).set_buddy(order, mt, extra, free_clock());
         let l = &mut self.area.lists[order as usize][mt.index()];
         if tail {
             l.push_tail(self.mm, pfn);
@@ -412,13 +458,20 @@ impl<'a> ZoneGuard<'a> {
         self.account(order, mt, true);
     }
 
-    /// Unlink a free head from the list its descriptor records and clear its mark.
+    /// Unlink a free head from the list its descriptor records and clear its
+    /// mark. Returns whether it was marked REPORTED.
     #[inline(always)]
-    pub(crate) fn del_from_free_list(&mut self, pfn: u64, order: u32) {
-        let mt = self.mm.page(pfn).private_mt();
+    pub(crate) fn del_from_free_list(&mut self, pfn: u64, order: u32) -> bool {
+        let d = self.mm.page(pfn);
+        let mt = d.private_mt();
+        let reported = d.flags() & crate::page::flags::REPORTED != 0;
+        if reported {
+            self.zone.stats.nr_reported.sub_locked(1 << order);
+        }
         self.area.lists[order as usize][mt.index()].remove(self.mm, pfn);
-        self.mm.page(pfn).clear();
+        d.clear();
         self.account(order, mt, false);
+        reported
     }
 
     /// Move a free head between types' lists (to the tail, as the kernel does).
@@ -426,7 +479,9 @@ impl<'a> ZoneGuard<'a> {
     pub(crate) fn move_to_free_list(&mut self, pfn: u64, order: u32, to: MigrateType) {
         let d = self.mm.page(pfn);
         let from = d.private_mt();
-        d.set_private(order, to);
+        // Keep the free-time stamp (bits above the type) for reporting.
+        let stamp = d.private_raw() & !((1 << crate::page::STAMP_SHIFT) - 1);
+        d.set_private_raw(crate::page::private_word(order, to) | stamp);
         self.area.lists[order as usize][from.index()].remove(self.mm, pfn);
         self.account(order, from, false);
         self.area.lists[order as usize][to.index()].push_tail(self.mm, pfn);

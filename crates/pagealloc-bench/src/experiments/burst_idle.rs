@@ -1,0 +1,134 @@
+//! `pagealloc bench burst-idle` (issue 18; on demand only, not in the default
+//! run: it idles for seconds). A burst, then idleness: allocate 80% of a
+//! default arena one order-0 page at a time, touch every page, free three
+//! quarters of them in random order, then idle with the defaults (reporting
+//! on, order 0, 2 s delay) and nothing called by the user. The process's
+//! resident set (/proc/self/statm) is sampled every 100 ms; the target is
+//! resident at most the resident set before the burst plus 1.1x live memory
+//! after 3 s of idleness. Then the cost of allocating and touching the freed
+//! memory again (the faults the release costs).
+//!
+//! Peers (glibc with `malloc_trim`, jemalloc's decay, tcmalloc's release) are
+//! not run yet: left for the issue's next session.
+
+use crate::harness::{Ctx, Experiment, ExperimentResult};
+use pagealloc::{Config, Gfp, PageAllocator, Pfn, PAGE_SIZE};
+use std::time::{Duration, Instant};
+
+/// The experiment.
+pub struct BurstIdle;
+
+/// Seconds of idleness sampled.
+const IDLE_S: u64 = 3;
+
+fn rss_pages() -> u64 {
+    crate::show::process_rss_pages().unwrap_or(0)
+}
+
+fn touch(a: &PageAllocator, p: Pfn) {
+    let addr = a.page_address(p).expect("anonymous backing");
+    // SAFETY: the page is allocated to this experiment.
+    unsafe { addr.as_ptr().write_volatile(1) };
+}
+
+impl Experiment for BurstIdle {
+    fn name(&self) -> &'static str {
+        "burst-idle"
+    }
+
+    fn run(&self, ctx: &Ctx) -> ExperimentResult {
+        let mut r = ExperimentResult::new(self.name(), "Burst then idle: resident memory given back", None);
+        // Quick mode: a 256 MiB arena; full mode: the default 1 GiB.
+        let bytes: u64 = if ctx.full { 1 << 30 } else { 256 << 20 };
+        let a = PageAllocator::new(Config::new().arena_bytes(bytes)).expect("burst-idle arena");
+        let rss0 = rss_pages();
+        let n = (a.managed_pages() * 8 / 10) as usize;
+        let mut pages = Vec::with_capacity(n);
+        for _ in 0..n {
+            match a.alloc_pages(Gfp::MOVABLE, 0) {
+                Ok(p) => {
+                    touch(&a, p);
+                    pages.push(p);
+                }
+                Err(_) => break,
+            }
+        }
+        // Free three quarters in random order (xorshift Fisher-Yates).
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for i in (1..pages.len()).rev() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            pages.swap(i, (x % (i as u64 + 1)) as usize);
+        }
+        let keep = pages.len() / 4;
+        let t_free = Instant::now();
+        for p in pages.drain(keep..) {
+            a.free_pages(p, 0).expect("burst-idle free");
+        }
+        let live = keep as u64;
+        let peak = rss_pages();
+        r.line(
+            ctx,
+            format!(
+                "# arena {} MiB, allocated {n} pages, live {live}, rss before {rss0} after the burst {peak} (pages)",
+                bytes >> 20
+            ),
+        );
+        r.line(ctx, "t_ms rss_pages excess_over_live reported_pages");
+        let limit = rss0 as f64 + 1.1 * live as f64;
+        let mut within: Option<u64> = None;
+        let mut last = peak;
+        for k in 0..=(IDLE_S * 10) {
+            let t = t_free.elapsed().as_millis() as u64;
+            last = rss_pages();
+            let reported: u64 = a.residency().iter().map(|z| z.reported).sum();
+            r.line(ctx, format!("{t} {last} {} {reported}", last as i64 - rss0 as i64 - live as i64));
+            if within.is_none() && last as f64 <= limit {
+                within = Some(t);
+            }
+            if let Some(d) = Duration::from_millis((k + 1) * 100).checked_sub(t_free.elapsed()) {
+                if k < IDLE_S * 10 {
+                    std::thread::sleep(d);
+                }
+            }
+        }
+        let ratio = (last as f64 - rss0 as f64) / live as f64;
+        r.target(
+            format!("resident after {IDLE_S} s idle, over the resident set before the burst, in live memory"),
+            ratio,
+            1.1,
+            ratio <= 1.1,
+        );
+        r.notes.push(match within {
+            Some(t) => format!("within rss0 + 1.1x live {t} ms after the frees ended"),
+            None => format!("not within rss0 + 1.1x live after {IDLE_S} s"),
+        });
+        // The cost of taking it all back: allocate and touch the freed pages.
+        let again = n - keep;
+        let t0 = Instant::now();
+        let mut back = Vec::with_capacity(again);
+        for _ in 0..again {
+            if let Ok(p) = a.alloc_pages(Gfp::MOVABLE, 0) {
+                touch(&a, p);
+                back.push(p);
+            }
+        }
+        let ns = t0.elapsed().as_nanos() as f64 / back.len().max(1) as f64;
+        r.line(
+            ctx,
+            format!("# reallocating and touching {} pages: {ns:.0} ns per page ({} bytes each)", back.len(), PAGE_SIZE),
+        );
+        r.notes.push(format!("reallocation after the release: {ns:.0} ns per page, faults included"));
+        let st = a.page_reporting_stats();
+        r.notes.push(format!(
+            "reporting: {} passes, {} pages released, {} errors",
+            st.passes, st.released_pages, st.errors
+        ));
+        r.notes.push("peers (glibc malloc_trim, jemalloc, tcmalloc) not run yet".into());
+        for p in back.into_iter().chain(pages) {
+            a.free_pages(p, 0).expect("burst-idle free");
+        }
+        r
+    }
+}

@@ -1,0 +1,233 @@
+//! The façade's free page reporting: the background reporter thread, the
+//! synchronous passes, run-time switches and the resident-memory figures.
+//!
+//! The reporter thread holds only a weak reference to the allocator between
+//! passes (a strong one would keep the allocator alive forever); the
+//! allocator's drop stops and joins it (`reporting::Reporting`'s drop).
+
+use super::PageAllocator;
+use crate::config::MAX_REPORTING_BATCH;
+use crate::error::ConfigError;
+use crate::page_alloc::Core;
+use crate::reporting::ReportPass;
+use crate::sync::{Arc, Ordering};
+use crate::types::MAX_ORDER;
+
+/// Free page reporting's settings and lifetime counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReportingStats {
+    /// Background passes running.
+    pub enabled: bool,
+    /// Smallest order released.
+    pub order: u32,
+    /// How long a block stays free before it is released.
+    pub delay_ms: u64,
+    /// Passes run (background and synchronous).
+    pub passes: u64,
+    /// Pages released over the allocator's life (a page released twice counts
+    /// twice).
+    pub released_pages: u64,
+    /// Blocks released over the allocator's life.
+    pub released_blocks: u64,
+    /// Releases that failed (the blocks stayed unreported).
+    pub errors: u64,
+    /// Pages whose zeroing (`Gfp::ZERO`, init_on_alloc) was skipped because
+    /// they were released and read zero already.
+    pub zeroing_skipped: u64,
+}
+
+/// One zone's memory by residency (pages). Free pages in blocks marked
+/// REPORTED are not resident (released, or never touched since the arena was
+/// mapped); every other page is counted resident, an upper bound (a page
+/// allocated but never written is not resident either).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ZoneResidency {
+    /// The zone's node.
+    pub nid: u32,
+    /// The zone's name ("Normal", "Movable").
+    pub zone: &'static str,
+    /// Pages the zone manages.
+    pub managed: u64,
+    /// Free pages on the buddy lists (outside isolated blocks).
+    pub free: u64,
+    /// Free pages in released (REPORTED) blocks.
+    pub reported: u64,
+    /// Free pages still resident: `free - reported`, at least 0 (isolated
+    /// released blocks are counted in `reported` but not in `free`).
+    pub free_resident: u64,
+    /// Estimate of resident pages: `managed - reported`.
+    pub resident: u64,
+}
+
+/// The reporter's pause between passes: a quarter of the delay, within
+/// 10 ms..=500 ms (a block is released between one delay and a quarter more
+/// after it went free, or 500 ms more with long delays).
+fn interval(delay_ms: u64) -> std::time::Duration {
+    std::time::Duration::from_millis((delay_ms / 4).clamp(10, 500))
+}
+
+/// Idleness as the reporter sees it: no allocation or free counted since
+/// `since`. Pages on per-CPU lists and front caches are never reported (they
+/// are the hot pages); once the allocator has been idle for the delay, the
+/// reporter drains them to the buddy lists once, and then every free page has
+/// been free for at least the delay, so the pass that follows takes them all.
+#[derive(Default)]
+struct Idle {
+    events: u64,
+    since: Option<std::time::Instant>,
+    drained: bool,
+}
+
+impl Idle {
+    fn traffic(c: &Core) -> u64 {
+        use crate::vmevent::VmEvent;
+        let ev = c.event_totals();
+        [VmEvent::PgallocNormal, VmEvent::PgallocMovable, VmEvent::Pgfree].iter().map(|&e| ev[e as usize]).sum()
+    }
+
+    /// Drain when idle for the delay; true when it just did.
+    fn drained_now(&mut self, c: &Core) -> bool {
+        let now = std::time::Instant::now();
+        let ev = Self::traffic(c);
+        if ev != self.events || self.since.is_none() {
+            (self.events, self.since, self.drained) = (ev, Some(now), false);
+            return false;
+        }
+        let quiet = self.since.is_some_and(|t| now.duration_since(t).as_millis() as u64 >= c.reporting.delay_ms());
+        if !quiet || self.drained {
+            return false;
+        }
+        c.drain_all();
+        (self.events, self.drained) = (Self::traffic(c), true);
+        true
+    }
+}
+
+/// Start the reporter thread unless it runs.
+#[cfg(not(loom))]
+pub(crate) fn start_reporter(core: &Arc<Core>) {
+    let r = &core.reporting;
+    if !r.can_report {
+        return;
+    }
+    let mut slot = r.thread.lock().unwrap_or_else(|e| e.into_inner());
+    if slot.is_some() {
+        return;
+    }
+    let weak = Arc::downgrade(core);
+    let spawned = std::thread::Builder::new().name("pagealloc-report".into()).spawn(move || {
+        let mut idle = Idle::default();
+        loop {
+            let Some(c) = weak.upgrade() else { return };
+            if c.reporting.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            if c.reporting.enabled() {
+                let all = idle.drained_now(&c);
+                c.reporting.pass(&c.zones, &c.mm, all);
+            }
+            let pause = interval(c.reporting.delay_ms());
+            drop(c);
+            std::thread::park_timeout(pause);
+        }
+    });
+    // Without a thread (the process is out of threads) reporting still runs
+    // when asked for synchronously.
+    *slot = spawned.ok();
+}
+
+#[cfg(loom)]
+pub(crate) fn start_reporter(_core: &Arc<Core>) {}
+
+impl PageAllocator {
+    /// Release every unreported free block of at least the reporting order now,
+    /// whatever its age and whether or not background reporting is on (a
+    /// synchronous pass, for tests and for users who know they are idle).
+    pub fn report_free_pages_now(&self) -> ReportPass {
+        self.core.reporting.pass(&self.core.zones, &self.core.mm, true)
+    }
+
+    /// One pass as the background reporter runs it: only blocks free for at
+    /// least the delay are released.
+    pub fn report_aged_free_pages(&self) -> ReportPass {
+        self.core.reporting.pass(&self.core.zones, &self.core.mm, false)
+    }
+
+    /// Switch background reporting at run time (starting the reporter thread
+    /// the first time). Returns `false`, changing nothing, when this backing
+    /// cannot report ([`crate::Backing::Resident`], or [`crate::Backing::None`]
+    /// without a callback).
+    pub fn set_page_reporting(&self, on: bool) -> bool {
+        if !self.core.reporting.set_enabled(on) {
+            return false;
+        }
+        if on {
+            start_reporter(&self.core);
+        }
+        true
+    }
+
+    /// Change the reporting order, delay and batch at run time.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] for a value outside [`crate::Config`]'s
+    /// bounds (nothing changes).
+    pub fn tune_page_reporting(&self, order: u32, delay_ms: u64, batch: u32) -> Result<(), ConfigError> {
+        let probe = self
+            .core
+            .cfg
+            .clone()
+            .page_reporting_order(Some(order))
+            .page_reporting_delay_ms(delay_ms)
+            .page_reporting_batch(batch);
+        probe.validate()?;
+        debug_assert!(order <= MAX_ORDER && batch <= MAX_REPORTING_BATCH);
+        self.core.reporting.tune(probe.effective_reporting_order(), delay_ms, batch);
+        Ok(())
+    }
+
+    /// Reporting's settings and counters, read without locks.
+    #[must_use]
+    pub fn page_reporting_stats(&self) -> ReportingStats {
+        let r = &self.core.reporting;
+        ReportingStats {
+            enabled: r.enabled(),
+            order: r.order(),
+            delay_ms: r.delay_ms(),
+            passes: r.passes.load(Ordering::Relaxed),
+            released_pages: r.reported_pages.load(Ordering::Relaxed),
+            released_blocks: r.reported_blocks.load(Ordering::Relaxed),
+            errors: r.errors.load(Ordering::Relaxed),
+            zeroing_skipped: r.zeroing_skipped.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Every zone's memory by residency, read without locks.
+    #[must_use]
+    pub fn residency(&self) -> Vec<ZoneResidency> {
+        self.core
+            .zones
+            .iter()
+            .map(|z| {
+                let free = z.free_pages_racy();
+                let reported = z.stats.nr_reported.get_racy();
+                ZoneResidency {
+                    nid: z.nid,
+                    zone: z.ztype.name(),
+                    managed: z.managed,
+                    free,
+                    reported,
+                    free_resident: free.saturating_sub(reported),
+                    resident: z.managed.saturating_sub(reported),
+                }
+            })
+            .collect()
+    }
+
+    /// Make every `n`-th release fail (0: none), as a failing `madvise` or
+    /// callback would: the block must stay unreported and intact. For tests
+    /// of the error path (costs nothing outside reporting passes).
+    pub fn inject_report_errors(&self, n: u32) {
+        self.core.reporting.fail_every(n);
+    }
+}

@@ -1,0 +1,311 @@
+//! Free page reporting (the kernel's mm/page_reporting.c, rebuilt from its
+//! design): free blocks of at least the reporting order that have stayed free
+//! for a delay are released (`madvise` for anonymous and hugepage backing, a
+//! user callback without backing) and marked REPORTED on their buddy head, in
+//! batches per hold of the zone's lock, off the allocation and free paths (a
+//! background thread per allocator, see `allocator::reporting`, or a pass
+//! asked for synchronously).
+//!
+//! Invariants:
+//! - A block marked REPORTED is free and its memory was released as a whole
+//!   (with `MADV_DONTNEED`: it reads zero). The mark is set only here, under
+//!   the zone lock, after the release succeeded; a failed release leaves the
+//!   block unmarked, on its list, untouched.
+//! - Merging keeps the mark only when both halves had it, splitting gives it
+//!   to both halves (`buddy`); a per-CPU refill keeps it on the pages of a
+//!   released run (beside `PCP`); every other way off a free list drops it.
+//! - Allocation: `Gfp::ZERO` (and init_on_alloc) skips zeroing a block that
+//!   still carries the mark when it is handed out (straight from the buddy
+//!   lists, or from a per-CPU list or front cache filled from a released
+//!   run); the inline front-cache paths never read it (they serve no
+//!   `Gfp::ZERO` request).
+//! - `zone.stats.nr_reported` counts the pages of marked free blocks
+//!   (`check_invariants` recounts it).
+//! - Released blocks go to their list's tail, so allocations take resident
+//!   blocks first (the list's head) and reach released ones last.
+//!
+//! Design choices:
+//! - The default order is 0 with 4 KiB backing: after random frees the free
+//!   pages are scattered (with three quarters of a region freed at random, a
+//!   page's buddy is free only three times in four, so order 1 and above could
+//!   release only about half of the freed memory), and the allocators users
+//!   compare with release at page granularity. With hugepage backing the order
+//!   is at least the pageblock's (2 MiB), so no release splits a hugepage.
+//! - Hysteresis: a block is released only once it has stayed free for the
+//!   delay (its free time is stamped in its head, 10 ms ticks), so memory
+//!   freed and soon reused is never released and faulted back in a loop;
+//!   released blocks are reused last.
+//! - Releases happen under the zone's lock (a batch of at most
+//!   `page_reporting_batch` blocks per hold): no block is ever off the lists,
+//!   so conservation and isolation never see a block in flight. The cost is
+//!   the lock's hold time of a batch of syscalls.
+
+use crate::config::{Backing, Config, ReportCallback};
+use crate::memmap::MemMap;
+use crate::page::flags;
+use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use crate::types::{Gfp, MigrateType, Pfn, MAX_ORDER, PAGE_SIZE};
+use crate::zone::{Zone, FREE_CLOCK, FREE_CLOCK_MS};
+use std::sync::Mutex as StdMutex;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+/// Entries walked per hold of a zone's lock, at most (bounds the hold time
+/// when a list holds many young or already-released blocks).
+const WALK_PER_HOLD: usize = 512;
+
+/// What a pass did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReportPass {
+    /// Blocks released and marked.
+    pub blocks: u64,
+    /// Pages in them.
+    pub pages: u64,
+    /// Releases that failed (the blocks stay unreported).
+    pub errors: u64,
+}
+
+/// How a block's memory is released.
+enum Release {
+    Madvise { advice: libc::c_int },
+    Callback(ReportCallback),
+    Nothing,
+}
+
+/// One allocator's reporting state (a field of `Core`).
+pub(crate) struct Reporting {
+    enabled: AtomicBool,
+    order: AtomicU32,
+    delay_ms: AtomicU64,
+    batch: AtomicU32,
+    release: Release,
+    /// Whether a released block reads zero (`MADV_DONTNEED`, or no memory).
+    pub(crate) zero_ok: bool,
+    /// What every allocation adds to its flags: `Gfp::ZERO` with
+    /// init_on_alloc (zeroing options live beside reporting: a released block
+    /// needs no zeroing).
+    pub(crate) alloc_extra: Gfp,
+    /// Whether this backing can report at all.
+    pub(crate) can_report: bool,
+    /// Held for a whole pass, and by readers that need a quiescent view.
+    pub(crate) pass_lock: StdMutex<()>,
+    /// Lifetime totals.
+    pub(crate) reported_pages: AtomicU64,
+    pub(crate) reported_blocks: AtomicU64,
+    pub(crate) errors: AtomicU64,
+    pub(crate) passes: AtomicU64,
+    /// `Gfp::ZERO` (or init_on_alloc) allocations whose zeroing was skipped
+    /// because the block was released.
+    pub(crate) zeroing_skipped: AtomicU64,
+    /// Fail every n-th release (0: never). For tests of the error path.
+    fail_every: AtomicU32,
+    fail_count: AtomicU32,
+    /// The background thread and its stop flag.
+    pub(crate) stop: AtomicBool,
+    pub(crate) thread: StdMutex<Option<JoinHandle<()>>>,
+}
+
+/// The process-wide origin of [`FREE_CLOCK`].
+fn epoch() -> Instant {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// Advance the free clock to now (monotonic; any allocator may).
+pub(crate) fn tick_clock() -> u32 {
+    let t = (epoch().elapsed().as_millis() as u64 / FREE_CLOCK_MS) as u32;
+    FREE_CLOCK.fetch_max(t, Ordering::Relaxed).max(t)
+}
+
+impl Reporting {
+    pub(crate) fn new(cfg: &Config) -> Self {
+        epoch();
+        let release = match cfg.backing {
+            Backing::Anonymous | Backing::HugePages => Release::Madvise {
+                advice: if cfg.page_reporting_madv_free { libc::MADV_FREE } else { libc::MADV_DONTNEED },
+            },
+            Backing::None => cfg.page_reporting_callback.clone().map_or(Release::Nothing, Release::Callback),
+            Backing::Resident => Release::Nothing,
+        };
+        let can_report = !matches!(release, Release::Nothing);
+        Self {
+            enabled: AtomicBool::new(cfg.page_reporting && can_report),
+            order: AtomicU32::new(cfg.effective_reporting_order()),
+            delay_ms: AtomicU64::new(cfg.page_reporting_delay_ms),
+            batch: AtomicU32::new(cfg.page_reporting_batch),
+            release,
+            zero_ok: !cfg.page_reporting_madv_free,
+            alloc_extra: if cfg.init_on_alloc { Gfp::ZERO } else { Gfp::empty() },
+            can_report,
+            pass_lock: StdMutex::new(()),
+            reported_pages: AtomicU64::new(0),
+            reported_blocks: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            passes: AtomicU64::new(0),
+            zeroing_skipped: AtomicU64::new(0),
+            fail_every: AtomicU32::new(0),
+            fail_count: AtomicU32::new(0),
+            stop: AtomicBool::new(false),
+            thread: StdMutex::new(None),
+        }
+    }
+
+    /// Whether background passes run.
+    pub(crate) fn enabled(&self) -> bool {
+        self.enabled.load(Ordering::Relaxed)
+    }
+
+    /// Switch background passes; `false` when this backing cannot report.
+    pub(crate) fn set_enabled(&self, on: bool) -> bool {
+        self.enabled.store(on && self.can_report, Ordering::Relaxed);
+        self.can_report || !on
+    }
+
+    pub(crate) fn delay_ms(&self) -> u64 {
+        self.delay_ms.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn order(&self) -> u32 {
+        self.order.load(Ordering::Relaxed)
+    }
+
+    /// Change the settings at run time (already validated by the caller).
+    pub(crate) fn tune(&self, order: u32, delay_ms: u64, batch: u32) {
+        self.order.store(order.min(MAX_ORDER), Ordering::Relaxed);
+        self.delay_ms.store(delay_ms, Ordering::Relaxed);
+        self.batch.store(batch.max(1), Ordering::Relaxed);
+    }
+
+    /// Make every `n`-th release fail (0: none), as a failing `madvise` would.
+    pub(crate) fn fail_every(&self, n: u32) {
+        self.fail_count.store(0, Ordering::Relaxed);
+        self.fail_every.store(n, Ordering::Relaxed);
+    }
+
+    /// Release one free block's memory; `false` on failure.
+    fn release(&self, mm: &MemMap, pfn: u64, order: u32) -> bool {
+        let every = self.fail_every.load(Ordering::Relaxed);
+        if every != 0 && (self.fail_count.fetch_add(1, Ordering::Relaxed) + 1).is_multiple_of(every) {
+            return false;
+        }
+        match &self.release {
+            Release::Madvise { advice } => {
+                let Some(addr) = mm.page_address(Pfn::new(pfn)) else {
+                    return false;
+                };
+                // SAFETY: the block [pfn, pfn + 2^order) lies inside our own
+                // mapping and is free under the zone lock the caller holds:
+                // nobody owns its memory, and dropping its contents is what
+                // freeing it allows.
+                unsafe { libc::madvise(addr.as_ptr().cast(), PAGE_SIZE << order, *advice) == 0 }
+            }
+            Release::Callback(cb) => (cb.0)(Pfn::new(pfn), order),
+            Release::Nothing => false,
+        }
+    }
+
+    /// One pass over every zone: release unreported free blocks of at least
+    /// the reporting order that have been free for the delay (every one with
+    /// `ignore_age`). Runs whether or not background passes are enabled.
+    pub(crate) fn pass(&self, zones: &[Zone], mm: &MemMap, ignore_age: bool) -> ReportPass {
+        let mut r = ReportPass::default();
+        if !self.can_report {
+            return r;
+        }
+        let _p = self.pass_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let now = tick_clock() as u16;
+        let delay = self.delay_ms().div_ceil(FREE_CLOCK_MS).min(u16::MAX as u64) as u16;
+        let min_order = self.order();
+        for z in zones {
+            for order in (min_order..=MAX_ORDER).rev() {
+                for mt in
+                    [MigrateType::Movable, MigrateType::Unmovable, MigrateType::Reclaimable, MigrateType::HighAtomic]
+                {
+                    let old = |s: u16| ignore_age || now.wrapping_sub(s) >= delay;
+                    self.pass_list(z, mm, order, mt, old, &mut r);
+                }
+            }
+        }
+        self.passes.fetch_add(1, Ordering::Relaxed);
+        r
+    }
+
+    /// Report the eligible blocks of one free list, a batch per lock hold.
+    fn pass_list(
+        &self,
+        z: &Zone,
+        mm: &MemMap,
+        order: u32,
+        mt: MigrateType,
+        old: impl Fn(u16) -> bool,
+        total: &mut ReportPass,
+    ) {
+        let mut r = ReportPass::default();
+        let batch = self.batch.load(Ordering::Relaxed) as u64;
+        // Walk at most the list's length (and a little): released blocks move
+        // to the tail and are met again at the end.
+        let mut budget = z.stats.free_blocks[order as usize][mt.index()].get_racy() as usize + 1;
+        let mut cursor: Option<u64> = None;
+        while budget > 0 {
+            let mut g = z.lock(mm);
+            let on_list = |p: u64| {
+                let d = mm.page(p);
+                d.is_buddy() && d.order() == order && d.private_mt() == mt
+            };
+            let mut p = match cursor {
+                Some(c) if on_list(c) => Some(c),
+                _ => g.first_free(order, mt),
+            };
+            let (mut walked, mut done) = (0, 0);
+            while let Some(q) = p {
+                if walked == WALK_PER_HOLD || done == batch || budget == 0 {
+                    break;
+                }
+                let d = mm.page(q);
+                let next = d.next.get();
+                p = (next != crate::page::NIL).then_some(next as u64);
+                walked += 1;
+                budget -= 1;
+                if d.flags() & flags::REPORTED != 0 || !old(d.stamp()) {
+                    continue;
+                }
+                done += 1;
+                if self.release(mm, q, order) {
+                    g.del_from_free_list(q, order);
+                    g.add_to_free_list_marked(q, order, mt, true, true);
+                    r.blocks += 1;
+                    r.pages += 1 << order;
+                } else {
+                    r.errors += 1;
+                }
+            }
+            drop(g);
+            if p.is_none() {
+                break;
+            }
+            cursor = p;
+        }
+        self.reported_blocks.fetch_add(r.blocks, Ordering::Relaxed);
+        self.reported_pages.fetch_add(r.pages, Ordering::Relaxed);
+        self.errors.fetch_add(r.errors, Ordering::Relaxed);
+        total.blocks += r.blocks;
+        total.pages += r.pages;
+        total.errors += r.errors;
+    }
+}
+
+impl Drop for Reporting {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let handle = self.thread.get_mut().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(h) = handle {
+            // The reporter may itself hold the last handle on the allocator
+            // (it upgrades its weak reference for a pass): then it is this
+            // thread, which ends on its own once the pass returns.
+            if h.thread().id() != std::thread::current().id() {
+                h.thread().unpark();
+                let _ = h.join();
+            }
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! Free page reporting (issue 18): released blocks read zero and skip the
+//! zeroing of `Gfp::ZERO`, the REPORTED mark through merge and split, the
+//! delay's hysteresis, failed releases, and a multi-threaded stress with an
+//! aggressive reporter racing allocations and frees.
+
+use pagealloc::{Backing, Config, Gfp, PageAllocator, Pfn, ReportCallback, PAGE_SIZE};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+fn fill(a: &PageAllocator, pfn: Pfn, order: u32, byte: u8) {
+    let p = a.page_address(pfn).unwrap();
+    // SAFETY: the block is allocated to this test and inside the arena.
+    unsafe { std::ptr::write_bytes(p.as_ptr(), byte, PAGE_SIZE << order) };
+}
+
+fn all_bytes(a: &PageAllocator, pfn: Pfn, order: u32, byte: u8) -> bool {
+    let p = a.page_address(pfn).unwrap();
+    // SAFETY: the block is inside the arena's mapping (allocated, or free and
+    // untouched by anyone while this single-threaded test looks).
+    let s = unsafe { std::slice::from_raw_parts(p.as_ptr(), PAGE_SIZE << order) };
+    s.iter().all(|&b| b == byte)
+}
+
+fn reported(a: &PageAllocator) -> u64 {
+    a.residency().iter().map(|z| z.reported).sum()
+}
+
+/// One pageblock, anonymous backing, no per-CPU lists, no background thread:
+/// every allocation is deterministic.
+fn tiny() -> PageAllocator {
+    PageAllocator::new(Config::new().arena_bytes(2 << 20).pcp_lists(false).page_reporting(false)).unwrap()
+}
+
+#[test]
+fn released_blocks_read_zero_and_skip_zeroing() {
+    let a = tiny();
+    let p = a.alloc_pages(Gfp::MOVABLE, 4).unwrap();
+    fill(&a, p, 4, 0xab);
+    a.free_pages(p, 4).unwrap();
+    assert_eq!(reported(&a), 0, "the freed block merged with the released rest: the mark is lost");
+    let r = a.report_free_pages_now();
+    assert_eq!((r.blocks, r.pages, r.errors), (1, 512, 0));
+    assert_eq!(reported(&a), 512);
+    let before = a.page_reporting_stats().zeroing_skipped;
+    let q = a.alloc_pages(Gfp::MOVABLE | Gfp::ZERO, 4).unwrap();
+    assert_eq!(q, p);
+    assert_eq!(a.page_reporting_stats().zeroing_skipped - before, 16, "no zeroing pass on a released block");
+    assert!(all_bytes(&a, q, 4, 0), "a released block reads zero");
+    assert_eq!(reported(&a), 512 - 16, "the split halves keep the mark");
+    a.check_invariants().unwrap();
+    // An unreleased block is zeroed as before.
+    fill(&a, q, 4, 0xcd);
+    a.free_pages(q, 4).unwrap();
+    let q2 = a.alloc_pages(Gfp::MOVABLE | Gfp::ZERO, 4).unwrap();
+    assert_eq!(q2, p);
+    assert_eq!(a.page_reporting_stats().zeroing_skipped - before, 16);
+    assert!(all_bytes(&a, q2, 4, 0));
+    a.free_pages(q2, 4).unwrap();
+    a.check_invariants().unwrap();
+}
+
+#[test]
+fn a_fresh_arena_starts_released() {
+    let a = tiny();
+    assert_eq!(reported(&a), a.managed_pages());
+    let r = a.residency();
+    assert_eq!(r[0].free_resident, 0);
+    assert_eq!(r[0].resident, 0);
+    let p = a.alloc_pages(Gfp::MOVABLE | Gfp::ZERO, 0).unwrap();
+    assert_eq!(a.page_reporting_stats().zeroing_skipped, 1, "fresh memory is zero: not zeroed again");
+    assert_eq!(a.residency()[0].resident, 1);
+    a.free_pages(p, 0).unwrap();
+    a.check_invariants().unwrap();
+}
+
+#[test]
+fn merge_keeps_the_mark_only_when_both_halves_had_it() {
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let c = calls.clone();
+    let cb = ReportCallback(Arc::new(move |pfn: Pfn, order: u32| {
+        c.lock().unwrap().push((pfn.as_u64(), order));
+        true
+    }));
+    let a = PageAllocator::new(
+        Config::small(4 << 20).pcp_lists(false).page_reporting(false).page_reporting_callback(Some(cb)),
+    )
+    .unwrap();
+    assert_eq!(reported(&a), 1024);
+    let p = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+    assert_eq!(reported(&a), 1023, "every half of the split keeps the mark");
+    let q = a.alloc_pages(Gfp::MOVABLE, 9).unwrap();
+    assert_eq!(reported(&a), 511);
+    a.free_pages(p, 0).unwrap();
+    assert_eq!(reported(&a), 0, "merged with an unreported page: unreported");
+    assert_eq!(a.report_free_pages_now().blocks, 1);
+    assert_eq!(*calls.lock().unwrap(), vec![(p.as_u64(), 9)]);
+    assert_eq!(reported(&a), 512);
+    assert_eq!(a.report_free_pages_now().blocks, 0, "a released block is not released again");
+    a.free_pages(q, 9).unwrap();
+    assert_eq!(reported(&a), 0);
+    a.check_invariants().unwrap();
+    assert_eq!(a.report_free_pages_now().pages, 1024);
+    assert_eq!(*calls.lock().unwrap().last().unwrap(), (0, 10));
+    a.check_invariants().unwrap();
+}
+
+#[test]
+fn young_blocks_wait_for_the_delay_and_the_order_is_respected() {
+    let a = PageAllocator::new(
+        Config::new().arena_bytes(2 << 20).pcp_lists(false).page_reporting(false).page_reporting_delay_ms(60_000),
+    )
+    .unwrap();
+    let p = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+    let q = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+    fill(&a, p, 0, 1);
+    a.free_pages(p, 0).unwrap();
+    assert_eq!(a.report_aged_free_pages().blocks, 0, "freed just now: kept resident");
+    a.tune_page_reporting(1, 0, 32).unwrap();
+    assert_eq!(a.report_aged_free_pages().blocks, 0, "order 0 is below the reporting order");
+    a.tune_page_reporting(0, 0, 32).unwrap();
+    assert_eq!(a.report_aged_free_pages().pages, 1);
+    assert!(a.tune_page_reporting(11, 0, 32).is_err());
+    assert!(a.tune_page_reporting(0, 0, 0).is_err());
+    a.free_pages(q, 0).unwrap();
+    a.check_invariants().unwrap();
+}
+
+#[test]
+fn failed_releases_leave_blocks_unreported_and_intact() {
+    let a = tiny();
+    let keep = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+    let p = a.alloc_pages(Gfp::MOVABLE, 3).unwrap();
+    fill(&a, p, 3, 0x5a);
+    a.free_pages(p, 3).unwrap();
+    let before = reported(&a);
+    a.inject_report_errors(1);
+    let r1 = a.report_free_pages_now();
+    assert_eq!(r1.blocks, 0);
+    assert!(r1.errors >= 1);
+    assert_eq!(reported(&a), before);
+    assert!(all_bytes(&a, p, 3, 0x5a), "a failed release changes nothing");
+    a.check_invariants().unwrap();
+    a.inject_report_errors(0);
+    let r = a.report_free_pages_now();
+    assert_eq!(r.errors, 0);
+    assert!(r.blocks >= 1);
+    assert!(all_bytes(&a, p, 3, 0), "released now");
+    a.free_pages(keep, 0).unwrap();
+    a.check_invariants().unwrap();
+    assert_eq!(a.page_reporting_stats().errors, r1.errors);
+}
+
+#[test]
+fn resident_backing_and_none_without_callback_cannot_report() {
+    let a = PageAllocator::new(Config::small(2 << 20)).unwrap();
+    assert!(!a.page_reporting_stats().enabled);
+    assert!(!a.set_page_reporting(true));
+    assert!(a.set_page_reporting(false));
+    let b = PageAllocator::new(Config::new().arena_bytes(2 << 20).backing(Backing::Resident)).unwrap();
+    assert_eq!(reported(&b), 0, "populated up front: resident");
+    assert_eq!(b.report_free_pages_now().blocks, 0);
+}
+
+/// A checksum of a block's pattern: every 8-byte word is `seed ^ index`.
+fn write_pattern(a: &PageAllocator, pfn: Pfn, order: u32, seed: u64) {
+    let p = a.page_address(pfn).unwrap().as_ptr().cast::<u64>();
+    for i in 0..(PAGE_SIZE << order) / 8 {
+        // SAFETY: the block is allocated to this thread.
+        unsafe { p.add(i).write(seed ^ i as u64) };
+    }
+}
+
+fn pattern_ok(a: &PageAllocator, pfn: Pfn, order: u32, seed: u64) -> bool {
+    let p = a.page_address(pfn).unwrap().as_ptr().cast::<u64>();
+    // SAFETY: as above.
+    (0..(PAGE_SIZE << order) / 8).all(|i| unsafe { p.add(i).read() } == seed ^ i as u64)
+}
+
+#[test]
+fn stress_with_an_aggressive_reporter_loses_nothing() {
+    let cfg = Config::new()
+        .arena_bytes(32 << 20)
+        .page_reporting_order(Some(0))
+        .page_reporting_delay_ms(0)
+        .page_reporting_batch(4);
+    let a = PageAllocator::new(cfg).unwrap();
+    assert!(a.page_reporting_stats().enabled);
+    a.inject_report_errors(7);
+    let stop = Arc::new(AtomicBool::new(false));
+    let bad = Arc::new(AtomicU64::new(0));
+    std::thread::scope(|s| {
+        // A second reporter beside the background one, synchronous passes.
+        let (a2, stop2) = (a.clone(), stop.clone());
+        s.spawn(move || {
+            while !stop2.load(Ordering::Relaxed) {
+                a2.report_free_pages_now();
+                std::thread::yield_now();
+            }
+        });
+        let workers: Vec<_> = (0..4u64)
+            .map(|t| {
+                let (a, bad) = (a.clone(), bad.clone());
+                s.spawn(move || {
+                    let mut live: Vec<(Pfn, u32, u64)> = Vec::new();
+                    let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ t;
+                    for i in 0..3000u64 {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        if live.len() < 64 && (!x.is_multiple_of(3) || live.is_empty()) {
+                            let order = (x >> 8) as u32 % 4;
+                            let gfp = if x & 1 == 0 { Gfp::MOVABLE } else { Gfp::MOVABLE | Gfp::ZERO };
+                            if let Ok(p) = a.alloc_pages(gfp, order) {
+                                if gfp.contains(Gfp::ZERO) && !all_bytes(&a, p, order, 0) {
+                                    bad.fetch_add(1, Ordering::Relaxed);
+                                }
+                                let seed = (t << 40) ^ i;
+                                write_pattern(&a, p, order, seed);
+                                live.push((p, order, seed));
+                            }
+                        } else {
+                            let (p, order, seed) = live.swap_remove((x >> 16) as usize % live.len());
+                            if !pattern_ok(&a, p, order, seed) {
+                                bad.fetch_add(1, Ordering::Relaxed);
+                            }
+                            a.free_pages(p, order).unwrap();
+                        }
+                    }
+                    live
+                })
+            })
+            .collect();
+        let lives: Vec<_> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+        stop.store(true, Ordering::Relaxed);
+        a.drain_all_pages();
+        a.check_invariants().unwrap();
+        let held: u64 = lives.iter().flatten().map(|&(_, o, _)| 1u64 << o).sum();
+        let c = a.census();
+        assert_eq!(c.allocated, held, "exact conservation: the census counts what the threads hold");
+        assert_eq!(c.free + c.pcp + c.allocated, a.managed_pages());
+        for (p, o, seed) in lives.into_iter().flatten() {
+            assert!(pattern_ok(&a, p, o, seed), "live data intact at {p:?}");
+            a.free_pages(p, o).unwrap();
+        }
+    });
+    assert_eq!(bad.load(Ordering::Relaxed), 0, "no live page lost its data, every zeroed page read zero");
+    let st = a.page_reporting_stats();
+    assert!(st.released_blocks > 0 && st.errors > 0, "{st:?}");
+    a.inject_report_errors(0);
+    a.drain_all_pages();
+    a.report_free_pages_now();
+    a.check_invariants().unwrap();
+    let c = a.census();
+    assert_eq!(c.allocated, 0);
+    assert_eq!(c.free + c.pcp, a.managed_pages());
+}
+
+#[test]
+fn init_on_alloc_zeroes_every_path_and_skips_released_blocks() {
+    let a = PageAllocator::new(Config::new().arena_bytes(8 << 20).page_reporting(false).init_on_alloc(true)).unwrap();
+    // Dirty some pages through every allocation path, free them, take them again.
+    for round in 0..2u8 {
+        let single: Vec<_> = (0..40).map(|i| a.alloc_pages(Gfp::MOVABLE, i % 3).map(|p| (p, i % 3)).unwrap()).collect();
+        let mut slots = vec![None; 20];
+        assert_eq!(a.alloc_pages_bulk(Gfp::MOVABLE, &mut slots), 20);
+        let mut list = Vec::new();
+        assert_eq!(a.alloc_pages_bulk_list(Gfp::MOVABLE, 100, &mut list), 100);
+        let all: Vec<(Pfn, u32)> = single
+            .into_iter()
+            .chain(slots.into_iter().flatten().map(|p| (p, 0)))
+            .chain(list.into_iter().map(|p| (p, 0)))
+            .collect();
+        for &(p, o) in &all {
+            assert!(all_bytes(&a, p, o, 0), "round {round}: {p:?} order {o} not zeroed");
+            fill(&a, p, o, 0xee);
+        }
+        for (p, o) in all {
+            a.free_pages(p, o).unwrap();
+        }
+    }
+    assert!(a.page_reporting_stats().zeroing_skipped > 0, "the fresh (released) arena was not zeroed again");
+    a.check_invariants().unwrap();
+}

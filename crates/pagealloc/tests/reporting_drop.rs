@@ -1,0 +1,46 @@
+//! The reporter thread ends with its allocator (it holds only a weak
+//! reference between passes). Alone in its binary: it counts this process's
+//! reporter threads by name.
+
+use pagealloc::{Config, PageAllocator};
+
+fn reporters() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|c| c.trim_end() == "pagealloc-repor") // comm keeps 15 bytes
+        .count()
+}
+
+/// The count once it settles (a new thread names itself after it starts).
+fn settled(want: usize) -> usize {
+    for _ in 0..100 {
+        if reporters() == want {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    reporters()
+}
+
+#[test]
+fn dropping_the_allocator_stops_its_reporter() {
+    assert_eq!(reporters(), 0);
+    let a = PageAllocator::new(Config::new().arena_bytes(4 << 20).page_reporting_delay_ms(0)).unwrap();
+    let b = a.clone();
+    assert!(a.page_reporting_stats().enabled);
+    assert_eq!(settled(1), 1);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert!(a.page_reporting_stats().passes > 0, "the background thread runs passes");
+    drop(a);
+    assert_eq!(reporters(), 1, "a clone still holds the allocator");
+    drop(b);
+    assert_eq!(reporters(), 0, "the drop joined the reporter");
+    // Switched on at run time: started then, stopped with the allocator.
+    let c = PageAllocator::new(Config::new().arena_bytes(4 << 20).page_reporting(false)).unwrap();
+    assert_eq!(reporters(), 0);
+    assert!(c.set_page_reporting(true));
+    assert_eq!(settled(1), 1);
+    drop(c);
+    assert_eq!(reporters(), 0);
+}
