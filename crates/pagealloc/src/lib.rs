@@ -38,12 +38,15 @@ mod memmap;
 mod page;
 mod page_alloc;
 mod pagelock;
+mod pagecache;
+mod pageref;
 mod pages;
 mod pcp;
 pub mod stats;
 mod sync;
 mod types;
 mod vmevent;
+mod vmscan;
 mod zone;
 
 pub use allocator::PageAllocator;
@@ -55,7 +58,9 @@ pub use invariants::{Fragmentation, ZoneCensus};
 pub const PAGE_DESC_SIZE: usize = std::mem::size_of::<page::PageDesc>();
 pub use allocator::PageLockGuard;
 pub use pagelock::CancelToken;
+pub use pagecache::{FileSource, FillFn, Mapping, PageCache, PageCacheConfig, PageHandle, PageSource};
 pub use pages::Pages;
+pub use vmscan::{ShrinkControl, Shrinker, LRU_BATCH};
 pub use types::{
     CpuId, Gfp, MigrateType, NodeId, Pfn, ZoneType, MAX_ORDER, MIGRATE_PCPTYPES, MIGRATE_TYPES, NR_ORDERS,
     PAGEBLOCK_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE,

@@ -55,8 +55,25 @@ pub mod flags {
     /// The page lock is held by a `PageLockGuard`: only the guard releases it
     /// (set and cleared together with `LOCKED`).
     pub const GUARD: u32 = 1 << 12;
-    /// Bits that forbid freeing a block through the raw pfn API.
-    pub const NO_RAW_FREE: u32 = LOCKED | WRITEBACK | OWNED | GUARD;
+    /// The page cache's "accessed since the LRU last looked" bit (PG_referenced).
+    pub const REFERENCED: u32 = 1 << 2;
+    /// The page's contents differ from its backing store (PG_dirty).
+    pub const DIRTY: u32 = 1 << 4;
+    /// The page is on one of its node's LRU lists (PG_lru): its `next`/`prev`
+    /// links belong to the LRU lock.
+    pub const LRU: u32 = 1 << 5;
+    /// The page is on the active LRU list (PG_active).
+    pub const ACTIVE: u32 = 1 << 6;
+    /// Shift of the page reference count (bits 16..31; see `pageref`).
+    pub const REF_SHIFT: u32 = 16;
+    /// One page reference.
+    pub const REF_ONE: u32 = 1 << REF_SHIFT;
+    /// The page reference count (the kernel's `_refcount`, 16 bits here).
+    pub const REF_MASK: u32 = 0xffff << REF_SHIFT;
+    /// Bits that forbid freeing a block through the raw pfn API: a lock,
+    /// writeback, an owning handle, a page reference (the last `put_page`
+    /// frees), or links owned by the LRU lock.
+    pub const NO_RAW_FREE: u32 = LOCKED | WRITEBACK | OWNED | GUARD | REF_MASK | LRU;
 }
 
 /// One page frame's descriptor.

@@ -69,13 +69,46 @@ events! {
     HighatomicReserve = "highatomic_reserve",
     /// `pgalloc_fail` (ours, pcpstat): allocation failures.
     AllocFail = "pgalloc_fail",
+    // Page cache, LRU and reclaim (issue 16): the kernel's /proc/vmstat names.
+    /// `pgscan_kswapd`: LRU pages scanned by kswapd.
+    PgscanKswapd = "pgscan_kswapd",
+    /// `pgscan_direct`: LRU pages scanned by direct reclaim.
+    PgscanDirect = "pgscan_direct",
+    /// `pgsteal_kswapd`: pages reclaimed by kswapd.
+    PgstealKswapd = "pgsteal_kswapd",
+    /// `pgsteal_direct`: pages reclaimed by direct reclaim.
+    PgstealDirect = "pgsteal_direct",
+    /// `pgactivate`: pages moved to an active list.
+    Pgactivate = "pgactivate",
+    /// `pgdeactivate`: pages moved from an active list to an inactive one.
+    Pgdeactivate = "pgdeactivate",
+    /// `allocstall_normal`: direct reclaims for requests whose highest zone is Normal.
+    AllocstallNormal = "allocstall_normal",
+    /// `allocstall_movable`: direct reclaims for requests that may use Movable.
+    AllocstallMovable = "allocstall_movable",
+    /// `pageoutrun`: kswapd reclaim runs.
+    Pageoutrun = "pageoutrun",
 }
 
 impl VmEvent {
     /// Whether Linux (6.18) has this counter in /proc/vmstat under this name;
     /// the others are this allocator's own and only in `pcpstat`.
     pub const fn in_vmstat(self) -> bool {
-        matches!(self, VmEvent::PgallocNormal | VmEvent::PgallocMovable | VmEvent::Pgfree)
+        matches!(
+            self,
+            VmEvent::PgallocNormal
+                | VmEvent::PgallocMovable
+                | VmEvent::Pgfree
+                | VmEvent::PgscanKswapd
+                | VmEvent::PgscanDirect
+                | VmEvent::PgstealKswapd
+                | VmEvent::PgstealDirect
+                | VmEvent::Pgactivate
+                | VmEvent::Pgdeactivate
+                | VmEvent::AllocstallNormal
+                | VmEvent::AllocstallMovable
+                | VmEvent::Pageoutrun
+        )
     }
 }
 
