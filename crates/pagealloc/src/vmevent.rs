@@ -112,6 +112,31 @@ impl VmEvent {
     }
 }
 
+/// The events in /proc/vmstat, in the kernel's order (the list above keeps
+/// the order subsystems were added in).
+pub(crate) const VMSTAT_ORDER: [VmEvent; 12] = [
+    VmEvent::PgallocNormal,
+    VmEvent::PgallocMovable,
+    VmEvent::AllocstallNormal,
+    VmEvent::AllocstallMovable,
+    VmEvent::Pgfree,
+    VmEvent::Pgactivate,
+    VmEvent::Pgdeactivate,
+    VmEvent::PgstealKswapd,
+    VmEvent::PgstealDirect,
+    VmEvent::PgscanKswapd,
+    VmEvent::PgscanDirect,
+    VmEvent::Pageoutrun,
+];
+
+#[cfg(test)]
+#[test]
+fn vmstat_order_lists_every_vmstat_event() {
+    let n = VmEvent::ALL.iter().filter(|e| e.in_vmstat()).count();
+    assert_eq!(n, VMSTAT_ORDER.len());
+    assert!(VMSTAT_ORDER.iter().all(|e| e.in_vmstat()));
+}
+
 /// One writer's block of counters.
 #[derive(Debug, Default)]
 pub(crate) struct EventCounters([LockedCounter; NR_VM_EVENTS]);

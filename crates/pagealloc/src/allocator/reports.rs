@@ -95,7 +95,7 @@ impl PageAllocator {
             ("nr_writeback", g.nr_writeback.load(std::sync::atomic::Ordering::Relaxed)),
         ]);
         let ev = self.core.event_totals();
-        items.extend(VmEvent::ALL.iter().filter(|e| e.in_vmstat()).map(|&e| (e.name(), ev[e as usize])));
+        items.extend(crate::vmevent::VMSTAT_ORDER.iter().map(|&e| (e.name(), ev[e as usize])));
         VmStat { items }
     }
 
