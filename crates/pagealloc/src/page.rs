@@ -25,7 +25,12 @@
 //! - At most one of `BUDDY`, `HEAD`, `PCP` is set. Pages inside a block (tails)
 //!   have all three clear; their links are stale and never read.
 //! - `next`/`prev` are read and written only by the holder of the lock of the
-//!   list the page is on (zone lock or pcp lock).
+//!   list the page is on (zone lock, pcp lock, or a node's LRU lock for an
+//!   allocated page with `LRU` set).
+//! - The page cache's bits (`REFERENCED`, `DIRTY`, `LRU`, `ACTIVE`) and the
+//!   reference count (bits 16..31, `pageref`) appear only beside `HEAD`; a
+//!   block with a count or `LRU` is freed only by its last `put_page`
+//!   (`NO_RAW_FREE` includes them).
 
 use crate::sync::{AtomicU32, LockedU32, Ordering};
 use crate::types::MigrateType;

@@ -47,9 +47,11 @@ impl Core {
     }
 
     /// Direct reclaim through the shrinkers (the page cache is one), counted
-    /// as an `allocstall_*`. False when it freed nothing.
+    /// as an `allocstall_*`. False when it freed nothing. High-priority
+    /// (atomic) requests may not reclaim, as `GFP_ATOMIC` lacks
+    /// `__GFP_DIRECT_RECLAIM`.
     fn direct_reclaim(&self, order: u32, gfp: Gfp) -> bool {
-        if !self.vmscan.has_shrinkers() {
+        if gfp.contains(Gfp::HIGH) || !self.vmscan.has_shrinkers() {
             return false;
         }
         let ev = if gfp.contains(Gfp::MOVABLE) { VmEvent::AllocstallMovable } else { VmEvent::AllocstallNormal };

@@ -331,7 +331,8 @@ impl Mapping {
 
     /// Referenced handles on every cached page (for whole-mapping walks).
     fn all_pages(&self) -> Vec<PageHandle<'_>> {
-        let mut idx: Vec<u64> = self.m.shards.iter().flat_map(|s| s.read().keys().copied().collect::<Vec<_>>()).collect();
+        let mut idx: Vec<u64> =
+            self.m.shards.iter().flat_map(|s| s.read().keys().copied().collect::<Vec<_>>()).collect();
         idx.sort_unstable();
         idx.into_iter().filter_map(|i| self.find_get(i)).collect()
     }

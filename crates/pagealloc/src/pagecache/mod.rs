@@ -121,7 +121,10 @@ impl PageCache {
     /// has no memory backing (pages need bytes).
     pub fn new(alloc: Arc<PageAllocator>, cfg: PageCacheConfig) -> Result<Self, ConfigError> {
         if alloc.page_address(crate::types::Pfn::new(0)).is_none() {
-            return Err(ConfigError::Invalid { field: "backing", why: "a page cache needs memory-backed frames".into() });
+            return Err(ConfigError::Invalid {
+                field: "backing",
+                why: "a page cache needs memory-backed frames".into(),
+            });
         }
         if alloc.core.vmscan.cache_attached.swap(true, Ordering::AcqRel) {
             return Err(ConfigError::Invalid { field: "page cache", why: "this allocator has one already".into() });

@@ -109,7 +109,10 @@ impl NodeLru {
             for p in l.iter(mm) {
                 let f = mm.page(p).flags();
                 if f & LRU == 0 || (f & ACTIVE != 0) != active {
-                    return Err(format!("pfn {p} on the {} list with flags {f:#x}", if active { "active" } else { "inactive" }));
+                    return Err(format!(
+                        "pfn {p} on the {} list with flags {f:#x}",
+                        if active { "active" } else { "inactive" }
+                    ));
                 }
                 let _ = f & REF_MASK; // the list holds no reference; a count of 0 is a page being freed
                 c += 1;
