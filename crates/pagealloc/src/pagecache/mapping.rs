@@ -209,7 +209,7 @@ impl Mapping {
         let d = a.core.mm.page(p);
         // Not published yet: locked, with the cache's, our and the LRU
         // batch's references.
-        d.flags.fetch_or(LOCKED | 3 * REF_ONE, Ordering::Relaxed);
+        d.flags.fetch_or(LOCKED | (3 * REF_ONE), Ordering::Relaxed);
         self.cache.owners[p as usize].store(CacheInner::owner_word(self.m.slot, index), Ordering::Release);
         {
             let mut s = self.m.shard(index).write();

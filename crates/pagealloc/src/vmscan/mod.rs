@@ -28,6 +28,7 @@
 //! 4. a per-CPU LRU batch lock (here), dropped before the LRU lock is taken;
 //! 5. per-CPU page lists and the zone lock (the allocator's own, taken by the
 //!    frees reclaim does, with none of the above held).
+//!
 //! Allocation never happens under 2..4; shrinkers are called with none held.
 
 pub(crate) mod lru;
