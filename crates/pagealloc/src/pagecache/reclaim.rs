@@ -141,7 +141,14 @@ fn shrink_inactive(c: &CacheInner, n: usize, nr: usize, direct: bool) -> u64 {
             back.push(p);
             continue;
         }
-        m.remove_if(index, p);
+        if !m.remove_if(index, p) {
+            // The owner word names a slot that no longer maps this page (a
+            // mapping removed while a fill raced it): leave the page alone.
+            d.flags.fetch_add(2 * crate::page::flags::REF_ONE, Ordering::Relaxed);
+            let _ = r.unlock();
+            back.push(p);
+            continue;
+        }
         c.owners[p as usize].store(0, Ordering::Release);
         let _ = r.unlock();
         if core.free_unreferenced(pfn).is_ok() {

@@ -248,11 +248,22 @@ fn user_shrinker_and_foreign_allocations() {
 /// read sees its page's contents; at the end every page comes back.
 #[test]
 fn threads_race_lookup_fill_delete_reclaim() {
-    let pc = cache(8, true);
+    race(cache(8, true));
+}
+
+/// The same on two nodes (an LRU pair per node), kswapd off.
+#[test]
+fn threads_race_on_two_nodes() {
+    let cfg = Config::small(8 << 20).backing(crate::Backing::Anonymous).nodes(2);
+    let a = Arc::new(PageAllocator::new(cfg).unwrap());
+    race(PageCache::new(a, PageCacheConfig { kswapd: false }).unwrap());
+}
+
+fn race(pc: PageCache) {
     let a = pc.allocator().clone();
     let pc = Arc::new(pc);
     let span = 2 * a.managed_pages();
-    let stop = std::time::Instant::now() + std::time::Duration::from_millis(1500);
+    let stop = std::time::Instant::now() + std::time::Duration::from_millis(1200);
     std::thread::scope(|s| {
         for t in 0..4u64 {
             let pc = pc.clone();
