@@ -352,3 +352,33 @@ fn file_ten_times_the_arena_reads_once_with_direct_reclaim() {
     drop(pc);
     all_back(&a);
 }
+
+/// The public reference API on raw pages and cached pages: typed refusals,
+/// and the last put frees.
+#[test]
+fn get_put_page_api() {
+    let pc = cache(4, false);
+    let a = pc.allocator().clone();
+    let raw = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+    assert!(a.get_page(raw).is_err(), "raw pages are not reference counted");
+    assert!(a.put_page(raw).is_err());
+    a.free_pages(raw, 0).unwrap();
+    let m = pc.mapping(1, pattern_source());
+    let h = m.get(0).unwrap();
+    let p = h.pfn();
+    a.get_page(p).unwrap();
+    assert_eq!(a.page_count(p), 4);
+    m.delete(0);
+    drop(h);
+    a.lru_add_drain_all();
+    // Only our extra reference is left: it is the last, and frees the page
+    // (off the LRU list first).
+    assert_eq!(a.page_count(p), 1);
+    assert_eq!(a.lru_sizes(0), (1, 0));
+    a.put_page(p).unwrap();
+    assert_eq!(a.lru_sizes(0), (0, 0));
+    assert!(a.put_page(p).is_err(), "a second put of a freed page is refused");
+    drop(m);
+    drop(pc);
+    all_back(&a);
+}
