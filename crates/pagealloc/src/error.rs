@@ -106,6 +106,13 @@ pub enum FreeError {
         /// The pfn given.
         pfn: Pfn,
     },
+    /// The page holds page references or sits on an LRU list (page cache):
+    /// only the last `put_page` frees it.
+    #[error("{pfn:?} is referenced (page cache): the last put_page frees it")]
+    Referenced {
+        /// The pfn given.
+        pfn: Pfn,
+    },
     /// The block is owned by a `Pages` handle: free it through the handle
     /// (drop it, or call `Pages::free`), or take it out with `Pages::into_pfn`.
     #[error("{pfn:?} is owned by a Pages handle: free it through the handle")]
@@ -129,6 +136,7 @@ impl FreeError {
             | FreeError::NotAllocated { pfn }
             | FreeError::Locked { pfn }
             | FreeError::Writeback { pfn }
+            | FreeError::Referenced { pfn }
             | FreeError::Owned { pfn } => pfn,
         }
     }

@@ -37,7 +37,9 @@ mod list;
 mod memmap;
 mod page;
 mod page_alloc;
+mod pagecache;
 mod pagelock;
+mod pageref;
 mod pages;
 mod pcp;
 mod reporting;
@@ -45,6 +47,7 @@ pub mod stats;
 mod sync;
 mod types;
 mod vmevent;
+mod vmscan;
 mod zone;
 
 pub use allocator::{PageAllocator, ReportingStats, ZoneResidency};
@@ -56,12 +59,14 @@ pub use reporting::ReportPass;
 /// Bytes in one page descriptor (at most 16).
 pub const PAGE_DESC_SIZE: usize = std::mem::size_of::<page::PageDesc>();
 pub use allocator::PageLockGuard;
+pub use pagecache::{FileSource, FillFn, Mapping, PageCache, PageCacheConfig, PageHandle, PageSource};
 pub use pagelock::CancelToken;
 pub use pages::Pages;
 pub use types::{
     CpuId, Gfp, MigrateType, NodeId, Pfn, ZoneType, MAX_ORDER, MIGRATE_PCPTYPES, MIGRATE_TYPES, NR_ORDERS,
     PAGEBLOCK_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE,
 };
+pub use vmscan::{ShrinkControl, Shrinker, LRU_BATCH};
 
 // The allocator is shared between threads (it is meant to sit in an `Arc` or a
 // static), and an owned block may move to, or be looked at from, another thread:

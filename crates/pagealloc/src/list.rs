@@ -37,7 +37,6 @@ impl PfnList {
         (self.head != NIL).then_some(self.head as u64)
     }
 
-    #[cfg(test)]
     #[inline(always)]
     pub(crate) fn last(&self) -> Option<u64> {
         (self.tail != NIL).then_some(self.tail as u64)

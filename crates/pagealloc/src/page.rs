@@ -25,7 +25,12 @@
 //! - At most one of `BUDDY`, `HEAD`, `PCP` is set. Pages inside a block (tails)
 //!   have all three clear; their links are stale and never read.
 //! - `next`/`prev` are read and written only by the holder of the lock of the
-//!   list the page is on (zone lock or pcp lock).
+//!   list the page is on (zone lock, pcp lock, or a node's LRU lock for an
+//!   allocated page with `LRU` set).
+//! - The page cache's bits (`REFERENCED`, `DIRTY`, `LRU`, `ACTIVE`) and the
+//!   reference count (bits 16..31, `pageref`) appear only beside `HEAD`; a
+//!   block with a count or `LRU` is freed only by its last `put_page`
+//!   (`NO_RAW_FREE` includes them).
 
 use crate::sync::{AtomicU32, LockedU32, Ordering};
 use crate::types::MigrateType;
@@ -62,8 +67,25 @@ pub mod flags {
     /// moment, except transiently on a head just taken off the lists (see
     /// `zone::Zone::rmqueue`).
     pub const REPORTED: u32 = 1 << 15;
-    /// Bits that forbid freeing a block through the raw pfn API.
-    pub const NO_RAW_FREE: u32 = LOCKED | WRITEBACK | OWNED | GUARD;
+    /// The page cache's "accessed since the LRU last looked" bit (PG_referenced).
+    pub const REFERENCED: u32 = 1 << 2;
+    /// The page's contents differ from its backing store (PG_dirty).
+    pub const DIRTY: u32 = 1 << 4;
+    /// The page is on one of its node's LRU lists (PG_lru): its `next`/`prev`
+    /// links belong to the LRU lock.
+    pub const LRU: u32 = 1 << 5;
+    /// The page is on the active LRU list (PG_active).
+    pub const ACTIVE: u32 = 1 << 6;
+    /// Shift of the page reference count (bits 16..31; see `pageref`).
+    pub const REF_SHIFT: u32 = 16;
+    /// One page reference.
+    pub const REF_ONE: u32 = 1 << REF_SHIFT;
+    /// The page reference count (the kernel's `_refcount`, 16 bits here).
+    pub const REF_MASK: u32 = 0xffff << REF_SHIFT;
+    /// Bits that forbid freeing a block through the raw pfn API: a lock,
+    /// writeback, an owning handle, a page reference (the last `put_page`
+    /// frees), or links owned by the LRU lock.
+    pub const NO_RAW_FREE: u32 = LOCKED | WRITEBACK | OWNED | GUARD | REF_MASK | LRU;
 }
 
 /// One page frame's descriptor.

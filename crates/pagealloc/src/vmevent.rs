@@ -69,14 +69,72 @@ events! {
     HighatomicReserve = "highatomic_reserve",
     /// `pgalloc_fail` (ours, pcpstat): allocation failures.
     AllocFail = "pgalloc_fail",
+    // Page cache, LRU and reclaim (issue 16): the kernel's /proc/vmstat names.
+    /// `pgscan_kswapd`: LRU pages scanned by kswapd.
+    PgscanKswapd = "pgscan_kswapd",
+    /// `pgscan_direct`: LRU pages scanned by direct reclaim.
+    PgscanDirect = "pgscan_direct",
+    /// `pgsteal_kswapd`: pages reclaimed by kswapd.
+    PgstealKswapd = "pgsteal_kswapd",
+    /// `pgsteal_direct`: pages reclaimed by direct reclaim.
+    PgstealDirect = "pgsteal_direct",
+    /// `pgactivate`: pages moved to an active list.
+    Pgactivate = "pgactivate",
+    /// `pgdeactivate`: pages moved from an active list to an inactive one.
+    Pgdeactivate = "pgdeactivate",
+    /// `allocstall_normal`: direct reclaims for requests whose highest zone is Normal.
+    AllocstallNormal = "allocstall_normal",
+    /// `allocstall_movable`: direct reclaims for requests that may use Movable.
+    AllocstallMovable = "allocstall_movable",
+    /// `pageoutrun`: kswapd reclaim runs.
+    Pageoutrun = "pageoutrun",
 }
 
 impl VmEvent {
     /// Whether Linux (6.18) has this counter in /proc/vmstat under this name;
     /// the others are this allocator's own and only in `pcpstat`.
     pub const fn in_vmstat(self) -> bool {
-        matches!(self, VmEvent::PgallocNormal | VmEvent::PgallocMovable | VmEvent::Pgfree)
+        matches!(
+            self,
+            VmEvent::PgallocNormal
+                | VmEvent::PgallocMovable
+                | VmEvent::Pgfree
+                | VmEvent::PgscanKswapd
+                | VmEvent::PgscanDirect
+                | VmEvent::PgstealKswapd
+                | VmEvent::PgstealDirect
+                | VmEvent::Pgactivate
+                | VmEvent::Pgdeactivate
+                | VmEvent::AllocstallNormal
+                | VmEvent::AllocstallMovable
+                | VmEvent::Pageoutrun
+        )
     }
+}
+
+/// The events in /proc/vmstat, in the kernel's order (the list above keeps
+/// the order subsystems were added in).
+pub(crate) const VMSTAT_ORDER: [VmEvent; 12] = [
+    VmEvent::PgallocNormal,
+    VmEvent::PgallocMovable,
+    VmEvent::AllocstallNormal,
+    VmEvent::AllocstallMovable,
+    VmEvent::Pgfree,
+    VmEvent::Pgactivate,
+    VmEvent::Pgdeactivate,
+    VmEvent::PgstealKswapd,
+    VmEvent::PgstealDirect,
+    VmEvent::PgscanKswapd,
+    VmEvent::PgscanDirect,
+    VmEvent::Pageoutrun,
+];
+
+#[cfg(test)]
+#[test]
+fn vmstat_order_lists_every_vmstat_event() {
+    let n = VmEvent::ALL.iter().filter(|e| e.in_vmstat()).count();
+    assert_eq!(n, VMSTAT_ORDER.len());
+    assert!(VMSTAT_ORDER.iter().all(|e| e.in_vmstat()));
 }
 
 /// One writer's block of counters.

@@ -84,8 +84,19 @@ impl PageAllocator {
             ("nr_free_pages", snap.zones.iter().map(|z| z.nr_free_pages).sum()),
             ("nr_free_pages_blocks", snap.zones.iter().map(|z| z.free_pages_blocks()).sum()),
         ];
+        // Page cache gauges (issue 16), in the kernel's node-stat order.
+        let (inactive, active) = (0..self.core.nodes.len())
+            .map(|n| self.core.vmscan.lru_sizes(n))
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+        let g = &self.core.vmscan.gauges;
+        items.extend([
+            ("nr_inactive_file", inactive),
+            ("nr_active_file", active),
+            ("nr_dirty", g.nr_dirty.load(std::sync::atomic::Ordering::Relaxed)),
+            ("nr_writeback", g.nr_writeback.load(std::sync::atomic::Ordering::Relaxed)),
+        ]);
         let ev = self.core.event_totals();
-        items.extend(VmEvent::ALL.iter().filter(|e| e.in_vmstat()).map(|&e| (e.name(), ev[e as usize])));
+        items.extend(crate::vmevent::VMSTAT_ORDER.iter().map(|&e| (e.name(), ev[e as usize])));
         VmStat { items }
     }
 

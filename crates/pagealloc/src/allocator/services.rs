@@ -85,7 +85,9 @@ impl PageAllocator {
     /// # Errors
     /// The first broken invariant, with the pfn where it was found.
     pub fn check_invariants(&self) -> Result<(), InvariantError> {
-        self.core.check_invariants()
+        self.core.check_invariants()?;
+        // The LRU lists (issue 16): each walk agrees with its counter and flags.
+        self.core.vmscan.check(&self.core.mm).map_err(|e| InvariantError::new(0, e))
     }
 
     /// Pages by state, summed over zones (a walk under each zone lock in turn).

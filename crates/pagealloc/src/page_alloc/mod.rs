@@ -28,6 +28,7 @@ pub(crate) mod drain;
 pub(crate) mod fast;
 pub(crate) mod free;
 pub(crate) mod give;
+pub(crate) mod put;
 pub(crate) mod slow;
 
 use crate::config::Config;
@@ -38,6 +39,7 @@ use crate::page::flags;
 use crate::pcp::PcpSet;
 use crate::types::{Gfp, MigrateType, Pfn, ZoneType, MAX_ORDER, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE};
 use crate::vmevent::PerCpuEvents;
+use crate::vmscan::Vmscan;
 use crate::zone::{self, Zone};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -72,6 +74,8 @@ pub(crate) struct Core {
     pub(crate) fronts: Fronts,
     /// Free page reporting (issue 18).
     pub(crate) reporting: crate::reporting::Reporting,
+    /// LRU lists, LRU batches, shrinkers and reclaim gauges (issue 16).
+    pub(crate) vmscan: Vmscan,
 }
 
 /// One node's zonelists.
@@ -177,6 +181,7 @@ impl Core {
             front_free_inline: front_on && cfg.page_lock_waiters_bit && !cfg.pcp_migratetype_cache,
             fronts: Fronts::new(id),
             reporting: crate::reporting::Reporting::new(&cfg),
+            vmscan: Vmscan::new(cfg.nodes as usize, nr_cpus),
             cfg,
         };
         core.free_all_at_boot();

@@ -5,9 +5,11 @@
 //! Steps, in order (later issues add reclaim and compaction between them):
 //! 1. retry every zone against the min watermark (high-priority requests may
 //!    dip below it and use the HighAtomic reserve);
-//! 2. bring back pages parked on per-CPU lists and front caches, and give
+//! 2. direct reclaim (issue 16): the shrinkers, the page cache's LRU among
+//!    them, are asked for pages (`Vmscan::direct_reclaim`);
+//! 3. bring back pages parked on per-CPU lists and front caches, and give
 //!    HighAtomic reserves back to ordinary use, then retry once;
-//! 3. fail with `NoMemory` (counted). Nothing here ever aborts.
+//! 4. fail with `NoMemory` (counted). Nothing here ever aborts.
 
 use super::Core;
 use crate::error::AllocError;
@@ -31,12 +33,30 @@ impl Core {
                     }
                 }
             }
-            if attempt == 0 && !self.reclaim_parked(zl, gfp) {
-                break;
+            if attempt == 0 {
+                // ---- Direct reclaim (issue 16, vmscan): shrink the LRU lists
+                // and shrinkers before draining and failing. ----
+                let reclaimed = self.direct_reclaim(order, gfp);
+                if !self.reclaim_parked(zl, gfp) && !reclaimed {
+                    break;
+                }
             }
         }
         self.events.count(VmEvent::AllocFail, 1);
         Err(AllocError::NoMemory { order })
+    }
+
+    /// Direct reclaim through the shrinkers (the page cache is one), counted
+    /// as an `allocstall_*`. False when it freed nothing. High-priority
+    /// (atomic) requests may not reclaim, as `GFP_ATOMIC` lacks
+    /// `__GFP_DIRECT_RECLAIM`.
+    fn direct_reclaim(&self, order: u32, gfp: Gfp) -> bool {
+        if gfp.contains(Gfp::HIGH) || !self.vmscan.has_shrinkers() {
+            return false;
+        }
+        let ev = if gfp.contains(Gfp::MOVABLE) { VmEvent::AllocstallMovable } else { VmEvent::AllocstallNormal };
+        self.events.count(ev, 1);
+        self.vmscan.direct_reclaim(order)
     }
 
     /// Pages parked on per-CPU lists and front caches count as free memory

@@ -1,0 +1,143 @@
+//! Page references and the LRU, as the allocator core sees them (the kernel's
+//! mm/swap.c): `put_page` (the last reference frees through the ordinary
+//! claim, after taking the page off its LRU list), per-CPU LRU add batches
+//! and their drain, `mark_page_accessed`, and putting isolated pages back.
+//! Invariants and lock order: `vmscan`'s module doc.
+
+use super::Core;
+use crate::error::{FreeError, PageStateError};
+use crate::page::flags::{ACTIVE, DIRTY, LRU, REFERENCED};
+use crate::pageref;
+use crate::sync::Ordering;
+use crate::types::Pfn;
+use crate::vmevent::VmEvent;
+use crate::vmscan::LRU_BATCH;
+
+impl Core {
+    /// The node of `pfn` (in range).
+    #[inline]
+    pub(crate) fn nid_of(&self, pfn: u64) -> usize {
+        self.zone_of(pfn).nid as usize
+    }
+
+    /// Take a reference on an allocated, already referenced page.
+    pub(crate) fn get_page(&self, pfn: Pfn) -> Result<(), PageStateError> {
+        let d = self.mm.descs().get(pfn.as_u64() as usize).ok_or(PageStateError::OutOfRange { pfn })?;
+        if pageref::get(&d.flags) {
+            Ok(())
+        } else {
+            Err(PageStateError::NotAllocated { pfn })
+        }
+    }
+
+    /// Drop a reference; the last one frees the page (order 0 or the block
+    /// its head describes).
+    pub(crate) fn put_page(&self, pfn: Pfn) -> Result<(), FreeError> {
+        let p = pfn.as_u64();
+        let d = self.mm.descs().get(p as usize).ok_or(FreeError::OutOfRange { pfn, nr_pages: self.mm.nr_pages() })?;
+        match pageref::put_testzero(&d.flags) {
+            Ok(true) => self.free_unreferenced(pfn),
+            Ok(false) => Ok(()),
+            Err(_) => Err(self.diagnose_free(pfn, 0)),
+        }
+    }
+
+    /// Free a page whose count has just reached 0: off its LRU list under the
+    /// LRU lock, its dirty state dropped, then the ordinary claim.
+    pub(crate) fn free_unreferenced(&self, pfn: Pfn) -> Result<(), FreeError> {
+        let p = pfn.as_u64();
+        let d = self.mm.page(p);
+        if d.flags() & LRU != 0 {
+            self.vmscan.lrus[self.nid_of(p)].lock().remove_if_listed(&self.mm, p);
+        }
+        let old = d.flags.fetch_and(!(DIRTY | ACTIVE | REFERENCED), Ordering::Relaxed);
+        if old & DIRTY != 0 {
+            self.vmscan.gauges.nr_dirty.fetch_sub(1, Ordering::Relaxed);
+        }
+        self.free_slow(pfn, d.order(), false)
+    }
+
+    /// Queue `pfn` for its node's LRU (`folio_add_lru`), handing this call's
+    /// reference on it to the batch; a full batch (15) is drained.
+    pub(crate) fn lru_cache_add(&self, pfn: u64) {
+        let slot = crate::cpu::current_cpu() as usize % self.vmscan.batches.len();
+        let full = {
+            let mut b = self.vmscan.batches[slot].lock();
+            b.push(pfn as u32);
+            if b.len() >= LRU_BATCH {
+                std::mem::take(&mut *b)
+            } else {
+                Vec::new()
+            }
+        };
+        self.lru_add_pages(&full);
+    }
+
+    /// Drain this CPU slot's LRU batch (`lru_add_drain`).
+    pub(crate) fn lru_add_drain(&self) {
+        let slot = crate::cpu::current_cpu() as usize;
+        let b = self.vmscan.take_batch(slot);
+        self.lru_add_pages(&b);
+    }
+
+    /// Drain every CPU slot's LRU batch (`lru_add_drain_all`).
+    pub(crate) fn lru_add_drain_all(&self) {
+        for slot in 0..self.vmscan.batches.len() {
+            let b = self.vmscan.take_batch(slot);
+            self.lru_add_pages(&b);
+        }
+    }
+
+    /// Add pages (each with a reference the caller gives up) to their nodes'
+    /// lists, one LRU lock hold per run of one node, then put the references.
+    fn lru_add_pages(&self, pfns: &[u32]) {
+        let mut i = 0;
+        while i < pfns.len() {
+            let nid = self.nid_of(pfns[i] as u64);
+            let mut l = self.vmscan.lrus[nid].lock();
+            while i < pfns.len() && self.nid_of(pfns[i] as u64) == nid {
+                l.add(&self.mm, pfns[i] as u64);
+                i += 1;
+            }
+        }
+        for &p in pfns {
+            let _ = self.put_page(Pfn::from_u32(p));
+        }
+    }
+
+    /// Put isolated pages (each holding the isolation's reference) back on
+    /// their lists, then drop those references.
+    pub(crate) fn putback_lru(&self, pfns: &[u64]) {
+        let v: Vec<u32> = pfns.iter().map(|&p| p as u32).collect();
+        self.lru_add_pages(&v);
+    }
+
+    /// Second-chance promotion (`folio_mark_accessed`): the first access sets
+    /// `REFERENCED`; a second one on an inactive page moves it to the active
+    /// list (or, if it is not on a list now, sets `ACTIVE` so it joins that
+    /// one) and clears `REFERENCED`.
+    pub(crate) fn mark_page_accessed(&self, pfn: u64) {
+        let d = self.mm.page(pfn);
+        let f = d.flags();
+        if f & REFERENCED == 0 {
+            d.flags.fetch_or(REFERENCED, Ordering::Relaxed);
+            return;
+        }
+        if f & ACTIVE != 0 {
+            return;
+        }
+        // Under the LRU lock: `add` reads ACTIVE under it to pick the list.
+        let done = {
+            let mut l = self.vmscan.lrus[self.nid_of(pfn)].lock();
+            if d.flags() & LRU != 0 {
+                l.activate(&self.mm, pfn)
+            } else {
+                d.flags.fetch_or(ACTIVE, Ordering::Relaxed) & ACTIVE == 0
+            }
+        };
+        if done {
+            d.flags.fetch_and(!REFERENCED, Ordering::Relaxed);
+            self.events.count(VmEvent::Pgactivate, 1);
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! A page cache over the allocator (the kernel's mm/filemap.c, reduced):
+//! mappings keyed by a user id hold pages at page indexes, filled on demand
+//! from a [`PageSource`] (a file read with `pread`/`pwrite` on a descriptor
+//! the mapping owns, or a fill callback for caches of computed blocks), kept
+//! on the allocator's per-node LRU lists, and reclaimed under memory
+//! pressure by direct reclaim (the allocator calls this cache as a
+//! [`Shrinker`](crate::Shrinker)) and, optionally, one kswapd thread per node.
+//!
+//! Structure and invariants:
+//! - A cached page is an order-0 MOVABLE block whose reference count
+//!   (`pageref`) includes one reference held by the cache. Handles
+//!   ([`PageHandle`]), the LRU add batch and reclaim's isolation each hold one
+//!   more. The last `put_page` frees it through the allocator's claim.
+//! - `owners[pfn]` names the mapping slot and index of a cached page (0: not
+//!   in the cache). It is written before the page is inserted in its mapping
+//!   and cleared after it is removed, both with the page locked or not yet
+//!   published. This is the kernel's `page->mapping`/`page->index`, kept in a
+//!   side table (8 bytes a frame) so the descriptor stays 16 bytes.
+//! - A mapping's map holds `index -> pfn` for exactly the pages whose owner
+//!   entry names it. Lookups take a shard's read lock for one probe and a
+//!   reference (`try_get`) inside it; removal takes the write lock, so a page
+//!   found under the read lock cannot have been freed: no re-check needed.
+//! - A page is never freed or reclaimed while anyone holds a reference
+//!   beyond the cache's own: reclaim freezes the count from exactly 2 (the
+//!   cache's and its own) to 0 with the page locked, and the free claim
+//!   refuses any word with a count or `LRU` (`flags::NO_RAW_FREE`).
+//! - Page contents are read and written only with the page locked (fill,
+//!   reads, writes), or while under writeback, which writers wait out while
+//!   holding the lock: no two accesses race on a page's bytes.
+//!
+//! Map choice: a sharded `parking_lot::RwLock<HashMap>` per mapping (16
+//! shards by index). A lookup holds a shard's read lock for one hash probe
+//! and a CAS; writers hold it for one insert or remove, so a lookup never
+//! waits on a long writer. It needs no new dependency, keeps the
+//! reference-inside-the-read-lock argument above trivially true (with an
+//! epoch-reclaimed map like `papaya` or `dashmap`'s guards the same holds but
+//! costs a dependency and, for `papaya`, a re-check after the reference), and
+//! sequential indexes spread evenly over shards. A radix tree of our own
+//! (the kernel's xarray) would save the hash and allow ordered range walks
+//! (readahead, range writeback); left for later.
+//!
+//! At most one page cache per allocator: the LRU lists hold its pages and
+//! only it knows their mappings.
+//!
+//! Lock order: see `vmscan`'s module doc (page lock, mapping shard, LRU,
+//! per-CPU batch, per-CPU lists and zone).
+
+mod handle;
+mod kswapd;
+mod mapping;
+mod reclaim;
+#[cfg(all(test, not(loom)))]
+mod tests;
+
+pub use handle::PageHandle;
+pub use mapping::{FileSource, FillFn, Mapping, PageSource};
+
+use crate::allocator::PageAllocator;
+use crate::error::ConfigError;
+use crate::sync::{AtomicU64, Ordering};
+use mapping::MappingInner;
+use parking_lot::RwLock;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Page cache settings.
+#[derive(Clone, Debug)]
+pub struct PageCacheConfig {
+    /// Run one kswapd thread per node, woken when a zone falls below its low
+    /// watermark and reclaiming to its high watermark. Default on; tests that
+    /// count direct reclaim exactly turn it off.
+    pub kswapd: bool,
+}
+
+impl Default for PageCacheConfig {
+    fn default() -> Self {
+        Self { kswapd: true }
+    }
+}
+
+/// Index bits of an owner word; the mapping slot + 1 sits above them.
+const INDEX_BITS: u32 = 40;
+
+pub(crate) struct CacheInner {
+    pub(crate) alloc: Arc<PageAllocator>,
+    /// Per frame: (slot + 1) << 40 | index, or 0 (module doc).
+    pub(crate) owners: Box<[AtomicU64]>,
+    /// Mapping slots (index = slot).
+    pub(crate) slots: RwLock<Vec<Option<Arc<MappingInner>>>>,
+    /// User id -> slot.
+    pub(crate) ids: RwLock<HashMap<u64, usize>>,
+    pub(crate) kswapd: kswapd::Kswapd,
+}
+
+impl CacheInner {
+    pub(crate) fn owner_word(slot: usize, index: u64) -> u64 {
+        ((slot as u64 + 1) << INDEX_BITS) | index
+    }
+    /// (slot, index) of a cached page, or None.
+    pub(crate) fn owner_of(&self, pfn: u64) -> Option<(usize, u64)> {
+        let w = self.owners[pfn as usize].load(Ordering::Acquire);
+        (w != 0).then(|| ((w >> INDEX_BITS) as usize - 1, w & ((1 << INDEX_BITS) - 1)))
+    }
+    pub(crate) fn mapping_at(&self, slot: usize) -> Option<Arc<MappingInner>> {
+        self.slots.read().get(slot).cloned().flatten()
+    }
+}
+
+/// The page cache: see the module doc.
+pub struct PageCache {
+    inner: Arc<CacheInner>,
+    shrinker_id: u64,
+}
+
+impl PageCache {
+    /// Attach a page cache to `alloc` (one per allocator), registering it as
+    /// a shrinker and starting kswapd if configured.
+    ///
+    /// # Errors
+    /// `ConfigError::Invalid` if the allocator already has a page cache or
+    /// has no memory backing (pages need bytes).
+    pub fn new(alloc: Arc<PageAllocator>, cfg: PageCacheConfig) -> Result<Self, ConfigError> {
+        if alloc.page_address(crate::types::Pfn::new(0)).is_none() {
+            return Err(ConfigError::Invalid {
+                field: "backing",
+                why: "a page cache needs memory-backed frames".into(),
+            });
+        }
+        if alloc.core.vmscan.cache_attached.swap(true, Ordering::AcqRel) {
+            return Err(ConfigError::Invalid { field: "page cache", why: "this allocator has one already".into() });
+        }
+        let n = alloc.nr_pages() as usize;
+        let nodes = alloc.nr_nodes() as usize;
+        let inner = Arc::new(CacheInner {
+            owners: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            slots: RwLock::new(Vec::new()),
+            ids: RwLock::new(HashMap::new()),
+            kswapd: kswapd::Kswapd::new(nodes),
+            alloc,
+        });
+        let shrinker_id = inner.alloc.core.vmscan.register(Arc::new(reclaim::CacheShrinker(Arc::downgrade(&inner))));
+        if cfg.kswapd {
+            kswapd::start(&inner);
+        }
+        Ok(Self { inner, shrinker_id })
+    }
+
+    /// The allocator under this cache.
+    #[must_use]
+    pub fn allocator(&self) -> &Arc<PageAllocator> {
+        &self.inner.alloc
+    }
+
+    /// Open (or create) the mapping `id` over `source`. An existing mapping
+    /// keeps its source.
+    pub fn mapping(&self, id: u64, source: Arc<dyn PageSource>) -> Mapping {
+        let mut ids = self.inner.ids.write();
+        if let Some(&slot) = ids.get(&id) {
+            if let Some(m) = self.inner.mapping_at(slot) {
+                return Mapping::new(self.inner.clone(), m);
+            }
+        }
+        let mut slots = self.inner.slots.write();
+        let slot = slots.iter().position(Option::is_none).unwrap_or_else(|| {
+            slots.push(None);
+            slots.len() - 1
+        });
+        let m = Arc::new(MappingInner::new(id, slot, source));
+        slots[slot] = Some(m.clone());
+        ids.insert(id, slot);
+        Mapping::new(self.inner.clone(), m)
+    }
+
+    /// Drop every page of mapping `id` (each freed when its last reference
+    /// goes) and forget the mapping. False if there was none.
+    pub fn remove_mapping(&self, id: u64) -> bool {
+        let Some(slot) = self.inner.ids.write().remove(&id) else { return false };
+        let Some(m) = self.inner.mapping_at(slot) else { return false };
+        Mapping::new(self.inner.clone(), m).truncate();
+        self.inner.slots.write()[slot] = None;
+        true
+    }
+
+    /// Pages in the cache now (racy).
+    #[must_use]
+    pub fn nr_pages(&self) -> u64 {
+        self.inner.slots.read().iter().flatten().map(|m| m.nr_pages()).sum()
+    }
+
+    /// Reclaim up to `nr` pages now as direct reclaim would; returns pages
+    /// freed.
+    pub fn shrink(&self, nr: u64) -> u64 {
+        reclaim::shrink(&self.inner, nr, None, true)
+    }
+}
+
+impl Drop for PageCache {
+    fn drop(&mut self) {
+        self.inner.kswapd.stop();
+        self.inner.alloc.core.vmscan.unregister(self.shrinker_id);
+        let ids: Vec<u64> = self.inner.ids.read().keys().copied().collect();
+        for id in ids {
+            self.remove_mapping(id);
+        }
+        self.inner.alloc.core.lru_add_drain_all();
+        self.inner.alloc.core.vmscan.cache_attached.store(false, Ordering::Release);
+    }
+}

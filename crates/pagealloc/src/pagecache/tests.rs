@@ -1,0 +1,384 @@
+//! Unit and thread tests of the page cache, LRU and reclaim.
+
+use super::*;
+use crate::vmevent::VmEvent;
+use crate::vmscan::{ShrinkControl, Shrinker};
+use crate::Pfn;
+use crate::{Config, FreeError, Gfp, PAGE_SIZE};
+use std::io;
+use std::sync::atomic::AtomicUsize;
+
+fn cache(mib: u64, kswapd: bool) -> PageCache {
+    let a = Arc::new(PageAllocator::new(Config::small(mib << 20).backing(crate::Backing::Anonymous)).unwrap());
+    PageCache::new(a, PageCacheConfig { kswapd }).unwrap()
+}
+
+/// A page whose bytes all equal a function of its index.
+fn pattern(i: u64) -> u8 {
+    (i.wrapping_mul(31) % 251) as u8
+}
+
+fn pattern_source() -> Arc<dyn PageSource> {
+    Arc::new(FillFn(|i: u64, buf: &mut [u8]| {
+        buf.fill(pattern(i));
+        Ok(())
+    }))
+}
+
+/// Everything is free again once the cache is gone and the lists drained.
+fn all_back(a: &PageAllocator) {
+    a.lru_add_drain_all();
+    a.drain_all_pages();
+    a.check_invariants().unwrap();
+    let c = a.census();
+    assert_eq!(c.allocated, 0, "{c:?}");
+    assert_eq!(c.free + c.pcp, a.managed_pages(), "{c:?}");
+}
+
+#[test]
+fn fill_hit_references_and_raw_free_refused() {
+    let pc = cache(8, false);
+    let a = pc.allocator().clone();
+    let m = pc.mapping(7, pattern_source());
+    let h = m.get(3).unwrap();
+    let mut b = [0u8; 16];
+    assert_eq!(h.read(100, &mut b), 16);
+    assert!(b.iter().all(|&x| x == pattern(3)));
+    // cache + handle + LRU batch
+    assert_eq!(a.page_count(h.pfn()), 3);
+    assert_eq!(a.free_pages(h.pfn(), 0), Err(FreeError::Referenced { pfn: h.pfn() }));
+    let h2 = m.get(3).unwrap();
+    assert_eq!(h2.pfn(), h.pfn(), "second get hits the cache");
+    drop(h2);
+    a.lru_add_drain_all();
+    assert_eq!(a.page_count(h.pfn()), 2);
+    assert_eq!(a.lru_sizes(0), (1, 0));
+    assert!(pc.shrink(32) == 0, "a page with an outside reference is never reclaimed");
+    assert!(m.is_cached(3));
+    let pfn = h.pfn();
+    drop(h);
+    assert_eq!(pc.shrink(32), 1);
+    assert!(!m.is_cached(3));
+    assert_eq!(a.page_count(pfn), 0);
+    assert!(a.event_count(VmEvent::PgstealDirect) >= 1);
+    drop(m);
+    drop(pc);
+    all_back(&a);
+}
+
+#[test]
+fn fill_error_leaves_nothing_cached() {
+    let pc = cache(8, false);
+    let a = pc.allocator().clone();
+    let m = pc.mapping(
+        1,
+        Arc::new(FillFn(|i: u64, _b: &mut [u8]| if i == 5 { Err(io::Error::other("bad")) } else { Ok(()) })),
+    );
+    assert!(m.get(5).is_err());
+    assert!(!m.is_cached(5));
+    assert!(m.get(4).is_ok());
+    assert_eq!(m.nr_pages(), 1);
+    drop(m);
+    drop(pc);
+    all_back(&a);
+}
+
+#[test]
+fn second_access_activates_and_aging_deactivates() {
+    let pc = cache(8, false);
+    let a = pc.allocator().clone();
+    let m = pc.mapping(1, pattern_source());
+    for i in 0..20 {
+        drop(m.get(i).unwrap());
+    }
+    // 20 adds: one full batch of 15 went to the list, 5 wait.
+    assert_eq!(a.lru_sizes(0).0, 15);
+    a.lru_add_drain_all();
+    assert_eq!(a.lru_sizes(0), (20, 0));
+    drop(m.get(0).unwrap()); // REFERENCED
+    assert_eq!(a.lru_sizes(0), (20, 0));
+    drop(m.get(0).unwrap()); // activated
+    assert_eq!(a.lru_sizes(0), (19, 1));
+    assert_eq!(a.event_count(VmEvent::Pgactivate), 1);
+    a.check_invariants().unwrap();
+    // Reclaim everything inactive: page 0 survives on the active list.
+    assert_eq!(pc.shrink(64), 19);
+    assert!(m.is_cached(0));
+    // The active list now outweighs the inactive one: aging moves it down,
+    // then it is reclaimed.
+    assert_eq!(pc.shrink(64), 1);
+    assert_eq!(a.event_count(VmEvent::Pgdeactivate), 1);
+    assert_eq!(m.nr_pages(), 0);
+    drop(m);
+    drop(pc);
+    all_back(&a);
+}
+
+#[test]
+fn file_write_fsync_reclaim_reread() {
+    let dir = std::env::temp_dir().join(format!("pagecache-test-{}", std::process::id()));
+    let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&dir).unwrap();
+    let pc = cache(8, false);
+    let a = pc.allocator().clone();
+    let m = pc.mapping(9, Arc::new(FileSource(f)));
+    let data: Vec<u8> = (0..3 * PAGE_SIZE + 100).map(|i| (i % 253) as u8).collect();
+    assert_eq!(m.write(50, &data).unwrap(), data.len());
+    assert_eq!(a.vmstat().get("nr_dirty"), Some(4));
+    // Dirty pages are written back by reclaim, not freed, on the first pass.
+    assert_eq!(pc.shrink(64), 0);
+    assert_eq!(a.vmstat().get("nr_dirty"), Some(0));
+    assert_eq!(a.vmstat().get("nr_writeback"), Some(0));
+    m.write(0, b"head").unwrap();
+    m.fsync().unwrap();
+    assert_eq!(a.vmstat().get("nr_dirty"), Some(0));
+    let disk = std::fs::read(&dir).unwrap();
+    assert_eq!(&disk[..4], b"head");
+    assert_eq!(&disk[50..50 + data.len()], &data[..]);
+    // Clean now: reclaim drops every page (page 0, referenced by the second
+    // write, gets its second chance first); a read comes back from the file.
+    assert_eq!(pc.shrink(64), 3);
+    assert_eq!(pc.shrink(64), 1);
+    assert_eq!(m.nr_pages(), 0);
+    let mut back = vec![0u8; data.len()];
+    m.read(50, &mut back).unwrap();
+    assert_eq!(back, data);
+    drop(m);
+    drop(pc);
+    all_back(&a);
+    let _ = std::fs::remove_file(&dir);
+}
+
+#[test]
+fn direct_reclaim_reads_ten_times_the_arena() {
+    let pc = cache(8, false);
+    let a = pc.allocator().clone();
+    let m = pc.mapping(1, pattern_source());
+    let n = 10 * a.managed_pages();
+    let mut b = [0u8; 8];
+    for i in 0..n {
+        m.read(i * PAGE_SIZE as u64, &mut b).unwrap();
+        assert!(b.iter().all(|&x| x == pattern(i)), "page {i}");
+    }
+    assert_eq!(a.event_count(VmEvent::AllocFail), 0);
+    assert!(a.event_count(VmEvent::PgstealDirect) > n / 2);
+    assert!(a.event_count(VmEvent::AllocstallMovable) > 0);
+    a.check_invariants().unwrap();
+    let c = a.census();
+    assert_eq!(c.free + c.pcp + c.allocated, a.managed_pages());
+    drop(m);
+    drop(pc);
+    all_back(&a);
+}
+
+#[test]
+fn kswapd_reclaims_in_the_background() {
+    let pc = cache(8, true);
+    let a = pc.allocator().clone();
+    let m = pc.mapping(1, pattern_source());
+    let n = 5 * a.managed_pages();
+    let mut b = [0u8; 1];
+    for i in 0..n {
+        m.read(i * PAGE_SIZE as u64, &mut b).unwrap();
+    }
+    assert_eq!(a.event_count(VmEvent::AllocFail), 0);
+    assert!(a.event_count(VmEvent::PgstealKswapd) > 0, "{}", a.vmstat());
+    assert!(a.event_count(VmEvent::Pageoutrun) > 0);
+    eprintln!(
+        "kswapd test: {n} pages read, pgsteal_kswapd {} pgsteal_direct {} allocstall_movable {} pageoutrun {}",
+        a.event_count(VmEvent::PgstealKswapd),
+        a.event_count(VmEvent::PgstealDirect),
+        a.event_count(VmEvent::AllocstallMovable),
+        a.event_count(VmEvent::Pageoutrun)
+    );
+    drop(m);
+    drop(pc);
+    all_back(&a);
+}
+
+/// Unrelated allocations reclaim the cache too, and a shrinker of the user's
+/// is asked in proportion.
+#[test]
+fn user_shrinker_and_foreign_allocations() {
+    struct Hoard(parking_lot::Mutex<Vec<Pfn>>, Arc<PageAllocator>, AtomicUsize);
+    impl Shrinker for Hoard {
+        fn count_objects(&self, _: &ShrinkControl) -> u64 {
+            self.0.lock().len() as u64
+        }
+        fn scan_objects(&self, sc: &ShrinkControl) -> u64 {
+            self.2.fetch_add(1, Ordering::Relaxed);
+            let mut v = self.0.lock();
+            let k = (sc.nr_to_scan as usize).min(v.len());
+            for p in v.drain(..k) {
+                self.1.free_pages(p, 0).unwrap();
+            }
+            k as u64
+        }
+    }
+    let pc = cache(8, false);
+    let a = pc.allocator().clone();
+    let m = pc.mapping(1, pattern_source());
+    let hoard = Arc::new(Hoard(parking_lot::Mutex::new(Vec::new()), a.clone(), AtomicUsize::new(0)));
+    let id = a.register_shrinker(hoard.clone());
+    for i in 0..a.managed_pages() / 2 {
+        drop(m.get(i).unwrap());
+    }
+    let mut mine = Vec::new();
+    for k in 0..a.managed_pages() {
+        match a.alloc_pages(Gfp::MOVABLE, 0) {
+            Ok(p) if k % 2 == 0 => hoard.0.lock().push(p),
+            Ok(p) => mine.push(p),
+            Err(_) => break,
+        }
+    }
+    assert!(hoard.2.load(Ordering::Relaxed) > 0, "the user's shrinker was asked");
+    assert!(a.event_count(VmEvent::PgstealDirect) > 0);
+    assert!(a.unregister_shrinker(id));
+    for p in hoard.0.lock().drain(..) {
+        a.free_pages(p, 0).unwrap();
+    }
+    for p in mine {
+        a.free_pages(p, 0).unwrap();
+    }
+    drop(m);
+    drop(pc);
+    all_back(&a);
+}
+
+/// Lookups and fills racing deletes, reclaim and foreign allocations; every
+/// read sees its page's contents; at the end every page comes back.
+#[test]
+fn threads_race_lookup_fill_delete_reclaim() {
+    race(cache(8, true));
+}
+
+/// The same on two nodes (an LRU pair per node), kswapd off.
+#[test]
+fn threads_race_on_two_nodes() {
+    let cfg = Config::small(8 << 20).backing(crate::Backing::Anonymous).nodes(2);
+    let a = Arc::new(PageAllocator::new(cfg).unwrap());
+    race(PageCache::new(a, PageCacheConfig { kswapd: false }).unwrap());
+}
+
+fn race(pc: PageCache) {
+    let a = pc.allocator().clone();
+    let pc = Arc::new(pc);
+    let span = 2 * a.managed_pages();
+    let stop = std::time::Instant::now() + std::time::Duration::from_millis(1200);
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            let pc = pc.clone();
+            let a = a.clone();
+            s.spawn(move || {
+                let m = pc.mapping(1, pattern_source());
+                let mut x = t.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+                let mut held = Vec::new();
+                while std::time::Instant::now() < stop {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let i = x % span;
+                    match x % 16 {
+                        0 => {
+                            m.delete(i);
+                        }
+                        1 => {
+                            pc.shrink(16);
+                        }
+                        2 => {
+                            if let Ok(p) = a.alloc_pages(Gfp::MOVABLE, 0) {
+                                held.push(p);
+                            }
+                            if held.len() > 64 {
+                                for p in held.drain(..) {
+                                    a.free_pages(p, 0).unwrap();
+                                }
+                            }
+                        }
+                        _ => {
+                            let h = m.get(i).unwrap();
+                            let mut b = [0u8; 4];
+                            h.read((x % 4000) as usize, &mut b);
+                            assert!(b.iter().all(|&v| v == pattern(i)), "page {i}: {b:?}");
+                        }
+                    }
+                }
+                for p in held {
+                    a.free_pages(p, 0).unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(a.event_count(VmEvent::AllocFail), 0);
+    a.check_invariants().unwrap();
+    let c = a.census();
+    assert_eq!(c.free + c.pcp + c.allocated, a.managed_pages());
+    let pc = Arc::into_inner(pc).unwrap();
+    drop(pc);
+    all_back(&a);
+}
+
+/// A real file ten times the arena, read once through the cache with
+/// direct reclaim only: every byte right, 0 failed allocations, conservation
+/// exact, every page back at the end.
+#[test]
+fn file_ten_times_the_arena_reads_once_with_direct_reclaim() {
+    use std::io::Write;
+    let pc = cache(4, false);
+    let a = pc.allocator().clone();
+    let n = 10 * a.managed_pages();
+    let path = std::env::temp_dir().join(format!("pagecache-10x-{}", std::process::id()));
+    {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+        for i in 0..n {
+            f.write_all(&[pattern(i); PAGE_SIZE]).unwrap();
+        }
+    }
+    let m = pc.mapping(3, Arc::new(FileSource(std::fs::File::open(&path).unwrap())));
+    let mut b = vec![0u8; PAGE_SIZE];
+    for i in 0..n {
+        m.read(i * PAGE_SIZE as u64, &mut b).unwrap();
+        assert!(b.iter().all(|&x| x == pattern(i)), "page {i}");
+    }
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(a.event_count(VmEvent::AllocFail), 0);
+    assert_eq!(a.event_count(VmEvent::PgstealKswapd), 0, "kswapd is off");
+    let steal = a.event_count(VmEvent::PgstealDirect);
+    assert!(steal >= n - a.managed_pages(), "stole {steal} of {n}");
+    a.check_invariants().unwrap();
+    let c = a.census();
+    assert_eq!(c.free + c.pcp + c.allocated, a.managed_pages());
+    assert!(c.allocated <= a.managed_pages());
+    drop(m);
+    drop(pc);
+    all_back(&a);
+}
+
+/// The public reference API on raw pages and cached pages: typed refusals,
+/// and the last put frees.
+#[test]
+fn get_put_page_api() {
+    let pc = cache(4, false);
+    let a = pc.allocator().clone();
+    let raw = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+    assert!(a.get_page(raw).is_err(), "raw pages are not reference counted");
+    assert!(a.put_page(raw).is_err());
+    a.free_pages(raw, 0).unwrap();
+    let m = pc.mapping(1, pattern_source());
+    let h = m.get(0).unwrap();
+    let p = h.pfn();
+    a.get_page(p).unwrap();
+    assert_eq!(a.page_count(p), 4);
+    m.delete(0);
+    drop(h);
+    a.lru_add_drain_all();
+    // Only our extra reference is left: it is the last, and frees the page
+    // (off the LRU list first).
+    assert_eq!(a.page_count(p), 1);
+    assert_eq!(a.lru_sizes(0), (1, 0));
+    a.put_page(p).unwrap();
+    assert_eq!(a.lru_sizes(0), (0, 0));
+    assert!(a.put_page(p).is_err(), "a second put of a freed page is refused");
+    drop(m);
+    drop(pc);
+    all_back(&a);
+}

@@ -1,0 +1,207 @@
+//! Reclaim state every allocator owns (the kernel's mm/vmscan.c and
+//! mm/swap.c data): per-node LRU lists of page-cache pages, per-CPU batches
+//! of pages waiting to join them, the shrinker registry, and the gauges
+//! `nr_dirty` / `nr_writeback`. The page cache (`pagecache`, above the
+//! façade) fills the lists and does the reclaim that needs its mappings; the
+//! allocation slow path calls [`Vmscan::direct_reclaim`] (one marked call)
+//! before it drains per-CPU lists and fails.
+//!
+//! LRU lists are threaded through the descriptors' `next`/`prev` links
+//! (an allocated page uses neither), one pair (inactive, active) per node,
+//! under that node's LRU lock. Invariants:
+//! - `LRU` is set on a page iff it is linked on one of its node's lists; it is
+//!   set and cleared only under that node's LRU lock; `ACTIVE` on a page with
+//!   `LRU` says which list.
+//! - A page on the lists, in a per-CPU batch or isolated by reclaim has a
+//!   reference count above 0: a batch and an isolation each hold one
+//!   reference; the lists themselves hold none (as in the kernel), so the last
+//!   `put_page` takes the page off its list under the LRU lock before it frees
+//!   it, and isolation only takes pages it could get a reference on.
+//! - `nr_inactive`/`nr_active` equal the lists' lengths (under the lock).
+//!
+//! Lock order, for the whole reclaim design (outermost first; a thread holds
+//! locks only in this order, and trylocks where it must go against it):
+//! 1. page lock (`LOCKED`): reclaim only ever try-locks a page;
+//! 2. a mapping's shard lock (`pagecache::mapping`), held for one map
+//!    operation;
+//! 3. a node's LRU lock (here), never held while calling out;
+//! 4. a per-CPU LRU batch lock (here), dropped before the LRU lock is taken;
+//! 5. per-CPU page lists and the zone lock (the allocator's own, taken by the
+//!    frees reclaim does, with none of the above held).
+//!
+//! Allocation never happens under 2..4; shrinkers are called with none held.
+
+pub(crate) mod lru;
+
+use crate::memmap::MemMap;
+use crate::sync::{AtomicU64, Ordering};
+use crossbeam_utils::CachePadded;
+use lru::NodeLru;
+use parking_lot::{Mutex, RwLock};
+use std::cell::Cell;
+use std::sync::Arc;
+
+/// Pages per per-CPU LRU batch (the kernel's `PAGEVEC_SIZE`/folio batch: 15).
+pub const LRU_BATCH: usize = 15;
+
+/// What a shrinker is asked to do (the kernel's `shrink_control`).
+#[derive(Clone, Copy, Debug)]
+pub struct ShrinkControl {
+    /// Objects to scan.
+    pub nr_to_scan: u64,
+    /// The node under pressure (`None`: any).
+    pub nid: Option<u32>,
+    /// True for direct reclaim (an allocation is waiting), false for kswapd.
+    pub direct: bool,
+}
+
+/// A cache that gives memory back under pressure (the kernel's `struct
+/// shrinker`): `count_objects` says how much it could free, `scan_objects`
+/// frees up to `nr_to_scan` and returns the pages freed. Called with no
+/// allocator lock held; it must not block on memory.
+pub trait Shrinker: Send + Sync {
+    /// Freeable objects (pages) now; 0 skips the scan.
+    fn count_objects(&self, sc: &ShrinkControl) -> u64;
+    /// Free up to `sc.nr_to_scan` objects; returns the pages freed.
+    fn scan_objects(&self, sc: &ShrinkControl) -> u64;
+}
+
+thread_local! {
+    /// This thread is reclaiming (the kernel's PF_MEMALLOC): an allocation
+    /// it makes does not reclaim again.
+    static IN_RECLAIM: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Run `f` marked as reclaiming; None if this thread already is.
+pub(crate) fn as_reclaimer<R>(f: impl FnOnce() -> R) -> Option<R> {
+    if IN_RECLAIM.with(|c| c.replace(true)) {
+        return None;
+    }
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            IN_RECLAIM.with(|c| c.set(false));
+        }
+    }
+    let _r = Reset;
+    Some(f())
+}
+
+/// Gauges the page cache keeps (the kernel's node stats `nr_dirty`,
+/// `nr_writeback`).
+#[derive(Debug, Default)]
+pub(crate) struct Gauges {
+    pub(crate) nr_dirty: AtomicU64,
+    pub(crate) nr_writeback: AtomicU64,
+}
+
+/// See the module doc.
+pub(crate) struct Vmscan {
+    pub(crate) lrus: Box<[CachePadded<Mutex<NodeLru>>]>,
+    /// Per-CPU-slot batches of pages (each holding a reference) waiting to
+    /// join an LRU list.
+    pub(crate) batches: Box<[CachePadded<Mutex<Vec<u32>>>]>,
+    shrinkers: RwLock<Vec<(u64, Arc<dyn Shrinker>)>>,
+    next_shrinker: AtomicU64,
+    pub(crate) gauges: Gauges,
+    /// A page cache is attached (at most one per allocator: the LRU lists
+    /// hold its pages, and only it can reclaim them).
+    pub(crate) cache_attached: crate::sync::AtomicBool,
+}
+
+impl Vmscan {
+    pub(crate) fn new(nr_nodes: usize, nr_cpus: usize) -> Self {
+        Self {
+            lrus: (0..nr_nodes).map(|_| CachePadded::new(Mutex::new(NodeLru::default()))).collect(),
+            batches: (0..nr_cpus).map(|_| CachePadded::new(Mutex::new(Vec::with_capacity(LRU_BATCH)))).collect(),
+            shrinkers: RwLock::new(Vec::new()),
+            next_shrinker: AtomicU64::new(1),
+            gauges: Gauges::default(),
+            cache_attached: crate::sync::AtomicBool::new(false),
+        }
+    }
+
+    /// Register a shrinker; the id unregisters it.
+    pub(crate) fn register(&self, s: Arc<dyn Shrinker>) -> u64 {
+        let id = self.next_shrinker.fetch_add(1, Ordering::Relaxed);
+        self.shrinkers.write().push((id, s));
+        id
+    }
+
+    /// Unregister; false if `id` was not registered.
+    pub(crate) fn unregister(&self, id: u64) -> bool {
+        let mut v = self.shrinkers.write();
+        let n = v.len();
+        v.retain(|(i, _)| *i != id);
+        v.len() != n
+    }
+
+    /// Ask every shrinker for about `nr` pages, each in proportion to what it
+    /// says it could free (`do_shrink_slab`); returns the pages freed.
+    /// Whether any shrinker is registered.
+    pub(crate) fn has_shrinkers(&self) -> bool {
+        !self.shrinkers.read().is_empty()
+    }
+
+    pub(crate) fn shrink_all(&self, nr: u64, nid: Option<u32>, direct: bool) -> u64 {
+        let list: Vec<Arc<dyn Shrinker>> = self.shrinkers.read().iter().map(|(_, s)| s.clone()).collect();
+        let probe = ShrinkControl { nr_to_scan: 0, nid, direct };
+        let counts: Vec<u64> = list.iter().map(|s| s.count_objects(&probe)).collect();
+        let total: u64 = counts.iter().sum();
+        if total == 0 {
+            return 0;
+        }
+        let mut freed = 0;
+        for (s, c) in list.iter().zip(counts) {
+            if c == 0 {
+                continue;
+            }
+            let share = (nr.saturating_mul(c) / total).max(1).min(c);
+            freed += s.scan_objects(&ShrinkControl { nr_to_scan: share, nid, direct });
+        }
+        freed
+    }
+
+    /// Direct reclaim for an allocation of `order` that found every zone
+    /// below its min watermark: shrinkers (the page cache is one) are asked
+    /// for at least 32 pages (`SWAP_CLUSTER_MAX`) or the request, whichever is
+    /// more, in up to 4 rounds while they make progress. False if nothing was
+    /// freed (or this thread is already reclaiming).
+    pub(crate) fn direct_reclaim(&self, order: u32) -> bool {
+        if self.shrinkers.read().is_empty() {
+            return false;
+        }
+        let want = 32u64.max(2u64 << order);
+        as_reclaimer(|| {
+            let mut got = 0;
+            for _ in 0..4 {
+                let f = self.shrink_all(want - got.min(want), None, true);
+                got += f;
+                if f == 0 || got >= want {
+                    break;
+                }
+            }
+            got > 0
+        })
+        .unwrap_or(false)
+    }
+
+    /// Move this CPU slot's batch onto the LRU lists; the pages' references
+    /// are returned to the caller, who must put them.
+    pub(crate) fn take_batch(&self, slot: usize) -> Vec<u32> {
+        std::mem::take(&mut *self.batches[slot % self.batches.len()].lock())
+    }
+
+    /// Racy LRU list sizes of node `nid`: (inactive, active).
+    pub(crate) fn lru_sizes(&self, nid: usize) -> (u64, u64) {
+        self.lrus.get(nid).map_or((0, 0), |l| l.lock().sizes_racy())
+    }
+
+    /// Every list's walk agrees with its counter and flags (for tests).
+    pub(crate) fn check(&self, mm: &MemMap) -> Result<(), String> {
+        for (nid, l) in self.lrus.iter().enumerate() {
+            l.lock().check(mm).map_err(|e| format!("node {nid}: {e}"))?;
+        }
+        Ok(())
+    }
+}
