@@ -16,18 +16,24 @@
 //!   list, buddy.
 //! - [`bulk`] and [`bulk_free`]: seed 3's bulk allocator and its partner.
 //! - [`drain`]: emptying per-CPU lists and front caches.
+//! - [`nolock`] and [`deferred`]: allocation and free that never wait (any
+//!   context, signal handlers included), and the lock-free list of frees
+//!   that could not take a lock.
 //!
 //! Invariant (conservation, checked by `check_invariants`): every managed page
 //! is, at any quiescent moment, in exactly one of: a free block on a zone's
-//! buddy lists, a per-CPU list, a front cache, or an allocated block.
+//! buddy lists, a per-CPU list, a front cache, the deferred-free list (counted
+//! with the per-CPU pages), or an allocated block.
 
 pub(crate) mod bulk;
 pub(crate) mod bulk_free;
 pub(crate) mod claim;
+pub(crate) mod deferred;
 pub(crate) mod drain;
 pub(crate) mod fast;
 pub(crate) mod free;
 pub(crate) mod give;
+pub(crate) mod nolock;
 pub(crate) mod slow;
 
 use crate::config::Config;
@@ -70,6 +76,8 @@ pub(crate) struct Core {
     pub(crate) front_free_inline: bool,
     /// Every thread's front cache for this allocator, and the drain lock.
     pub(crate) fronts: Fronts,
+    /// No-lock allocation and free (`nolock`): the deferred-free list.
+    pub(crate) nolock: nolock::NoLock,
 }
 
 /// One node's zonelists.
@@ -174,6 +182,7 @@ impl Core {
             front_alloc_inline: front_on && cfg.nodes == 1,
             front_free_inline: front_on && cfg.page_lock_waiters_bit && !cfg.pcp_migratetype_cache,
             fronts: Fronts::new(id),
+            nolock: nolock::NoLock::default(),
             cfg,
         };
         core.free_all_at_boot();
