@@ -34,6 +34,8 @@ pub(crate) mod fast;
 pub(crate) mod free;
 pub(crate) mod give;
 pub(crate) mod nolock;
+#[cfg(test)]
+mod nolock_tests;
 pub(crate) mod slow;
 
 use crate::config::Config;
