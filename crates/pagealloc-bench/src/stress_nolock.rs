@@ -32,7 +32,7 @@ static NO_MEMORY: AtomicU64 = AtomicU64::new(0);
 static FREES: AtomicU64 = AtomicU64::new(0);
 static BAD: AtomicU64 = AtomicU64::new(0);
 /// Frees and allocations per signal.
-const PER_SIGNAL: u64 = 8;
+const PER_SIGNAL: u64 = 16;
 
 extern "C" fn on_signal(_sig: libc::c_int) {
     // SAFETY: errno is this thread's; saved and restored around the handler.
@@ -105,7 +105,7 @@ fn churn(a: &PageAllocator, stop: &AtomicBool, progress: &AtomicU64, seed: u64) 
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            if held.len() < keep && x % 3 != 0 {
+            if held.len() < keep && !x.is_multiple_of(3) {
                 let order = [0, 0, 0, 0, 1, 2, 3, 0][(x >> 8) as usize % 8];
                 if let Ok(p) = a.alloc_pages(Gfp::KERNEL, order) {
                     held.push((p, order));
@@ -116,7 +116,7 @@ fn churn(a: &PageAllocator, stop: &AtomicBool, progress: &AtomicU64, seed: u64) 
             }
             ops += 1;
         }
-        if x % 512 == 0 {
+        if x.is_multiple_of(512) {
             a.drain_local_pages();
         }
         progress.fetch_add(1, Ordering::Relaxed);
@@ -214,7 +214,8 @@ pub fn run(threads: usize, secs: f64, arena_mb: u64) -> i32 {
             }
         }
     }
-    let (ok, wb, nomem) = (OK.load(Ordering::Relaxed), WOULD_BLOCK.load(Ordering::Relaxed), NO_MEMORY.load(Ordering::Relaxed));
+    let (ok, wb, nomem) =
+        (OK.load(Ordering::Relaxed), WOULD_BLOCK.load(Ordering::Relaxed), NO_MEMORY.load(Ordering::Relaxed));
     let tried = ok + wb + nomem;
     let frees = FREES.load(Ordering::Relaxed);
     let trylock_fail = a.event_count(VmEvent::NolockTrylockFail);

@@ -43,8 +43,8 @@ use ::pagealloc::{Backing, Config, DrainMode, Gfp, PageAllocator, Pfn};
 pub use status::pagealloc_status;
 use status::pagealloc_status::*;
 use status::{
-    alloc_code, alloc_err, config_err, fail, free_code, free_err, guard, invalid, invariant_err, run, run_nolock, state_err,
-    wait_err, Res,
+    alloc_code, alloc_err, config_err, fail, free_code, free_err, guard, invalid, invariant_err, run, run_nolock,
+    state_err, wait_err, Res,
 };
 
 // ------------------------------------------------------------------ constants

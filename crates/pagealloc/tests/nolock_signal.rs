@@ -30,7 +30,7 @@ static H_NO_MEMORY: AtomicU64 = AtomicU64::new(0);
 static H_FREES: AtomicU64 = AtomicU64::new(0);
 static H_ERRORS: AtomicU64 = AtomicU64::new(0);
 /// Blocks handled per signal (frees and allocations each).
-const PER_SIGNAL: u64 = 8;
+const PER_SIGNAL: u64 = 16;
 
 extern "C" fn on_signal(_sig: libc::c_int) {
     // SAFETY: errno is this thread's; saved and restored around the handler.
@@ -90,7 +90,7 @@ fn churn(a: &PageAllocator, stop: &AtomicBool, progress: &AtomicU64, seed: u64, 
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            if held.len() < keep && x % 3 != 0 {
+            if held.len() < keep && !x.is_multiple_of(3) {
                 let order = [0, 0, 0, 0, 1, 2, 3, 0][(x >> 8) as usize % 8];
                 if let Ok(p) = a.alloc_pages(Gfp::KERNEL, order) {
                     held.push((p, order));
@@ -102,7 +102,7 @@ fn churn(a: &PageAllocator, stop: &AtomicBool, progress: &AtomicU64, seed: u64, 
             }
             ops += 1;
         }
-        if x % 512 == 0 {
+        if x.is_multiple_of(512) {
             a.drain_local_pages();
         }
         progress.fetch_add(1, Ordering::Relaxed);

@@ -121,7 +121,8 @@ impl Core {
         let d = self.mm.page(p);
         if old & flags::WAITERS != 0 || !self.cfg.page_lock_waiters_bit {
             d.set_private_raw(order | DEFER_WAKE);
-            return Ok(self.defer(cpu, p));
+            self.defer(cpu, p);
+            return Ok(());
         }
         let w = self.pageblock_word_racy(p);
         let z = &self.zones[zone::pb_zone(w)];
