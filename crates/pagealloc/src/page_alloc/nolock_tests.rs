@@ -111,3 +111,35 @@ fn nolock_free_wakes_waiters_only_after_the_drain() {
     a.check_invariants().unwrap();
     assert_eq!(a.census().allocated, 0);
 }
+
+#[test]
+fn nolock_paths_never_touch_the_thread_front_cache() {
+    // Registering a thread's front cache allocates (and a handler may have
+    // interrupted a front-cache operation): a thread that only makes no-lock
+    // calls must never register one.
+    let a = small();
+    assert_eq!(a.core.fronts.nr_slots(), 0);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut got = Vec::new();
+            for i in 0..200u32 {
+                got.push((a.alloc_pages_nolock(Gfp::KERNEL, i % 4).unwrap(), i % 4));
+            }
+            for (p, o) in got {
+                a.free_pages_nolock(p, o).unwrap();
+            }
+            assert!(a.free_pages_nolock(Pfn::new(1 << 40), 0).is_err());
+        });
+    });
+    assert_eq!(a.core.fronts.nr_slots(), 0, "a no-lock call registered a front cache");
+    a.check_invariants().unwrap();
+    assert_eq!(a.census().allocated, 0);
+    // The normal API does register one (the check above can fail).
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
+            a.free_pages(p, 0).unwrap();
+        });
+    });
+    assert_eq!(a.core.fronts.nr_slots(), 1);
+}
