@@ -103,6 +103,11 @@ impl PageAllocator {
             highatomic_reserve: e(VmEvent::HighatomicReserve),
             pgalloc_fail: e(VmEvent::AllocFail),
             nr_reserved_highatomic: self.snapshot().zones.iter().map(|z| z.nr_reserved_highatomic).sum(),
+            nolock_alloc: e(VmEvent::NolockAlloc),
+            nolock_alloc_fail: e(VmEvent::NolockAllocFail),
+            nolock_trylock_fail: e(VmEvent::NolockTrylockFail),
+            nolock_free: e(VmEvent::NolockFree),
+            nolock_deferred_free: e(VmEvent::NolockDeferred),
         }
     }
 

@@ -376,11 +376,24 @@ pub struct PcpStat {
     /// over zones (the kernel keeps this per zone but prints it in no /proc
     /// file of 6.18).
     pub nr_reserved_highatomic: u64,
+    // No-lock allocation and free (page_alloc/nolock.rs).
+    /// `nolock_alloc`: `alloc_pages_nolock` calls that got a block.
+    pub nolock_alloc: u64,
+    /// `nolock_alloc_fail`: `alloc_pages_nolock` calls that failed (a lock
+    /// was taken, or nothing was free).
+    pub nolock_alloc_fail: u64,
+    /// `nolock_trylock_fail`: per-CPU and zone locks the no-lock paths found
+    /// taken.
+    pub nolock_trylock_fail: u64,
+    /// `nolock_free`: `free_pages_nolock` calls that freed (parked ones too).
+    pub nolock_free: u64,
+    /// `nolock_deferred_free`: no-lock frees parked on the deferred list.
+    pub nolock_deferred_free: u64,
 }
 
 impl PcpStat {
     /// Every key with its value, in print order.
-    pub fn items(&self) -> [(&'static str, u64); 8] {
+    pub fn items(&self) -> [(&'static str, u64); 13] {
         [
             ("pcp_refill", self.pcp_refill),
             ("pcp_drain", self.pcp_drain),
@@ -390,6 +403,11 @@ impl PcpStat {
             ("highatomic_reserve", self.highatomic_reserve),
             ("pgalloc_fail", self.pgalloc_fail),
             ("nr_reserved_highatomic", self.nr_reserved_highatomic),
+            ("nolock_alloc", self.nolock_alloc),
+            ("nolock_alloc_fail", self.nolock_alloc_fail),
+            ("nolock_trylock_fail", self.nolock_trylock_fail),
+            ("nolock_free", self.nolock_free),
+            ("nolock_deferred_free", self.nolock_deferred_free),
         ]
     }
 
