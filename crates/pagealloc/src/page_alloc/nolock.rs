@@ -34,9 +34,9 @@
 //! the same lock, and that interrupted its own thread inside `parking_lot`'s
 //! park or unpark for a lock of the same bucket, could wait there. It needs
 //! three threads on one lock and a signal in a window of a few instructions;
-//! a futex-word lock would close it. With the `debug-checks` feature the zone
-//! check at each lock release allocates: these paths are then not
-//! async-signal-safe.
+//! a futex-word lock would close it. With the `debug-checks` feature each
+//! zone-lock release runs the zone check, whose sampled full walk allocates:
+//! these paths are then not async-signal-safe (the default build is).
 
 use super::deferred::{DeferredList, DEFER_WAKE};
 use super::Core;
