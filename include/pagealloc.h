@@ -144,6 +144,9 @@ typedef enum pagealloc_status {
   PAGEALLOC_ERR_PANIC = 26,
   // An error this version of the C API does not know how to classify.
   PAGEALLOC_ERR_UNKNOWN = 27,
+  // A no-lock call (`pagealloc_alloc_pages_nolock`) found a lock it needed
+  // taken and did not wait: retry, or allocate from a context that may wait.
+  PAGEALLOC_ERR_WOULD_BLOCK = 28,
 } pagealloc_status;
 
 // An allocator. Opaque: made by `pagealloc_create`, ended by `pagealloc_destroy`.
@@ -267,6 +270,45 @@ enum pagealloc_status pagealloc_alloc_pages_node(const struct pagealloc *a,
 // # Safety
 // `a` is a live handle (or NULL).
 enum pagealloc_status pagealloc_free_pages(const struct pagealloc *a, uint64_t pfn, uint32_t order);
+
+// `pagealloc_alloc_pages` that never waits (the kernel's
+// `alloc_pages_nolock`): async-signal-safe, so it may be called from a signal
+// handler, even one that interrupted a pagealloc call on the same thread, or
+// from a real-time thread. No heap allocation, no thread-local state (not the
+// thread front cache), no slow path; only try-locks. Zones stay above their
+// min watermark.
+//
+// Errors: `PAGEALLOC_ERR_WOULD_BLOCK` (a lock it needed was taken: retry
+// later), `PAGEALLOC_ERR_NO_MEMORY`, `PAGEALLOC_ERR_INVALID_ORDER`,
+// `PAGEALLOC_ERR_INVALID_ARGUMENT` (bad handle, NULL `pfn_out`, unknown gfp
+// bits). Unlike every other call it records no last-error message (that
+// would allocate): `pagealloc_last_error_message` is left as it was.
+// Thread safety: safe to call concurrently on one allocator, and from signal
+// handlers.
+//
+// # Safety
+// `a` is a live handle (or NULL); `pfn_out` is NULL or writable.
+enum pagealloc_status pagealloc_alloc_pages_nolock(const struct pagealloc *a,
+                                                   uint32_t gfp_flags,
+                                                   uint32_t order,
+                                                   uint64_t *pfn_out);
+
+// `pagealloc_free_pages` that never waits (the kernel's
+// `free_pages_nolock`): async-signal-safe, as `pagealloc_alloc_pages_nolock`.
+// The checks are `pagealloc_free_pages`'s; a block that cannot reach a list
+// without waiting for a lock is parked on a lock-free deferred list that the
+// next locked free or drain empties. Once the checks pass the free succeeds.
+//
+// Errors: those of `pagealloc_free_pages`, with no last-error message
+// recorded (see `pagealloc_alloc_pages_nolock`).
+// Thread safety: safe to call concurrently on one allocator, and from signal
+// handlers.
+//
+// # Safety
+// `a` is a live handle (or NULL).
+enum pagealloc_status pagealloc_free_pages_nolock(const struct pagealloc *a,
+                                                  uint64_t pfn,
+                                                  uint32_t order);
 
 // Store the address of frame `pfn` in `*addr_out` (the block's memory runs on
 // for `4096 << order` bytes). Errors: `PAGEALLOC_ERR_OUT_OF_RANGE` for a pfn

@@ -6,6 +6,7 @@ mod harness;
 mod report;
 mod show;
 mod stress;
+mod stress_nolock;
 mod workloads;
 
 use clap::{Parser, Subcommand};

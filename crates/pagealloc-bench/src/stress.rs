@@ -55,6 +55,11 @@ pub struct StressArgs {
     /// the `fail-inject` feature).
     #[arg(long, default_value_t = 0)]
     pub trylock_fail_ppm: u32,
+    /// Issue 19's signal soak instead of the mix: SIGUSR1 every 50 us to the
+    /// workers, whose handler allocates and frees with the no-lock API (see
+    /// `stress_nolock`).
+    #[arg(long)]
+    pub nolock_signal: bool,
 }
 
 /// What a thread is doing, for the watchdog.
@@ -265,6 +270,9 @@ struct Mine {
 
 /// Run the command; returns the process exit status.
 pub fn run(args: &StressArgs) -> i32 {
+    if args.nolock_signal {
+        return crate::stress_nolock::run(args.threads, args.duration, args.arena_mb);
+    }
     let seed = args.seed.unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
     });

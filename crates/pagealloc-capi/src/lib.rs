@@ -43,7 +43,8 @@ use ::pagealloc::{Backing, Config, DrainMode, Gfp, PageAllocator, Pfn};
 pub use status::pagealloc_status;
 use status::pagealloc_status::*;
 use status::{
-    alloc_err, config_err, fail, free_code, free_err, guard, invalid, invariant_err, run, state_err, wait_err, Res,
+    alloc_code, alloc_err, config_err, fail, free_code, free_err, guard, invalid, invariant_err, run, run_nolock,
+    state_err, wait_err, Res,
 };
 
 // ------------------------------------------------------------------ constants
@@ -484,6 +485,88 @@ pub unsafe extern "C" fn pagealloc_free_pages(a: *const pagealloc, pfn: u64, ord
         // SAFETY: the caller's contract.
         let a = unsafe { handle(a) }?;
         a.free_pages(to_pfn(a, pfn)?, order).map_err(free_err)
+    })
+}
+
+// ----------------------------------------------------------------- no-lock
+
+/// The allocator behind a handle, checked without recording a message.
+///
+/// # Safety
+/// As [`handle`].
+#[inline(always)]
+unsafe fn handle_quiet<'a>(a: *const pagealloc) -> Res<&'a PageAllocator> {
+    if a.is_null() || !a.is_aligned() {
+        return Err(PAGEALLOC_ERR_INVALID_ARGUMENT);
+    }
+    // SAFETY: non-null and aligned; readable by the caller's contract.
+    let h = unsafe { &*a };
+    if h.magic != MAGIC {
+        return Err(PAGEALLOC_ERR_INVALID_ARGUMENT);
+    }
+    Ok(&h.inner)
+}
+
+/// `pagealloc_alloc_pages` that never waits (the kernel's
+/// `alloc_pages_nolock`): async-signal-safe, so it may be called from a signal
+/// handler, even one that interrupted a pagealloc call on the same thread, or
+/// from a real-time thread. No heap allocation, no thread-local state (not the
+/// thread front cache), no slow path; only try-locks. Zones stay above their
+/// min watermark.
+///
+/// Errors: `PAGEALLOC_ERR_WOULD_BLOCK` (a lock it needed was taken: retry
+/// later), `PAGEALLOC_ERR_NO_MEMORY`, `PAGEALLOC_ERR_INVALID_ORDER`,
+/// `PAGEALLOC_ERR_INVALID_ARGUMENT` (bad handle, NULL `pfn_out`, unknown gfp
+/// bits). Unlike every other call it records no last-error message (that
+/// would allocate): `pagealloc_last_error_message` is left as it was.
+/// Thread safety: safe to call concurrently on one allocator, and from signal
+/// handlers.
+///
+/// # Safety
+/// `a` is a live handle (or NULL); `pfn_out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn pagealloc_alloc_pages_nolock(
+    a: *const pagealloc,
+    gfp_flags: u32,
+    order: u32,
+    pfn_out: *mut u64,
+) -> pagealloc_status {
+    run_nolock(|| {
+        // SAFETY: the caller's contract.
+        let a = unsafe { handle_quiet(a) }?;
+        let g = Gfp::from_bits(gfp_flags).ok_or(PAGEALLOC_ERR_INVALID_ARGUMENT)?;
+        if pfn_out.is_null() || !pfn_out.is_aligned() {
+            return Err(PAGEALLOC_ERR_INVALID_ARGUMENT);
+        }
+        let p = a.alloc_pages_nolock(g, order).map_err(|e| alloc_code(&e))?;
+        // SAFETY: non-null and aligned; writable by the caller's contract.
+        unsafe { pfn_out.write(p.as_u64()) };
+        Ok(())
+    })
+}
+
+/// `pagealloc_free_pages` that never waits (the kernel's
+/// `free_pages_nolock`): async-signal-safe, as `pagealloc_alloc_pages_nolock`.
+/// The checks are `pagealloc_free_pages`'s; a block that cannot reach a list
+/// without waiting for a lock is parked on a lock-free deferred list that the
+/// next locked free or drain empties. Once the checks pass the free succeeds.
+///
+/// Errors: those of `pagealloc_free_pages`, with no last-error message
+/// recorded (see `pagealloc_alloc_pages_nolock`).
+/// Thread safety: safe to call concurrently on one allocator, and from signal
+/// handlers.
+///
+/// # Safety
+/// `a` is a live handle (or NULL).
+#[no_mangle]
+pub unsafe extern "C" fn pagealloc_free_pages_nolock(a: *const pagealloc, pfn: u64, order: u32) -> pagealloc_status {
+    run_nolock(|| {
+        // SAFETY: the caller's contract.
+        let a = unsafe { handle_quiet(a) }?;
+        if pfn == PAGEALLOC_HOLE {
+            return Err(PAGEALLOC_ERR_OUT_OF_RANGE);
+        }
+        a.free_pages_nolock(Pfn::new(pfn), order).map_err(|e| free_code(&e))
     })
 }
 

@@ -76,6 +76,9 @@ pub enum pagealloc_status {
     PAGEALLOC_ERR_PANIC = 26,
     /// An error this version of the C API does not know how to classify.
     PAGEALLOC_ERR_UNKNOWN = 27,
+    /// A no-lock call (`pagealloc_alloc_pages_nolock`) found a lock it needed
+    /// taken and did not wait: retry, or allocate from a context that may wait.
+    PAGEALLOC_ERR_WOULD_BLOCK = 28,
 }
 
 use pagealloc_status::*;
@@ -172,9 +175,39 @@ pub(crate) fn alloc_err(e: AllocError) -> pagealloc_status {
         AllocError::InvalidOrder { .. } => PAGEALLOC_ERR_INVALID_ORDER,
         AllocError::InvalidNode { .. } => PAGEALLOC_ERR_INVALID_NODE,
         AllocError::Injected => PAGEALLOC_ERR_INJECTED,
+        AllocError::WouldBlock { .. } => PAGEALLOC_ERR_WOULD_BLOCK,
         _ => PAGEALLOC_ERR_UNKNOWN,
     };
     fail(code, e)
+}
+
+/// The code of an allocation error, without recording anything (the no-lock
+/// calls: recording a message allocates).
+pub(crate) fn alloc_code(e: &AllocError) -> pagealloc_status {
+    match e {
+        AllocError::NoMemory { .. } => PAGEALLOC_ERR_NO_MEMORY,
+        AllocError::InvalidOrder { .. } => PAGEALLOC_ERR_INVALID_ORDER,
+        AllocError::InvalidNode { .. } => PAGEALLOC_ERR_INVALID_NODE,
+        AllocError::Injected => PAGEALLOC_ERR_INJECTED,
+        AllocError::WouldBlock { .. } => PAGEALLOC_ERR_WOULD_BLOCK,
+        _ => PAGEALLOC_ERR_UNKNOWN,
+    }
+}
+
+/// Run a no-lock call: a panic becomes `PAGEALLOC_ERR_PANIC` with no message
+/// recorded (recording allocates; a panic on these paths is a bug, and
+/// `catch_unwind` costs nothing until one happens).
+#[inline(always)]
+pub(crate) fn run_nolock(f: impl FnOnce() -> Res) -> pagealloc_status {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => PAGEALLOC_OK,
+        Ok(Err(s)) => s,
+        Err(p) => {
+            // Dropping a payload can itself panic; never let that escape.
+            let _ = catch_unwind(AssertUnwindSafe(move || drop(p)));
+            PAGEALLOC_ERR_PANIC
+        }
+    }
 }
 
 /// The code of a free error, without recording anything.
@@ -286,6 +319,7 @@ pub(crate) fn name(code: i32) -> &'static std::ffi::CStr {
         25 => c"PAGEALLOC_ERR_INVALID_ARGUMENT",
         26 => c"PAGEALLOC_ERR_PANIC",
         27 => c"PAGEALLOC_ERR_UNKNOWN",
+        28 => c"PAGEALLOC_ERR_WOULD_BLOCK",
         _ => c"(not a pagealloc status)",
     }
 }
@@ -296,13 +330,14 @@ mod tests {
 
     #[test]
     fn names_match_codes() {
-        for c in 0..=27 {
+        for c in 0..=28 {
             let n = name(c).to_str().unwrap();
             assert!(n.starts_with("PAGEALLOC_"), "{c}: {n}");
         }
         assert_eq!(name(PAGEALLOC_ERR_UNKNOWN as i32).to_str().unwrap(), "PAGEALLOC_ERR_UNKNOWN");
         assert_eq!(name(PAGEALLOC_ERR_PANIC as i32).to_str().unwrap(), "PAGEALLOC_ERR_PANIC");
-        assert_eq!(name(28).to_str().unwrap(), "(not a pagealloc status)");
+        assert_eq!(name(PAGEALLOC_ERR_WOULD_BLOCK as i32).to_str().unwrap(), "PAGEALLOC_ERR_WOULD_BLOCK");
+        assert_eq!(name(29).to_str().unwrap(), "(not a pagealloc status)");
     }
 
     #[test]

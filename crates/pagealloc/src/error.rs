@@ -33,6 +33,14 @@ pub enum AllocError {
     /// A failure injected by the `fail-inject` feature.
     #[error("injected allocation failure")]
     Injected,
+    /// A no-lock allocation (`alloc_pages_nolock`) found every lock it could
+    /// use taken, and will not wait: retry later or from a context that may
+    /// wait.
+    #[error("no block of order {order} without waiting for a lock")]
+    WouldBlock {
+        /// The order asked for.
+        order: u32,
+    },
 }
 
 /// Why `free_pages` refused a pfn. The allocator's state is unchanged.

@@ -274,6 +274,12 @@ impl Fronts {
         Paused { fronts: self, _drain: drain, slots }
     }
 
+    /// Threads registered so far (tests: the no-lock paths must register none).
+    #[cfg(test)]
+    pub(crate) fn nr_slots(&self) -> usize {
+        self.slots.lock().len()
+    }
+
     /// Serialise with drainers without pausing anyone (callers that drain
     /// other things under the same lock).
     pub(crate) fn drain_lock(&self) -> MutexGuard<'_, ()> {

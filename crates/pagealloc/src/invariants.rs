@@ -18,7 +18,8 @@ pub struct ZoneCensus {
     pub free: u64,
     /// Pages in free blocks on isolated lists.
     pub isolated_free: u64,
-    /// Pages on per-CPU lists and front caches.
+    /// Pages on per-CPU lists and front caches, and blocks parked on the
+    /// no-lock frees' deferred list.
     pub pcp: u64,
     /// Pages in allocated blocks.
     pub allocated: u64,
@@ -356,6 +357,33 @@ impl Core {
                 total += 1;
             }
         });
+        if let Some(b) = bad {
+            return Err(b);
+        }
+        total += self.deferred_pages_checked(z)?;
+        Ok(total)
+    }
+
+    /// Pages of zone `z` parked on the no-lock deferred list, checking each
+    /// block's marks and that the chain ends (no cycle, no block twice).
+    fn deferred_pages_checked(&self, z: &Zone) -> Result<u64, (u64, String)> {
+        let descs = self.mm.descs();
+        let mut total = 0u64;
+        let mut bad = None;
+        let ended = self.nolock.deferred.for_each(descs, self.mm.nr_pages(), |p| {
+            let p = p as u64;
+            if !z.contains(p) || bad.is_some() {
+                return;
+            }
+            let d = self.mm.page(p);
+            if d.flags() != flags::PCP || p & ((1u64 << d.order()) - 1) != 0 {
+                bad = Some((p, format!("on the deferred list but flags {:#x} order {}", d.flags(), d.order())));
+            }
+            total += 1 << d.order();
+        });
+        if !ended {
+            return Err((z.start, "the deferred list does not end (a cycle, or a block on it twice)".into()));
+        }
         bad.map_or(Ok(total), Err)
     }
 }

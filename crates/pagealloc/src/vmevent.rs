@@ -88,6 +88,20 @@ events! {
     AllocstallMovable = "allocstall_movable",
     /// `pageoutrun`: kswapd reclaim runs.
     Pageoutrun = "pageoutrun",
+    // No-lock allocation and free (page_alloc/nolock.rs).
+    /// `nolock_alloc` (ours, pcpstat): no-lock allocations that succeeded.
+    NolockAlloc = "nolock_alloc",
+    /// `nolock_alloc_fail` (ours, pcpstat): no-lock allocations that failed
+    /// (a lock was busy, or nothing was free).
+    NolockAllocFail = "nolock_alloc_fail",
+    /// `nolock_trylock_fail` (ours, pcpstat): per-CPU or zone locks the no-lock
+    /// paths found taken.
+    NolockTrylockFail = "nolock_trylock_fail",
+    /// `nolock_free` (ours, pcpstat): no-lock frees (deferred ones included).
+    NolockFree = "nolock_free",
+    /// `nolock_deferred_free` (ours, pcpstat): no-lock frees parked on the
+    /// deferred list because no lock could be had without waiting.
+    NolockDeferred = "nolock_deferred_free",
 }
 
 impl VmEvent {

@@ -4,10 +4,15 @@
  * crash. Built and run by tests/c_api.rs (statically and against the shared
  * library); exits 0 when every check passes.
  */
+/* sigaction, setitimer and clock_gettime under -std=c11. */
+#define _GNU_SOURCE
 #include "pagealloc.h"
 
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/time.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -603,6 +608,108 @@ static void threads(pagealloc *a) {
     CHECK(pagealloc_nr_free_pages(a) == pagealloc_managed_pages(a));
 }
 
+/* No-lock calls from a SIGALRM handler (every 50 us) while the main thread
+ * allocates and frees through the normal calls. The handler touches only
+ * these statics and the no-lock calls. */
+enum { NL_SLOTS = 64 };
+static pagealloc *nl_alloc;
+static uint64_t nl_held[NL_SLOTS]; /* pfn + 1, 0 for none; order = slot % 3 */
+static volatile sig_atomic_t nl_runs, nl_ok, nl_would_block, nl_bad;
+
+static void nl_handler(int sig) {
+    (void)sig;
+    for (int k = 0; k < 4; k++) {
+        int i = (nl_runs * 4 + k) % NL_SLOTS;
+        uint32_t order = (uint32_t)(i % 3);
+        if (nl_held[i] != 0) {
+            if (pagealloc_free_pages_nolock(nl_alloc, nl_held[i] - 1, order) != PAGEALLOC_OK)
+                nl_bad++;
+            nl_held[i] = 0;
+        }
+        uint64_t p;
+        pagealloc_status s = pagealloc_alloc_pages_nolock(nl_alloc, PAGEALLOC_GFP_KERNEL, order, &p);
+        if (s == PAGEALLOC_OK) {
+            nl_held[i] = p + 1;
+            nl_ok++;
+        } else if (s == PAGEALLOC_ERR_WOULD_BLOCK) {
+            nl_would_block++;
+        } else if (s != PAGEALLOC_ERR_NO_MEMORY) {
+            nl_bad++;
+        }
+    }
+    nl_runs++;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void nolock(pagealloc *a) {
+    uint64_t p = 0;
+    /* Plain use, every order the lists keep and one they do not. */
+    for (uint32_t order = 0; order <= 10; order += 1) {
+        EXPECT(PAGEALLOC_OK, pagealloc_alloc_pages_nolock(a, PAGEALLOC_GFP_KERNEL, order, &p));
+        CHECK(p % ((uint64_t)1 << order) == 0);
+        EXPECT(PAGEALLOC_OK, pagealloc_free_pages_nolock(a, p, order));
+    }
+    /* Bad inputs: a code each, and the last error left as it was (these
+     * calls record nothing: recording allocates). */
+    EXPECT(PAGEALLOC_ERR_OUT_OF_RANGE, pagealloc_free_pages(a, (uint64_t)1 << 40, 0));
+    EXPECT(PAGEALLOC_ERR_DOUBLE_FREE, pagealloc_free_pages_nolock(a, p, 10));
+    EXPECT(PAGEALLOC_ERR_OUT_OF_RANGE, pagealloc_free_pages_nolock(a, PAGEALLOC_HOLE, 0));
+    EXPECT(PAGEALLOC_ERR_INVALID_ARGUMENT, pagealloc_alloc_pages_nolock(NULL, PAGEALLOC_GFP_KERNEL, 0, &p));
+    EXPECT(PAGEALLOC_ERR_INVALID_ARGUMENT, pagealloc_alloc_pages_nolock(a, PAGEALLOC_GFP_KERNEL, 0, NULL));
+    EXPECT(PAGEALLOC_ERR_INVALID_ARGUMENT, pagealloc_alloc_pages_nolock(a, 0x80000000u, 0, &p));
+    EXPECT(PAGEALLOC_ERR_INVALID_ORDER, pagealloc_alloc_pages_nolock(a, PAGEALLOC_GFP_KERNEL, 11, &p));
+    EXPECT(PAGEALLOC_ERR_INVALID_ARGUMENT, pagealloc_free_pages_nolock(NULL, 0, 0));
+    EXPECT_LAST(PAGEALLOC_ERR_OUT_OF_RANGE, "out of range");
+    CHECK(strcmp(pagealloc_status_name(PAGEALLOC_ERR_WOULD_BLOCK), "PAGEALLOC_ERR_WOULD_BLOCK") == 0);
+
+    /* The signal loop. */
+    nl_alloc = a;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = nl_handler;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    CHECK(sigaction(SIGALRM, &sa, NULL) == 0);
+    struct itimerval it = {{0, 50}, {0, 50}};
+    CHECK(setitimer(ITIMER_REAL, &it, NULL) == 0);
+    enum { KEEP = 512 };
+    static uint64_t mine[KEEP];
+    int n = 0;
+    unsigned x = 12345;
+    double t0 = now_s();
+    while (now_s() - t0 < 0.3) {
+        x = x * 1103515245u + 12345u;
+        if (n < KEEP && (x >> 16) % 3 != 0) {
+            if (pagealloc_alloc_pages(a, PAGEALLOC_GFP_KERNEL, 0, &mine[n]) == PAGEALLOC_OK)
+                n++;
+        } else if (n > 0) {
+            int i = (int)((x >> 8) % (unsigned)n);
+            CHECK(pagealloc_free_pages(a, mine[i], 0) == PAGEALLOC_OK);
+            mine[i] = mine[--n];
+        }
+    }
+    struct itimerval off = {{0, 0}, {0, 0}};
+    CHECK(setitimer(ITIMER_REAL, &off, NULL) == 0);
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGALRM, &sa, NULL);
+    while (n > 0)
+        CHECK(pagealloc_free_pages(a, mine[--n], 0) == PAGEALLOC_OK);
+    for (int i = 0; i < NL_SLOTS; i++)
+        if (nl_held[i] != 0)
+            EXPECT(PAGEALLOC_OK, pagealloc_free_pages(a, nl_held[i] - 1, (uint32_t)(i % 3)));
+    printf("api_test: nolock: %d handler runs, %d allocations, %d would-block\n", (int)nl_runs, (int)nl_ok,
+           (int)nl_would_block);
+    CHECK(nl_runs > 0 && nl_ok > 0 && nl_bad == 0);
+    EXPECT(PAGEALLOC_OK, pagealloc_drain_all_pages(a));
+    EXPECT(PAGEALLOC_OK, pagealloc_check_invariants(a));
+    CHECK(pagealloc_nr_free_pages(a) == pagealloc_managed_pages(a));
+}
+
 int main(void) {
     config_and_lifecycle();
     bad_handles();
@@ -614,6 +721,7 @@ int main(void) {
     reports(a);
     last_error(a);
     threads(a);
+    nolock(a);
     EXPECT(PAGEALLOC_OK, pagealloc_destroy(a));
     if (failures) {
         fprintf(stderr, "api_test: %d of %d checks failed\n", failures, checks);

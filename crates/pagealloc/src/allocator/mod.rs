@@ -8,6 +8,7 @@
 //! [`services`] (isolation, contiguous ranges, invariants, drains).
 
 mod lock_api;
+mod nolock;
 mod pageref_api;
 mod reporting;
 mod reports;

@@ -122,6 +122,11 @@ impl PageAllocator {
             nr_free_reported: res.iter().map(|z| z.reported).sum(),
             nr_free_resident: res.iter().map(|z| z.free_resident).sum(),
             nr_resident_estimate: res.iter().map(|z| z.resident).sum(),
+            nolock_alloc: e(VmEvent::NolockAlloc),
+            nolock_alloc_fail: e(VmEvent::NolockAllocFail),
+            nolock_trylock_fail: e(VmEvent::NolockTrylockFail),
+            nolock_free: e(VmEvent::NolockFree),
+            nolock_deferred_free: e(VmEvent::NolockDeferred),
         }
     }
 

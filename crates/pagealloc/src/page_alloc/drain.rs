@@ -1,5 +1,5 @@
 //! Draining (the kernel's `drain_local_pages`, `drain_all_pages`): per-CPU
-//! lists and front caches back to the buddy. Drains of every CPU are
+//! lists, front caches and the no-lock frees' deferred list back to the buddy. Drains of every CPU are
 //! serialised by the front caches' drain lock, which [`crate::front::Paused`]
 //! holds while it holds every thread's cache.
 
@@ -9,6 +9,7 @@ use crate::vmevent::{VmEvent, NR_VM_EVENTS};
 impl Core {
     /// Every page on per-CPU lists and in front caches back to the buddy.
     pub(crate) fn drain_all(&self) {
+        self.drain_deferred();
         if self.front_on {
             let mut pages = Vec::new();
             let mut kept = [0u64; NR_VM_EVENTS];
@@ -34,6 +35,7 @@ impl Core {
 
     /// This CPU's per-CPU pages and this thread's front cache to the buddy.
     pub(crate) fn drain_local(&self) {
+        self.drain_deferred();
         if self.front_on {
             let mut pages = Vec::new();
             if let Some(o) = self.fronts.current() {

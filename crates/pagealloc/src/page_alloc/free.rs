@@ -71,6 +71,9 @@ impl Core {
         if old & flags::WAITERS != 0 || !self.cfg.page_lock_waiters_bit {
             self.wake_freed(pfn);
         }
+        // Blocks the no-lock frees parked: a locked free may wait, so it
+        // empties their list (one relaxed load when empty).
+        self.drain_deferred();
         Ok(())
     }
 

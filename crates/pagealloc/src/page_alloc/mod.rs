@@ -16,18 +16,26 @@
 //!   list, buddy.
 //! - [`bulk`] and [`bulk_free`]: seed 3's bulk allocator and its partner.
 //! - [`drain`]: emptying per-CPU lists and front caches.
+//! - [`nolock`] and [`deferred`]: allocation and free that never wait (any
+//!   context, signal handlers included), and the lock-free list of frees
+//!   that could not take a lock.
 //!
 //! Invariant (conservation, checked by `check_invariants`): every managed page
 //! is, at any quiescent moment, in exactly one of: a free block on a zone's
-//! buddy lists, a per-CPU list, a front cache, or an allocated block.
+//! buddy lists, a per-CPU list, a front cache, the deferred-free list (counted
+//! with the per-CPU pages), or an allocated block.
 
 pub(crate) mod bulk;
 pub(crate) mod bulk_free;
 pub(crate) mod claim;
+pub(crate) mod deferred;
 pub(crate) mod drain;
 pub(crate) mod fast;
 pub(crate) mod free;
 pub(crate) mod give;
+pub(crate) mod nolock;
+#[cfg(test)]
+mod nolock_tests;
 pub(crate) mod put;
 pub(crate) mod slow;
 
@@ -76,6 +84,8 @@ pub(crate) struct Core {
     pub(crate) reporting: crate::reporting::Reporting,
     /// LRU lists, LRU batches, shrinkers and reclaim gauges (issue 16).
     pub(crate) vmscan: Vmscan,
+    /// No-lock allocation and free (`nolock`): the deferred-free list.
+    pub(crate) nolock: nolock::NoLock,
 }
 
 /// One node's zonelists.
@@ -182,6 +192,7 @@ impl Core {
             fronts: Fronts::new(id),
             reporting: crate::reporting::Reporting::new(&cfg),
             vmscan: Vmscan::new(cfg.nodes as usize, nr_cpus),
+            nolock: nolock::NoLock::default(),
             cfg,
         };
         core.free_all_at_boot();

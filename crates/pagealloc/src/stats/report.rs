@@ -393,11 +393,24 @@ pub struct PcpStat {
     /// `nr_resident_estimate`: managed pages less released ones (an upper bound
     /// of the arena's resident memory).
     pub nr_resident_estimate: u64,
+    // No-lock allocation and free (page_alloc/nolock.rs).
+    /// `nolock_alloc`: `alloc_pages_nolock` calls that got a block.
+    pub nolock_alloc: u64,
+    /// `nolock_alloc_fail`: `alloc_pages_nolock` calls that failed (a lock
+    /// was taken, or nothing was free).
+    pub nolock_alloc_fail: u64,
+    /// `nolock_trylock_fail`: per-CPU and zone locks the no-lock paths found
+    /// taken.
+    pub nolock_trylock_fail: u64,
+    /// `nolock_free`: `free_pages_nolock` calls that freed (parked ones too).
+    pub nolock_free: u64,
+    /// `nolock_deferred_free`: no-lock frees parked on the deferred list.
+    pub nolock_deferred_free: u64,
 }
 
 impl PcpStat {
     /// Every key with its value, in print order.
-    pub fn items(&self) -> [(&'static str, u64); 15] {
+    pub fn items(&self) -> [(&'static str, u64); 20] {
         [
             ("pcp_refill", self.pcp_refill),
             ("pcp_drain", self.pcp_drain),
@@ -414,6 +427,11 @@ impl PcpStat {
             ("nr_free_reported", self.nr_free_reported),
             ("nr_free_resident", self.nr_free_resident),
             ("nr_resident_estimate", self.nr_resident_estimate),
+            ("nolock_alloc", self.nolock_alloc),
+            ("nolock_alloc_fail", self.nolock_alloc_fail),
+            ("nolock_trylock_fail", self.nolock_trylock_fail),
+            ("nolock_free", self.nolock_free),
+            ("nolock_deferred_free", self.nolock_deferred_free),
         ]
     }
 

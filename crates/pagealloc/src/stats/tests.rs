@@ -898,6 +898,11 @@ fn reports_hold_linux_6_18s_line_shapes_and_key_order() {
         "highatomic_reserve",
         "pgalloc_fail",
         "nr_reserved_highatomic",
+        "nolock_alloc",
+        "nolock_alloc_fail",
+        "nolock_trylock_fail",
+        "nolock_free",
+        "nolock_deferred_free",
     ] {
         assert!(pcp.contains(&format!("{k} ")), "{k}");
         assert!(!a.vmstat().to_string().contains(k) && !zoneinfo.contains(k), "{k}");

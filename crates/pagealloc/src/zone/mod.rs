@@ -294,8 +294,22 @@ impl Zone {
         af: AllocFlags,
         trylock_failed: bool,
     ) -> Option<u64> {
+        self.rmqueue_in(self.lock(mm), order, gfp, af, trylock_failed)
+    }
+
+    /// [`Zone::rmqueue`] under a zone lock the caller already holds (`g`,
+    /// released on return): what the no-lock path calls after a
+    /// [`Zone::try_lock`] succeeded.
+    #[inline]
+    pub(crate) fn rmqueue_in(
+        &self,
+        mut g: ZoneGuard<'_>,
+        order: u32,
+        gfp: Gfp,
+        af: AllocFlags,
+        trylock_failed: bool,
+    ) -> Option<u64> {
         let mt = gfp.migratetype();
-        let mut g = self.lock(mm);
         let highatomic = af.high && order > 0;
         let mut took = None;
         if highatomic {
@@ -312,7 +326,7 @@ impl Zone {
         if g.took_reported {
             // Transient: the caller's prep_new_page reads it (Gfp::ZERO
             // skips zeroing a released block) and overwrites the word.
-            mm.page(pfn).set_flags(crate::page::flags::REPORTED);
+            g.mm.page(pfn).set_flags(crate::page::flags::REPORTED);
         }
         g.count_fallback(how);
         if highatomic
@@ -346,6 +360,14 @@ impl Zone {
     pub(crate) fn lock<'a>(&'a self, mm: &'a MemMap) -> ZoneGuard<'a> {
         let area = self.free.lock();
         ZoneGuard::enter(self, mm, area)
+    }
+
+    /// Take the zone lock only if it is free right now (never waits, never
+    /// parks): the no-lock paths' only way in (see `crate::nolock`).
+    #[inline]
+    pub(crate) fn try_lock<'a>(&'a self, mm: &'a MemMap) -> Option<ZoneGuard<'a>> {
+        let area = self.free.try_lock()?;
+        Some(ZoneGuard::enter(self, mm, area))
     }
 }
 
