@@ -110,6 +110,12 @@ pub struct Config {
     pub page_lock_unfairness: u32,
     /// Seed 5 A/B: build pagetypeinfo by walking lists under the zone lock.
     pub pagetypeinfo_walk_lists: bool,
+    // Compaction (issue 17).
+    /// The kernel's `vm.extfrag_threshold` (0..=1000, default 500): direct
+    /// compaction for an order above 3 is skipped when the fragmentation
+    /// index is at or below it (the failure is lack of memory, not
+    /// fragmentation).
+    pub extfrag_threshold: u32,
 }
 
 impl Default for Config {
@@ -132,6 +138,7 @@ impl Default for Config {
             page_lock_waiters_bit: true,
             page_lock_unfairness: 5,
             pagetypeinfo_walk_lists: false,
+            extfrag_threshold: 500,
         }
     }
 }
@@ -186,6 +193,8 @@ setters! {
     page_lock_unfairness: u32,
     /// Set [`Config::pagetypeinfo_walk_lists`].
     pagetypeinfo_walk_lists: bool,
+    /// Set [`Config::extfrag_threshold`].
+    extfrag_threshold: u32,
 }
 
 impl Config {
@@ -229,6 +238,12 @@ impl Config {
             return Err(ConfigError::Invalid {
                 field: "nodes",
                 why: format!("{} is above the maximum of {MAX_NODES} nodes", self.nodes),
+            });
+        }
+        if self.extfrag_threshold > 1000 {
+            return Err(ConfigError::Invalid {
+                field: "extfrag_threshold",
+                why: format!("{} is outside 0..=1000", self.extfrag_threshold),
             });
         }
         if self.watermark_scale_factor == 0 || self.watermark_scale_factor > MAX_WATERMARK_SCALE_FACTOR {

@@ -21,6 +21,7 @@
 
 mod allocator;
 mod buddy;
+mod compaction;
 mod config;
 mod cpu;
 mod error;
@@ -35,6 +36,8 @@ mod invariants;
 mod isolation;
 mod list;
 mod memmap;
+mod migrate;
+mod movable;
 mod page;
 mod page_alloc;
 mod pagelock;
@@ -56,6 +59,8 @@ pub const PAGE_DESC_SIZE: usize = std::mem::size_of::<page::PageDesc>();
 pub use allocator::PageLockGuard;
 pub use pagelock::CancelToken;
 pub use pages::Pages;
+pub use movable::{MobilityCensus, MovableId, MovableOps};
+pub use compaction::{FragIndexReport, CompactOutcome};
 pub use types::{
     CpuId, Gfp, MigrateType, NodeId, Pfn, ZoneType, MAX_ORDER, MIGRATE_PCPTYPES, MIGRATE_TYPES, NR_ORDERS,
     PAGEBLOCK_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE,

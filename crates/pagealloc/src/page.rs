@@ -55,8 +55,15 @@ pub mod flags {
     /// The page lock is held by a `PageLockGuard`: only the guard releases it
     /// (set and cleared together with `LOCKED`).
     pub const GUARD: u32 = 1 << 12;
+    /// The page's owner registered movable operations for it (migration):
+    /// compaction may move it. Only beside `HEAD`, on order-0 pages.
+    pub const MOVABLE_OPS: u32 = 1 << 13;
+    /// The page is isolated for migration: beside `HEAD | MOVABLE_OPS` while
+    /// the bytes are copied, alone (no `HEAD`) during the hand-over to the
+    /// owner. Raw frees are refused meanwhile.
+    pub const ISOLATED_MIGRATE: u32 = 1 << 14;
     /// Bits that forbid freeing a block through the raw pfn API.
-    pub const NO_RAW_FREE: u32 = LOCKED | WRITEBACK | OWNED | GUARD;
+    pub const NO_RAW_FREE: u32 = LOCKED | WRITEBACK | OWNED | GUARD | ISOLATED_MIGRATE;
 }
 
 /// One page frame's descriptor.

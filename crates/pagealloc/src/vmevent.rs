@@ -69,13 +69,44 @@ events! {
     HighatomicReserve = "highatomic_reserve",
     /// `pgalloc_fail` (ours, pcpstat): allocation failures.
     AllocFail = "pgalloc_fail",
+    // Migration and compaction (issue 17).
+    /// `pgmigrate_success` (/proc/vmstat): pages migrated.
+    PgmigrateSuccess = "pgmigrate_success",
+    /// `pgmigrate_fail` (/proc/vmstat): pages whose migration was tried and
+    /// failed (put back untouched).
+    PgmigrateFail = "pgmigrate_fail",
+    /// `compact_migrate_scanned` (/proc/vmstat): pages the migrate scanner looked at.
+    CompactMigrateScanned = "compact_migrate_scanned",
+    /// `compact_free_scanned` (/proc/vmstat): pages the free scanner looked at.
+    CompactFreeScanned = "compact_free_scanned",
+    /// `compact_isolated` (/proc/vmstat): pages isolated by either scanner.
+    CompactIsolated = "compact_isolated",
+    /// `compact_stall` (/proc/vmstat): direct compactions entered by allocations.
+    CompactStall = "compact_stall",
+    /// `compact_fail` (/proc/vmstat): direct compactions after which the allocation still failed.
+    CompactFail = "compact_fail",
+    /// `compact_success` (/proc/vmstat): direct compactions after which the allocation succeeded.
+    CompactSuccess = "compact_success",
 }
 
 impl VmEvent {
     /// Whether Linux (6.18) has this counter in /proc/vmstat under this name;
     /// the others are this allocator's own and only in `pcpstat`.
     pub const fn in_vmstat(self) -> bool {
-        matches!(self, VmEvent::PgallocNormal | VmEvent::PgallocMovable | VmEvent::Pgfree)
+        matches!(
+            self,
+            VmEvent::PgallocNormal
+                | VmEvent::PgallocMovable
+                | VmEvent::Pgfree
+                | VmEvent::PgmigrateSuccess
+                | VmEvent::PgmigrateFail
+                | VmEvent::CompactMigrateScanned
+                | VmEvent::CompactFreeScanned
+                | VmEvent::CompactIsolated
+                | VmEvent::CompactStall
+                | VmEvent::CompactFail
+                | VmEvent::CompactSuccess
+        )
     }
 }
 

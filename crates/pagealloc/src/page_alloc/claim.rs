@@ -120,6 +120,9 @@ fn check_word(pfn: Pfn, order: u32, d: &PageDesc, f: u32, owned: bool) -> Result
     if f & flags::WRITEBACK != 0 {
         return Err(FreeError::Writeback { pfn });
     }
+    if f & flags::ISOLATED_MIGRATE != 0 {
+        return Err(FreeError::Migrating { pfn });
+    }
     if (f & flags::OWNED != 0) != owned {
         return Err(if owned { FreeError::NotAllocated { pfn } } else { FreeError::Owned { pfn } });
     }

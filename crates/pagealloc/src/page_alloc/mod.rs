@@ -70,6 +70,8 @@ pub(crate) struct Core {
     pub(crate) front_free_inline: bool,
     /// Every thread's front cache for this allocator, and the drain lock.
     pub(crate) fronts: Fronts,
+    /// Movable operations and compaction state (issue 17).
+    pub(crate) mobility: crate::movable::Mobility,
 }
 
 /// One node's zonelists.
@@ -174,6 +176,7 @@ impl Core {
             front_alloc_inline: front_on && cfg.nodes == 1,
             front_free_inline: front_on && cfg.page_lock_waiters_bit && !cfg.pcp_migratetype_cache,
             fronts: Fronts::new(id),
+            mobility: crate::movable::Mobility::new(nblocks as usize),
             cfg,
         };
         core.free_all_at_boot();

@@ -5,9 +5,11 @@
 //! Steps, in order (later issues add reclaim and compaction between them):
 //! 1. retry every zone against the min watermark (high-priority requests may
 //!    dip below it and use the HighAtomic reserve);
-//! 2. bring back pages parked on per-CPU lists and front caches, and give
+//! 2. for order > 0: direct compaction (when movable pages are registered
+//!    and `Gfp::NO_COMPACT` is not given), then retry the compacted zone;
+//! 3. bring back pages parked on per-CPU lists and front caches, and give
 //!    HighAtomic reserves back to ordinary use, then retry once;
-//! 3. fail with `NoMemory` (counted). Nothing here ever aborts.
+//! 4. fail with `NoMemory` (counted). Nothing here ever aborts.
 
 use super::Core;
 use crate::error::AllocError;
@@ -29,6 +31,17 @@ impl Core {
                     if let Some(p) = z.rmqueue(&self.mm, order, gfp, af, false) {
                         return Ok(self.prep_new_page(p, order, gfp, head));
                     }
+                }
+            }
+            // ---- Direct compaction (issue 17): order > 0, unless Gfp::NO_COMPACT. ----
+            if attempt == 0 {
+                let af = AllocFlags { wmark: Wmark::Min, high: gfp.contains(Gfp::HIGH) };
+                let got = self.try_direct_compact(zl, order, gfp, |zi| {
+                    let z = &self.zones[zi];
+                    z.watermark_ok(order, af, gfp).then(|| z.rmqueue(&self.mm, order, gfp, af, false)).flatten()
+                });
+                if let Some(p) = got {
+                    return Ok(self.prep_new_page(p, order, gfp, head));
                 }
             }
             if attempt == 0 && !self.reclaim_parked(zl, gfp) {
