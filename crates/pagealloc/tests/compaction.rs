@@ -309,3 +309,107 @@ fn unusable_index_format() {
     assert!(u.starts_with("Node 0, zone   Normal 0.000 0.000 "), "{u}");
     assert_eq!(u.lines().count(), 1);
 }
+
+/// Owners allocating, filling, registering and freeing pages race a thread
+/// that compacts, allocates order-9 blocks (direct compaction) and
+/// contiguous ranges. No page's data is ever lost; at the end the
+/// invariants hold and every page is back.
+#[test]
+fn owners_race_compaction_without_losing_data() {
+    let a = Arc::new(backed(16 << 20));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let owners: Vec<Arc<Owner>> = (0..3).map(|_| Arc::new(Owner::default())).collect();
+    let mut hs = Vec::new();
+    for (t, o) in owners.iter().enumerate() {
+        let (a, o, stop) = (a.clone(), o.clone(), stop.clone());
+        hs.push(std::thread::spawn(move || {
+            let id = a.register_movable_ops(o.clone());
+            let mut rng = 0x1234_5678_u64 + t as u64;
+            let mut next = || {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                rng
+            };
+            let mut bad = 0;
+            let mut key = (t as u64) << 40;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let r = next();
+                let len = o.pages.lock().unwrap().len();
+                if r % 3 != 0 || len < 64 {
+                    if len < 1200 {
+                        if let Ok(p) = a.alloc_pages(Gfp::MOVABLE, 0) {
+                            key += 1;
+                            fill(&a, p.as_u64(), key);
+                            o.pages.lock().unwrap().insert(p.as_u64(), (key, false));
+                            a.set_page_movable(p, id).unwrap();
+                        }
+                    }
+                } else {
+                    // Free one page not isolated right now (and check it first).
+                    let victim = {
+                        let mut m = o.pages.lock().unwrap();
+                        let pick = m.iter().find(|(_, &(_, iso))| !iso).map(|(&p, &(k, _))| (p, k));
+                        if let Some((p, k)) = pick {
+                            if !intact(&a, p, k) {
+                                bad += 1;
+                            }
+                            m.remove(&p);
+                        }
+                        pick
+                    };
+                    if let Some((p, _)) = victim {
+                        loop {
+                            match a.free_pages(Pfn::new(p), 0) {
+                                Ok(()) => break,
+                                Err(FreeError::Migrating { .. }) => std::thread::yield_now(),
+                                Err(e) => panic!("free of an owned page: {e}"),
+                            }
+                        }
+                    }
+                }
+            }
+            bad
+        }));
+    }
+    let compactor = {
+        let (a, stop) = (a.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut big = 0;
+            for i in 0..80 {
+                a.compact_memory();
+                if let Ok(p) = a.alloc_pages(Gfp::MOVABLE, 9) {
+                    big += 1;
+                    a.free_pages(p, 9).unwrap();
+                }
+                if i % 4 == 0 {
+                    if let Ok(s) = a.alloc_contig_pages(256, Gfp::MOVABLE) {
+                        a.free_contig_range(s, 256).unwrap();
+                    }
+                }
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            big
+        })
+    };
+    let big = compactor.join().unwrap();
+    let bad: usize = hs.into_iter().map(|h| h.join().unwrap()).sum();
+    let total: usize = owners.iter().map(|o| violations(&a, o)).sum();
+    eprintln!(
+        "order-9 successes {big}/80, migrated {}, failed {}",
+        a.event_count(VmEvent::PgmigrateSuccess),
+        a.event_count(VmEvent::PgmigrateFail)
+    );
+    assert_eq!(bad + total, 0, "data lost or corrupted");
+    assert!(a.event_count(VmEvent::PgmigrateSuccess) > 0);
+    a.check_invariants().unwrap();
+    let census = a.mobility_census();
+    assert_eq!(census.isolated, 0);
+    assert_eq!(census.movable, owners.iter().map(|o| o.pages.lock().unwrap().len() as u64).sum::<u64>());
+    for o in &owners {
+        free_owner(&a, o);
+    }
+    a.drain_all_pages();
+    a.check_invariants().unwrap();
+    assert_eq!(a.nr_free_pages(), a.managed_pages());
+}
