@@ -20,6 +20,10 @@ pub enum Report {
     /// and busy locks, fallbacks, the HighAtomic reserve, failures), which no
     /// /proc file has.
     Pcpstat,
+    /// /sys/kernel/debug/extfrag/extfrag_index.
+    Extfrag,
+    /// /sys/kernel/debug/extfrag/unusable_index.
+    Unusable,
 }
 
 /// Which workload runs before the report.
@@ -67,6 +71,8 @@ pub fn show(args: &ShowArgs) -> String {
         Report::Zoneinfo => a.zoneinfo().to_string(),
         Report::Vmstat => a.vmstat().to_string(),
         Report::Pcpstat => a.pcpstat().to_string(),
+        Report::Extfrag => a.extfrag_index().to_string(),
+        Report::Unusable => a.unusable_index().to_string(),
     };
     workloads::free_all(&a, live);
     text

@@ -7,6 +7,7 @@ pub mod page_lock;
 pub mod pagealloc_micro;
 pub mod pagetypeinfo;
 pub mod pcp_flush;
+pub mod stress_highalloc;
 
 use crate::harness::Experiment;
 
@@ -20,5 +21,6 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
         Box::new(page_lock::PageLock),
         Box::new(pagetypeinfo::PageTypeInfo),
         Box::new(pagealloc_micro::PageallocMicro),
+        Box::new(stress_highalloc::StressHighalloc),
     ]
 }

@@ -20,7 +20,8 @@
 //!   above `extfrag_threshold` (at or below it, failure means lack of
 //!   memory, not fragmentation).
 //! - Direct compaction (from the slow path) runs only when some owner has
-//!   registered movable operations: otherwise there is nothing to move.
+//!   registered movable operations (otherwise there is nothing to move), for
+//!   orders above 0, and never for `Gfp::HIGH` or `Gfp::NO_COMPACT`.
 //!
 //! Reports: `extfrag_index` and `unusable_index` in the debugfs formats.
 
@@ -240,7 +241,9 @@ impl Core {
         gfp: Gfp,
         mut alloc: impl FnMut(usize) -> Option<u64>,
     ) -> Option<u64> {
-        if order == 0 || gfp.contains(Gfp::NO_COMPACT) || !self.mobility.any_registered() {
+        // High-priority (atomic) requests never compact, as in the kernel
+        // where they may not enter direct reclaim or compaction.
+        if order == 0 || gfp.intersects(Gfp::NO_COMPACT | Gfp::HIGH) || !self.mobility.any_registered() {
             return None;
         }
         let mut stalled = false;
