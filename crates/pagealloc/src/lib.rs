@@ -57,10 +57,10 @@ pub use invariants::{Fragmentation, ZoneCensus};
 /// Bytes in one page descriptor (at most 16).
 pub const PAGE_DESC_SIZE: usize = std::mem::size_of::<page::PageDesc>();
 pub use allocator::PageLockGuard;
+pub use compaction::{CompactOutcome, FragIndexReport};
+pub use movable::{MobilityCensus, MovableId, MovableOps};
 pub use pagelock::CancelToken;
 pub use pages::Pages;
-pub use movable::{MobilityCensus, MovableId, MovableOps};
-pub use compaction::{FragIndexReport, CompactOutcome};
 pub use types::{
     CpuId, Gfp, MigrateType, NodeId, Pfn, ZoneType, MAX_ORDER, MIGRATE_PCPTYPES, MIGRATE_TYPES, NR_ORDERS,
     PAGEBLOCK_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE,

@@ -3,7 +3,9 @@
 //! pages out and refuse pinned ones.
 
 use pagealloc::stats::events::VmEvent;
-use pagealloc::{AllocError, Backing, Config, FreeError, Gfp, MovableOps, PageAllocator, Pfn, PAGEBLOCK_PAGES, PAGE_SIZE};
+use pagealloc::{
+    AllocError, Backing, Config, FreeError, Gfp, MovableOps, PageAllocator, Pfn, PAGEBLOCK_PAGES, PAGE_SIZE,
+};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 

@@ -70,7 +70,8 @@ impl PageAllocator {
     }
 
     fn frag_report(&self, extfrag: bool) -> FragIndexReport {
-        let zones = self.core.zones.iter().map(|z| (z.nid, z.ztype.name(), crate::page_alloc::Core::zone_free_blocks(z)));
+        let zones =
+            self.core.zones.iter().map(|z| (z.nid, z.ztype.name(), crate::page_alloc::Core::zone_free_blocks(z)));
         FragIndexReport::build(extfrag, zones)
     }
 

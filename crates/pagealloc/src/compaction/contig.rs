@@ -25,7 +25,8 @@ impl Core {
         while p < e {
             let d = self.mm.page(p);
             let f = d.flags();
-            let n = if f & (flags::BUDDY | flags::PCP | flags::HEAD) != 0 { 1u64 << d.order().min(MAX_ORDER) } else { 1 };
+            let n =
+                if f & (flags::BUDDY | flags::PCP | flags::HEAD) != 0 { 1u64 << d.order().min(MAX_ORDER) } else { 1 };
             let blocks = if f & (flags::BUDDY | flags::PCP) != 0 {
                 false
             } else if f & flags::HEAD != 0 {
@@ -44,7 +45,9 @@ impl Core {
 
     /// The first page of `[s, e)` not free (racy), for error reports.
     fn first_busy(&self, s: u64, e: u64) -> u64 {
-        (s..e).find(|&p| self.mm.page(p).flags() & flags::BUDDY == 0 && !self.test_pages_isolated(Pfn::new(p), 1)).unwrap_or(s)
+        (s..e)
+            .find(|&p| self.mm.page(p).flags() & flags::BUDDY == 0 && !self.test_pages_isolated(Pfn::new(p), 1))
+            .unwrap_or(s)
     }
 
     /// Allocate exactly `[start, start + nr_pages)` (one zone), migrating its

@@ -31,10 +31,10 @@ mod index;
 pub use index::FragIndexReport;
 pub(crate) use index::{fragmentation_index, FragInfo};
 
+use crate::migrate::Moved;
 use crate::page::flags;
 use crate::page_alloc::Core;
 use crate::types::{Gfp, MigrateType, MAX_ORDER, MIGRATE_PCPTYPES, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
-use crate::migrate::Moved;
 use crate::vmevent::VmEvent;
 use crate::zone::{AllocFlags, Wmark, Zone};
 
