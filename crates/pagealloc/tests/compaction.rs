@@ -40,21 +40,28 @@ impl MovableOps for Owner {
     }
 }
 
-fn words(a: &PageAllocator, pfn: u64) -> &mut [u64] {
-    let p = a.page_address(Pfn::new(pfn)).expect("backed arena");
-    // SAFETY (test): the page is allocated and owned by the test's owner; the
-    // allocator only touches it while it is isolated, when the test does not.
-    unsafe { std::slice::from_raw_parts_mut(p.as_ptr().cast::<u64>(), PAGE_SIZE / 8) }
+fn base(a: &PageAllocator, pfn: u64) -> *mut u64 {
+    a.page_address(Pfn::new(pfn)).expect("backed arena").as_ptr().cast::<u64>()
+}
+
+fn pattern(key: u64, i: usize) -> u64 {
+    key.wrapping_mul(0x9e37_79b9) + i as u64
 }
 
 fn fill(a: &PageAllocator, pfn: u64, key: u64) {
-    for (i, w) in words(a, pfn).iter_mut().enumerate() {
-        *w = key.wrapping_mul(0x9e37_79b9) + i as u64;
+    let b = base(a, pfn);
+    for i in 0..PAGE_SIZE / 8 {
+        // SAFETY: the frame is inside the arena and allocated to this test's
+        // owner, which has not registered it yet: nothing else touches it.
+        unsafe { b.add(i).write(pattern(key, i)) };
     }
 }
 
 fn intact(a: &PageAllocator, pfn: u64, key: u64) -> bool {
-    words(a, pfn).iter().enumerate().all(|(i, &w)| w == key.wrapping_mul(0x9e37_79b9) + i as u64)
+    let b = base(a, pfn);
+    // SAFETY: the frame is inside the arena and allocated to an owner of this
+    // test; the allocator at most reads it (copying) while the test reads it.
+    (0..PAGE_SIZE / 8).all(|i| unsafe { b.add(i).read() } == pattern(key, i))
 }
 
 /// Every page of every owner still holds its data: the number of violations.

@@ -57,7 +57,7 @@ fn run_once(compact: bool, arena: u64, seed: u64) -> Run {
     let mut i = 0u64;
     loop {
         i += 1;
-        let unmovable = i % 64 == 0;
+        let unmovable = i.is_multiple_of(64);
         let gfp = if unmovable { Gfp::KERNEL } else { Gfp::MOVABLE } | Gfp::NO_COMPACT;
         let Ok(p) = a.alloc_pages(gfp, 0) else { break };
         if unmovable {
