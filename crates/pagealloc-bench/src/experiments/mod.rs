@@ -2,6 +2,7 @@
 
 pub mod buddy;
 pub mod bulk;
+pub mod contig;
 pub mod page_fault1;
 pub mod page_lock;
 pub mod pagealloc_micro;
@@ -22,5 +23,6 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
         Box::new(pagetypeinfo::PageTypeInfo),
         Box::new(pagealloc_micro::PageallocMicro),
         Box::new(stress_highalloc::StressHighalloc),
+        Box::new(contig::Contig),
     ]
 }
