@@ -24,6 +24,10 @@ pub enum Report {
     /// released (reported) and free-but-resident pages, the resident estimate,
     /// and the process's resident set from /proc/self/statm.
     Residency,
+    /// /sys/kernel/debug/extfrag/extfrag_index.
+    Extfrag,
+    /// /sys/kernel/debug/extfrag/unusable_index.
+    Unusable,
 }
 
 /// Which workload runs before the report.
@@ -72,6 +76,8 @@ pub fn show(args: &ShowArgs) -> String {
         Report::Vmstat => a.vmstat().to_string(),
         Report::Pcpstat => a.pcpstat().to_string(),
         Report::Residency => residency(&a),
+        Report::Extfrag => a.extfrag_index().to_string(),
+        Report::Unusable => a.unusable_index().to_string(),
     };
     workloads::free_all(&a, live);
     text

@@ -158,6 +158,12 @@ pub struct Config {
     /// released blocks are already zero and are not zeroed again). The inline
     /// front-cache allocation paths step aside while it is on. Default off.
     pub init_on_alloc: bool,
+    // Compaction (issue 17).
+    /// The kernel's `vm.extfrag_threshold` (0..=1000, default 500): direct
+    /// compaction for an order above 3 is skipped when the fragmentation
+    /// index is at or below it (the failure is lack of memory, not
+    /// fragmentation).
+    pub extfrag_threshold: u32,
 }
 
 impl Default for Config {
@@ -187,6 +193,7 @@ impl Default for Config {
             page_reporting_madv_free: false,
             page_reporting_callback: None,
             init_on_alloc: false,
+            extfrag_threshold: 500,
         }
     }
 }
@@ -255,6 +262,8 @@ setters! {
     page_reporting_callback: Option<ReportCallback>,
     /// Set [`Config::init_on_alloc`].
     init_on_alloc: bool,
+    /// Set [`Config::extfrag_threshold`].
+    extfrag_threshold: u32,
 }
 
 impl Config {
@@ -298,6 +307,12 @@ impl Config {
             return Err(ConfigError::Invalid {
                 field: "nodes",
                 why: format!("{} is above the maximum of {MAX_NODES} nodes", self.nodes),
+            });
+        }
+        if self.extfrag_threshold > 1000 {
+            return Err(ConfigError::Invalid {
+                field: "extfrag_threshold",
+                why: format!("{} is outside 0..=1000", self.extfrag_threshold),
             });
         }
         if self.watermark_scale_factor == 0 || self.watermark_scale_factor > MAX_WATERMARK_SCALE_FACTOR {

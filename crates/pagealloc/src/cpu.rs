@@ -66,3 +66,24 @@ pub fn pin_to_cpu(cpu: usize) -> bool {
         false
     }
 }
+
+/// Block every asynchronous signal in the calling thread, so that signals
+/// sent to the process are delivered to the application's threads, not to
+/// the library's own background threads (the reporter, kswapd): a handler the
+/// application wrote for its threads never runs on ours. Best effort.
+pub(crate) fn block_async_signals() {
+    #[cfg(not(any(miri, loom)))]
+    {
+        // SAFETY: a zeroed sigset_t is a valid value for sigfillset to fill.
+        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `set` is a valid sigset_t we own.
+        unsafe { libc::sigfillset(&mut set) };
+        // Synchronous faults must still reach this thread.
+        for sig in [libc::SIGSEGV, libc::SIGBUS, libc::SIGFPE, libc::SIGILL] {
+            // SAFETY: as above; `sig` is a valid signal number.
+            unsafe { libc::sigdelset(&mut set, sig) };
+        }
+        // SAFETY: `set` is a valid, initialised sigset_t; the old mask is not wanted.
+        unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    }
+}

@@ -41,6 +41,14 @@ pub enum AllocError {
         /// The order asked for.
         order: u32,
     },
+    /// A contiguous range could not be emptied: `pfn` is the first page in
+    /// it that is allocated and cannot be moved (pinned: its owner registered
+    /// no movable operations) or was busy. Nothing was moved for a pinned page.
+    #[error("contiguous range blocked by the unmovable page {pfn:?}")]
+    Unmovable {
+        /// The first blocking page.
+        pfn: Pfn,
+    },
 }
 
 /// Why `free_pages` refused a pfn. The allocator's state is unchanged.
@@ -128,6 +136,13 @@ pub enum FreeError {
         /// The pfn given.
         pfn: Pfn,
     },
+    /// The page is isolated for migration: its owner said it would not touch
+    /// it until told where it went (or that it was put back).
+    #[error("{pfn:?} is isolated for migration")]
+    Migrating {
+        /// The pfn given.
+        pfn: Pfn,
+    },
 }
 
 impl FreeError {
@@ -145,7 +160,8 @@ impl FreeError {
             | FreeError::Locked { pfn }
             | FreeError::Writeback { pfn }
             | FreeError::Referenced { pfn }
-            | FreeError::Owned { pfn } => pfn,
+            | FreeError::Owned { pfn }
+            | FreeError::Migrating { pfn } => pfn,
         }
     }
 }
@@ -334,6 +350,14 @@ pub enum PageStateError {
     #[error("range at {pfn:?} is empty, out of range, or crosses a zone")]
     BadRange {
         /// First pfn of the range.
+        pfn: Pfn,
+    },
+    /// The page cannot be made movable: it is not an order-0 page allocated
+    /// through the raw pfn API (a `Pages` handle's page, a larger block), or
+    /// it is being migrated right now.
+    #[error("{pfn:?} cannot be registered as movable")]
+    NotMovable {
+        /// The pfn given.
         pfn: Pfn,
     },
     /// A range holds a HighAtomic block, which isolation refuses (as the kernel does).

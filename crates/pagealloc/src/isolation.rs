@@ -193,6 +193,10 @@ impl Core {
                 s += align;
             }
         }
+        // Compaction (issue 17): with movable pages about, move them out of a range.
+        if inner.mobility.any_registered() {
+            return inner.alloc_contig_pages_migrate(nr_pages, gfp);
+        }
         Err(AllocError::NoMemory { order: nr_pages.next_power_of_two().trailing_zeros() })
     }
 
@@ -255,7 +259,7 @@ impl Core {
     /// Take `[s, s + nr)` off the Isolate lists (the caller checked it is all
     /// free), returning the remainders of straddling blocks, and mark each page an
     /// allocated order-0 page.
-    fn take_isolated(&self, z: &Zone, s: u64, nr: u64, mt: MigrateType) -> bool {
+    pub(crate) fn take_isolated(&self, z: &Zone, s: u64, nr: u64, mt: MigrateType) -> bool {
         let e = s + nr;
         let mut g = z.lock(&self.mm);
         // Still isolated, all of it? (Another thread may have undone an

@@ -21,6 +21,7 @@
 
 mod allocator;
 mod buddy;
+mod compaction;
 mod config;
 mod cpu;
 mod error;
@@ -35,6 +36,8 @@ mod invariants;
 mod isolation;
 mod list;
 mod memmap;
+mod migrate;
+mod movable;
 mod page;
 mod page_alloc;
 mod pagecache;
@@ -59,6 +62,8 @@ pub use reporting::ReportPass;
 /// Bytes in one page descriptor (at most 16).
 pub const PAGE_DESC_SIZE: usize = std::mem::size_of::<page::PageDesc>();
 pub use allocator::PageLockGuard;
+pub use compaction::{CompactOutcome, FragIndexReport};
+pub use movable::{MobilityCensus, MovableId, MovableOps};
 pub use pagecache::{FileSource, FillFn, Mapping, PageCache, PageCacheConfig, PageHandle, PageSource};
 pub use pagelock::CancelToken;
 pub use pages::Pages;

@@ -60,6 +60,13 @@ pub mod flags {
     /// The page lock is held by a `PageLockGuard`: only the guard releases it
     /// (set and cleared together with `LOCKED`).
     pub const GUARD: u32 = 1 << 12;
+    /// The page's owner registered movable operations for it (migration):
+    /// compaction may move it. Only beside `HEAD`, on order-0 pages.
+    pub const MOVABLE_OPS: u32 = 1 << 13;
+    /// The page is isolated for migration: beside `HEAD | MOVABLE_OPS` while
+    /// the bytes are copied, alone (no `HEAD`) during the hand-over to the
+    /// owner. Raw frees are refused meanwhile.
+    pub const ISOLATED_MIGRATE: u32 = 1 << 14;
     /// Free page reporting: on a `BUDDY` head, the block's memory has been
     /// released (the kernel's PageReported). Cleared whenever the head stops
     /// being a free head. Kept beside `PCP` on pages refilled from a released
@@ -84,8 +91,8 @@ pub mod flags {
     pub const REF_MASK: u32 = 0xffff << REF_SHIFT;
     /// Bits that forbid freeing a block through the raw pfn API: a lock,
     /// writeback, an owning handle, a page reference (the last `put_page`
-    /// frees), or links owned by the LRU lock.
-    pub const NO_RAW_FREE: u32 = LOCKED | WRITEBACK | OWNED | GUARD | REF_MASK | LRU;
+    /// frees), links owned by the LRU lock, or a migration in progress.
+    pub const NO_RAW_FREE: u32 = LOCKED | WRITEBACK | OWNED | GUARD | REF_MASK | LRU | ISOLATED_MIGRATE;
 }
 
 /// One page frame's descriptor.

@@ -102,6 +102,24 @@ events! {
     /// `nolock_deferred_free` (ours, pcpstat): no-lock frees parked on the
     /// deferred list because no lock could be had without waiting.
     NolockDeferred = "nolock_deferred_free",
+    // Migration and compaction (issue 17).
+    /// `pgmigrate_success` (/proc/vmstat): pages migrated.
+    PgmigrateSuccess = "pgmigrate_success",
+    /// `pgmigrate_fail` (/proc/vmstat): pages whose migration was tried and
+    /// failed (put back untouched).
+    PgmigrateFail = "pgmigrate_fail",
+    /// `compact_migrate_scanned` (/proc/vmstat): pages the migrate scanner looked at.
+    CompactMigrateScanned = "compact_migrate_scanned",
+    /// `compact_free_scanned` (/proc/vmstat): pages the free scanner looked at.
+    CompactFreeScanned = "compact_free_scanned",
+    /// `compact_isolated` (/proc/vmstat): pages isolated by either scanner.
+    CompactIsolated = "compact_isolated",
+    /// `compact_stall` (/proc/vmstat): direct compactions entered by allocations.
+    CompactStall = "compact_stall",
+    /// `compact_fail` (/proc/vmstat): direct compactions after which the allocation still failed.
+    CompactFail = "compact_fail",
+    /// `compact_success` (/proc/vmstat): direct compactions after which the allocation succeeded.
+    CompactSuccess = "compact_success",
 }
 
 impl VmEvent {
@@ -122,13 +140,21 @@ impl VmEvent {
                 | VmEvent::AllocstallNormal
                 | VmEvent::AllocstallMovable
                 | VmEvent::Pageoutrun
+                | VmEvent::PgmigrateSuccess
+                | VmEvent::PgmigrateFail
+                | VmEvent::CompactMigrateScanned
+                | VmEvent::CompactFreeScanned
+                | VmEvent::CompactIsolated
+                | VmEvent::CompactStall
+                | VmEvent::CompactFail
+                | VmEvent::CompactSuccess
         )
     }
 }
 
 /// The events in /proc/vmstat, in the kernel's order (the list above keeps
 /// the order subsystems were added in).
-pub(crate) const VMSTAT_ORDER: [VmEvent; 12] = [
+pub(crate) const VMSTAT_ORDER: [VmEvent; 20] = [
     VmEvent::PgallocNormal,
     VmEvent::PgallocMovable,
     VmEvent::AllocstallNormal,
@@ -141,6 +167,14 @@ pub(crate) const VMSTAT_ORDER: [VmEvent; 12] = [
     VmEvent::PgscanKswapd,
     VmEvent::PgscanDirect,
     VmEvent::Pageoutrun,
+    VmEvent::PgmigrateSuccess,
+    VmEvent::PgmigrateFail,
+    VmEvent::CompactMigrateScanned,
+    VmEvent::CompactFreeScanned,
+    VmEvent::CompactIsolated,
+    VmEvent::CompactStall,
+    VmEvent::CompactFail,
+    VmEvent::CompactSuccess,
 ];
 
 #[cfg(test)]

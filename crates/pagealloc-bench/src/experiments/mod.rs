@@ -3,11 +3,13 @@
 pub mod buddy;
 pub mod bulk;
 pub mod burst_idle;
+pub mod contig;
 pub mod page_fault1;
 pub mod page_lock;
 pub mod pagealloc_micro;
 pub mod pagetypeinfo;
 pub mod pcp_flush;
+pub mod stress_highalloc;
 
 use crate::harness::Experiment;
 
@@ -21,6 +23,8 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
         Box::new(page_lock::PageLock),
         Box::new(pagetypeinfo::PageTypeInfo),
         Box::new(pagealloc_micro::PageallocMicro),
+        Box::new(stress_highalloc::StressHighalloc),
+        Box::new(contig::Contig),
     ]
 }
 

@@ -614,7 +614,7 @@ static void threads(pagealloc *a) {
 enum { NL_SLOTS = 64 };
 static pagealloc *nl_alloc;
 static uint64_t nl_held[NL_SLOTS]; /* pfn + 1, 0 for none; order = slot % 3 */
-static volatile sig_atomic_t nl_runs, nl_ok, nl_would_block, nl_bad;
+static volatile sig_atomic_t nl_runs, nl_ok, nl_would_block, nl_bad, nl_bad_free_code, nl_bad_alloc_code;
 
 static void nl_handler(int sig) {
     (void)sig;
@@ -622,8 +622,11 @@ static void nl_handler(int sig) {
         int i = (nl_runs * 4 + k) % NL_SLOTS;
         uint32_t order = (uint32_t)(i % 3);
         if (nl_held[i] != 0) {
-            if (pagealloc_free_pages_nolock(nl_alloc, nl_held[i] - 1, order) != PAGEALLOC_OK)
+            pagealloc_status fs = pagealloc_free_pages_nolock(nl_alloc, nl_held[i] - 1, order);
+            if (fs != PAGEALLOC_OK) {
                 nl_bad++;
+                nl_bad_free_code = fs;
+            }
             nl_held[i] = 0;
         }
         uint64_t p;
@@ -635,6 +638,7 @@ static void nl_handler(int sig) {
             nl_would_block++;
         } else if (s != PAGEALLOC_ERR_NO_MEMORY) {
             nl_bad++;
+            nl_bad_alloc_code = s;
         }
     }
     nl_runs++;
@@ -702,8 +706,11 @@ static void nolock(pagealloc *a) {
     for (int i = 0; i < NL_SLOTS; i++)
         if (nl_held[i] != 0)
             EXPECT(PAGEALLOC_OK, pagealloc_free_pages(a, nl_held[i] - 1, (uint32_t)(i % 3)));
-    printf("api_test: nolock: %d handler runs, %d allocations, %d would-block\n", (int)nl_runs, (int)nl_ok,
-           (int)nl_would_block);
+    printf("api_test: nolock: %d handler runs, %d allocations, %d would-block, %d unexpected (last free %s, last "
+           "alloc %s)\n",
+           (int)nl_runs, (int)nl_ok, (int)nl_would_block, (int)nl_bad,
+           pagealloc_status_name((pagealloc_status)nl_bad_free_code),
+           pagealloc_status_name((pagealloc_status)nl_bad_alloc_code));
     CHECK(nl_runs > 0 && nl_ok > 0 && nl_bad == 0);
     EXPECT(PAGEALLOC_OK, pagealloc_drain_all_pages(a));
     EXPECT(PAGEALLOC_OK, pagealloc_check_invariants(a));

@@ -116,6 +116,7 @@ pub(crate) fn start_reporter(core: &Arc<Core>) {
     }
     let weak = Arc::downgrade(core);
     let spawned = std::thread::Builder::new().name("pagealloc-report".into()).spawn(move || {
+        crate::cpu::block_async_signals();
         let mut idle = Idle::default();
         loop {
             let Some(c) = weak.upgrade() else { return };

@@ -123,6 +123,9 @@ fn check_word(pfn: Pfn, order: u32, d: &PageDesc, f: u32, owned: bool) -> Result
     if f & (flags::REF_MASK | flags::LRU) != 0 {
         return Err(FreeError::Referenced { pfn });
     }
+    if f & flags::ISOLATED_MIGRATE != 0 {
+        return Err(FreeError::Migrating { pfn });
+    }
     if (f & flags::OWNED != 0) != owned {
         return Err(if owned { FreeError::NotAllocated { pfn } } else { FreeError::Owned { pfn } });
     }

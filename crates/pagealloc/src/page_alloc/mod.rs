@@ -86,6 +86,8 @@ pub(crate) struct Core {
     pub(crate) vmscan: Vmscan,
     /// No-lock allocation and free (`nolock`): the deferred-free list.
     pub(crate) nolock: nolock::NoLock,
+    /// Movable operations and compaction state (issue 17).
+    pub(crate) mobility: crate::movable::Mobility,
 }
 
 /// One node's zonelists.
@@ -193,6 +195,7 @@ impl Core {
             reporting: crate::reporting::Reporting::new(&cfg),
             vmscan: Vmscan::new(cfg.nodes as usize, nr_cpus),
             nolock: nolock::NoLock::default(),
+            mobility: crate::movable::Mobility::new(nblocks as usize),
             cfg,
         };
         core.free_all_at_boot();

@@ -2,11 +2,14 @@
 //! when no zone of the zonelist could serve the request above its low
 //! watermark.
 //!
-//! Steps, in order (later issues add reclaim and compaction between them):
+//! Steps, in order (the kernel's: compaction for costly orders first, then
+//! reclaim):
 //! 1. retry every zone against the min watermark (high-priority requests may
 //!    dip below it and use the HighAtomic reserve);
-//! 2. direct reclaim (issue 16): the shrinkers, the page cache's LRU among
-//!    them, are asked for pages (`Vmscan::direct_reclaim`);
+//! 2. for order > 0: direct compaction (when movable pages are registered
+//!    and `Gfp::NO_COMPACT` is not given), then retry the compacted zone;
+//!    then direct reclaim: the shrinkers, the page cache's LRU among them,
+//!    are asked for pages (`Vmscan::direct_reclaim`);
 //! 3. bring back pages parked on per-CPU lists and front caches, and give
 //!    HighAtomic reserves back to ordinary use, then retry once;
 //! 4. fail with `NoMemory` (counted). Nothing here ever aborts.
@@ -34,6 +37,14 @@ impl Core {
                 }
             }
             if attempt == 0 {
+                // ---- Direct compaction (issue 17): order > 0, unless Gfp::NO_COMPACT. ----
+                let got = self.try_direct_compact(zl, order, gfp, |zi| {
+                    let z = &self.zones[zi];
+                    z.watermark_ok(order, af, gfp).then(|| z.rmqueue(&self.mm, order, gfp, af, false)).flatten()
+                });
+                if let Some(p) = got {
+                    return Ok(self.prep_new_page(p, order, gfp, head));
+                }
                 // ---- Direct reclaim (issue 16, vmscan): shrink the LRU lists
                 // and shrinkers before draining and failing. ----
                 let reclaimed = self.direct_reclaim(order, gfp);

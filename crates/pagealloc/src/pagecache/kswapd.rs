@@ -85,7 +85,10 @@ pub(crate) fn start(c: &Arc<CacheInner>) {
     let mut ts = c.kswapd.threads.lock();
     for nid in 0..c.kswapd.nodes.len() {
         let weak = Arc::downgrade(c);
-        let t = std::thread::Builder::new().name(format!("kswapd{nid}")).spawn(move || run(&weak, nid));
+        let t = std::thread::Builder::new().name(format!("kswapd{nid}")).spawn(move || {
+            crate::cpu::block_async_signals();
+            run(&weak, nid)
+        });
         if let Ok(t) = t {
             ts.push(t);
         }

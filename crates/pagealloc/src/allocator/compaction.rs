@@ -1,0 +1,83 @@
+//! The façade's migration and compaction services (issue 17): movable
+//! operations, `compact_memory`, contiguous ranges with migration, and the
+//! fragmentation reports.
+
+use super::PageAllocator;
+use crate::compaction::{CompactOutcome, FragIndexReport};
+use crate::error::{AllocError, PageStateError};
+use crate::movable::{MobilityCensus, MovableId, MovableOps};
+use crate::types::{Gfp, Pfn};
+use std::sync::Arc;
+
+impl PageAllocator {
+    /// Register movable operations; pages marked with the returned id (see
+    /// [`PageAllocator::set_page_movable`]) may be migrated.
+    pub fn register_movable_ops(&self, ops: Arc<dyn MovableOps>) -> MovableId {
+        self.core.mobility.register(ops)
+    }
+
+    /// Mark the order-0 page `pfn` (allocated through the raw pfn API) movable
+    /// with the ops `id`: compaction and contiguous allocation may move it,
+    /// telling the ops. A page never marked is pinned.
+    ///
+    /// # Errors
+    /// Without changing anything: out of range, not allocated, or not an
+    /// order-0 raw page ([`PageStateError::NotMovable`], also for an unknown id).
+    pub fn set_page_movable(&self, pfn: Pfn, id: MovableId) -> Result<(), PageStateError> {
+        self.core.set_page_movable(pfn, id)
+    }
+
+    /// Make a movable page pinned again.
+    ///
+    /// # Errors
+    /// Not allocated, or being migrated right now ([`PageStateError::NotMovable`]: retry).
+    pub fn clear_page_movable(&self, pfn: Pfn) -> Result<(), PageStateError> {
+        self.core.clear_page_movable(pfn)
+    }
+
+    /// Compact every zone completely (`echo 1 > /proc/sys/vm/compact_memory`).
+    pub fn compact_memory(&self) -> CompactOutcome {
+        self.core.compact_memory()
+    }
+
+    /// Compact zone `zone` (an index into the zones, as reports list them) until a
+    /// free block of `order` exists or the scanners meet.
+    pub fn compact_zone(&self, zone: usize, order: u32) -> Option<CompactOutcome> {
+        (zone < self.core.zones.len()).then(|| self.core.compact_zone(zone, Some(order.min(crate::MAX_ORDER))))
+    }
+
+    /// Allocate exactly `[start, start + nr_pages)`, migrating the movable
+    /// pages in it elsewhere (the kernel's `alloc_contig_range`). The pages
+    /// come back as order-0 pages: free them with
+    /// [`PageAllocator::free_contig_range`].
+    ///
+    /// # Errors
+    /// [`AllocError::Unmovable`] naming the first page that blocks (for a
+    /// pinned page, before anything moved); [`AllocError::NoMemory`] for a
+    /// bad range.
+    pub fn alloc_contig_range(&self, start: Pfn, nr_pages: u64, gfp: Gfp) -> Result<(), AllocError> {
+        self.core.alloc_contig_range(start, nr_pages, gfp)
+    }
+
+    /// `/sys/kernel/debug/extfrag/extfrag_index`, from lock-free counters.
+    pub fn extfrag_index(&self) -> FragIndexReport {
+        self.frag_report(true)
+    }
+
+    /// `/sys/kernel/debug/extfrag/unusable_index`, from lock-free counters.
+    pub fn unusable_index(&self) -> FragIndexReport {
+        self.frag_report(false)
+    }
+
+    fn frag_report(&self, extfrag: bool) -> FragIndexReport {
+        let zones =
+            self.core.zones.iter().map(|z| (z.nid, z.ztype.name(), crate::page_alloc::Core::zone_free_blocks(z)));
+        FragIndexReport::build(extfrag, zones)
+    }
+
+    /// Allocated pages by mobility: registered movable, pinned, isolated for
+    /// migration (a racy walk of the descriptors).
+    pub fn mobility_census(&self) -> MobilityCensus {
+        self.core.mobility_census()
+    }
+}

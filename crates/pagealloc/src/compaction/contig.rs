@@ -1,0 +1,135 @@
+//! Contiguous allocation with migration (the kernel's `alloc_contig_range`):
+//! isolate the range's pageblocks, migrate its registered movable pages out
+//! (to targets the ordinary allocator gives, which cannot lie in the
+//! isolated range), then take the range.
+//!
+//! A range holding a pinned page (allocated, not registered as movable) is
+//! refused before anything moves, with the first such pfn named
+//! ([`AllocError::Unmovable`]). A page that turns busy during the moves
+//! (locked, refused by its owner) fails the range after a few tries; pages
+//! already moved stay moved (their owners were told), nothing is lost.
+
+use crate::error::AllocError;
+use crate::page::flags;
+use crate::page_alloc::{head_flags, Core};
+use crate::types::{Gfp, Pfn, MAX_ORDER, PAGEBLOCK_PAGES};
+
+/// Tries at emptying a range before giving up on it.
+const TRIES: usize = 3;
+
+impl Core {
+    /// The first page of `[s, e)` that is allocated and not registered
+    /// movable (racy). Free pages and per-CPU pages do not block.
+    pub(crate) fn first_pinned(&self, s: u64, e: u64) -> Option<u64> {
+        let mut p = s & !(PAGEBLOCK_PAGES - 1);
+        while p < e {
+            let d = self.mm.page(p);
+            let f = d.flags();
+            let n =
+                if f & (flags::BUDDY | flags::PCP | flags::HEAD) != 0 { 1u64 << d.order().min(MAX_ORDER) } else { 1 };
+            let blocks = if f & (flags::BUDDY | flags::PCP) != 0 {
+                false
+            } else if f & flags::HEAD != 0 {
+                !self.is_movable_racy(p)
+            } else {
+                // A tail, or a page in hand-over: blocks only inside the range.
+                true
+            };
+            if blocks && p + n > s {
+                return Some(p.max(s));
+            }
+            p += n;
+        }
+        None
+    }
+
+    /// The first page of `[s, e)` not free (racy), for error reports.
+    fn first_busy(&self, s: u64, e: u64) -> u64 {
+        (s..e)
+            .find(|&p| self.mm.page(p).flags() & flags::BUDDY == 0 && !self.test_pages_isolated(Pfn::new(p), 1))
+            .unwrap_or(s)
+    }
+
+    /// Allocate exactly `[start, start + nr_pages)` (one zone), migrating its
+    /// movable pages out. The pages come back as order-0 allocated pages, as
+    /// from `alloc_contig_pages`.
+    pub(crate) fn alloc_contig_range(&self, start: Pfn, nr_pages: u64, gfp: Gfp) -> Result<(), AllocError> {
+        let s = start.as_u64();
+        let order = nr_pages.next_power_of_two().trailing_zeros();
+        let Some(e) = s.checked_add(nr_pages).filter(|&e| nr_pages > 0 && e <= self.mm.nr_pages()) else {
+            return Err(AllocError::NoMemory { order });
+        };
+        if let Some(p) = self.first_pinned(s, e) {
+            return Err(AllocError::Unmovable { pfn: Pfn::new(p) });
+        }
+        if let Err(err) = self.isolate_range(start, nr_pages) {
+            return Err(match err {
+                crate::PageStateError::AlreadyIsolated { pfn } | crate::PageStateError::Unisolatable { pfn, .. } => {
+                    AllocError::Unmovable { pfn }
+                }
+                _ => AllocError::NoMemory { order },
+            });
+        }
+        let target_gfp = Gfp::MOVABLE | Gfp::NO_COMPACT;
+        let mut done = false;
+        for _ in 0..TRIES {
+            for p in s..e {
+                if !self.is_movable_racy(p) {
+                    continue;
+                }
+                let Ok(t) = self.alloc_pages(target_gfp, 0, head_flags(false)) else {
+                    break;
+                };
+                if self.migrate_one(p, t.as_u64()) != crate::migrate::Moved::Yes {
+                    // Ours, just allocated: this free cannot be refused.
+                    let _ = self.free_slow(t, 0, false);
+                }
+            }
+            if self.test_pages_isolated(start, nr_pages) {
+                done = self.take_isolated(self.zone_of(s), s, nr_pages, gfp.migratetype());
+                break;
+            }
+        }
+        let blocker = if done { 0 } else { self.first_busy(s, e) };
+        let _ = self.undo_isolate_range(start, nr_pages);
+        if !done {
+            return Err(AllocError::Unmovable { pfn: Pfn::new(blocker) });
+        }
+        if gfp.contains(Gfp::ZERO) {
+            for p in s..e {
+                self.mm.zero_frames(p, 0);
+            }
+        }
+        Ok(())
+    }
+
+    /// `alloc_contig_pages` when no free range exists: try each aligned
+    /// candidate range without pinned pages, migrating. The error names the
+    /// first blocking pfn met.
+    pub(crate) fn alloc_contig_pages_migrate(&self, nr_pages: u64, gfp: Gfp) -> Result<Pfn, AllocError> {
+        let order = nr_pages.next_power_of_two().trailing_zeros();
+        let align = nr_pages.next_power_of_two().min(PAGEBLOCK_PAGES);
+        let Some(node) = self.node(self.numa_node_id()) else {
+            return Err(AllocError::InvalidNode { nid: self.numa_node_id() });
+        };
+        let mut first = None;
+        for &zi in node.zonelist(gfp) {
+            let z = &self.zones[zi];
+            let mut s = z.start.div_ceil(align) * align;
+            while s + nr_pages <= z.end {
+                let blocked = match self.first_pinned(s, s + nr_pages) {
+                    Some(p) => Some(p),
+                    None => match self.alloc_contig_range(Pfn::new(s), nr_pages, gfp) {
+                        Ok(()) => return Ok(Pfn::new(s)),
+                        Err(AllocError::Unmovable { pfn }) => Some(pfn.as_u64()),
+                        Err(e) => return Err(e),
+                    },
+                };
+                let p = blocked.unwrap_or(s);
+                first.get_or_insert(p);
+                s = (p + 1).max(s + 1).div_ceil(align) * align;
+            }
+        }
+        Err(first.map_or(AllocError::NoMemory { order }, |p| AllocError::Unmovable { pfn: Pfn::new(p) }))
+    }
+}

@@ -1,0 +1,281 @@
+//! Memory compaction (the kernel's mm/compaction.c), per zone: a migrate
+//! scanner walks pageblocks up from the zone's start taking registered
+//! movable pages, a free scanner walks down from its end taking free pages
+//! as targets; the pages move up, the low pageblocks empty and merge.
+//!
+//! - The scanners work in pageblocks and stop when they meet, or, for a
+//!   request of some order, as soon as the zone has a free block of that
+//!   order (checked after each migrate-scanner pageblock).
+//! - The free scanner only takes from Movable pageblocks that are not
+//!   isolated and not wholly free (order >= pageblock order is left alone).
+//!   Free pages it takes become allocated order-0 pages held by the
+//!   compactor (conservation stays exact at every instant); those not used
+//!   are freed back at the end.
+//! - Pageblock skip hints: a block where a scanner found nothing to take is
+//!   marked and skipped by later direct compactions; a direct compaction
+//!   that ends with the scanners met clears the zone's hints (the next pass
+//!   looks at everything); `compact_memory` ignores and clears them.
+//! - `compaction_suitable`: enough free memory above the low watermark
+//!   (plus twice the request), and for orders above 3 a fragmentation index
+//!   above `extfrag_threshold` (at or below it, failure means lack of
+//!   memory, not fragmentation).
+//! - Direct compaction (from the slow path) runs only when some owner has
+//!   registered movable operations (otherwise there is nothing to move), for
+//!   orders above 0, and never for `Gfp::HIGH` or `Gfp::NO_COMPACT`.
+//!
+//! Reports: `extfrag_index` and `unusable_index` in the debugfs formats.
+
+pub(crate) mod contig;
+mod index;
+
+pub use index::FragIndexReport;
+pub(crate) use index::{fragmentation_index, FragInfo};
+
+use crate::migrate::Moved;
+use crate::page::flags;
+use crate::page_alloc::Core;
+use crate::types::{Gfp, MigrateType, MAX_ORDER, MIGRATE_PCPTYPES, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
+use crate::vmevent::VmEvent;
+use crate::zone::{AllocFlags, Wmark, Zone};
+
+/// The kernel's PAGE_ALLOC_COSTLY_ORDER.
+const COSTLY_ORDER: u32 = 3;
+
+/// What one compaction pass achieved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct CompactOutcome {
+    /// Pages migrated.
+    pub migrated: u64,
+    /// Pages the migrate scanner looked at.
+    pub migrate_scanned: u64,
+    /// Pages the free scanner looked at.
+    pub free_scanned: u64,
+    /// Whether a free block of the requested order existed at the end
+    /// (always false for a whole-zone `compact_memory`).
+    pub success: bool,
+}
+
+/// `compaction_suitable`'s verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Suitable {
+    /// Not worth it (too little free memory, or not fragmentation).
+    Skip,
+    /// Compact.
+    Go,
+}
+
+impl Core {
+    /// Free blocks per order of zone `z` (isolated included, as the kernel's
+    /// `nr_free`), read without the lock.
+    pub(crate) fn zone_free_blocks(z: &Zone) -> [u64; NR_ORDERS] {
+        std::array::from_fn(|o| z.stats.free_blocks[o].iter().map(|c| c.get_racy()).sum())
+    }
+
+    /// Does `z` have a free block of at least `order` on a pcp type's list?
+    fn has_free_order(z: &Zone, order: u32) -> bool {
+        (order..=MAX_ORDER)
+            .any(|o| z.stats.free_blocks[o as usize][..MIGRATE_PCPTYPES].iter().any(|c| c.get_racy() != 0))
+    }
+
+    /// The kernel's `compaction_suitable` for zone `zi` and `order`.
+    pub(crate) fn compaction_suitable(&self, zi: usize, order: u32) -> Suitable {
+        let z = &self.zones[zi];
+        let gap = 2u64 << order;
+        let af = AllocFlags { wmark: Wmark::Low, high: false };
+        // Order-0 watermark with the gap: migration needs free targets.
+        if z.free_pages_racy() < z.wmark[af.wmark as usize] + gap {
+            return Suitable::Skip;
+        }
+        if order > COSTLY_ORDER {
+            let idx = fragmentation_index(&FragInfo::of(&Self::zone_free_blocks(z), order));
+            if idx >= 0 && idx <= self.cfg.extfrag_threshold as i32 {
+                return Suitable::Skip;
+            }
+        }
+        Suitable::Go
+    }
+
+    /// Compact zone `zi` for `order` (None: the whole zone). See the module doc.
+    pub(crate) fn compact_zone(&self, zi: usize, order: Option<u32>) -> CompactOutcome {
+        let z = &self.zones[zi];
+        let mut out = CompactOutcome::default();
+        let use_hints = order.is_some();
+        if !use_hints {
+            self.clear_skip_hints(z);
+        }
+        // Free pages parked on per-CPU lists merge only in the buddy.
+        self.drain_all();
+        if order.is_some_and(|o| Self::has_free_order(z, o)) {
+            out.success = true;
+            return out;
+        }
+        let mut targets: Vec<u64> = Vec::new();
+        let mut m = z.start;
+        let mut f = z.end - PAGEBLOCK_PAGES;
+        let mut cand = Vec::with_capacity(PAGEBLOCK_PAGES as usize);
+        while m < f {
+            if use_hints && self.mobility.skip_hint((m >> PAGEBLOCK_ORDER) as usize) {
+                m += PAGEBLOCK_PAGES;
+                continue;
+            }
+            cand.clear();
+            out.migrate_scanned += self.scan_movable(m, &mut cand);
+            if cand.is_empty() {
+                self.mobility.set_skip_hint((m >> PAGEBLOCK_ORDER) as usize, true);
+                m += PAGEBLOCK_PAGES;
+                continue;
+            }
+            self.events.count(VmEvent::CompactIsolated, cand.len() as u64);
+            for &c in &cand {
+                // The free scanner runs when the targets run out.
+                while targets.is_empty() && m < f {
+                    if !(use_hints && self.mobility.skip_hint((f >> PAGEBLOCK_ORDER) as usize)) {
+                        let before = targets.len();
+                        out.free_scanned += self.isolate_freepages_block(z, f, &mut targets);
+                        let got = (targets.len() - before) as u64;
+                        if got == 0 {
+                            self.mobility.set_skip_hint((f >> PAGEBLOCK_ORDER) as usize, true);
+                        }
+                        self.events.count(VmEvent::CompactIsolated, got);
+                    }
+                    f -= PAGEBLOCK_PAGES;
+                }
+                let Some(t) = targets.pop() else {
+                    break;
+                };
+                match self.migrate_one(c, t) {
+                    Moved::Yes => out.migrated += 1,
+                    Moved::Busy | Moved::Failed => targets.push(t),
+                }
+            }
+            m += PAGEBLOCK_PAGES;
+            if order.is_some_and(|o| Self::has_free_order(z, o)) {
+                out.success = true;
+                break;
+            }
+        }
+        // Targets not used go back.
+        for t in targets {
+            z.free_to_buddy(&self.mm, t, 0, false, false);
+        }
+        if use_hints && m >= f && !out.success {
+            self.clear_skip_hints(z);
+        }
+        self.events.count(VmEvent::CompactMigrateScanned, out.migrate_scanned);
+        self.events.count(VmEvent::CompactFreeScanned, out.free_scanned);
+        if let Some(o) = order {
+            out.success = out.success || Self::has_free_order(z, o);
+        }
+        out
+    }
+
+    fn clear_skip_hints(&self, z: &Zone) {
+        let first = (z.start >> PAGEBLOCK_ORDER) as usize;
+        for b in first..first + z.nr_pageblocks() {
+            self.mobility.set_skip_hint(b, false);
+        }
+    }
+
+    /// The registered movable pages of the pageblock at `start` into `out`;
+    /// the number of pages looked at.
+    fn scan_movable(&self, start: u64, out: &mut Vec<u64>) -> u64 {
+        let mut p = start;
+        let mut scanned = 0;
+        while p < start + PAGEBLOCK_PAGES {
+            scanned += 1;
+            let d = self.mm.page(p);
+            let f = d.flags();
+            if f == flags::HEAD | flags::MOVABLE_OPS && d.order() == 0 {
+                out.push(p);
+                p += 1;
+            } else if f & (flags::BUDDY | flags::HEAD | flags::PCP) != 0 {
+                // Racy order: clamp so a torn read cannot jump out of the block.
+                p += (1u64 << d.order().min(PAGEBLOCK_ORDER)).max(1);
+            } else {
+                p += 1;
+            }
+        }
+        scanned
+    }
+
+    /// The free scanner on one pageblock: take its free blocks (below
+    /// pageblock order, Movable blocks only) as allocated order-0 pages into
+    /// `out`; the number of pages looked at.
+    fn isolate_freepages_block(&self, z: &Zone, start: u64, out: &mut Vec<u64>) -> u64 {
+        let mut g = z.lock(&self.mm);
+        if z.pageblock_mt_racy(start) != MigrateType::Movable {
+            return 1;
+        }
+        let mut p = start;
+        let mut scanned = 0;
+        while p < start + PAGEBLOCK_PAGES {
+            scanned += 1;
+            let d = self.mm.page(p);
+            let f = d.flags();
+            if f & flags::BUDDY != 0 {
+                let o = d.order();
+                if o >= PAGEBLOCK_ORDER {
+                    return scanned;
+                }
+                g.del_from_free_list(p, o);
+                for q in p..p + (1 << o) {
+                    self.mm.page(q).set_allocated(0, MigrateType::Movable);
+                    out.push(q);
+                }
+                p += 1 << o;
+            } else if f & (flags::HEAD | flags::PCP) != 0 {
+                p += 1u64 << d.order().min(PAGEBLOCK_ORDER);
+            } else {
+                p += 1;
+            }
+        }
+        scanned
+    }
+
+    /// Direct compaction for a failing request of `order` > 0 (the slow
+    /// path's hook). Some(pfn) when compaction made the allocation succeed.
+    pub(crate) fn try_direct_compact(
+        &self,
+        zl: &[usize],
+        order: u32,
+        gfp: Gfp,
+        mut alloc: impl FnMut(usize) -> Option<u64>,
+    ) -> Option<u64> {
+        // High-priority (atomic) requests never compact, as in the kernel
+        // where they may not enter direct reclaim or compaction.
+        if order == 0 || gfp.intersects(Gfp::NO_COMPACT | Gfp::HIGH) || !self.mobility.any_registered() {
+            return None;
+        }
+        let mut stalled = false;
+        for &zi in zl {
+            if self.compaction_suitable(zi, order) == Suitable::Skip {
+                continue;
+            }
+            if !stalled {
+                self.events.count(VmEvent::CompactStall, 1);
+                stalled = true;
+            }
+            self.compact_zone(zi, Some(order));
+            if let Some(p) = alloc(zi) {
+                self.events.count(VmEvent::CompactSuccess, 1);
+                return Some(p);
+            }
+        }
+        if stalled {
+            self.events.count(VmEvent::CompactFail, 1);
+        }
+        None
+    }
+
+    /// Compact every zone fully (`/proc/sys/vm/compact_memory`).
+    pub(crate) fn compact_memory(&self) -> CompactOutcome {
+        let mut sum = CompactOutcome::default();
+        for zi in 0..self.zones.len() {
+            let o = self.compact_zone(zi, None);
+            sum.migrated += o.migrated;
+            sum.migrate_scanned += o.migrate_scanned;
+            sum.free_scanned += o.free_scanned;
+        }
+        sum
+    }
+}

@@ -1,0 +1,215 @@
+//! Page migration (the kernel's `migrate_pages` for pages with movable
+//! operations): move an order-0 page whose owner registered
+//! [`MovableOps`](crate::MovableOps) to a target page, and tell the owner.
+//!
+//! One page's states (its flags word):
+//! ```text
+//!   HEAD|MOVABLE_OPS                    registered, in use by its owner
+//!     -- CAS (exact word) -->           anything else (locked, writeback,
+//!                                       uptodate, owned...) is skipped: busy
+//!   HEAD|MOVABLE_OPS|ISOLATED_MIGRATE   isolated: raw frees refused; a lock
+//!                                       may still be taken, and then the
+//!                                       move is abandoned at the next step
+//!     -- bytes copied, CAS (exact) -->
+//!   ISOLATED_MIGRATE                    frozen for the hand-over: no HEAD,
+//!                                       so locks and frees are refused
+//!     -- owner accepts -->              freed to the buddy; target becomes
+//!                                       HEAD|MOVABLE_OPS
+//!     -- owner refuses -->              back to HEAD|MOVABLE_OPS, putback
+//! ```
+//! Every failure puts the source back exactly as it was (bytes untouched:
+//! only the target was written) and leaves the target with the caller.
+//! Counters: `pgmigrate_success`, `pgmigrate_fail` (a failure after
+//! isolation; a page that could not be isolated is merely busy).
+
+use crate::page::flags;
+use crate::page_alloc::Core;
+use crate::sync::Ordering;
+use crate::types::{Pfn, PAGE_SIZE};
+use crate::vmevent::VmEvent;
+
+/// How one page's migration ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Moved {
+    /// Moved: the source is free, the target is the owner's.
+    Yes,
+    /// Not isolated (not registered, busy, or the owner refused to isolate):
+    /// nothing happened.
+    Busy,
+    /// Isolated, then failed: put back untouched (counted in pgmigrate_fail).
+    Failed,
+}
+
+const REGISTERED: u32 = flags::HEAD | flags::MOVABLE_OPS;
+const ISOLATED: u32 = REGISTERED | flags::ISOLATED_MIGRATE;
+
+impl Core {
+    /// Is `p` (range-checked) a registered movable page at this instant?
+    #[inline]
+    pub(crate) fn is_movable_racy(&self, p: u64) -> bool {
+        let d = self.mm.page(p);
+        d.flags() == REGISTERED && d.order() == 0
+    }
+
+    /// Mark the order-0 page `pfn`, allocated through the raw API, movable
+    /// with the ops `id`.
+    pub(crate) fn set_page_movable(&self, pfn: Pfn, id: crate::MovableId) -> Result<(), crate::PageStateError> {
+        use crate::PageStateError as E;
+        let p = pfn.as_u64();
+        if p >= self.mm.nr_pages() {
+            return Err(E::OutOfRange { pfn });
+        }
+        if !self.mobility.valid(id) {
+            return Err(E::NotMovable { pfn });
+        }
+        let d = self.mm.page(p);
+        let f = d.flags();
+        if f & flags::HEAD == 0 {
+            return Err(E::NotAllocated { pfn });
+        }
+        if d.order() != 0 || f & (flags::OWNED | flags::ISOLATED_MIGRATE) != 0 {
+            return Err(E::NotMovable { pfn });
+        }
+        self.mobility.set_page(p, id.0);
+        let mut cur = f;
+        loop {
+            if cur & flags::HEAD == 0 {
+                return Err(E::NotAllocated { pfn });
+            }
+            if cur & (flags::OWNED | flags::ISOLATED_MIGRATE) != 0 {
+                return Err(E::NotMovable { pfn });
+            }
+            // Release: the id recorded above is seen by whoever isolates.
+            match d.flags.compare_exchange(cur, cur | flags::MOVABLE_OPS, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => return Ok(()),
+                Err(c) => cur = c,
+            }
+        }
+    }
+
+    /// Unmark a movable page (it becomes pinned). Refused while it is being
+    /// migrated.
+    pub(crate) fn clear_page_movable(&self, pfn: Pfn) -> Result<(), crate::PageStateError> {
+        use crate::PageStateError as E;
+        let p = pfn.as_u64();
+        if p >= self.mm.nr_pages() {
+            return Err(E::OutOfRange { pfn });
+        }
+        let d = self.mm.page(p);
+        let mut cur = d.flags();
+        loop {
+            if cur & flags::HEAD == 0 {
+                return Err(E::NotAllocated { pfn });
+            }
+            if cur & flags::ISOLATED_MIGRATE != 0 {
+                return Err(E::NotMovable { pfn });
+            }
+            match d.flags.compare_exchange(cur, cur & !flags::MOVABLE_OPS, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return Ok(()),
+                Err(c) => cur = c,
+            }
+        }
+    }
+
+    /// Migrate the registered page `p` to `target`, an allocated order-0
+    /// page (`HEAD`, no other bit) that the caller owns. See the module doc.
+    /// On anything but [`Moved::Yes`] the target is still the caller's.
+    pub(crate) fn migrate_one(&self, p: u64, target: u64) -> Moved {
+        let d = self.mm.page(p);
+        if d.order() != 0 {
+            return Moved::Busy;
+        }
+        // Acquire: pairs with the Release of set_page_movable (the ops id).
+        if d.flags.compare_exchange(REGISTERED, ISOLATED, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            return Moved::Busy;
+        }
+        let Some(id) = self.mobility.page_id(p) else {
+            self.unisolate(p);
+            return Moved::Busy;
+        };
+        let Some(ops) = self.mobility.ops(id) else {
+            self.unisolate(p);
+            return Moved::Busy;
+        };
+        let (from, to) = (Pfn::new(p), Pfn::new(target));
+        if !ops.isolate(from) {
+            self.unisolate(p);
+            return Moved::Busy;
+        }
+        if !ops.copies_data() {
+            self.copy_frame(p, target);
+        }
+        // Freeze: fails if a lock, writeback or anything else came meanwhile.
+        if d.flags.compare_exchange(ISOLATED, flags::ISOLATED_MIGRATE, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+            self.unisolate(p);
+            ops.putback(from);
+            self.events.count(VmEvent::PgmigrateFail, 1);
+            return Moved::Failed;
+        }
+        self.mobility.set_page(target, id);
+        let td = self.mm.page(target);
+        td.set_private(0, crate::MigrateType::Movable);
+        td.set_flags(flags::HEAD);
+        if !ops.migrate(from, to) {
+            // Nobody changes a word without HEAD: a plain store restores it.
+            d.flags.store(REGISTERED, Ordering::Release);
+            ops.putback(from);
+            self.events.count(VmEvent::PgmigrateFail, 1);
+            return Moved::Failed;
+        }
+        // The target is the owner's now: add MOVABLE_OPS unless it has
+        // already freed it or made it something else.
+        let mut cur = td.flags();
+        while cur & flags::HEAD != 0 && cur & flags::MOVABLE_OPS == 0 {
+            match td.flags.compare_exchange(cur, cur | flags::MOVABLE_OPS, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(c) => cur = c,
+            }
+        }
+        self.mobility.forget(p);
+        self.zone_of(p).free_to_buddy(&self.mm, p, 0, false, false);
+        self.events.count(VmEvent::PgmigrateSuccess, 1);
+        Moved::Yes
+    }
+
+    /// Take `ISOLATED_MIGRATE` off an isolated page (a lock may have been
+    /// added meanwhile: keep it).
+    fn unisolate(&self, p: u64) {
+        self.mm.page(p).flags.fetch_and(!flags::ISOLATED_MIGRATE, Ordering::Release);
+    }
+
+    /// Copy one frame's bytes (nothing without backing).
+    fn copy_frame(&self, from: u64, to: u64) {
+        if let (Some(s), Some(t)) = (self.mm.page_address(Pfn::new(from)), self.mm.page_address(Pfn::new(to))) {
+            // SAFETY: both frames lie inside the mapping (page_address checked
+            // the range) and are distinct pages; the source is isolated (its
+            // owner promised not to write it) and the target is the caller's
+            // private allocated page, so nothing else accesses either.
+            unsafe { std::ptr::copy_nonoverlapping(s.as_ptr(), t.as_ptr(), PAGE_SIZE) };
+        }
+    }
+}
+
+impl Core {
+    /// Allocated pages by mobility, from a racy walk of the descriptors.
+    pub(crate) fn mobility_census(&self) -> crate::movable::MobilityCensus {
+        let mut c = crate::movable::MobilityCensus::default();
+        let mut p = 0;
+        while p < self.mm.nr_pages() {
+            let d = self.mm.page(p);
+            let f = d.flags();
+            let n = if f & (flags::BUDDY | flags::HEAD | flags::PCP) != 0 { 1u64 << d.order().min(10) } else { 1 };
+            if f & flags::ISOLATED_MIGRATE != 0 {
+                c.isolated += 1;
+            } else if f & flags::HEAD != 0 {
+                if f & flags::MOVABLE_OPS != 0 {
+                    c.movable += n;
+                } else {
+                    c.pinned += n;
+                }
+            }
+            p += n;
+        }
+        c
+    }
+}

@@ -1,0 +1,134 @@
+//! Movable operations (the kernel's `movable_operations`): how an owner of
+//! raw pages lets the allocator move them, and the per-allocator state that
+//! migration and compaction keep (the registry, pageblock skip hints).
+//!
+//! An owner registers a [`MovableOps`] once and gets a [`MovableId`]; it then
+//! marks each order-0 page it allocated through the raw pfn API as movable
+//! (`MOVABLE_OPS`, flag bit 13). Migration calls, in order:
+//! 1. [`MovableOps::isolate`]: the owner stops using the page (takes it off
+//!    its own lists) and says yes, or refuses;
+//! 2. the library copies the page's bytes to the target (unless
+//!    [`MovableOps::copies_data`] says the owner does);
+//! 3. [`MovableOps::migrate`]: the owner now refers to the target instead;
+//!    or, after any failure, [`MovableOps::putback`]: the page stays where
+//!    it was, untouched, and the owner may use it again.
+//!
+//! Pages allocated without registration are pinned: never moved.
+//!
+//! Invariants: the id recorded for a pfn is meaningful only while the page's
+//! flags carry `MOVABLE_OPS`; a registered ops object lives as long as the
+//! allocator (ids are never reused).
+
+use crate::sync::{AtomicBool, AtomicU32, Mutex, Ordering};
+use crate::types::Pfn;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+/// What an owner of movable pages lets the allocator do (see the module doc).
+///
+/// Contract: between a successful `isolate` and the matching `migrate` or
+/// `putback`, the owner neither reads nor writes the page nor frees it (a raw
+/// free is refused meanwhile with `FreeError::Migrating`).
+pub trait MovableOps: Send + Sync {
+    /// Stop using `pfn` for a moment; false refuses (the page stays, no
+    /// further call for it).
+    fn isolate(&self, _pfn: Pfn) -> bool {
+        true
+    }
+    /// The page's contents are now at `to` (copied by the library unless
+    /// [`MovableOps::copies_data`]); from now on the owner uses `to`, which is
+    /// an allocated order-0 page it owns, registered with the same ops.
+    /// False refuses: the move is undone and `putback(from)` follows.
+    fn migrate(&self, from: Pfn, to: Pfn) -> bool;
+    /// Migration of an isolated `pfn` did not happen: use it again as before.
+    fn putback(&self, _pfn: Pfn) {}
+    /// True when `migrate` copies the bytes itself (or there are none to copy).
+    fn copies_data(&self) -> bool {
+        false
+    }
+}
+
+/// The handle of a registered [`MovableOps`] (never reused in one allocator).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MovableId(pub(crate) u32);
+
+/// Registry and compaction state of one allocator.
+pub(crate) struct Mobility {
+    ops: RwLock<Vec<Arc<dyn MovableOps>>>,
+    /// Ops id per registered pfn (stale entries are harmless: see the module doc).
+    page_ops: Mutex<HashMap<u64, u32>>,
+    /// Whether any ops were ever registered (gates direct compaction: without
+    /// movable pages there is nothing to move).
+    any: AtomicBool,
+    /// Pageblock skip hints, one per pageblock (0 = scan, 1 = skip).
+    skip: Box<[AtomicU32]>,
+}
+
+impl Mobility {
+    pub(crate) fn new(nblocks: usize) -> Self {
+        Self {
+            ops: RwLock::new(Vec::new()),
+            page_ops: Mutex::new(HashMap::new()),
+            any: AtomicBool::new(false),
+            skip: (0..nblocks).map(|_| AtomicU32::new(0)).collect(),
+        }
+    }
+
+    /// Register `ops`; its id.
+    pub(crate) fn register(&self, ops: Arc<dyn MovableOps>) -> MovableId {
+        let mut v = self.ops.write().unwrap_or_else(|e| e.into_inner());
+        v.push(ops);
+        self.any.store(true, Ordering::Release);
+        MovableId(v.len() as u32 - 1)
+    }
+
+    /// The ops behind `id`.
+    pub(crate) fn ops(&self, id: u32) -> Option<Arc<dyn MovableOps>> {
+        self.ops.read().unwrap_or_else(|e| e.into_inner()).get(id as usize).cloned()
+    }
+
+    /// Whether `id` names registered ops.
+    pub(crate) fn valid(&self, id: MovableId) -> bool {
+        (id.0 as usize) < self.ops.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    pub(crate) fn any_registered(&self) -> bool {
+        self.any.load(Ordering::Acquire)
+    }
+
+    /// Record the ops id of `pfn` (before its `MOVABLE_OPS` bit is set).
+    pub(crate) fn set_page(&self, pfn: u64, id: u32) {
+        self.page_ops.lock().insert(pfn, id);
+    }
+
+    /// The ops id recorded for `pfn`.
+    pub(crate) fn page_id(&self, pfn: u64) -> Option<u32> {
+        self.page_ops.lock().get(&pfn).copied()
+    }
+
+    /// Forget `pfn`'s id (after it moved away).
+    pub(crate) fn forget(&self, pfn: u64) {
+        self.page_ops.lock().remove(&pfn);
+    }
+
+    pub(crate) fn skip_hint(&self, block: usize) -> bool {
+        self.skip.get(block).is_some_and(|b| b.load(Ordering::Relaxed) != 0)
+    }
+
+    pub(crate) fn set_skip_hint(&self, block: usize, on: bool) {
+        if let Some(b) = self.skip.get(block) {
+            b.store(on as u32, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Allocated pages by mobility (see `PageAllocator::mobility_census`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MobilityCensus {
+    /// Allocated blocks' pages registered movable.
+    pub movable: u64,
+    /// Allocated pages not registered: never moved.
+    pub pinned: u64,
+    /// Pages isolated for migration right now.
+    pub isolated: u64,
+}
