@@ -20,6 +20,9 @@ pub enum Report {
     /// and busy locks, fallbacks, the HighAtomic reserve, failures), which no
     /// /proc file has.
     Pcpstat,
+    /// lockstat: zone-lock wait and hold histograms per zone, and the
+    /// per-CPU drains' hold time per drain and per page.
+    Lockstat,
 }
 
 /// Which workload runs before the report.
@@ -67,6 +70,7 @@ pub fn show(args: &ShowArgs) -> String {
         Report::Zoneinfo => a.zoneinfo().to_string(),
         Report::Vmstat => a.vmstat().to_string(),
         Report::Pcpstat => a.pcpstat().to_string(),
+        Report::Lockstat => a.lockstat().to_string(),
     };
     workloads::free_all(&a, live);
     text

@@ -110,6 +110,9 @@ pub struct Config {
     pub page_lock_unfairness: u32,
     /// Seed 5 A/B: build pagetypeinfo by walking lists under the zone lock.
     pub pagetypeinfo_walk_lists: bool,
+    // Zone-lock statistics (lockstat):
+    /// Count zone-lock wait and hold times (`PageAllocator::lockstat`). Default on.
+    pub lock_stats: bool,
 }
 
 impl Default for Config {
@@ -132,6 +135,7 @@ impl Default for Config {
             page_lock_waiters_bit: true,
             page_lock_unfairness: 5,
             pagetypeinfo_walk_lists: false,
+            lock_stats: true,
         }
     }
 }
@@ -186,6 +190,8 @@ setters! {
     page_lock_unfairness: u32,
     /// Set [`Config::pagetypeinfo_walk_lists`].
     pagetypeinfo_walk_lists: bool,
+    /// Set [`Config::lock_stats`].
+    lock_stats: bool,
 }
 
 impl Config {

@@ -34,6 +34,7 @@ mod front;
 mod invariants;
 mod isolation;
 mod list;
+mod lockstat;
 mod memmap;
 mod page;
 mod page_alloc;
@@ -51,6 +52,7 @@ pub use config::{Backing, Config, DrainMode};
 pub use cpu::{pin_to_cpu, possible_cpus};
 pub use error::{AllocError, BulkFreeError, ConfigError, FreeError, InvariantError, PageStateError, WaitError};
 pub use invariants::{Fragmentation, ZoneCensus};
+pub use lockstat::{tick_unit, LockStatReport, ZoneLockStat, LOCKSTAT_BUCKETS};
 /// Bytes in one page descriptor (at most 16).
 pub const PAGE_DESC_SIZE: usize = std::mem::size_of::<page::PageDesc>();
 pub use allocator::PageLockGuard;

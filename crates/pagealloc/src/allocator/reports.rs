@@ -106,6 +106,15 @@ impl PageAllocator {
         }
     }
 
+    /// Zone-lock statistics per zone (wait and hold histograms, per-CPU
+    /// drains' hold time and pages), read without locks. Counted only with
+    /// `Config::lock_stats` on (the default). `to_string()` gives the text.
+    pub fn lockstat(&self) -> crate::lockstat::LockStatReport {
+        crate::lockstat::LockStatReport {
+            zones: self.core.zones.iter().map(|z| z.lockstat.read(z.idx, z.nid, z.ztype.name())).collect(),
+        }
+    }
+
     /// One event counter, summed over CPUs (lock-free).
     pub fn event_count(&self, ev: VmEvent) -> u64 {
         self.core.event_totals()[ev as usize]

@@ -154,6 +154,9 @@ impl Core {
             nodes_zones.push(zs);
         }
         set_watermarks(&mut zones, &nodes_zones, &cfg);
+        for z in &mut zones {
+            z.lockstat.on = cfg.lock_stats;
+        }
         let nodes = (0..cfg.nodes as usize).map(|nid| Node::build(nid, &nodes_zones, &zones)).collect();
         let mm = MemMap::new(pages, cfg.backing, pageblocks.clone())?;
         let nr_cpus = cfg.nr_cpus.unwrap_or_else(crate::cpu::possible_cpus).max(1);

@@ -19,6 +19,7 @@
 mod check;
 
 use crate::list::PfnList;
+use crate::lockstat::{ticks, LockStat};
 use crate::memmap::{MemMap, Pageblocks};
 use crate::sync::{fence, AtomicU64, LockedCounter, Mutex, MutexGuard, Ordering};
 use crate::types::{
@@ -151,6 +152,8 @@ pub(crate) struct Zone {
     pub(crate) stats: ZoneStats,
     /// The arena's pageblock table (this zone owns `start >> 9 .. end >> 9`).
     blocks: Pageblocks,
+    /// Zone-lock wait and hold statistics (written under the lock).
+    pub(crate) lockstat: LockStat,
     /// Times the zone lock was taken (for tests proving readers never take it).
     #[cfg(test)]
     pub(crate) lock_count: std::sync::atomic::AtomicU64,
@@ -181,6 +184,7 @@ impl Zone {
             free: Mutex::new(FreeArea::default()),
             stats,
             blocks: blocks.clone(),
+            lockstat: LockStat::new(false),
             #[cfg(test)]
             lock_count: Default::default(),
         }
@@ -316,11 +320,18 @@ impl Zone {
         }
     }
 
-    /// Take the zone lock.
+    /// Take the zone lock (timing the wait when lock statistics are on).
     #[inline]
     pub(crate) fn lock<'a>(&'a self, mm: &'a MemMap) -> ZoneGuard<'a> {
+        if !self.lockstat.on {
+            let area = self.free.lock();
+            return ZoneGuard::enter(self, mm, area, 0);
+        }
+        let t0 = ticks();
         let area = self.free.lock();
-        ZoneGuard::enter(self, mm, area)
+        let t1 = ticks();
+        self.lockstat.waited_locked(t1.saturating_sub(t0));
+        ZoneGuard::enter(self, mm, area, t1)
     }
 }
 
@@ -329,11 +340,15 @@ pub(crate) struct ZoneGuard<'a> {
     pub(crate) zone: &'a Zone,
     pub(crate) mm: &'a MemMap,
     pub(crate) area: MutexGuard<'a, FreeArea>,
+    /// When the lock was taken (lock statistics on).
+    entered: u64,
+    /// Pages a per-CPU drain gives back in this hold (0: not a drain).
+    pub(crate) drained: u32,
 }
 
 impl<'a> ZoneGuard<'a> {
     #[inline(always)]
-    fn enter(zone: &'a Zone, mm: &'a MemMap, area: MutexGuard<'a, FreeArea>) -> Self {
+    fn enter(zone: &'a Zone, mm: &'a MemMap, area: MutexGuard<'a, FreeArea>, entered: u64) -> Self {
         #[cfg(test)]
         zone.lock_count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let s = zone.stats.seq.load(Ordering::Relaxed);
@@ -341,7 +356,7 @@ impl<'a> ZoneGuard<'a> {
         // Pairs with the Acquire fence in a consistent snapshot: the odd value is
         // visible before any counter this section changes.
         fence(Ordering::Release);
-        Self { zone, mm, area }
+        Self { zone, mm, area, entered, drained: 0 }
     }
 
     /// Set a pageblock's stored type, keeping block counts right.
@@ -454,6 +469,10 @@ impl Drop for ZoneGuard<'_> {
         // Every identity the zone lock protects, checked before the lock goes.
         #[cfg(feature = "debug-checks")]
         check::check_zone_locked(self);
+        let ls = &self.zone.lockstat;
+        if ls.on {
+            ls.held_locked(ticks().saturating_sub(self.entered), self.drained);
+        }
         let s = self.zone.stats.seq.load(Ordering::Relaxed);
         // Pairs with the Acquire load that starts a consistent snapshot: every
         // counter written in this section is visible to a reader that sees the
