@@ -14,10 +14,12 @@
 //!   wait is counted just after the lock is taken, the hold just before it
 //!   goes, both in the same hold: one acquisition each).
 //! - `drains <= acquisitions`; `drain_hold_ticks <= hold_ticks`.
-//! - When `Config::lock_stats` is off, nothing is counted and the clock is
-//!   never read.
+//! - While counting is off, nothing is counted and the clock is never read. A
+//!   hold counts (wait and hold both) exactly when counting was on as the lock
+//!   was taken, whatever happens to the switch before it is released, so the
+//!   sums above hold across switches.
 
-use crate::sync::LockedCounter;
+use crate::sync::{LockedCounter, RelaxedFlag};
 
 /// Buckets of a histogram: bucket `i` counts durations `d` with
 /// `floor(log2(d)) == i - 1` (bucket 0 holds zero ticks), so 40 buckets cover
@@ -57,8 +59,9 @@ pub(crate) fn bucket(d: u64) -> usize {
 /// One zone lock's counters.
 #[derive(Debug)]
 pub(crate) struct LockStat {
-    /// Counting on (fixed at build from `Config::lock_stats`).
-    pub(crate) on: bool,
+    /// Counting on (from `Config::lock_stats`, switchable at run time with
+    /// `PageAllocator::set_lock_stats`).
+    pub(crate) on: RelaxedFlag,
     acquisitions: LockedCounter,
     wait_ticks: LockedCounter,
     hold_ticks: LockedCounter,
@@ -72,7 +75,7 @@ pub(crate) struct LockStat {
 impl LockStat {
     pub(crate) fn new(on: bool) -> Self {
         Self {
-            on,
+            on: RelaxedFlag::new(on),
             acquisitions: LockedCounter::new(0),
             wait_ticks: LockedCounter::new(0),
             hold_ticks: LockedCounter::new(0),
@@ -112,7 +115,7 @@ impl LockStat {
             zone,
             nid,
             name,
-            enabled: self.on,
+            enabled: self.on.get(),
             acquisitions: self.acquisitions.get_racy(),
             wait_ticks: self.wait_ticks.get_racy(),
             hold_ticks: self.hold_ticks.get_racy(),

@@ -94,6 +94,27 @@ impl LockedU32 {
     }
 }
 
+/// A setting flag read with relaxed loads and flipped at any time: no data is
+/// published through it (readers act on whichever value they see), so loom
+/// need not watch it.
+#[derive(Debug, Default)]
+#[repr(transparent)]
+pub(crate) struct RelaxedFlag(std::sync::atomic::AtomicBool);
+
+impl RelaxedFlag {
+    pub(crate) const fn new(v: bool) -> Self {
+        Self(std::sync::atomic::AtomicBool::new(v))
+    }
+    #[inline(always)]
+    pub(crate) fn get(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+    #[inline(always)]
+    pub(crate) fn set(&self, v: bool) {
+        self.0.store(v, Ordering::Relaxed)
+    }
+}
+
 /// A counter written only by the holder of one lock and read lock-free by anyone.
 ///
 /// The writer does a load and a store (no read-modify-write: it already has

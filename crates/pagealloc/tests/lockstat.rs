@@ -52,3 +52,21 @@ fn nothing_is_counted_when_off() {
         assert!(z.hold_hist.iter().all(|&n| n == 0));
     }
 }
+
+#[test]
+fn switching_at_run_time_keeps_the_sums() {
+    let a = PageAllocator::new(Config::small(16 << 20).percpu_pagelist_high_fraction(8)).unwrap();
+    churn(&a);
+    let before = a.lockstat().zones[0].acquisitions;
+    a.set_lock_stats(false);
+    churn(&a);
+    let z = &a.lockstat().zones[0];
+    assert!(!z.enabled);
+    assert_eq!(z.acquisitions, before, "counted while off");
+    a.set_lock_stats(true);
+    churn(&a);
+    let z = &a.lockstat().zones[0];
+    assert!(z.enabled && z.acquisitions > before);
+    assert_eq!(z.hold_hist.iter().sum::<u64>(), z.acquisitions);
+    assert_eq!(z.wait_hist.iter().sum::<u64>(), z.acquisitions);
+}

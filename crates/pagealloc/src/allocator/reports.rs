@@ -115,6 +115,14 @@ impl PageAllocator {
         }
     }
 
+    /// Switch zone-lock statistics on or off at run time (every zone; a hold
+    /// in progress counts as it started). What was counted stays.
+    pub fn set_lock_stats(&self, on: bool) {
+        for z in &self.core.zones {
+            z.lockstat.on.set(on);
+        }
+    }
+
     /// One event counter, summed over CPUs (lock-free).
     pub fn event_count(&self, ev: VmEvent) -> u64 {
         self.core.event_totals()[ev as usize]

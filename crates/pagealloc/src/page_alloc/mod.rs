@@ -155,7 +155,7 @@ impl Core {
         }
         set_watermarks(&mut zones, &nodes_zones, &cfg);
         for z in &mut zones {
-            z.lockstat.on = cfg.lock_stats;
+            z.lockstat.on.set(cfg.lock_stats);
         }
         let nodes = (0..cfg.nodes as usize).map(|nid| Node::build(nid, &nodes_zones, &zones)).collect();
         let mm = MemMap::new(pages, cfg.backing, pageblocks.clone())?;

@@ -323,13 +323,13 @@ impl Zone {
     /// Take the zone lock (timing the wait when lock statistics are on).
     #[inline]
     pub(crate) fn lock<'a>(&'a self, mm: &'a MemMap) -> ZoneGuard<'a> {
-        if !self.lockstat.on {
+        if !self.lockstat.on.get() {
             let area = self.free.lock();
             return ZoneGuard::enter(self, mm, area, 0);
         }
         let t0 = ticks();
         let area = self.free.lock();
-        let t1 = ticks();
+        let t1 = ticks().max(1);
         self.lockstat.waited_locked(t1.saturating_sub(t0));
         ZoneGuard::enter(self, mm, area, t1)
     }
@@ -340,7 +340,7 @@ pub(crate) struct ZoneGuard<'a> {
     pub(crate) zone: &'a Zone,
     pub(crate) mm: &'a MemMap,
     pub(crate) area: MutexGuard<'a, FreeArea>,
-    /// When the lock was taken (lock statistics on).
+    /// When the lock was taken (0: not timed, statistics were off).
     entered: u64,
     /// Pages a per-CPU drain gives back in this hold (0: not a drain).
     pub(crate) drained: u32,
@@ -469,9 +469,9 @@ impl Drop for ZoneGuard<'_> {
         // Every identity the zone lock protects, checked before the lock goes.
         #[cfg(feature = "debug-checks")]
         check::check_zone_locked(self);
-        let ls = &self.zone.lockstat;
-        if ls.on {
-            ls.held_locked(ticks().saturating_sub(self.entered), self.drained);
+        // Timed exactly when the wait was (`entered` is a tick count, never 0).
+        if self.entered != 0 {
+            self.zone.lockstat.held_locked(ticks().saturating_sub(self.entered), self.drained);
         }
         let s = self.zone.stats.seq.load(Ordering::Relaxed);
         // Pairs with the Acquire load that starts a consistent snapshot: every
