@@ -53,6 +53,7 @@ pub use cpu::{pin_to_cpu, possible_cpus};
 pub use error::{AllocError, BulkFreeError, ConfigError, FreeError, InvariantError, PageStateError, WaitError};
 pub use invariants::{Fragmentation, ZoneCensus};
 pub use lockstat::{tick_unit, LockStatReport, ZoneLockStat, LOCKSTAT_BUCKETS};
+pub use page_alloc::bulk_linked::{ChainIter, PageChain};
 /// Bytes in one page descriptor (at most 16).
 pub const PAGE_DESC_SIZE: usize = std::mem::size_of::<page::PageDesc>();
 pub use allocator::PageLockGuard;

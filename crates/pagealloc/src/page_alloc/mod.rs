@@ -23,6 +23,7 @@
 
 pub(crate) mod bulk;
 pub(crate) mod bulk_free;
+pub(crate) mod bulk_linked;
 pub(crate) mod claim;
 pub(crate) mod drain;
 pub(crate) mod fast;
