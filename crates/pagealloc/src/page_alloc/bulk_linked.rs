@@ -18,6 +18,7 @@
 
 use super::Core;
 use crate::error::{BulkFreeError, FreeError};
+use crate::front::FRONT_BATCH;
 use crate::page::{flags, NIL};
 use crate::types::{Gfp, Pfn};
 
@@ -93,16 +94,29 @@ impl Core {
     }
 
     /// Up to `nr` order-0 pages, linked into a chain (fewer on shortage).
+    #[inline]
     pub(crate) fn alloc_pages_bulk_linked(&self, gfp: Gfp, nr: usize) -> PageChain {
         let mut c = PageChain { owner: self.id, head: NIL, tail: NIL, len: 0 };
-        if nr > 1 {
-            self.bulk_fast(gfp, nr, |pages| {
-                // Hottest last in the slice: link it first, as the kernel's
-                // list got the page it popped first.
+        if nr <= FRONT_BATCH {
+            // A small request from this thread's front cache, inline, as the
+            // other forms do.
+            self.front_take_fast(gfp, nr, |pages| {
                 for &p in pages.iter().rev() {
                     self.chain_push(&mut c, p);
                 }
                 pages.len()
+            });
+        }
+        if nr - c.len > 1 {
+            let want = nr - c.len;
+            self.bulk_fast(gfp, want, |pages| {
+                // Hottest last in the slice: link it first, as the kernel's
+                // list got the page it popped first.
+                let k = pages.len().min(nr - c.len);
+                for &p in pages[pages.len() - k..].iter().rev() {
+                    self.chain_push(&mut c, p);
+                }
+                k
             });
         }
         while c.len < nr {
