@@ -50,7 +50,7 @@ fn a_chain_whose_page_was_freed_on_its_own_loses_nothing() {
     }
     let head: Vec<Pfn> = pages[..70].to_vec();
     a.free_pages_bulk(&head).unwrap();
-    std::mem::forget(c);
+    drop(c);
     a.drain_all_pages();
     a.check_invariants().unwrap();
     assert_eq!(a.nr_free_pages(), free0);

@@ -755,7 +755,7 @@ mod tests {
                 let secs: Vec<Vec<u64>> = (0..3).map(|s| (0..n as u64).map(|t| per + 7 * s + t).collect()).collect();
                 let (totals, average) = wis_lines(k, &secs, 1, &mut raw);
                 raw.push_str("note: a line runtest.py does not read\n");
-                rows.push((k, n, Run { totals, average, idle: 12.345 * n as f64 }));
+                rows.push((k, n, Run { totals, average, idle: 12.345 * n as f64, holds: (Vec::new(), Vec::new()) }));
             }
         }
         for k in KINDS {
