@@ -25,7 +25,8 @@
 //! - At most one of `BUDDY`, `HEAD`, `PCP` is set. Pages inside a block (tails)
 //!   have all three clear; their links are stale and never read.
 //! - `next`/`prev` are read and written only by the holder of the lock of the
-//!   list the page is on (zone lock or pcp lock).
+//!   list the page is on (zone lock or pcp lock), or, for an allocated page on
+//!   a `PageChain` (the bulk allocator's linked form), by the chain's owner.
 
 use crate::sync::{AtomicU32, LockedU32, Ordering};
 use crate::types::MigrateType;
