@@ -28,6 +28,9 @@ pub enum Report {
     Extfrag,
     /// /sys/kernel/debug/extfrag/unusable_index.
     Unusable,
+    /// lockstat: zone-lock wait and hold histograms per zone, and the
+    /// per-CPU drains' hold time per drain and per page.
+    Lockstat,
 }
 
 /// Which workload runs before the report.
@@ -78,6 +81,7 @@ pub fn show(args: &ShowArgs) -> String {
         Report::Residency => residency(&a),
         Report::Extfrag => a.extfrag_index().to_string(),
         Report::Unusable => a.unusable_index().to_string(),
+        Report::Lockstat => a.lockstat().to_string(),
     };
     workloads::free_all(&a, live);
     text

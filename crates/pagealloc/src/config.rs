@@ -164,6 +164,9 @@ pub struct Config {
     /// index is at or below it (the failure is lack of memory, not
     /// fragmentation).
     pub extfrag_threshold: u32,
+    // Zone-lock statistics (lockstat):
+    /// Count zone-lock wait and hold times (`PageAllocator::lockstat`). Default on.
+    pub lock_stats: bool,
 }
 
 impl Default for Config {
@@ -194,6 +197,7 @@ impl Default for Config {
             page_reporting_callback: None,
             init_on_alloc: false,
             extfrag_threshold: 500,
+            lock_stats: true,
         }
     }
 }
@@ -264,6 +268,8 @@ setters! {
     init_on_alloc: bool,
     /// Set [`Config::extfrag_threshold`].
     extfrag_threshold: u32,
+    /// Set [`Config::lock_stats`].
+    lock_stats: bool,
 }
 
 impl Config {

@@ -35,6 +35,7 @@ mod front;
 mod invariants;
 mod isolation;
 mod list;
+mod lockstat;
 mod memmap;
 mod migrate;
 mod movable;
@@ -58,6 +59,8 @@ pub use config::{Backing, Config, DrainMode, ReportCallback};
 pub use cpu::{pin_to_cpu, possible_cpus};
 pub use error::{AllocError, BulkFreeError, ConfigError, FreeError, InvariantError, PageStateError, WaitError};
 pub use invariants::{Fragmentation, ZoneCensus};
+pub use lockstat::{tick_unit, LockStatReport, ZoneLockStat, LOCKSTAT_BUCKETS};
+pub use page_alloc::bulk_linked::{ChainIter, PageChain};
 pub use reporting::ReportPass;
 /// Bytes in one page descriptor (at most 16).
 pub const PAGE_DESC_SIZE: usize = std::mem::size_of::<page::PageDesc>();

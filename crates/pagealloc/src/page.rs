@@ -26,7 +26,8 @@
 //!   have all three clear; their links are stale and never read.
 //! - `next`/`prev` are read and written only by the holder of the lock of the
 //!   list the page is on (zone lock, pcp lock, or a node's LRU lock for an
-//!   allocated page with `LRU` set).
+//!   allocated page with `LRU` set), or, for an allocated page on a
+//!   `PageChain` (the bulk allocator's linked form), by the chain's owner.
 //! - The page cache's bits (`REFERENCED`, `DIRTY`, `LRU`, `ACTIVE`) and the
 //!   reference count (bits 16..31, `pageref`) appear only beside `HEAD`; a
 //!   block with a count or `LRU` is freed only by its last `put_page`

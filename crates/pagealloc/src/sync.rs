@@ -94,6 +94,27 @@ impl LockedU32 {
     }
 }
 
+/// A setting flag read with relaxed loads and flipped at any time: no data is
+/// published through it (readers act on whichever value they see), so loom
+/// need not watch it.
+#[derive(Debug, Default)]
+#[repr(transparent)]
+pub(crate) struct RelaxedFlag(std::sync::atomic::AtomicBool);
+
+impl RelaxedFlag {
+    pub(crate) const fn new(v: bool) -> Self {
+        Self(std::sync::atomic::AtomicBool::new(v))
+    }
+    #[inline(always)]
+    pub(crate) fn get(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+    #[inline(always)]
+    pub(crate) fn set(&self, v: bool) {
+        self.0.store(v, Ordering::Relaxed)
+    }
+}
+
 /// A counter written only by the holder of one lock and read lock-free by anyone.
 ///
 /// The writer does a load and a store (no read-modify-write: it already has
@@ -179,5 +200,23 @@ impl<T> CellMut<'_, T> {
         #[cfg(loom)]
         // SAFETY: as above; loom tracks the access for our whole life.
         return unsafe { self.ptr.deref() };
+    }
+}
+
+/// Make parking_lot's global parking table exist now. parking_lot creates it
+/// lazily, allocating, in the first park or unpark of the process; an unlock
+/// that finds waiters unparks them. The no-lock paths may release a zone or
+/// per-CPU lock others wait on, and must never allocate: so every allocator
+/// calls this once when it is built.
+pub(crate) fn prepare_parking() {
+    #[cfg(not(loom))]
+    {
+        static KEY: u8 = 0;
+        // SAFETY: the key is the address of a static of ours that nothing
+        // parks on, so unparking it wakes nobody; the call only creates the
+        // table if it does not exist yet.
+        unsafe {
+            parking_lot_core::unpark_all(&KEY as *const u8 as usize, parking_lot_core::DEFAULT_UNPARK_TOKEN);
+        }
     }
 }

@@ -19,7 +19,7 @@
 //! drained to the buddy.
 
 use crate::harness::{pin, rdtsc, stats, Claim, Ctx, Experiment, ExperimentResult, Figure};
-use pagealloc::{Config, Gfp, PageAllocator, Pfn};
+use pagealloc::{Config, DrainMode, Gfp, PageAllocator, Pfn};
 use std::fmt::Write as _;
 use std::time::Instant;
 
@@ -40,10 +40,25 @@ fn high_fraction(cfg: &Config) -> u32 {
     (pages / TARGET_HIGH / cpus.max(1)).max(8) as u32
 }
 
-fn allocator(cache: bool) -> PageAllocator {
-    let cfg = Config::new().pcp_migratetype_cache(cache);
+/// The variants, each with its configuration: seed 2's `old` and `new`, and
+/// seed 1's `two-pass` (its `single-pass` is `new`). The zone-lock statistics'
+/// cost is measured on `new` itself, switched off and on round by round.
+const VARIANTS: [&str; 3] = ["old", "new", "two-pass"];
+
+fn allocator(v: &str) -> PageAllocator {
+    let cfg = match v {
+        "old" => Config::new().pcp_migratetype_cache(true),
+        "new" => Config::new(),
+        "two-pass" => Config::new().drain_mode(DrainMode::TwoPass),
+        _ => unreachable!("pcp-flush variant {v}"),
+    };
     let f = high_fraction(&cfg);
     PageAllocator::new(cfg.percpu_pagelist_high_fraction(f)).expect("pcp-flush arena")
+}
+
+/// Zone-lock hold ticks, drains and drained pages of every zone so far.
+fn drain_holds(a: &PageAllocator) -> [u64; 3] {
+    a.lockstat().zones.iter().fold([0; 3], |[t, d, p], z| [t + z.drain_hold_ticks, d + z.drains, p + z.drain_pages])
 }
 
 /// One batch: allocate `BATCH` pages, then free them all.
@@ -99,12 +114,13 @@ impl Experiment for PcpFlush {
         let mut r = ExperimentResult::new("pcp-flush", "10,000-page batches through the per-CPU lists", Some(2));
         let batches = if ctx.full { 2000 } else { 1000 };
         let samples = ctx.repeats * 2 - 1;
-        let pb = ctx.bar("pcp-flush", (2 * samples) as u64 + 2);
+        let nv = VARIANTS.len();
+        let pb = ctx.bar("pcp-flush", (nv * samples) as u64 + 2);
         let handle = std::thread::spawn({
             let ctx_repeats = samples;
             move || {
                 pin(0);
-                let variants = [("old", allocator(true)), ("new", allocator(false))];
+                let variants: Vec<(&str, PageAllocator)> = VARIANTS.iter().map(|v| (*v, allocator(v))).collect();
                 let mut pfns = Vec::with_capacity(BATCH);
                 // Warm both: fault the arena pages in, let `high` settle.
                 for (_, a) in &variants {
@@ -113,8 +129,10 @@ impl Experiment for PcpFlush {
                     }
                 }
                 let flows: Vec<Flow> = variants.iter().map(|(_, a)| watch_batch(a, &mut pfns)).collect();
-                let mut cycles = [Vec::new(), Vec::new()];
-                let mut secs = [Vec::new(), Vec::new()];
+                let mut cycles = vec![Vec::new(); nv];
+                let mut secs = vec![Vec::new(); nv];
+                // Per sample: drain hold ticks per drain and per drained page.
+                let mut holds = vec![(Vec::new(), Vec::new()); nv];
                 for _ in 0..ctx_repeats {
                     for (i, (_, a)) in variants.iter().enumerate() {
                         let (t, c0) = (Instant::now(), rdtsc());
@@ -124,21 +142,26 @@ impl Experiment for PcpFlush {
                         let c = rdtsc() - c0;
                         secs[i].push(t.elapsed().as_secs_f64() / batches as f64);
                         cycles[i].push(c as f64 / batches as f64);
+                        if let Some((d, p)) = hold_sample(a, &mut pfns) {
+                            holds[i].0.push(d);
+                            holds[i].1.push(p);
+                        }
                     }
                 }
+                let cost = paired_cost(&variants[1].1, &mut pfns);
                 let reports: Vec<_> = variants.iter().map(|(_, a)| a.pcp_report()).collect();
                 for (_, a) in &variants {
                     a.drain_all_pages();
                     a.check_invariants().expect("pcp-flush: invariants");
                 }
-                (flows, cycles, secs, reports)
+                (flows, cycles, secs, reports, holds, cost)
             }
         });
-        let (flows, cycles, secs, reports) = handle.join().expect("pcp-flush worker");
-        pb.inc(2 * samples as u64 + 2);
+        let (flows, cycles, secs, reports, holds, cost) = handle.join().expect("pcp-flush worker");
+        pb.inc((nv * samples) as u64 + 2);
         pb.finish_and_clear();
 
-        for (i, v) in ["old", "new"].into_iter().enumerate() {
+        for (i, v) in VARIANTS.into_iter().enumerate() {
             let (c, s) = (&cycles[i], &secs[i]);
             let cm = stats::mean(c);
             let sm = stats::mean(s);
@@ -197,7 +220,43 @@ impl Experiment for PcpFlush {
             r.figures.push(Figure::new("refills-per-batch", v, "count", vec![f.refills as f64]));
             r.figures.push(Figure::new("drains-per-batch", v, "count", vec![f.drains as f64]));
             r.figures.push(Figure::new("drained-pages-per-batch", v, "pages", vec![f.drain_pages as f64]));
+            let (per_drain, per_page) = &holds[i];
+            if !per_page.is_empty() {
+                r.figures.push(Figure::new("drain-hold-per-drain", v, "cycles", per_drain.clone()));
+                r.figures.push(Figure::new("drain-hold-per-page", v, "cycles", per_page.clone()));
+            }
         }
+        seed1_lines(&mut r, ctx);
+        // What the histograms cost: `new` against `new-nostat`, paired rounds.
+        let (t_on, t_off) = cost;
+        let pairs: Vec<f64> = t_on.iter().zip(&t_off).map(|(a, b)| (a - b) * 100.0 / b).collect();
+        let (p_on, p_off) = (p10(&t_on), p10(&t_off));
+        let best = (p_on - p_off) * 100.0 / p_off;
+        let pm = stats::median(&pairs);
+        let se = stats::stddev(&pairs) / (pairs.len() as f64).sqrt();
+        let per_page = |t: &[f64]| t.iter().map(|c| c / (COST_CHUNK * BATCH) as f64).collect::<Vec<f64>>();
+        r.line(
+            ctx,
+            format!(
+                "lockstat cost: {COST_ROUNDS} paired rounds of {COST_CHUNK} batches on new, zone-lock statistics on \
+                 against off (PageAllocator::set_lock_stats), order swapped each round: 10th percentile of the rounds {:.2} against {:.2} cycles per \
+                 page = {best:+.2}% (the figure judged); median of the rounds' differences {pm:+.2}% (standard \
+                 error {se:.2} points)",
+                p_on / (COST_CHUNK * BATCH) as f64,
+                p_off / (COST_CHUNK * BATCH) as f64,
+            ),
+        );
+        r.figures.push(Figure::new("lockstat-cost-rounds", "new", "%", pairs));
+        r.figures.push(Figure::new("cost-round-cycles-per-page", "new", "cycles", per_page(&t_on)));
+        r.figures.push(Figure::new("cost-round-cycles-per-page", "new-stats-off", "cycles", per_page(&t_off)));
+        r.figures.push(Figure::new("lockstat-cost-p10", "new", "%", vec![best]));
+        let cost = best;
+        r.target(
+            "pcp-flush zone-lock statistics cost at most 2% (10th percentile of paired rounds on new, on against off, %)",
+            cost,
+            2.0,
+            cost <= 2.0,
+        );
         for v in ["old", "new"] {
             let ns = r.get("ns-per-page", v).map_or(f64::NAN, |f| f.value);
             r.target(format!("pcp-flush ({v}) at most 25 ns per page (alloc+free)"), ns, 25.0, ns <= 25.0);
@@ -237,6 +296,115 @@ impl Experiment for PcpFlush {
         );
         r
     }
+}
+
+/// Untimed batches per hold-time sample.
+const HOLD_BATCHES: usize = 101;
+
+/// One hold-time sample: [`HOLD_BATCHES`] batches, each one's drains' zone-lock
+/// hold ticks per drain and per drained page, and the medians over the batches
+/// (a drain preempted while it holds the lock spoils one batch, not the sample).
+fn hold_sample(a: &PageAllocator, pfns: &mut Vec<Pfn>) -> Option<(f64, f64)> {
+    let (mut per_drain, mut per_page) = (Vec::new(), Vec::new());
+    for _ in 0..HOLD_BATCHES {
+        let h0 = drain_holds(a);
+        batch(a, pfns);
+        let h1 = drain_holds(a);
+        let (dt, dd, dp) = (h1[0] - h0[0], h1[1] - h0[1], h1[2] - h0[2]);
+        if dd > 0 && dp > 0 {
+            per_drain.push(dt as f64 / dd as f64);
+            per_page.push(dt as f64 / dp as f64);
+        }
+    }
+    (!per_page.is_empty()).then(|| (stats::median(&per_drain), stats::median(&per_page)))
+}
+
+/// The 10th percentile: the rounds that ran undisturbed, less sensitive to
+/// one lucky round than the minimum.
+fn p10(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    s.get(s.len() / 10).copied().unwrap_or(f64::NAN)
+}
+
+/// Rounds of the histograms' cost measurement.
+const COST_ROUNDS: usize = 100;
+/// Batches per variant per round.
+const COST_CHUNK: usize = 5;
+
+/// The zone-lock statistics' cost on one allocator (so arena placement and
+/// per-CPU state are the same for both): TSC cycles per round with the
+/// statistics on and with them off, each running [`COST_CHUNK`] batches, back
+/// to back (which goes first alternates), so drift on a shared machine hits
+/// both halves of a round alike; short rounds, so some of them run undisturbed.
+fn paired_cost(a: &PageAllocator, pfns: &mut Vec<Pfn>) -> (Vec<f64>, Vec<f64>) {
+    let time = |on: bool, pfns: &mut Vec<Pfn>| {
+        a.set_lock_stats(on);
+        let c0 = rdtsc();
+        for _ in 0..COST_CHUNK {
+            batch(a, pfns);
+        }
+        (rdtsc() - c0) as f64
+    };
+    let r = (0..COST_ROUNDS)
+        .map(|i| {
+            if i % 2 == 0 {
+                let t_on = time(true, pfns);
+                (t_on, time(false, pfns))
+            } else {
+                let t_off = time(false, pfns);
+                (time(true, pfns), t_off)
+            }
+        })
+        .unzip();
+    a.set_lock_stats(true);
+    r
+}
+
+/// Seed 1 measured by what it changes: the zone-lock hold time of each
+/// per-CPU drain, per drain and per drained page, single pass (`new`, copied
+/// as `single-pass`) against `two-pass`, with throughput beside it; the
+/// verdict rests on the hold time per drained page.
+fn seed1_lines(r: &mut ExperimentResult, ctx: &Ctx) {
+    for m in ["drain-hold-per-drain", "drain-hold-per-page", "ns-per-page"] {
+        if let Some(f) = r.get(m, "new").cloned() {
+            r.figures.push(Figure { variant: "single-pass".into(), ..f });
+        }
+    }
+    let unit = pagealloc::tick_unit();
+    for m in ["drain-hold-per-drain", "drain-hold-per-page", "ns-per-page"] {
+        let (Some(a), Some(b)) = (r.get(m, "single-pass").cloned(), r.get(m, "two-pass").cloned()) else {
+            r.line(ctx, format!("seed 1: {m}: no figures (no drains measured)"));
+            continue;
+        };
+        let (change, noise, v) = crate::report::verdict::judge(&a, &b);
+        let u = if m == "ns-per-page" { "ns" } else { unit };
+        r.line(
+            ctx,
+            format!(
+                "seed 1 {m}: single-pass {:.2} (spread {:.1}%) two-pass {:.2} (spread {:.1}%) {u}: \
+                 change {:+.1}% against noise {:.1}%: {}{}",
+                a.value,
+                a.spread() * 100.0,
+                b.value,
+                b.spread() * 100.0,
+                change * 100.0,
+                noise * 100.0,
+                v.words(),
+                if m == "drain-hold-per-page" { "  <- seed 1's verdict rests on this figure" } else { "" }
+            ),
+        );
+    }
+    r.claims.push(Claim {
+        seed: 1,
+        text: "Picking pages off the per-CPU lists before taking the zone lock shortens the time a drain holds \
+               it; verdict on the zone-lock hold time per drained page (pcp-flush's drains), throughput \
+               (ns-per-page) beside it"
+            .into(),
+        metric: "drain-hold-per-page".into(),
+        old: "single-pass".into(),
+        new: "two-pass".into(),
+    });
 }
 
 /// `1234567` -> `1,234,567` (perf stat's digit grouping).

@@ -130,6 +130,23 @@ impl PageAllocator {
         }
     }
 
+    /// Zone-lock statistics per zone (wait and hold histograms, per-CPU
+    /// drains' hold time and pages), read without locks. Counted only with
+    /// `Config::lock_stats` on (the default). `to_string()` gives the text.
+    pub fn lockstat(&self) -> crate::lockstat::LockStatReport {
+        crate::lockstat::LockStatReport {
+            zones: self.core.zones.iter().map(|z| z.lockstat.read(z.idx, z.nid, z.ztype.name())).collect(),
+        }
+    }
+
+    /// Switch zone-lock statistics on or off at run time (every zone; a hold
+    /// in progress counts as it started). What was counted stays.
+    pub fn set_lock_stats(&self, on: bool) {
+        for z in &self.core.zones {
+            z.lockstat.on.set(on);
+        }
+    }
+
     /// One event counter, summed over CPUs (lock-free).
     pub fn event_count(&self, ev: VmEvent) -> u64 {
         self.core.event_totals()[ev as usize]

@@ -146,7 +146,7 @@ impl Core {
     /// Returns how many were used (0 when lists are off or busy, or no zone is
     /// above its watermark).
     #[inline(always)]
-    fn bulk_fast(&self, gfp: Gfp, nr: usize, mut take: impl FnMut(&[u32]) -> usize) -> usize {
+    pub(crate) fn bulk_fast(&self, gfp: Gfp, nr: usize, mut take: impl FnMut(&[u32]) -> usize) -> usize {
         let inner = self;
         let mt = gfp.migratetype();
         let (Some(pi), true) = (pcp::pindex(0, mt), inner.pcp_on) else {

@@ -27,6 +27,7 @@
 
 pub(crate) mod bulk;
 pub(crate) mod bulk_free;
+pub(crate) mod bulk_linked;
 pub(crate) mod claim;
 pub(crate) mod deferred;
 pub(crate) mod drain;
@@ -172,6 +173,9 @@ impl Core {
             nodes_zones.push(zs);
         }
         set_watermarks(&mut zones, &nodes_zones, &cfg);
+        for z in &mut zones {
+            z.lockstat.on.set(cfg.lock_stats);
+        }
         let nodes = (0..cfg.nodes as usize).map(|nid| Node::build(nid, &nodes_zones, &zones)).collect();
         let mm = MemMap::new(pages, cfg.backing, pageblocks.clone())?;
         let nr_cpus = cfg.nr_cpus.unwrap_or_else(crate::cpu::possible_cpus).max(1);
@@ -198,6 +202,7 @@ impl Core {
             mobility: crate::movable::Mobility::new(nblocks as usize),
             cfg,
         };
+        crate::sync::prepare_parking();
         core.free_all_at_boot();
         Ok(core)
     }

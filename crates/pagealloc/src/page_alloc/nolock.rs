@@ -135,9 +135,11 @@ impl Core {
                 let pcp = self.pcp.get(z.idx, cpu % self.pcp.nr_cpus());
                 match self.pcp.try_lock(pcp) {
                     // Room below `high`: the push needs no drain (which would
-                    // take the zone lock), and the ring has capacity for
-                    // `high_max` pages and more, so it does not grow.
-                    Some(mut l) if l.count + (1 << order) < l.high => {
+                    // take the zone lock); and room in the ring as it is now
+                    // (lists grow with use, and growing allocates, which no
+                    // no-lock path may): otherwise the buddy or the deferred
+                    // list takes the block.
+                    Some(mut l) if l.count + (1 << order) < l.high && l.lists[pi].len() < l.lists[pi].capacity() => {
                         l.lists[pi].push_back(p as u32);
                         l.count += 1 << order;
                         l.note_free(1 << order);

@@ -299,6 +299,7 @@ impl PcpLists {
         };
         let check_isolate = cached_mt && zone.stats.block_count[MigrateType::Isolate.index()].get_racy() != 0;
         free_coalesced(&mut g, &mut scratch, cached_mt && !check_isolate, runs_early);
+        g.drained = freed;
         g.zone.stats.events.add_owner(crate::vmevent::VmEvent::PcpDrain, 1);
         drop(g);
         scratch.clear();

@@ -23,6 +23,7 @@ mod check;
 pub(crate) use check::block_counts_agree;
 
 use crate::list::PfnList;
+use crate::lockstat::{ticks, LockStat};
 use crate::memmap::{MemMap, Pageblocks};
 use crate::sync::{fence, AtomicU64, LockedCounter, Mutex, MutexGuard, Ordering};
 use crate::types::{
@@ -171,6 +172,8 @@ pub(crate) struct Zone {
     pub(crate) stats: ZoneStats,
     /// The arena's pageblock table (this zone owns `start >> 9 .. end >> 9`).
     blocks: Pageblocks,
+    /// Zone-lock wait and hold statistics (written under the lock).
+    pub(crate) lockstat: LockStat,
     /// Times the zone lock was taken (for tests proving readers never take it).
     #[cfg(test)]
     pub(crate) lock_count: std::sync::atomic::AtomicU64,
@@ -201,6 +204,7 @@ impl Zone {
             free: Mutex::new(FreeArea::default()),
             stats,
             blocks: blocks.clone(),
+            lockstat: LockStat::new(false),
             #[cfg(test)]
             lock_count: Default::default(),
         }
@@ -355,11 +359,18 @@ impl Zone {
         }
     }
 
-    /// Take the zone lock.
+    /// Take the zone lock (timing the wait when lock statistics are on).
     #[inline]
     pub(crate) fn lock<'a>(&'a self, mm: &'a MemMap) -> ZoneGuard<'a> {
+        if !self.lockstat.on.get() {
+            let area = self.free.lock();
+            return ZoneGuard::enter(self, mm, area, 0);
+        }
+        let t0 = ticks();
         let area = self.free.lock();
-        ZoneGuard::enter(self, mm, area)
+        let t1 = ticks().max(1);
+        self.lockstat.waited_locked(t1.saturating_sub(t0));
+        ZoneGuard::enter(self, mm, area, t1)
     }
 
     /// Take the zone lock only if it is free right now (never waits, never
@@ -367,7 +378,9 @@ impl Zone {
     #[inline]
     pub(crate) fn try_lock<'a>(&'a self, mm: &'a MemMap) -> Option<ZoneGuard<'a>> {
         let area = self.free.try_lock()?;
-        Some(ZoneGuard::enter(self, mm, area))
+        // Held time only (no wait to time); rdtsc is safe in any context.
+        let t = if self.lockstat.on.get() { ticks().max(1) } else { 0 };
+        Some(ZoneGuard::enter(self, mm, area, t))
     }
 }
 
@@ -378,11 +391,15 @@ pub(crate) struct ZoneGuard<'a> {
     pub(crate) area: MutexGuard<'a, FreeArea>,
     /// Whether the block the last `rmqueue_*` took was marked REPORTED.
     pub(crate) took_reported: bool,
+    /// When the lock was taken (0: not timed, statistics were off).
+    entered: u64,
+    /// Pages a per-CPU drain gives back in this hold (0: not a drain).
+    pub(crate) drained: u32,
 }
 
 impl<'a> ZoneGuard<'a> {
     #[inline(always)]
-    fn enter(zone: &'a Zone, mm: &'a MemMap, area: MutexGuard<'a, FreeArea>) -> Self {
+    fn enter(zone: &'a Zone, mm: &'a MemMap, area: MutexGuard<'a, FreeArea>, entered: u64) -> Self {
         #[cfg(test)]
         zone.lock_count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let s = zone.stats.seq.load(Ordering::Relaxed);
@@ -390,7 +407,7 @@ impl<'a> ZoneGuard<'a> {
         // Pairs with the Acquire fence in a consistent snapshot: the odd value is
         // visible before any counter this section changes.
         fence(Ordering::Release);
-        Self { zone, mm, area, took_reported: false }
+        Self { zone, mm, area, took_reported: false, entered, drained: 0 }
     }
 
     /// Set a pageblock's stored type, keeping block counts right.
@@ -533,6 +550,10 @@ impl Drop for ZoneGuard<'_> {
         // Every identity the zone lock protects, checked before the lock goes.
         #[cfg(feature = "debug-checks")]
         check::check_zone_locked(self);
+        // Timed exactly when the wait was (`entered` is a tick count, never 0).
+        if self.entered != 0 {
+            self.zone.lockstat.held_locked(ticks().saturating_sub(self.entered), self.drained);
+        }
         let s = self.zone.stats.seq.load(Ordering::Relaxed);
         // Pairs with the Acquire load that starts a consistent snapshot: every
         // counter written in this section is visible to a reader that sees the

@@ -1,0 +1,170 @@
+//! The bulk allocator's list form as the kernel had it (seed 3's old design):
+//! the pages it returns are threaded onto a chain through their own
+//! descriptors (the 32-bit `next`/`prev` links, as `list_add_tail` threads
+//! `page->lru`), and the caller walks the chain back, one dependent descriptor
+//! load per page. Taken under one per-CPU lock hold through the same fast path
+//! as the array form ([`Core::bulk_fast`]); what it cannot fill comes one page
+//! at a time, as the kernel's fallback did.
+//!
+//! Invariants:
+//! - A [`PageChain`] owns its pages: each is an allocated order-0 head of
+//!   the allocator whose id the chain records; the links of an allocated page
+//!   are unused by the allocator (page.rs), so only the chain's owner writes
+//!   and reads them, and only while the page is allocated.
+//! - `len` pages are reachable from `head` through `next`; the last one's
+//!   `next` is NIL, and each page's `prev` is the one before it (NIL first).
+//! - Freeing reads a page's `next` before the page is freed (a freed page's
+//!   links belong to whichever list it joins).
+
+use super::Core;
+use crate::error::{BulkFreeError, FreeError};
+use crate::front::FRONT_BATCH;
+use crate::page::{flags, NIL};
+use crate::types::{Gfp, Pfn};
+
+/// Pages per `free_pages_bulk` call when a chain is freed.
+const FREE_CHUNK: usize = 64;
+
+/// Order-0 pages linked through their descriptors, from
+/// `PageAllocator::alloc_pages_bulk_linked`. Walk it with
+/// `PageAllocator::chain_iter`; give it back with
+/// `PageAllocator::free_pages_bulk_linked` (dropping it leaks its pages).
+#[derive(Debug)]
+#[must_use = "a dropped chain leaks its pages"]
+pub struct PageChain {
+    pub(crate) owner: u64,
+    pub(crate) head: u32,
+    pub(crate) tail: u32,
+    pub(crate) len: usize,
+}
+
+impl PageChain {
+    /// Pages on the chain.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// No pages.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// Walks a [`PageChain`] through the `next` links, first page first.
+pub struct ChainIter<'a> {
+    core: &'a Core,
+    at: u32,
+    left: usize,
+}
+
+impl Iterator for ChainIter<'_> {
+    type Item = Pfn;
+
+    #[inline]
+    fn next(&mut self) -> Option<Pfn> {
+        if self.left == 0 || self.at == NIL {
+            return None;
+        }
+        let p = self.at;
+        self.at = self.core.mm.descs().get(p as usize).map_or(NIL, |d| d.next.get());
+        self.left -= 1;
+        Some(Pfn::from_u32(p))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, Some(self.left))
+    }
+}
+
+impl Core {
+    /// Append `p` (an allocated page this chain owns) to the chain.
+    #[inline(always)]
+    fn chain_push(&self, c: &mut PageChain, p: u32) {
+        let descs = self.mm.descs();
+        let d = &descs[p as usize];
+        d.next.set(NIL);
+        d.prev.set(c.tail);
+        if c.tail == NIL {
+            c.head = p;
+        } else {
+            descs[c.tail as usize].next.set(p);
+        }
+        c.tail = p;
+        c.len += 1;
+    }
+
+    /// Up to `nr` order-0 pages, linked into a chain (fewer on shortage).
+    #[inline]
+    pub(crate) fn alloc_pages_bulk_linked(&self, gfp: Gfp, nr: usize) -> PageChain {
+        let mut c = PageChain { owner: self.id, head: NIL, tail: NIL, len: 0 };
+        if nr <= FRONT_BATCH {
+            // A small request from this thread's front cache, inline, as the
+            // other forms do.
+            self.front_take_fast(gfp, nr, |pages| {
+                for &p in pages.iter().rev() {
+                    self.chain_push(&mut c, p);
+                }
+                pages.len()
+            });
+        }
+        if nr - c.len > 1 {
+            let want = nr - c.len;
+            self.bulk_fast(gfp, want, |pages| {
+                // Hottest last in the slice: link it first, as the kernel's
+                // list got the page it popped first.
+                let k = pages.len().min(nr - c.len);
+                for &p in pages[pages.len() - k..].iter().rev() {
+                    self.chain_push(&mut c, p);
+                }
+                k
+            });
+        }
+        while c.len < nr {
+            match self.alloc_pages(gfp, 0, flags::HEAD) {
+                Ok(p) => self.chain_push(&mut c, p.as_u64() as u32),
+                Err(_) => break,
+            }
+        }
+        c
+    }
+
+    /// The chain's pages, first to last.
+    pub(crate) fn chain_iter<'a>(&'a self, c: &PageChain) -> ChainIter<'a> {
+        let ours = c.owner == self.id;
+        ChainIter { core: self, at: if ours { c.head } else { NIL }, left: if ours { c.len } else { 0 } }
+    }
+
+    /// Free every page of a chain, walking it in chunks of [`FREE_CHUNK`]
+    /// through `free_pages_bulk` (each chunk's `next` links read before the
+    /// chunk is freed). Invalid entries are reported with their positions on
+    /// the chain; a chain of another allocator frees nothing and is rejected
+    /// as one `OutOfRange` entry at position 0 naming its first page.
+    pub(crate) fn free_pages_bulk_linked(&self, c: PageChain) -> Result<(), BulkFreeError> {
+        if c.owner != self.id {
+            let (pfn, nr_pages) = (Pfn::from_u32(c.head), self.mm.nr_pages());
+            return Err(BulkFreeError { rejected: vec![(0, FreeError::OutOfRange { pfn, nr_pages })] });
+        }
+        let mut it = self.chain_iter(&c);
+        let mut buf = [Pfn::from_u32(0); FREE_CHUNK];
+        let (mut base, mut rejected) = (0, Vec::new());
+        loop {
+            let mut n = 0;
+            for (slot, p) in buf.iter_mut().zip(&mut it) {
+                *slot = p;
+                n += 1;
+            }
+            if n == 0 {
+                break;
+            }
+            if let Err(e) = self.free_pages_bulk(&buf[..n]) {
+                rejected.extend(e.rejected.into_iter().map(|(i, why)| (base + i, why)));
+            }
+            base += n;
+        }
+        if rejected.is_empty() {
+            Ok(())
+        } else {
+            Err(BulkFreeError { rejected })
+        }
+    }
+}
