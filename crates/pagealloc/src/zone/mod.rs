@@ -366,6 +366,13 @@ impl Zone {
             let area = self.free.lock();
             return ZoneGuard::enter(self, mm, area, 0);
         }
+        // An uncontended lock waited for nothing: no clock read before it
+        // (two reads per hold instead of three; the TSC costs tens of cycles).
+        if let Some(area) = self.free.try_lock() {
+            let t1 = ticks().max(1);
+            self.lockstat.waited_locked(0);
+            return ZoneGuard::enter(self, mm, area, t1);
+        }
         let t0 = ticks();
         let area = self.free.lock();
         let t1 = ticks().max(1);
