@@ -41,7 +41,7 @@ pub(crate) fn ticks() -> u64 {
     }
 }
 
-/// The unit of [`ticks`]: `"tsc cycles"` or `"ns"`.
+/// The unit of the statistics' clock: `"tsc cycles"` or `"ns"`.
 pub fn tick_unit() -> &'static str {
     if cfg!(target_arch = "x86_64") {
         "tsc cycles"
