@@ -209,7 +209,10 @@ impl<T> CellMut<'_, T> {
 /// per-CPU lock others wait on, and must never allocate: so every allocator
 /// calls this once when it is built.
 pub(crate) fn prepare_parking() {
-    #[cfg(not(loom))]
+    // Not under loom (its locks are its own) nor Miri (parking_lot_core's
+    // word lock casts integers to pointers, which strict provenance refuses;
+    // Miri runs no signal handler that would need the table ready).
+    #[cfg(not(any(loom, miri)))]
     {
         static KEY: u8 = 0;
         // SAFETY: the key is the address of a static of ours that nothing
