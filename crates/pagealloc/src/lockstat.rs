@@ -29,12 +29,13 @@ pub const LOCKSTAT_BUCKETS: usize = 40;
 /// The clock the statistics read.
 #[inline(always)]
 pub(crate) fn ticks() -> u64 {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
     {
         // SAFETY: rdtsc has no preconditions; every x86-64 CPU has it.
         unsafe { core::arch::x86_64::_rdtsc() }
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    // Off x86-64, and under Miri (which cannot run rdtsc): a monotonic clock.
+    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
     {
         static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
         EPOCH.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64
@@ -43,7 +44,7 @@ pub(crate) fn ticks() -> u64 {
 
 /// The unit of the statistics' clock: `"tsc cycles"` or `"ns"`.
 pub fn tick_unit() -> &'static str {
-    if cfg!(target_arch = "x86_64") {
+    if cfg!(all(target_arch = "x86_64", not(miri))) {
         "tsc cycles"
     } else {
         "ns"

@@ -10,7 +10,11 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 fn backed(mb: u64) -> PageAllocator {
-    PageAllocator::new(Config::new().arena_bytes(mb << 20).nr_cpus(Some(2)).min_free_kbytes(Some(0))).unwrap()
+    // No reporter thread: these tests race only the threads they start.
+    PageAllocator::new(
+        Config::new().arena_bytes(mb << 20).nr_cpus(Some(2)).min_free_kbytes(Some(0)).page_reporting(false),
+    )
+    .unwrap()
 }
 
 fn whole(a: &PageAllocator) {
