@@ -170,15 +170,7 @@ pub(crate) fn run(name: &'static str, f: impl FnOnce() -> Res) -> pagealloc_stat
 #[cold]
 #[inline(never)]
 pub(crate) fn alloc_err(e: AllocError) -> pagealloc_status {
-    let code = match e {
-        AllocError::NoMemory { .. } => PAGEALLOC_ERR_NO_MEMORY,
-        AllocError::InvalidOrder { .. } => PAGEALLOC_ERR_INVALID_ORDER,
-        AllocError::InvalidNode { .. } => PAGEALLOC_ERR_INVALID_NODE,
-        AllocError::Injected => PAGEALLOC_ERR_INJECTED,
-        AllocError::WouldBlock { .. } => PAGEALLOC_ERR_WOULD_BLOCK,
-        _ => PAGEALLOC_ERR_UNKNOWN,
-    };
-    fail(code, e)
+    fail(alloc_code(&e), e)
 }
 
 /// The code of an allocation error, without recording anything (the no-lock
