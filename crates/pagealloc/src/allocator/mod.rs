@@ -32,6 +32,18 @@ use std::ptr::NonNull;
 #[derive(Clone)]
 pub struct PageAllocator {
     pub(crate) core: Arc<Core>,
+    /// Shared by the clones (not by internal threads): its drop, with the
+    /// last clone, stops the allocator's background threads.
+    _users: Arc<Users>,
+}
+
+/// The user handles' share of the allocator; see [`PageAllocator`]'s `_users`.
+struct Users(Arc<Core>);
+
+impl Drop for Users {
+    fn drop(&mut self) {
+        self.0.reporting.stop_and_join();
+    }
 }
 
 impl PageAllocator {
@@ -45,7 +57,8 @@ impl PageAllocator {
         if core.reporting.enabled() {
             reporting::start_reporter(&core);
         }
-        Ok(Self { core })
+        let users = Arc::new(Users(Arc::clone(&core)));
+        Ok(Self { core, _users: users })
     }
 
     /// The settings this allocator was built with.

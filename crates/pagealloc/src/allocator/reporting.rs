@@ -1,9 +1,10 @@
 //! The façade's free page reporting: the background reporter thread, the
 //! synchronous passes, run-time switches and the resident-memory figures.
 //!
-//! The reporter thread holds only a weak reference to the allocator between
-//! passes (a strong one would keep the allocator alive forever); the
-//! allocator's drop stops and joins it (`reporting::Reporting`'s drop).
+//! The reporter thread holds the allocator's core, not a user handle: the drop
+//! of the last user handle (`super::Users`) stops and joins it, so no
+//! reporter thread outlives the last `PageAllocator` clone, not even for the
+//! rest of a pass.
 
 use super::PageAllocator;
 use crate::config::MAX_REPORTING_BATCH;
@@ -114,12 +115,11 @@ pub(crate) fn start_reporter(core: &Arc<Core>) {
     if slot.is_some() {
         return;
     }
-    let weak = Arc::downgrade(core);
+    let c = Arc::clone(core);
     let spawned = std::thread::Builder::new().name("pagealloc-report".into()).spawn(move || {
         crate::cpu::block_async_signals();
         let mut idle = Idle::default();
         loop {
-            let Some(c) = weak.upgrade() else { return };
             if c.reporting.stop.load(Ordering::Relaxed) {
                 return;
             }
@@ -127,9 +127,7 @@ pub(crate) fn start_reporter(core: &Arc<Core>) {
                 let all = idle.drained_now(&c);
                 c.reporting.pass(&c.zones, &c.mm, all);
             }
-            let pause = interval(c.reporting.delay_ms());
-            drop(c);
-            std::thread::park_timeout(pause);
+            std::thread::park_timeout(interval(c.reporting.delay_ms()));
         }
     });
     // Without a thread (the process is out of threads) reporting still runs

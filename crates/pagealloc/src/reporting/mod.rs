@@ -294,18 +294,16 @@ impl Reporting {
     }
 }
 
-impl Drop for Reporting {
-    fn drop(&mut self) {
+impl Reporting {
+    /// Stop the background thread and wait for it to end (idempotent). Called
+    /// when the last user handle goes (`allocator::Users`' drop), so the
+    /// thread is gone before that drop returns.
+    pub(crate) fn stop_and_join(&self) {
         self.stop.store(true, Ordering::Relaxed);
-        let handle = self.thread.get_mut().unwrap_or_else(|e| e.into_inner()).take();
+        let handle = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(h) = handle {
-            // The reporter may itself hold the last handle on the allocator
-            // (it upgrades its weak reference for a pass): then it is this
-            // thread, which ends on its own once the pass returns.
-            if h.thread().id() != std::thread::current().id() {
-                h.thread().unpark();
-                let _ = h.join();
-            }
+            h.thread().unpark();
+            let _ = h.join();
         }
     }
 }
