@@ -5,26 +5,34 @@
 //!
 //! # The protocol (an asymmetric Dekker handshake)
 //!
-//! Each slot has two flags, `active` (written only by the owner thread) and
-//! `drain_req` (written only by a drainer, who holds the allocator's drain lock,
-//! so there is one at a time).
+//! Each slot has two words, `state` (written only by the owner thread: the
+//! allocator's id between operations, `BUSY` during one) and `drain_req`
+//! (written only by a drainer, who holds the allocator's drain lock, so there is
+//! one at a time).
 //!
 //! ```text
-//!   owner (every operation)                 drainer
-//!   active := true        (relaxed store)    drain_req := true      (relaxed store)
-//!   compiler fence                           membarrier(PRIVATE_EXPEDITED)
-//!   if drain_req (acquire load):             while active (acquire load): yield
-//!       active := false (release); bail      ... the slot's stacks are the drainer's ...
-//!   ... use the stacks ...                   drain_req := false     (release store)
-//!   active := false       (release store)
+//!   owner (every operation)                  drainer
+//!   if state != id: bail   (relaxed load)     drain_req := true      (relaxed store)
+//!   state := BUSY          (relaxed store)    membarrier(PRIVATE_EXPEDITED)
+//!   compiler fence                            while state == BUSY (acquire load): yield
+//!   if drain_req (acquire load):              ... the slot's stacks are the drainer's ...
+//!       state := id (release); bail           drain_req := false     (release store)
+//!   ... use the stacks ...
+//!   state := id            (release store)
 //! ```
+//!
+//! The first compare does three jobs on the inline order-0 paths, which reach
+//! the thread's last slot without a lookup: it is this allocator's slot (ids
+//! are unique; a placeholder slot, forever `BUSY`, stands for none), the
+//! allocator lets that path use the cache (else it compares with a key no
+//! state has), and the thread is not already inside an operation on it.
 //!
 //! This is the store-buffering pattern: each side stores its flag and then reads
 //! the other's. The owner's side has only a compiler fence; the membarrier system
 //! call makes every running thread of the process execute a full memory barrier,
 //! which stands in for the missing fence on the owner's side at exactly the moment
 //! the drainer needs it. Afterwards at least one side sees the other's store: either
-//! the owner sees `drain_req` and backs off, or the drainer sees `active` and waits
+//! the owner sees `drain_req` and backs off, or the drainer sees `BUSY` and waits
 //! for the release store that ends the owner's operation. The release/acquire pairs
 //! hand the stacks' contents across in both directions. The drainer never holds a
 //! zone or pcp lock while it waits, and the owner never waits for the drainer, so
@@ -52,7 +60,7 @@
 //! whose thread has exited is `orphaned`; the next `drain_all_pages` empties and
 //! forgets it.
 
-use crate::sync::{AtomicBool, CellMut, Mutex, MutexGuard, Ordering, UnsafeCell};
+use crate::sync::{AtomicBool, AtomicU64, CellMut, Mutex, MutexGuard, Ordering, UnsafeCell};
 use crate::types::MIGRATE_PCPTYPES;
 use crate::vmevent::{EventCounters, VmEvent, NR_VM_EVENTS};
 use std::marker::PhantomData;
@@ -62,6 +70,11 @@ use std::sync::Arc;
 pub(crate) const FRONT_CAP: usize = 64;
 /// Pages moved per refill from, or flush to, the per-CPU lists.
 pub(crate) const FRONT_BATCH: usize = 32;
+
+/// A slot's state during an operation (no allocator has id 0).
+const BUSY: u64 = 0;
+/// An inline key no slot's state equals (ids count up from 1).
+const NEVER: u64 = u64::MAX;
 
 /// A stack key no pageblock word matches (a stack that never adopted a zone).
 pub(crate) const NO_KEY: u16 = u16::MAX;
@@ -93,6 +106,21 @@ impl FrontStack {
         self.alloc_ev = alloc_ev;
     }
 
+    /// Take the hottest page, if any.
+    #[inline(always)]
+    pub(crate) fn pop(&mut self) -> Option<u32> {
+        let (len, empty) = self.len.overflowing_sub(1);
+        if empty {
+            return None;
+        }
+        debug_assert!((len as usize) < FRONT_CAP);
+        // SAFETY: `len <= FRONT_CAP` always (the module's invariant: every
+        // push checks it), so `len - 1` indexes the array.
+        let p = unsafe { *self.pfns.get_unchecked(len as usize) };
+        self.len = len;
+        Some(p)
+    }
+
     /// The pages on the stack, coldest first.
     #[inline(always)]
     pub(crate) fn pages(&self) -> &[u32] {
@@ -111,7 +139,13 @@ pub(crate) type Stacks = [FrontStack; NR_STACKS];
 
 /// A thread's front cache for one allocator.
 pub(crate) struct FrontSlot {
-    active: AtomicBool,
+    /// The allocator's id (0 in [`tls`]'s placeholder, which no allocator has).
+    id: u64,
+    /// Written only by the owner thread: `id` between its operations,
+    /// [`BUSY`] during one. Comparing it with the
+    /// allocator's id checks at once that the thread's last slot is this
+    /// allocator's and that the thread is not inside an operation on it.
+    state: AtomicU64,
     drain_req: AtomicBool,
     /// The owner thread has exited: drain and forget.
     orphaned: AtomicBool,
@@ -131,9 +165,10 @@ unsafe impl Sync for FrontSlot {}
 unsafe impl Send for FrontSlot {}
 
 impl FrontSlot {
-    fn new() -> Self {
+    fn new(id: u64) -> Self {
         Self {
-            active: AtomicBool::new(false),
+            id,
+            state: AtomicU64::new(id),
             drain_req: AtomicBool::new(false),
             orphaned: AtomicBool::new(false),
             detached: AtomicBool::new(false),
@@ -148,11 +183,27 @@ impl FrontSlot {
         }
     }
 
+    /// [`tls`]'s placeholder: id 0 and forever [`BUSY`], so nobody enters it.
+    #[cfg(not(loom))]
+    const fn placeholder() -> Self {
+        const EMPTY: FrontStack =
+            FrontStack { nid: 0, key: NO_KEY, alloc_ev: VmEvent::PgallocNormal, len: 0, pfns: [0; FRONT_CAP] };
+        Self {
+            id: 0,
+            state: AtomicU64::new(BUSY),
+            drain_req: AtomicBool::new(false),
+            orphaned: AtomicBool::new(false),
+            detached: AtomicBool::new(false),
+            stacks: UnsafeCell::new_const([EMPTY; NR_STACKS]),
+            events: EventCounters::new_const(),
+        }
+    }
+
     /// Drainer (holding the drain lock): take the slot from its owner.
     fn pause(&self) {
         self.drain_req.store(true, Ordering::Relaxed);
         heavy_fence();
-        while self.active.load(Ordering::Acquire) {
+        while self.state.load(Ordering::Acquire) == BUSY {
             crate::sync::spin_yield();
         }
     }
@@ -176,33 +227,44 @@ impl<'a> Owner<'a> {
     /// when this thread is already inside an operation on it.
     #[inline(always)]
     pub(crate) fn enter(self) -> Option<FrontGuard<'a>> {
-        let slot = self.slot;
-        // Only this thread writes `active`: a set flag is our own operation,
-        // interrupted (a signal handler) or nesting.
-        if slot.active.load(Ordering::Relaxed) {
-            return None;
-        }
-        slot.active.store(true, Ordering::Relaxed);
-        light_fence();
-        // Acquire: pairs with the drainer's Release in `resume`: what it did
-        // to the stacks is visible to us.
-        if slot.drain_req.load(Ordering::Acquire) {
-            slot.active.store(false, Ordering::Release);
-            return None;
-        }
-        // SAFETY: `active` is set and no drainer holds the slot; a drainer
-        // arriving now waits for `active` to clear (the handshake), and this
-        // thread cannot enter again until the guard drops. So the guard's
-        // access is the only one.
-        let stacks = unsafe { slot.stacks.borrow_mut() };
-        Some(FrontGuard { slot, stacks, _not_send: PhantomData })
+        enter_keyed(self.slot, self.slot.id)
     }
+}
+
+/// Begin an operation on `slot` if its state is `key` (its allocator's id:
+/// idle); otherwise None, changing nothing. The caller is the slot's owner
+/// thread, or `slot` is one whose state can never be `key` (another
+/// allocator's, the placeholder, or `key` is [`NEVER`]).
+#[inline(always)]
+fn enter_keyed(slot: &FrontSlot, key: u64) -> Option<FrontGuard<'_>> {
+    // Only the owner writes `state`: BUSY is our own operation, interrupted
+    // (a signal handler) or nesting; another id is another allocator's slot.
+    let idle = slot.state.load(Ordering::Relaxed);
+    if idle != key {
+        return None;
+    }
+    slot.state.store(BUSY, Ordering::Relaxed);
+    light_fence();
+    // Acquire: pairs with the drainer's Release in `resume`: what it did
+    // to the stacks is visible to us.
+    if slot.drain_req.load(Ordering::Acquire) {
+        slot.state.store(idle, Ordering::Release);
+        return None;
+    }
+    // SAFETY: `state` is BUSY and no drainer holds the slot; a drainer
+    // arriving now waits for it to change (the handshake), and this thread
+    // cannot enter again until the guard drops. So the guard's access is
+    // the only one.
+    let stacks = unsafe { slot.stacks.borrow_mut() };
+    Some(FrontGuard { slot, stacks, idle, _not_send: PhantomData })
 }
 
 /// The owner's operation on its slot: the stacks are its own until the drop.
 pub(crate) struct FrontGuard<'a> {
     slot: &'a FrontSlot,
     stacks: CellMut<'a, Stacks>,
+    /// The slot's idle state, restored by the drop.
+    idle: u64,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -225,9 +287,9 @@ impl FrontGuard<'_> {
 impl Drop for FrontGuard<'_> {
     #[inline(always)]
     fn drop(&mut self) {
-        // Release: pairs with the drainer's Acquire load of `active`: our
+        // Release: pairs with the drainer's Acquire load of `state`: our
         // changes to the stacks are visible to it.
-        self.slot.active.store(false, Ordering::Release);
+        self.slot.state.store(self.idle, Ordering::Release);
     }
 }
 
@@ -236,13 +298,53 @@ impl Drop for FrontGuard<'_> {
 pub(crate) struct Fronts {
     /// The allocator's id (the key of this thread's slot in its TLS).
     id: u64,
+    /// What the inline order-0 allocation and free compare a slot's state
+    /// with: `id` where they may use the front cache, [`NEVER`] where not.
+    inline_keys: (u64, u64),
     slots: Mutex<Vec<Arc<FrontSlot>>>,
     drain_lock: Mutex<()>,
 }
 
 impl Fronts {
-    pub(crate) fn new(id: u64) -> Self {
-        Self { id, slots: Mutex::new(Vec::new()), drain_lock: Mutex::new(()) }
+    /// The registry of allocator `id` (at least 1), whose inline order-0
+    /// allocation and free may use the front cache as `inline` says.
+    pub(crate) fn new(id: u64, inline: (bool, bool)) -> Self {
+        debug_assert_ne!(id, 0, "0 is the placeholder slot's id");
+        let key = |on: bool| if on { id } else { NEVER };
+        Self {
+            id,
+            inline_keys: (key(inline.0), key(inline.1)),
+            slots: Mutex::new(Vec::new()),
+            drain_lock: Mutex::new(()),
+        }
+    }
+
+    /// Begin an operation on the thread's last slot if it is this
+    /// allocator's, idle, and the inline order-0 allocation may use it; None
+    /// sends the caller to the full path (which registers, looks up, refills
+    /// and counts the nesting). A thread-local load, and the handshake with
+    /// one compare for the checks.
+    #[inline(always)]
+    pub(crate) fn enter_inline_alloc(&self) -> Option<FrontGuard<'_>> {
+        self.enter_last(self.inline_keys.0)
+    }
+
+    /// The same for the inline order-0 free.
+    #[inline(always)]
+    pub(crate) fn enter_inline_free(&self) -> Option<FrontGuard<'_>> {
+        self.enter_last(self.inline_keys.1)
+    }
+
+    #[inline(always)]
+    fn enter_last(&self, key: u64) -> Option<FrontGuard<'_>> {
+        #[cfg(not(loom))]
+        // SAFETY: the slot is alive while we look (the placeholder, or a slot
+        // this thread's SLOTS holds); `enter_keyed` keeps it only when its
+        // state is our id, that is when it is our own registered slot, which
+        // lives as long as `self` (as in `current`).
+        return enter_keyed(unsafe { tls::last() }, key);
+        #[cfg(loom)]
+        return self.current().and_then(|o| enter_keyed(o.slot, key));
     }
 
     /// The calling thread's slot, registered on first use. None while the
@@ -258,7 +360,7 @@ impl Fronts {
 
     #[cold]
     fn register(&self) -> Option<Arc<FrontSlot>> {
-        let s = Arc::new(FrontSlot::new());
+        let s = Arc::new(FrontSlot::new(self.id));
         self.slots.lock().push(s.clone());
         Some(s)
     }
@@ -435,6 +537,8 @@ mod tls {
     //! and a compare.
     use super::FrontSlot;
     use std::cell::RefCell;
+    #[cfg(not(loom))]
+    use std::ptr::NonNull;
     use std::sync::Arc;
 
     struct ThreadSlots(Vec<(u64, Arc<FrontSlot>)>);
@@ -442,16 +546,31 @@ mod tls {
     impl Drop for ThreadSlots {
         fn drop(&mut self) {
             #[cfg(not(loom))]
-            let _ = LAST.try_with(|c| c.set((0, std::ptr::null())));
+            LAST.set(placeholder());
             for (_, s) in self.0.drain(..) {
                 s.orphaned.store(true, crate::sync::Ordering::Release);
             }
         }
     }
 
+    /// What `LAST` points to when the thread has no slot in its cache: id and
+    /// tags 0, which no allocator has, so the compares fail without a null
+    /// test. Nothing ever enters it.
+    #[cfg(not(loom))]
+    static PLACEHOLDER: FrontSlot = FrontSlot::placeholder();
+
+    /// A pointer to [`PLACEHOLDER`].
+    #[cfg(not(loom))]
+    const fn placeholder() -> NonNull<FrontSlot> {
+        NonNull::from_ref(&PLACEHOLDER)
+    }
+
     #[cfg(not(loom))]
     thread_local! {
-        static LAST: std::cell::Cell<(u64, *const FrontSlot)> = const { std::cell::Cell::new((0, std::ptr::null())) };
+        /// The slot this thread used last (or the placeholder): a slot held
+        /// by this thread's SLOTS, which resets this before letting one go.
+        /// No destructor, so it stays readable while the thread exits.
+        static LAST: std::cell::Cell<NonNull<FrontSlot>> = const { std::cell::Cell::new(placeholder()) };
         static SLOTS: RefCell<ThreadSlots> = const { RefCell::new(ThreadSlots(Vec::new())) };
     }
     #[cfg(loom)]
@@ -476,9 +595,11 @@ mod tls {
     ) -> Option<&'a FrontSlot> {
         #[cfg(not(loom))]
         let ptr = {
-            let (last, ptr) = LAST.try_with(|c| c.get()).ok()?;
-            if last == id {
-                ptr
+            let last = LAST.get();
+            // SAFETY: LAST points to the placeholder or to a slot this
+            // thread's SLOTS holds (see LAST).
+            if unsafe { last.as_ref() }.id == id {
+                last.as_ptr().cast_const()
             } else {
                 lookup(id, register)?
             }
@@ -491,6 +612,20 @@ mod tls {
         Some(unsafe { &*ptr })
     }
 
+    /// This thread's last slot, or the placeholder.
+    ///
+    /// # Safety
+    /// The reference may be kept past this thread's next lookup only if the
+    /// slot is registered with an allocator that outlives `'a` (as
+    /// [`current`]'s).
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub(super) unsafe fn last<'a>() -> &'a FrontSlot {
+        // SAFETY: LAST points to the placeholder (static) or to a slot this
+        // thread's SLOTS holds; the rest is this function's contract.
+        unsafe { LAST.get().as_ref() }
+    }
+
     #[cold]
     #[inline(never)]
     fn lookup(id: u64, register: impl FnOnce() -> Option<Arc<FrontSlot>>) -> Option<*const FrontSlot> {
@@ -498,7 +633,7 @@ mod tls {
             .try_with(|s| {
                 let mut s = s.borrow_mut();
                 #[cfg(not(loom))]
-                LAST.with(|c| c.set((0, std::ptr::null())));
+                LAST.set(placeholder());
                 s.0.retain(|(_, slot)| !slot.detached.load(crate::sync::Ordering::Acquire));
                 let p = match s.0.iter().find(|(i, _)| *i == id) {
                     Some((_, slot)) => Arc::as_ptr(slot),
@@ -510,7 +645,9 @@ mod tls {
                     }
                 };
                 #[cfg(not(loom))]
-                LAST.with(|c| c.set((id, p)));
+                if let Some(p) = NonNull::new(p.cast_mut()) {
+                    LAST.set(p);
+                }
                 Some(p)
             })
             .ok()
@@ -529,7 +666,7 @@ mod loom_tests {
     #[test]
     fn owner_ops_race_a_drain() {
         loom::model(|| {
-            let fronts = loom::sync::Arc::new(Fronts::new(1));
+            let fronts = loom::sync::Arc::new(Fronts::new(1, (true, true)));
             let f2 = fronts.clone();
             let owner = loom::thread::spawn(move || {
                 let mut pushed = 0u32;

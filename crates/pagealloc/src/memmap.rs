@@ -101,6 +101,18 @@ impl MemMap {
         Some((d, b.load(Ordering::Relaxed)))
     }
 
+    /// The descriptor of `pfn` without a range check (the order-0 inline
+    /// allocation's, whose pfn comes off a front-cache stack).
+    ///
+    /// # Safety
+    /// `pfn < self.nr_pages()`.
+    #[inline(always)]
+    pub(crate) unsafe fn page_unchecked(&self, pfn: u64) -> &PageDesc {
+        debug_assert!(pfn < self.nr_pages());
+        // SAFETY: in range (the caller's contract).
+        unsafe { self.descs.get_unchecked(pfn as usize) }
+    }
+
     /// The descriptor of a pfn the caller has range-checked.
     #[inline(always)]
     pub(crate) fn page(&self, pfn: u64) -> &PageDesc {

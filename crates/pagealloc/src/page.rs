@@ -109,13 +109,19 @@ pub(crate) struct PageDesc {
 #[cfg(not(loom))]
 const _: () = assert!(std::mem::size_of::<PageDesc>() <= 16, "a page descriptor must fit in 16 bytes");
 
-/// The order bits of the private word.
-pub(crate) const ORDER_MASK: u32 = 0x1f;
+/// The private word's layout: the migratetype's index in bits 0..3, the
+/// order in bits 3..8. The type is low so that an order-0 page's word *is*
+/// its type's index: the inline free takes its front-cache stack from the
+/// word and one compare (`word < NR_STACKS`) checks order 0 as well.
+const MT_MASK: u32 = 7;
+/// See [`MT_MASK`].
+const ORDER_SHIFT: u32 = 3;
+/// The order bits of the private word (order 0 when they are clear).
+pub(crate) const ORDER_MASK: u32 = 0x1f << ORDER_SHIFT;
 /// On a `BUDDY` head only, bits 16..32 of the private word hold the coarse
 /// time the block went on its free list (free page reporting's age; see
 /// `zone::free_clock`). Nothing reads them on any other page.
 pub(crate) const STAMP_SHIFT: u32 = 16;
-const MT_SHIFT: u32 = 8;
 
 /// The private word of a block of `order` for (or on the lists of) `mt`.
 #[inline(always)]
@@ -126,7 +132,14 @@ pub(crate) const fn private_word(order: u32, mt: MigrateType) -> u32 {
 /// [`private_word`] with the type as its index.
 #[inline(always)]
 pub(crate) const fn private_word_raw(order: u32, mt_index: usize) -> u32 {
-    order | ((mt_index as u32) << MT_SHIFT)
+    (order << ORDER_SHIFT) | mt_index as u32
+}
+
+/// The order in a private word made by [`private_word_raw`] (other bits
+/// above the order's are ignored).
+#[inline(always)]
+pub(crate) const fn private_order(w: u32) -> u32 {
+    (w & ORDER_MASK) >> ORDER_SHIFT
 }
 
 impl PageDesc {
@@ -156,12 +169,12 @@ impl PageDesc {
 
     #[inline(always)]
     pub(crate) fn order(&self) -> u32 {
-        self.private.get() & ORDER_MASK
+        private_order(self.private.get())
     }
 
     #[inline(always)]
     pub(crate) fn private_mt(&self) -> MigrateType {
-        MigrateType::from_index(((self.private.get() >> MT_SHIFT) & 7) as usize)
+        MigrateType::from_index((self.private.get() & MT_MASK) as usize)
     }
 
     #[inline(always)]

@@ -162,6 +162,12 @@ impl<T> UnsafeCell<T> {
         return Self(loom::cell::UnsafeCell::new(v));
     }
 
+    /// [`UnsafeCell::new`] in a constant (statics outside loom).
+    #[cfg(not(loom))]
+    pub(crate) const fn new_const(v: T) -> Self {
+        Self(std::cell::UnsafeCell::new(v))
+    }
+
     /// Exclusive access to the contents for as long as the returned value
     /// lives. Under loom the whole life of the [`CellMut`] counts as one
     /// mutable access, so loom fails a model in which any other access to the

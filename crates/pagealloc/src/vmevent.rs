@@ -190,6 +190,13 @@ fn vmstat_order_lists_every_vmstat_event() {
 pub(crate) struct EventCounters([LockedCounter; NR_VM_EVENTS]);
 
 impl EventCounters {
+    /// Zeroed counters, in a constant (statics).
+    pub(crate) const fn new_const() -> Self {
+        #[allow(clippy::declare_interior_mutable_const)] // copied into the array, never shared
+        const ZERO: LockedCounter = LockedCounter::new(0);
+        Self([ZERO; NR_VM_EVENTS])
+    }
+
     /// Count `n` events; the caller is this block's only writer right now.
     #[inline(always)]
     pub(crate) fn add_owner(&self, ev: VmEvent, n: u64) {

@@ -10,7 +10,7 @@
 
 use super::{Core, Node};
 use crate::error::AllocError;
-use crate::front::{FrontStack, Owner, FRONT_BATCH, FRONT_CAP};
+use crate::front::{FrontStack, Owner, FRONT_BATCH};
 use crate::pcp;
 use crate::types::{Gfp, MigrateType, Pfn, MAX_ORDER};
 use crate::zone::{AllocFlags, Zone};
@@ -39,18 +39,19 @@ impl Core {
     /// load), a pop and one store of the descriptor's flags.
     #[inline(always)]
     pub(crate) fn alloc0_front(&self, gfp: Gfp, head: u32) -> Option<Pfn> {
-        if !self.front_alloc_inline || gfp.contains(Gfp::ZERO) || crate::failinject::armed() {
+        if gfp.contains(Gfp::ZERO) || crate::failinject::armed() {
             return None;
         }
-        let mut g = self.fronts.current()?.enter()?;
+        // The slot's state also says whether `front_alloc_inline` is on.
+        let mut g = self.fronts.enter_inline_alloc()?;
         let (stacks, events) = g.split();
         let s = &mut stacks[gfp.migratetype().index()];
-        let len = s.len.checked_sub(1)?;
-        let p = s.pfns[len as usize % FRONT_CAP];
-        s.len = len;
+        let p = s.pop()?;
         // A page on stack `mt` has (order 0, type `mt`) in its private word
         // already (every way onto a stack stores it): one store of the flags.
-        self.mm.descs()[p as usize].set_flags(head);
+        // SAFETY: every pfn on a stack is one of this allocator's pages (the
+        // front cache's invariant), so below nr_pages.
+        unsafe { self.mm.page_unchecked(p as u64) }.set_flags(head);
         events.add_owner(s.alloc_ev, 1);
         Some(Pfn::from_u32(p))
     }

@@ -7,7 +7,7 @@
 use super::Core;
 use crate::error::FreeError;
 use crate::front::{FrontStack, Owner, Stacks, FRONT_CAP};
-use crate::page::{self, flags};
+use crate::page::flags;
 use crate::pcp;
 use crate::sync::Ordering;
 use crate::types::{MigrateType, Pfn, PAGEBLOCK_ORDER};
@@ -26,30 +26,28 @@ impl Core {
     /// same page makes one of the two fail cleanly.
     #[inline(always)]
     pub(crate) fn free0_front(&self, pfn: Pfn) -> bool {
-        if !self.front_free_inline {
-            return false;
-        }
         let p = pfn.as_u64();
         let Some((d, w)) = self.mm.desc_and_block(p) else {
             return false;
         };
-        let Some(mut g) = self.fronts.current().and_then(Owner::enter) else {
+        // The slot's state also says whether `front_free_inline` is on.
+        let Some(mut g) = self.fronts.enter_inline_free() else {
             return false;
         };
         let (stacks, events) = g.split();
-        // The stack of the block's type (HighAtomic's index has a stack that
-        // never adopts); its key says zone, type and isolation in one compare.
-        let t = (w & 3) as usize;
-        let s = &mut stacks[t];
+        // An order-0 page's private word is its type's index (see
+        // `page::MT_MASK`): below NR_STACKS it names the stack, and says
+        // order 0, so a page on that stack would carry this very word.
+        // Anything else (another order: misuse; a type without a stack)
+        // takes the full path, which checks and stores it.
+        let Some(s) = stacks.get_mut(d.private_raw() as usize) else {
+            return false;
+        };
+        // The stack's key says zone, type and isolation in one compare: it
+        // fails also when the block's type is not the word's (a fallback
+        // allocation) and for HighAtomic's stack, which never adopts.
         let len = s.len as usize;
         if s.key != zone::pb_key(w) || len >= FRONT_CAP {
-            return false;
-        }
-        // Order 0, last allocated for this stack's type: the private word is
-        // already what a page on the stack carries. Anything else (another
-        // order: misuse; another type: a fallback allocation) takes the full
-        // path, which checks and stores it.
-        if d.private_raw() != page::private_word_raw(0, t) {
             return false;
         }
         // Acquire: as in `claim`.

@@ -183,6 +183,8 @@ impl Core {
         let pcp = PcpSet::new(&zones, nr_cpus, &cfg, id);
         let pcp_on = cfg.pcp_lists;
         let front_on = pcp_on && cfg.front_cache && crate::front::available();
+        let front_alloc_inline = front_on && cfg.nodes == 1 && !cfg.init_on_alloc;
+        let front_free_inline = front_on && cfg.page_lock_waiters_bit && !cfg.pcp_migratetype_cache;
         let core = Core {
             id,
             mm,
@@ -193,9 +195,9 @@ impl Core {
             pcp,
             pcp_on,
             front_on,
-            front_alloc_inline: front_on && cfg.nodes == 1 && !cfg.init_on_alloc,
-            front_free_inline: front_on && cfg.page_lock_waiters_bit && !cfg.pcp_migratetype_cache,
-            fronts: Fronts::new(id),
+            front_alloc_inline,
+            front_free_inline,
+            fronts: Fronts::new(id, (front_alloc_inline, front_free_inline)),
             reporting: crate::reporting::Reporting::new(&cfg),
             vmscan: Vmscan::new(cfg.nodes as usize, nr_cpus),
             nolock: nolock::NoLock::default(),

@@ -41,7 +41,7 @@
 use super::deferred::{DeferredList, DEFER_WAKE};
 use super::Core;
 use crate::error::{AllocError, FreeError};
-use crate::page::{flags, ORDER_MASK};
+use crate::page::flags;
 use crate::pcp;
 use crate::types::{Gfp, MigrateType, Pfn, MAX_ORDER, PAGEBLOCK_ORDER};
 use crate::vmevent::VmEvent;
@@ -120,7 +120,7 @@ impl Core {
         let cpu = crate::cpu::current_cpu() as usize;
         let d = self.mm.page(p);
         if old & flags::WAITERS != 0 || !self.cfg.page_lock_waiters_bit {
-            d.set_private_raw(order | DEFER_WAKE);
+            d.set_private_raw(crate::page::private_word_raw(order, 0) | DEFER_WAKE);
             self.defer(cpu, p);
             return Ok(());
         }
@@ -168,7 +168,7 @@ impl Core {
             }
             None => {
                 self.events.count_on(cpu, VmEvent::NolockTrylockFail, busy + 1);
-                d.set_private_raw(order);
+                d.set_private_raw(crate::page::private_word_raw(order, 0));
                 self.defer(cpu, p);
                 Ok(())
             }
@@ -202,7 +202,7 @@ impl Core {
             let next = DeferredList::next(descs, p);
             let d = &descs[p as usize];
             let w = d.private_raw();
-            let order = w & ORDER_MASK;
+            let order = crate::page::private_order(w);
             self.zone_of(p as u64).free_to_buddy(&self.mm, p as u64, order, true, false);
             if w & DEFER_WAKE != 0 {
                 self.wake_freed(Pfn::new(p as u64));
