@@ -75,15 +75,29 @@ impl Experiment for BurstIdle {
                 bytes >> 20
             ),
         );
-        r.line(ctx, "t_ms rss_pages excess_over_live reported_pages");
+        // Attribution of the excess: free pages still resident on the buddy
+        // lists (not yet reported), pages on per-CPU lists, and the rest of
+        // the free pages (front caches, deferred frees).
+        r.line(ctx, "t_ms rss_pages excess_over_live reported_pages buddy_free_resident pcp_pages front_pages");
         let limit = rss0 as f64 + 1.1 * live as f64;
         let mut within: Option<u64> = None;
         let mut last = peak;
         for k in 0..=(IDLE_S * 10) {
             let t = t_free.elapsed().as_millis() as u64;
             last = rss_pages();
-            let reported: u64 = a.residency().iter().map(|z| z.reported).sum();
-            r.line(ctx, format!("{t} {last} {} {reported}", last as i64 - rss0 as i64 - live as i64));
+            let res = a.residency();
+            let reported: u64 = res.iter().map(|z| z.reported).sum();
+            let buddy_free: u64 = res.iter().map(|z| z.free).sum();
+            let free_resident: u64 = res.iter().map(|z| z.free_resident).sum();
+            let pcp: u64 = a.pcp_report().iter().map(|c| u64::from(c.count)).sum();
+            let front = a.managed_pages().saturating_sub(live + buddy_free + pcp);
+            r.line(
+                ctx,
+                format!(
+                    "{t} {last} {} {reported} {free_resident} {pcp} {front}",
+                    last as i64 - rss0 as i64 - live as i64
+                ),
+            );
             if within.is_none() && last as f64 <= limit {
                 within = Some(t);
             }
@@ -122,8 +136,8 @@ impl Experiment for BurstIdle {
         r.notes.push(format!("reallocation after the release: {ns:.0} ns per page, faults included"));
         let st = a.page_reporting_stats();
         r.notes.push(format!(
-            "reporting: {} passes, {} pages released, {} errors",
-            st.passes, st.released_pages, st.errors
+            "reporting: {} passes, {} pages in {} blocks released by {} calls, {} errors",
+            st.passes, st.released_pages, st.released_blocks, st.release_calls, st.errors
         ));
         r.notes.push("peers (glibc malloc_trim, jemalloc, tcmalloc) not run yet".into());
         for p in back.into_iter().chain(pages) {
