@@ -39,6 +39,17 @@
 //!   `page_reporting_batch` blocks per hold): no block is ever off the lists,
 //!   so conservation and isolation never see a block in flight. The cost is
 //!   the lock's hold time of a batch of syscalls.
+//! - With `madvise`, an eligible block grows into the run of eligible free
+//!   blocks physically adjacent to it (any order and list but isolated ones)
+//!   and the run is released by one call. After a burst freed in random order
+//!   the free pages lie in runs of a few blocks between live pages; measured
+//!   with `burst-idle` at 1 GiB, one call per run instead of per block makes
+//!   1.7 times fewer calls (about 51,000 for 88,000 blocks), and the pass that
+//!   releases the burst ends well within a second of its start. A callback is
+//!   still called per block (its contract is a block: `pfn`, `order`).
+//! - A pass tells the reporter when the first block it left for being young
+//!   comes of age; the reporter wakes then (at least half a pause after the
+//!   pass), so a block is released about the delay after it went free.
 
 use crate::config::{Backing, Config, ReportCallback};
 use crate::memmap::MemMap;
@@ -434,5 +445,26 @@ impl Reporting {
             h.thread().unpark();
             let _ = h.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Ages;
+
+    #[test]
+    fn ages_note_when_the_first_young_block_comes_of_age() {
+        let mut a = Ages { now: 1000, delay: 200, ignore: false, soonest: None };
+        assert!(a.old(800) && a.soonest.is_none(), "free for the delay exactly");
+        assert!(!a.old(900));
+        assert!(!a.old(850));
+        assert!(!a.old(990));
+        assert_eq!(a.soonest, Some(50), "the block stamped 850 is old in 50 ticks");
+        let mut w = Ages { now: 5, delay: 200, ignore: false, soonest: None };
+        assert!(w.old(u16::MAX - 300), "the clock wrapped");
+        assert!(!w.old(u16::MAX - 10));
+        assert_eq!(w.soonest, Some(184));
+        let mut all = Ages { now: 0, delay: 200, ignore: true, soonest: None };
+        assert!(all.old(0) && all.soonest.is_none());
     }
 }
