@@ -25,6 +25,21 @@ fn rss_pages() -> u64 {
     crate::show::process_rss_pages().unwrap_or(0)
 }
 
+/// Pages of the arena's mapping that are resident (mincore): the part of the
+/// process's resident set the allocator's memory accounts for.
+fn arena_resident_pages(a: &PageAllocator) -> u64 {
+    let Some(base) = a.page_address(Pfn::new(0)) else { return 0 };
+    let n = a.nr_pages() as usize;
+    let mut vec = vec![0u8; n];
+    // SAFETY: [base, base + n pages) is the arena's own mapping (page-aligned),
+    // and `vec` has one byte per page of it.
+    let rc = unsafe { libc::mincore(base.as_ptr().cast(), n * PAGE_SIZE, vec.as_mut_ptr()) };
+    if rc != 0 {
+        return 0;
+    }
+    vec.iter().filter(|&&b| b & 1 != 0).count() as u64
+}
+
 fn touch(a: &PageAllocator, p: Pfn) {
     let addr = a.page_address(p).expect("anonymous backing");
     // SAFETY: the page is allocated to this experiment.
@@ -78,7 +93,12 @@ impl Experiment for BurstIdle {
         // Attribution of the excess: free pages still resident on the buddy
         // lists (not yet reported), pages on per-CPU lists, and the rest of
         // the free pages (front caches, deferred frees).
-        r.line(ctx, "t_ms rss_pages excess_over_live reported_pages buddy_free_resident pcp_pages front_pages");
+        // `arena_resident` (mincore) less live is the allocator's share of the
+        // excess; the rest is the process's own (descriptors, this vector).
+        r.line(
+            ctx,
+            "t_ms rss_pages excess_over_live reported_pages buddy_free_resident pcp_pages front_pages arena_resident",
+        );
         let limit = rss0 as f64 + 1.1 * live as f64;
         let mut within: Option<u64> = None;
         let mut last = peak;
@@ -91,13 +111,9 @@ impl Experiment for BurstIdle {
             let free_resident: u64 = res.iter().map(|z| z.free_resident).sum();
             let pcp: u64 = a.pcp_report().iter().map(|c| u64::from(c.count)).sum();
             let front = a.managed_pages().saturating_sub(live + buddy_free + pcp);
-            r.line(
-                ctx,
-                format!(
-                    "{t} {last} {} {reported} {free_resident} {pcp} {front}",
-                    last as i64 - rss0 as i64 - live as i64
-                ),
-            );
+            let arena = arena_resident_pages(&a);
+            let excess = last as i64 - rss0 as i64 - live as i64;
+            r.line(ctx, format!("{t} {last} {excess} {reported} {free_resident} {pcp} {front} {arena}"));
             if within.is_none() && last as f64 <= limit {
                 within = Some(t);
             }

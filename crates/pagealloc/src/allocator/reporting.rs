@@ -67,9 +67,10 @@ pub struct ZoneResidency {
 /// The reporter's longest pause between passes: a quarter of the delay,
 /// within 10 ms..=500 ms. A pass also tells when the first block it left for
 /// being young comes of age, and the reporter wakes then if that is sooner
-/// (but at least half a pause after the pass, so that churn does not turn
-/// into back-to-back passes over the lists): a block is released within half
-/// a pause of its delay, not up to a whole pause after it.
+/// (but at least half a pause after the pass while there is traffic, so that
+/// churn does not turn into back-to-back passes over the lists, and an
+/// [`idle_check`] after it when idle): a block is released within that of its
+/// delay, not up to a whole pause after it.
 fn interval(delay_ms: u64) -> Duration {
     Duration::from_millis((delay_ms / 4).clamp(10, 500))
 }
@@ -100,6 +101,8 @@ struct Idle {
     events: u64,
     since: Option<Instant>,
     drained: bool,
+    /// The counters moved at the last look (traffic now).
+    moving: bool,
 }
 
 impl Idle {
@@ -113,7 +116,8 @@ impl Idle {
     /// drained.
     fn drained_now(&mut self, c: &Core, now: Instant) -> bool {
         let ev = Self::traffic(c);
-        if ev != self.events || self.since.is_none() {
+        self.moving = ev != self.events;
+        if self.moving || self.since.is_none() {
             (self.events, self.since, self.drained) = (ev, Some(now), false);
             return false;
         }
@@ -168,12 +172,30 @@ pub(crate) fn start_reporter(core: &Arc<Core>) {
                 let now = Instant::now();
                 let all = idle.drained_now(&c, now);
                 if all || now >= next_pass {
-                    let (_, due) = c.reporting.pass_timed(&c.zones, &c.mm, all);
+                    // A long pass (a burst's worth of releases) looks for the
+                    // drain's deadline between lists rather than after it.
+                    let mut mid = false;
+                    let (_, mut due) = c.reporting.pass_timed(&c.zones, &c.mm, all, || {
+                        let t = Instant::now();
+                        if idle.next_check(t, delay_ms).is_none_or(|at| at > t) {
+                            return false;
+                        }
+                        mid = idle.drained_now(&c, t);
+                        mid
+                    });
+                    if mid {
+                        // Lists walked before the drain may hold its pages
+                        // (merged into larger blocks): one more pass, all ages.
+                        due = c.reporting.pass_timed(&c.zones, &c.mm, true, || false).1;
+                    }
                     let after = Instant::now();
                     next_pass = after + interval(delay_ms);
                     if let Some(d) = due {
-                        // Not more often than twice a pause under churn.
-                        next_pass = next_pass.min(after + d.max(interval(delay_ms) / 2));
+                        // Under traffic, not more often than twice a pause (a
+                        // pass walks the free lists); idle, within an idle
+                        // check of the block's deadline.
+                        let floor = if idle.moving { interval(delay_ms) / 2 } else { idle_check(delay_ms) };
+                        next_pass = next_pass.min(after + d.max(floor));
                     }
                 }
                 wake = next_pass;
@@ -294,7 +316,7 @@ mod tests {
     fn the_reporter_looks_often_while_a_drain_is_pending_and_wakes_at_its_deadline() {
         let t0 = Instant::now();
         let ms = Duration::from_millis;
-        let mut idle = Idle { events: 7, since: Some(t0), drained: false };
+        let mut idle = Idle { events: 7, since: Some(t0), drained: false, moving: false };
         assert_eq!(idle.next_check(t0 + ms(50), 2000), Some(t0 + ms(150)), "every 100 ms with a 2 s delay");
         assert_eq!(idle.next_check(t0 + ms(1950), 2000), Some(t0 + ms(2000)), "the drain's deadline");
         assert_eq!(idle.next_check(t0 + ms(2500), 2000), Some(t0 + ms(2500)), "overdue: now");

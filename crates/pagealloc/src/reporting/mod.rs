@@ -226,17 +226,20 @@ impl Reporting {
     /// the reporting order that have been free for the delay (every one with
     /// `ignore_age`). Runs whether or not background passes are enabled.
     pub(crate) fn pass(&self, zones: &[Zone], mm: &MemMap, ignore_age: bool) -> ReportPass {
-        self.pass_timed(zones, mm, ignore_age).0
+        self.pass_timed(zones, mm, ignore_age, || false).0
     }
 
-    /// [`Reporting::pass`], and how long until the youngest block it left
-    /// for being too young becomes old enough (`None`: it left none), so
-    /// that the reporter thread can wake right then.
+    /// [`Reporting::pass`], and how long until the first block it left for
+    /// being young comes of age (`None`: it left none), so that the reporter
+    /// thread can wake right then. `all_from_now` is asked before each list:
+    /// once it answers true (the reporter has just drained the per-CPU lists
+    /// of an allocator idle for the delay), the rest of the pass ignores ages.
     pub(crate) fn pass_timed(
         &self,
         zones: &[Zone],
         mm: &MemMap,
         ignore_age: bool,
+        mut all_from_now: impl FnMut() -> bool,
     ) -> (ReportPass, Option<std::time::Duration>) {
         let mut r = ReportPass::default();
         if !self.can_report {
@@ -256,6 +259,9 @@ impl Reporting {
                 for mt in
                     [MigrateType::Movable, MigrateType::Unmovable, MigrateType::Reclaimable, MigrateType::HighAtomic]
                 {
+                    if !ages.ignore && all_from_now() {
+                        ages.ignore = true;
+                    }
                     self.pass_list(z, mm, order, mt, &mut ages, &mut r);
                 }
             }
