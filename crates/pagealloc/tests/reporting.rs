@@ -297,7 +297,7 @@ fn adjacent_free_blocks_are_released_by_one_call() {
     }
     // Keep every fourth page and the last: the free pages form 15 runs of an
     // order-0 and an order-1 block (3 pages) and one run of two order-0 blocks.
-    let live = |i: usize| i % 4 == 0 || i == 63;
+    let live = |i: usize| i.is_multiple_of(4) || i == 63;
     for (i, p) in pfns.iter().enumerate() {
         if !live(i) {
             a.free_pages(*p, 0).unwrap();
@@ -334,7 +334,7 @@ fn a_failed_merged_release_leaves_every_block_of_its_run() {
         fill(&a, *p, 0, 0x33);
     }
     for (i, p) in pfns.iter().enumerate() {
-        if i % 4 != 0 && i != 15 {
+        if !i.is_multiple_of(4) && i != 15 {
             a.free_pages(*p, 0).unwrap();
         }
     }
@@ -352,7 +352,7 @@ fn a_failed_merged_release_leaves_every_block_of_its_run() {
     a.inject_report_errors(0);
     assert_eq!(a.report_free_pages_now().pages, 11);
     for (i, p) in pfns.iter().enumerate() {
-        if i % 4 == 0 || i == 15 {
+        if i.is_multiple_of(4) || i == 15 {
             a.free_pages(*p, 0).unwrap();
         }
     }
