@@ -13,6 +13,7 @@ use crate::page_alloc::Core;
 use crate::reporting::ReportPass;
 use crate::sync::{Arc, Ordering};
 use crate::types::MAX_ORDER;
+#[cfg(not(loom))]
 use std::time::{Duration, Instant};
 
 /// Free page reporting's settings and lifetime counters.
@@ -71,6 +72,7 @@ pub struct ZoneResidency {
 /// churn does not turn into back-to-back passes over the lists, and an
 /// [`idle_check`] after it when idle): a block is released within that of its
 /// delay, not up to a whole pause after it.
+#[cfg(not(loom))]
 fn interval(delay_ms: u64) -> Duration {
     Duration::from_millis((delay_ms / 4).clamp(10, 500))
 }
@@ -78,6 +80,7 @@ fn interval(delay_ms: u64) -> Duration {
 /// How often the reporter looks for the end of traffic while a drain is
 /// pending: a twentieth of the delay, within 10 ms..=100 ms. It reads the
 /// event counters only (no lock, no pass).
+#[cfg(not(loom))]
 fn idle_check(delay_ms: u64) -> Duration {
     Duration::from_millis((delay_ms / 20).clamp(10, 100))
 }
@@ -96,6 +99,7 @@ fn idle_check(delay_ms: u64) -> Duration {
 /// after it). The kernel's reporting never drains per-CPU lists (it decays
 /// their size on idle CPUs instead); here they can hold 15% of the live pages
 /// of a burst, which would stay resident for as long as the process idles.
+#[cfg(not(loom))]
 #[derive(Default)]
 struct Idle {
     events: u64,
@@ -105,6 +109,7 @@ struct Idle {
     moving: bool,
 }
 
+#[cfg(not(loom))]
 impl Idle {
     fn traffic(c: &Core) -> u64 {
         use crate::vmevent::VmEvent;
@@ -308,7 +313,7 @@ impl PageAllocator {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
