@@ -1,8 +1,9 @@
 //! `pagealloc bench burst-idle` (issue 18; on demand only, not in the default
-//! run: it idles for seconds). A burst, then idleness: allocate 80% of a
-//! default arena one order-0 page at a time, touch every page, free three
-//! quarters of them in random order, then idle with the defaults (reporting
-//! on, order 0, 2 s delay) and nothing called by the user. The process's
+//! run: it idles for seconds). A burst, then idleness: allocate 80% of the
+//! default arena (1 GiB, in quick and full mode) one order-0 page at a time,
+//! touch every page, free three quarters of them in random order, then idle
+//! with the defaults (reporting on, order 0, 2 s delay) and nothing called by
+//! the user. The process's
 //! resident set (/proc/self/statm) is sampled every 100 ms; the target is
 //! resident at most the resident set before the burst plus 1.1x live memory
 //! after 3 s of idleness. Then the cost of allocating and touching the freed
@@ -53,9 +54,12 @@ impl Experiment for BurstIdle {
 
     fn run(&self, ctx: &Ctx) -> ExperimentResult {
         let mut r = ExperimentResult::new(self.name(), "Burst then idle: resident memory given back", None);
-        // Quick mode: a 256 MiB arena; full mode: the default 1 GiB.
-        let bytes: u64 = if ctx.full { 1 << 30 } else { 256 << 20 };
-        let a = PageAllocator::new(Config::new().arena_bytes(bytes)).expect("burst-idle arena");
+        // The default arena (1 GiB) in both modes: the issue's target is
+        // stated for it, and a smaller arena (256 MiB used to be the quick
+        // mode's) has smaller per-CPU lists and meets it more easily.
+        let cfg = Config::new();
+        let bytes = cfg.arena_bytes;
+        let a = PageAllocator::new(cfg).expect("burst-idle arena");
         let rss0 = rss_pages();
         let n = (a.managed_pages() * 8 / 10) as usize;
         let mut pages = Vec::with_capacity(n);
