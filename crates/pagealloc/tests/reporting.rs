@@ -361,3 +361,49 @@ fn a_failed_merged_release_leaves_every_block_of_its_run() {
     assert_eq!(c.allocated, 0);
     assert_eq!(c.free + c.pcp, a.managed_pages());
 }
+
+/// The background reporter alone (nothing called by the user): after a burst
+/// freed in random order, once the allocator has been idle for the delay it
+/// drains the per-CPU lists and front caches and releases every free page,
+/// live pages intact. Polls with a generous limit; asserts counters only.
+#[test]
+fn the_idle_reporter_drains_per_cpu_lists_and_releases_every_free_page() {
+    let a = PageAllocator::new(Config::new().arena_bytes(16 << 20).page_reporting_delay_ms(50)).unwrap();
+    let mut pages: Vec<(Pfn, u8)> = (0..2000u32)
+        .map(|i| {
+            let p = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+            let byte = (i % 255) as u8 + 1;
+            fill(&a, p, 0, byte);
+            (p, byte)
+        })
+        .collect();
+    let mut x = 0x1234_5678_9abc_def1u64;
+    for i in (1..pages.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        pages.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    let live: Vec<(Pfn, u8)> = pages.drain(..500).collect();
+    for (p, _) in pages {
+        a.free_pages(p, 0).unwrap();
+    }
+    let cached = |a: &PageAllocator| a.pcp_report().iter().map(|c| u64::from(c.count)).sum::<u64>();
+    let want = a.managed_pages() - live.len() as u64;
+    let t0 = std::time::Instant::now();
+    while (reported(&a) != want || cached(&a) != 0) && t0.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(cached(&a), 0, "the idle reporter drained the per-CPU lists");
+    assert_eq!(reported(&a), want, "every free page released");
+    let st = a.page_reporting_stats();
+    assert!(st.release_calls > 0 && st.release_calls <= st.released_blocks, "{st:?}");
+    for &(p, byte) in &live {
+        assert!(all_bytes(&a, p, 0, byte), "live data intact at {p:?}");
+    }
+    a.check_invariants().unwrap();
+    for (p, _) in live {
+        a.free_pages(p, 0).unwrap();
+    }
+    a.check_invariants().unwrap();
+}
