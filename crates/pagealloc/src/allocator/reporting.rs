@@ -13,6 +13,8 @@ use crate::page_alloc::Core;
 use crate::reporting::ReportPass;
 use crate::sync::{Arc, Ordering};
 use crate::types::MAX_ORDER;
+#[cfg(not(loom))]
+use std::time::{Duration, Instant};
 
 /// Free page reporting's settings and lifetime counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -30,8 +32,11 @@ pub struct ReportingStats {
     pub released_pages: u64,
     /// Blocks released over the allocator's life.
     pub released_blocks: u64,
-    /// Releases that failed (the blocks stayed unreported).
+    /// Blocks whose release failed (they stayed unreported).
     pub errors: u64,
+    /// Release calls made (`madvise` calls or callbacks; one `madvise` call
+    /// releases a run of adjacent free blocks).
+    pub release_calls: u64,
     /// Pages whose zeroing (`Gfp::ZERO`, init_on_alloc) was skipped because
     /// they were released and read zero already.
     pub zeroing_skipped: u64,
@@ -60,11 +65,24 @@ pub struct ZoneResidency {
     pub resident: u64,
 }
 
-/// The reporter's pause between passes: a quarter of the delay, within
-/// 10 ms..=500 ms (a block is released between one delay and a quarter more
-/// after it went free, or 500 ms more with long delays).
-fn interval(delay_ms: u64) -> std::time::Duration {
-    std::time::Duration::from_millis((delay_ms / 4).clamp(10, 500))
+/// The reporter's longest pause between passes: a quarter of the delay,
+/// within 10 ms..=500 ms. A pass also tells when the first block it left for
+/// being young comes of age, and the reporter wakes then if that is sooner
+/// (but at least half a pause after the pass while there is traffic, so that
+/// churn does not turn into back-to-back passes over the lists, and an
+/// [`idle_check`] after it when idle): a block is released within that of its
+/// delay, not up to a whole pause after it.
+#[cfg(not(loom))]
+fn interval(delay_ms: u64) -> Duration {
+    Duration::from_millis((delay_ms / 4).clamp(10, 500))
+}
+
+/// How often the reporter looks for the end of traffic while a drain is
+/// pending: a twentieth of the delay, within 10 ms..=100 ms. It reads the
+/// event counters only (no lock, no pass).
+#[cfg(not(loom))]
+fn idle_check(delay_ms: u64) -> Duration {
+    Duration::from_millis((delay_ms / 20).clamp(10, 100))
 }
 
 /// Idleness as the reporter sees it: no allocation or free counted since
@@ -72,13 +90,26 @@ fn interval(delay_ms: u64) -> std::time::Duration {
 /// are the hot pages); once the allocator has been idle for the delay, the
 /// reporter drains them to the buddy lists once, and then every free page has
 /// been free for at least the delay, so the pass that follows takes them all.
+///
+/// `since` is the first check that saw the counters change for the last
+/// time, so it is never before the last allocation or free: a page on a
+/// per-CPU list has been free since `since` at least. The checks come every
+/// [`idle_check`] while a drain is pending, so `since` is at most that late,
+/// and the drain comes at `since` plus the delay (not up to a pass interval
+/// after it). The kernel's reporting never drains per-CPU lists (it decays
+/// their size on idle CPUs instead); here they can hold 15% of the live pages
+/// of a burst, which would stay resident for as long as the process idles.
+#[cfg(not(loom))]
 #[derive(Default)]
 struct Idle {
     events: u64,
-    since: Option<std::time::Instant>,
+    since: Option<Instant>,
     drained: bool,
+    /// The counters moved at the last look (traffic now).
+    moving: bool,
 }
 
+#[cfg(not(loom))]
 impl Idle {
     fn traffic(c: &Core) -> u64 {
         use crate::vmevent::VmEvent;
@@ -86,21 +117,33 @@ impl Idle {
         [VmEvent::PgallocNormal, VmEvent::PgallocMovable, VmEvent::Pgfree].iter().map(|&e| ev[e as usize]).sum()
     }
 
-    /// Drain when idle for the delay; true when it just did.
-    fn drained_now(&mut self, c: &Core) -> bool {
-        let now = std::time::Instant::now();
+    /// Look at the counters; drain when idle for the delay. True when it just
+    /// drained.
+    fn drained_now(&mut self, c: &Core, now: Instant) -> bool {
         let ev = Self::traffic(c);
-        if ev != self.events || self.since.is_none() {
+        self.moving = ev != self.events;
+        if self.moving || self.since.is_none() {
             (self.events, self.since, self.drained) = (ev, Some(now), false);
             return false;
         }
-        let quiet = self.since.is_some_and(|t| now.duration_since(t).as_millis() as u64 >= c.reporting.delay_ms());
+        let delay = Duration::from_millis(c.reporting.delay_ms());
+        let quiet = self.since.is_some_and(|t| now.duration_since(t) >= delay);
         if !quiet || self.drained {
             return false;
         }
         c.drain_all();
         (self.events, self.drained) = (Self::traffic(c), true);
         true
+    }
+
+    /// When the reporter should look next for the drain's sake: `None` when
+    /// no drain is pending.
+    fn next_check(&self, now: Instant, delay_ms: u64) -> Option<Instant> {
+        if self.drained {
+            return None;
+        }
+        let at = self.since.map_or(now, |t| t + Duration::from_millis(delay_ms));
+        Some(at.min(now + idle_check(delay_ms)).max(now))
     }
 }
 
@@ -119,15 +162,53 @@ pub(crate) fn start_reporter(core: &Arc<Core>) {
     let spawned = std::thread::Builder::new().name("pagealloc-report".into()).spawn(move || {
         crate::cpu::block_async_signals();
         let mut idle = Idle::default();
+        let mut next_pass = Instant::now();
         loop {
             if c.reporting.stop.load(Ordering::Relaxed) {
                 return;
             }
+            // Free blocks are stamped with this clock: advanced at every wake,
+            // it is at most one wake behind (a block is never released before
+            // the delay minus that).
+            crate::reporting::tick_clock();
+            let delay_ms = c.reporting.delay_ms();
+            let mut wake = Instant::now() + interval(delay_ms);
             if c.reporting.enabled() {
-                let all = idle.drained_now(&c);
-                c.reporting.pass(&c.zones, &c.mm, all);
+                let now = Instant::now();
+                let all = idle.drained_now(&c, now);
+                if all || now >= next_pass {
+                    // A long pass (a burst's worth of releases) looks for the
+                    // drain's deadline between lists rather than after it.
+                    let mut mid = false;
+                    let (_, mut due) = c.reporting.pass_timed(&c.zones, &c.mm, all, || {
+                        let t = Instant::now();
+                        if idle.next_check(t, delay_ms).is_none_or(|at| at > t) {
+                            return false;
+                        }
+                        mid = idle.drained_now(&c, t);
+                        mid
+                    });
+                    if mid {
+                        // Lists walked before the drain may hold its pages
+                        // (merged into larger blocks): one more pass, all ages.
+                        due = c.reporting.pass_timed(&c.zones, &c.mm, true, || false).1;
+                    }
+                    let after = Instant::now();
+                    next_pass = after + interval(delay_ms);
+                    if let Some(d) = due {
+                        // Under traffic, not more often than twice a pause (a
+                        // pass walks the free lists); idle, within an idle
+                        // check of the block's deadline.
+                        let floor = if idle.moving { interval(delay_ms) / 2 } else { idle_check(delay_ms) };
+                        next_pass = next_pass.min(after + d.max(floor));
+                    }
+                }
+                wake = next_pass;
+                if let Some(t) = idle.next_check(Instant::now(), delay_ms) {
+                    wake = wake.min(t);
+                }
             }
-            std::thread::park_timeout(interval(c.reporting.delay_ms()));
+            std::thread::park_timeout(wake.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)));
         }
     });
     // Without a thread (the process is out of threads) reporting still runs
@@ -197,6 +278,7 @@ impl PageAllocator {
             released_pages: r.reported_pages.load(Ordering::Relaxed),
             released_blocks: r.reported_blocks.load(Ordering::Relaxed),
             errors: r.errors.load(Ordering::Relaxed),
+            release_calls: r.release_calls.load(Ordering::Relaxed),
             zeroing_skipped: r.zeroing_skipped.load(Ordering::Relaxed),
         }
     }
@@ -228,5 +310,26 @@ impl PageAllocator {
     /// of the error path (costs nothing outside reporting passes).
     pub fn inject_report_errors(&self, n: u32) {
         self.core.reporting.fail_every(n);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reporter_looks_often_while_a_drain_is_pending_and_wakes_at_its_deadline() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut idle = Idle { events: 7, since: Some(t0), drained: false, moving: false };
+        assert_eq!(idle.next_check(t0 + ms(50), 2000), Some(t0 + ms(150)), "every 100 ms with a 2 s delay");
+        assert_eq!(idle.next_check(t0 + ms(1950), 2000), Some(t0 + ms(2000)), "the drain's deadline");
+        assert_eq!(idle.next_check(t0 + ms(2500), 2000), Some(t0 + ms(2500)), "overdue: now");
+        assert_eq!(idle.next_check(t0, 0), Some(t0), "no delay: now");
+        idle.drained = true;
+        assert_eq!(idle.next_check(t0, 2000), None, "drained: nothing pending");
+        assert_eq!(interval(2000), ms(500));
+        assert_eq!(idle_check(2000), ms(100));
+        assert_eq!(idle_check(0), ms(10));
     }
 }

@@ -39,6 +39,21 @@
 //!   `page_reporting_batch` blocks per hold): no block is ever off the lists,
 //!   so conservation and isolation never see a block in flight. The cost is
 //!   the lock's hold time of a batch of syscalls.
+//! - With `madvise`, an eligible block grows into the run of eligible free
+//!   blocks physically adjacent to it (any order and list but isolated ones)
+//!   and the run is released by one call. After a burst freed in random order
+//!   the free pages lie in runs of a few blocks between live pages; measured
+//!   with `burst-idle` at 1 GiB, one call per run instead of per block makes
+//!   1.4 to 1.9 times fewer calls (e.g. 43,000 for 81,000 blocks), and the
+//!   pass that releases the burst ends within a second of its start (about
+//!   0.7 s on a loaded 2-CPU machine). A callback is
+//!   still called per block (its contract is a block: `pfn`, `order`).
+//! - A pass tells the reporter when the first block it left for being young
+//!   comes of age; the reporter wakes then (not sooner than 100 ms after the
+//!   pass when idle, half a pause under traffic), so a block is released
+//!   about the delay after it went free. The free clock that stamps blocks is
+//!   advanced at each of the reporter's wakes (it was only advanced by passes,
+//!   so stamps could be a pause old and blocks released before the delay).
 
 use crate::config::{Backing, Config, ReportCallback};
 use crate::memmap::MemMap;
@@ -61,8 +76,11 @@ pub struct ReportPass {
     pub blocks: u64,
     /// Pages in them.
     pub pages: u64,
-    /// Releases that failed (the blocks stay unreported).
+    /// Blocks whose release failed (they stay unreported).
     pub errors: u64,
+    /// Release calls made, failed ones included (`madvise` calls, callbacks):
+    /// with `madvise`, one call releases a run of adjacent blocks.
+    pub releases: u64,
 }
 
 /// How a block's memory is released.
@@ -93,6 +111,7 @@ pub(crate) struct Reporting {
     pub(crate) reported_pages: AtomicU64,
     pub(crate) reported_blocks: AtomicU64,
     pub(crate) errors: AtomicU64,
+    pub(crate) release_calls: AtomicU64,
     pub(crate) passes: AtomicU64,
     /// `Gfp::ZERO` (or init_on_alloc) allocations whose zeroing was skipped
     /// because the block was released.
@@ -141,6 +160,7 @@ impl Reporting {
             reported_pages: AtomicU64::new(0),
             reported_blocks: AtomicU64::new(0),
             errors: AtomicU64::new(0),
+            release_calls: AtomicU64::new(0),
             passes: AtomicU64::new(0),
             zeroing_skipped: AtomicU64::new(0),
             fail_every: AtomicU32::new(0),
@@ -182,8 +202,9 @@ impl Reporting {
         self.fail_every.store(n, Ordering::Relaxed);
     }
 
-    /// Release one free block's memory; `false` on failure.
-    fn release(&self, mm: &MemMap, pfn: u64, order: u32) -> bool {
+    /// Release the memory of `pages` pages from `pfn`: one free block, or
+    /// (with `madvise`) a run of adjacent ones. `false` on failure.
+    fn release(&self, mm: &MemMap, pfn: u64, pages: u64) -> bool {
         let every = self.fail_every.load(Ordering::Relaxed);
         if every != 0 && (self.fail_count.fetch_add(1, Ordering::Relaxed) + 1).is_multiple_of(every) {
             return false;
@@ -193,13 +214,14 @@ impl Reporting {
                 let Some(addr) = mm.page_address(Pfn::new(pfn)) else {
                     return false;
                 };
-                // SAFETY: the block [pfn, pfn + 2^order) lies inside our own
-                // mapping and is free under the zone lock the caller holds:
-                // nobody owns its memory, and dropping its contents is what
-                // freeing it allows.
-                unsafe { libc::madvise(addr.as_ptr().cast(), PAGE_SIZE << order, *advice) == 0 }
+                // SAFETY: the range [pfn, pfn + pages) lies inside our own
+                // mapping (one zone's span) and is made of free blocks under
+                // the zone lock the caller holds: nobody owns its memory, and
+                // dropping its contents is what freeing it allows.
+                unsafe { libc::madvise(addr.as_ptr().cast(), PAGE_SIZE * pages as usize, *advice) == 0 }
             }
-            Release::Callback(cb) => (cb.0)(Pfn::new(pfn), order),
+            // Never merged: one block, of `pages` = 2^order pages.
+            Release::Callback(cb) => (cb.0)(Pfn::new(pfn), pages.trailing_zeros()),
             Release::Nothing => false,
         }
     }
@@ -208,40 +230,66 @@ impl Reporting {
     /// the reporting order that have been free for the delay (every one with
     /// `ignore_age`). Runs whether or not background passes are enabled.
     pub(crate) fn pass(&self, zones: &[Zone], mm: &MemMap, ignore_age: bool) -> ReportPass {
+        self.pass_timed(zones, mm, ignore_age, || false).0
+    }
+
+    /// [`Reporting::pass`], and how long until the first block it left for
+    /// being young comes of age (`None`: it left none), so that the reporter
+    /// thread can wake right then. `all_from_now` is asked before each list:
+    /// once it answers true (the reporter has just drained the per-CPU lists
+    /// of an allocator idle for the delay), the rest of the pass ignores ages.
+    pub(crate) fn pass_timed(
+        &self,
+        zones: &[Zone],
+        mm: &MemMap,
+        ignore_age: bool,
+        mut all_from_now: impl FnMut() -> bool,
+    ) -> (ReportPass, Option<std::time::Duration>) {
         let mut r = ReportPass::default();
         if !self.can_report {
-            return r;
+            return (r, None);
         }
         let _p = self.pass_lock.lock().unwrap_or_else(|e| e.into_inner());
         let now = tick_clock() as u16;
         let delay = self.delay_ms().div_ceil(FREE_CLOCK_MS).min(u16::MAX as u64) as u16;
         let min_order = self.order();
+        let mut ages = Ages { now, delay, ignore: ignore_age, soonest: None };
         for z in zones {
+            // Every free page released: nothing to walk (the common case of an
+            // idle allocator). Racy and approximate: released blocks in
+            // isolated pageblocks count in `nr_reported` but not in the free
+            // pages, so while some are isolated a zone may be skipped with a
+            // few unreleased blocks, until the isolation is undone.
+            if z.free_pages_racy() <= z.stats.nr_reported.get_racy() {
+                continue;
+            }
             for order in (min_order..=MAX_ORDER).rev() {
                 for mt in
                     [MigrateType::Movable, MigrateType::Unmovable, MigrateType::Reclaimable, MigrateType::HighAtomic]
                 {
-                    let old = |s: u16| ignore_age || now.wrapping_sub(s) >= delay;
-                    self.pass_list(z, mm, order, mt, old, &mut r);
+                    if !ages.ignore && all_from_now() {
+                        ages.ignore = true;
+                    }
+                    self.pass_list(z, mm, order, mt, &mut ages, &mut r);
                 }
             }
         }
         self.passes.fetch_add(1, Ordering::Relaxed);
-        r
+        let due = ages.soonest.map(|t| std::time::Duration::from_millis(u64::from(t) * FREE_CLOCK_MS));
+        (r, due)
     }
 
     /// Report the eligible blocks of one free list, a batch per lock hold.
-    fn pass_list(
-        &self,
-        z: &Zone,
-        mm: &MemMap,
-        order: u32,
-        mt: MigrateType,
-        old: impl Fn(u16) -> bool,
-        total: &mut ReportPass,
-    ) {
+    /// With `madvise`, each eligible block grows into the run of eligible
+    /// free blocks around it (physically adjacent, whatever their order or
+    /// list), released by one call: after random frees the free pages lie in
+    /// short runs of a few blocks, and one call per run makes fewer calls.
+    fn pass_list(&self, z: &Zone, mm: &MemMap, order: u32, mt: MigrateType, ages: &mut Ages, total: &mut ReportPass) {
         let mut r = ReportPass::default();
-        let batch = self.batch.load(Ordering::Relaxed) as u64;
+        let batch = self.batch.load(Ordering::Relaxed) as usize;
+        let merge = matches!(self.release, Release::Madvise { .. });
+        let min_order = self.order();
+        let mut run: Vec<(u64, u32)> = Vec::with_capacity(batch);
         // Walk at most the list's length (and a little): released blocks move
         // to the tail and are met again at the end.
         let mut budget = z.stats.free_blocks[order as usize][mt.index()].get_racy() as usize + 1;
@@ -258,25 +306,45 @@ impl Reporting {
             };
             let (mut walked, mut done) = (0, 0);
             while let Some(q) = p {
-                if walked == WALK_PER_HOLD || done == batch || budget == 0 {
+                if walked == WALK_PER_HOLD || done >= batch || budget == 0 {
                     break;
                 }
                 let d = mm.page(q);
-                let next = d.next.get();
-                p = (next != crate::page::NIL).then_some(next as u64);
+                p = next_on_list(mm, q);
                 walked += 1;
                 budget -= 1;
-                if d.flags() & flags::REPORTED != 0 || !old(d.stamp()) {
+                if d.flags() & flags::REPORTED != 0 || !ages.old(d.stamp()) {
                     continue;
                 }
-                done += 1;
-                if self.release(mm, q, order) {
-                    g.del_from_free_list(q, order);
-                    g.add_to_free_list_marked(q, order, mt, true, true);
-                    r.blocks += 1;
-                    r.pages += 1 << order;
+                run.clear();
+                run.push((q, order));
+                if merge {
+                    grow_run(z, mm, min_order, ages, batch - done, &mut run);
+                    // The walk goes on from a block that stays where it is.
+                    while let Some(x) = p.filter(|x| run.iter().any(|&(b, _)| b == *x)) {
+                        p = next_on_list(mm, x);
+                    }
+                }
+                done += run.len();
+                let (start, _) = run[0];
+                let (last, last_order) = run[run.len() - 1];
+                let pages = last + (1u64 << last_order) - start;
+                r.releases += 1;
+                if self.release(mm, start, pages) {
+                    for &(b, o) in &run {
+                        let bmt = mm.page(b).private_mt();
+                        g.del_from_free_list(b, o);
+                        g.add_to_free_list_marked(b, o, bmt, true, true);
+                    }
+                    r.blocks += run.len() as u64;
+                    r.pages += pages;
                 } else {
-                    r.errors += 1;
+                    // A failed release ends this list's walk for this pass (as
+                    // an error ends the kernel's reporting cycle): its blocks
+                    // are not tried again, as part of a neighbour's run, within
+                    // the same pass.
+                    r.errors += run.len() as u64;
+                    budget = 0;
                 }
             }
             drop(g);
@@ -288,9 +356,94 @@ impl Reporting {
         self.reported_blocks.fetch_add(r.blocks, Ordering::Relaxed);
         self.reported_pages.fetch_add(r.pages, Ordering::Relaxed);
         self.errors.fetch_add(r.errors, Ordering::Relaxed);
+        self.release_calls.fetch_add(r.releases, Ordering::Relaxed);
         total.blocks += r.blocks;
         total.pages += r.pages;
         total.errors += r.errors;
+        total.releases += r.releases;
+    }
+}
+
+/// A pass's view of block ages, and the soonest a young block comes of age.
+struct Ages {
+    now: u16,
+    delay: u16,
+    ignore: bool,
+    /// Ticks until the youngest-but-soonest block left behind is old enough.
+    soonest: Option<u16>,
+}
+
+impl Ages {
+    /// Whether a block stamped `s` has been free for the delay; notes when a
+    /// younger one will have been.
+    fn old(&mut self, s: u16) -> bool {
+        let age = self.now.wrapping_sub(s);
+        if self.ignore || age >= self.delay {
+            return true;
+        }
+        let left = self.delay - age;
+        self.soonest = Some(self.soonest.map_or(left, |t| t.min(left)));
+        false
+    }
+}
+
+/// The block after `q` on its free list.
+fn next_on_list(mm: &MemMap, q: u64) -> Option<u64> {
+    let next = mm.page(q).next.get();
+    (next != crate::page::NIL).then_some(next as u64)
+}
+
+/// Whether the free block with its head at `pfn` (if any) may join a run.
+fn eligible(z: &Zone, mm: &MemMap, pfn: u64, min_order: u32, ages: &mut Ages) -> Option<u32> {
+    if !z.contains(pfn) {
+        return None;
+    }
+    let d = mm.page(pfn);
+    let ok = d.is_buddy()
+        && d.flags() & flags::REPORTED == 0
+        && d.order() >= min_order
+        && d.private_mt() != MigrateType::Isolate
+        && ages.old(d.stamp());
+    ok.then(|| d.order())
+}
+
+/// Grow `run` (one block so far) over the eligible free blocks physically
+/// adjacent to it, backwards then forwards, to at most `room` blocks. Under
+/// the zone's lock: free heads do not move meanwhile. Free blocks never
+/// overlap, so the page right after a block is either the head of the next
+/// free block or not free, and the block right before one is the free head of
+/// order `o` at `start - 2^o`, if any, for exactly one `o`.
+fn grow_run(z: &Zone, mm: &MemMap, min_order: u32, ages: &mut Ages, room: usize, run: &mut Vec<(u64, u32)>) {
+    let (mut start, o0) = run[0];
+    let mut end = start + (1u64 << o0);
+    let mut before = Vec::new();
+    'back: while run.len() + before.len() < room {
+        for o in min_order..=MAX_ORDER {
+            let Some(h) = start.checked_sub(1u64 << o) else { break };
+            if !h.is_multiple_of(1u64 << o) || !z.contains(h) {
+                continue;
+            }
+            let d = mm.page(h);
+            if d.is_buddy() && d.order() == o {
+                if eligible(z, mm, h, min_order, ages) == Some(o) {
+                    before.push((h, o));
+                    start = h;
+                    continue 'back;
+                }
+                break 'back;
+            }
+        }
+        break;
+    }
+    if !before.is_empty() {
+        before.reverse();
+        before.extend_from_slice(run);
+        *run = before;
+    }
+    while run.len() < room {
+        let Some(o) = eligible(z, mm, end, min_order, ages) else { break };
+        run.push((end, o));
+        end += 1u64 << o;
     }
 }
 
@@ -305,5 +458,26 @@ impl Reporting {
             h.thread().unpark();
             let _ = h.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Ages;
+
+    #[test]
+    fn ages_note_when_the_first_young_block_comes_of_age() {
+        let mut a = Ages { now: 1000, delay: 200, ignore: false, soonest: None };
+        assert!(a.old(800) && a.soonest.is_none(), "free for the delay exactly");
+        assert!(!a.old(900));
+        assert!(!a.old(850));
+        assert!(!a.old(990));
+        assert_eq!(a.soonest, Some(50), "the block stamped 850 is old in 50 ticks");
+        let mut w = Ages { now: 5, delay: 200, ignore: false, soonest: None };
+        assert!(w.old(u16::MAX - 300), "the clock wrapped");
+        assert!(!w.old(u16::MAX - 10));
+        assert_eq!(w.soonest, Some(184));
+        let mut all = Ages { now: 0, delay: 200, ignore: true, soonest: None };
+        assert!(all.old(0) && all.soonest.is_none());
     }
 }
