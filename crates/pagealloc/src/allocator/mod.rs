@@ -101,6 +101,7 @@ impl PageAllocator {
     /// The memory of a frame (`None` without backing or out of range). A raw
     /// pointer: dereferencing it is the caller's business (`unsafe`); a
     /// [`crate::Pages`] handle gives safe access to the memory it owns.
+    #[inline]
     #[must_use]
     pub fn page_address(&self, pfn: Pfn) -> Option<NonNull<u8>> {
         self.core.mm.page_address(pfn)
