@@ -19,8 +19,15 @@
 //! (default 200000: short runs, so that on a loaded machine some run
 //! undisturbed); the rounds alternate the three.
 //!
-//! `rust`, `rust-calls` or `ffi` runs only that loop (no C program), for instruction counts
-//! under `valgrind --tool=callgrind`.
+//! Then will-it-scale's page_fault1 loop on one thread, through each API on
+//! an allocator of its own with anonymous backing: 32768 order-0 pages taken
+//! one call at a time, each one's address looked up and a byte written to it,
+//! then all of them freed in one bulk call; ns per page (best of the rounds),
+//! as `examples/c/page_fault1.c` does it.
+//!
+//! `rust`, `rust-calls`, `ffi`, `rust-pf1` or `ffi-pf1` runs only that loop
+//! (no C program; the page_fault1 ones for N / 32768 + 1 passes), for
+//! instruction counts under `valgrind --tool=callgrind`.
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -32,6 +39,7 @@ use pagealloc_c::{
     pagealloc_destroy, pagealloc_free_pages, pagealloc_status, PAGEALLOC_BACKING_NONE,
 };
 use pagealloc_c::{pagealloc_alloc_pages_bulk, pagealloc_free_pages_bulk_slots, PAGEALLOC_HOLE};
+use pagealloc_c::{pagealloc_free_pages_bulk, pagealloc_page_address, PAGEALLOC_BACKING_ANONYMOUS, PAGEALLOC_GFP_USER};
 
 type AllocFn = unsafe extern "C" fn(*const Handle, u32, u32, *mut u64) -> pagealloc_status;
 type FreeFn = unsafe extern "C" fn(*const Handle, u64, u32) -> pagealloc_status;
@@ -82,6 +90,63 @@ fn ffi_pairs(h: *const Handle, n: u64) -> f64 {
         assert_eq!(s, pagealloc_status::PAGEALLOC_OK);
     }
     t.elapsed().as_nanos() as f64 / n as f64
+}
+
+/// Pages a page_fault1 pass takes (its MEMSIZE, 128 MiB, in 4 KiB pages).
+const PF1_PAGES: usize = 32768;
+
+/// One page_fault1 pass through the Rust API: ns per page.
+fn rust_pf1(a: &PageAllocator, pfns: &mut Vec<Pfn>) -> f64 {
+    let t = Instant::now();
+    pfns.clear();
+    for _ in 0..PF1_PAGES {
+        let p = a.alloc_pages(black_box(Gfp::USER), 0).expect("alloc");
+        let m = a.page_address(p).expect("a backed arena");
+        // SAFETY: the page is ours, and backed.
+        unsafe { m.as_ptr().write_volatile(1) };
+        pfns.push(p);
+    }
+    a.free_pages_bulk(pfns).expect("bulk free");
+    t.elapsed().as_nanos() as f64 / PF1_PAGES as f64
+}
+
+/// The same pass through the C API (as `examples/c/page_fault1.c`).
+fn ffi_pf1(h: *const Handle, pfns: &mut [u64]) -> f64 {
+    let alloc: AllocFn = black_box(pagealloc_alloc_pages);
+    let t = Instant::now();
+    for slot in pfns.iter_mut() {
+        let mut addr = std::ptr::null_mut();
+        // SAFETY: h is a live handle; slot and addr are writable.
+        let s = unsafe { alloc(h, PAGEALLOC_GFP_USER, 0, slot) };
+        assert_eq!(s, pagealloc_status::PAGEALLOC_OK);
+        // SAFETY: as above.
+        let s = unsafe { pagealloc_page_address(h, *slot, &mut addr) };
+        assert_eq!(s, pagealloc_status::PAGEALLOC_OK);
+        // SAFETY: the page is ours, and backed.
+        unsafe { addr.cast::<u8>().write_volatile(1) };
+    }
+    let mut rejected = 0;
+    // SAFETY: pfns holds pfns.len() pages just allocated; rejected is writable.
+    let s = unsafe { pagealloc_free_pages_bulk(h, pfns.as_ptr(), pfns.len(), &mut rejected, std::ptr::null_mut()) };
+    assert!(s == pagealloc_status::PAGEALLOC_OK && rejected == 0);
+    t.elapsed().as_nanos() as f64 / PF1_PAGES as f64
+}
+
+/// The page_fault1 allocators: 128 MiB for the pass plus room for the
+/// watermarks and per-CPU lists, anonymous backing (as page_fault1.c).
+fn pf1_allocators() -> (PageAllocator, *mut Handle) {
+    let a = PageAllocator::new(Config::new().arena_bytes(384 << 20).backing(Backing::Anonymous)).expect("allocator");
+    let mut cfg = std::mem::MaybeUninit::<pagealloc_config>::uninit();
+    // SAFETY: cfg is writable.
+    assert_eq!(unsafe { pagealloc_config_default(cfg.as_mut_ptr()) }, pagealloc_status::PAGEALLOC_OK);
+    // SAFETY: initialised just above.
+    let mut cfg = unsafe { cfg.assume_init() };
+    cfg.arena_bytes = 384 << 20;
+    cfg.backing = PAGEALLOC_BACKING_ANONYMOUS;
+    let mut h: *mut Handle = std::ptr::null_mut();
+    // SAFETY: valid config and out pointer.
+    assert_eq!(unsafe { pagealloc_create(&cfg, &mut h) }, pagealloc_status::PAGEALLOC_OK);
+    (a, h)
 }
 
 /// target/<profile>: this example lives in target/<profile>/examples.
@@ -198,6 +263,20 @@ fn main() {
             ffi_pairs(h, n);
             return;
         }
+        "rust-pf1" | "ffi-pf1" => {
+            let (pa, ph) = pf1_allocators();
+            let (mut v, mut w) = (Vec::with_capacity(PF1_PAGES), vec![0u64; PF1_PAGES]);
+            for _ in 0..n as usize / PF1_PAGES + 1 {
+                if mode == "rust-pf1" {
+                    rust_pf1(&pa, &mut v);
+                } else {
+                    ffi_pf1(ph, &mut w);
+                }
+            }
+            // SAFETY: made by pagealloc_create; nothing uses it afterwards.
+            unsafe { pagealloc_destroy(ph) };
+            return;
+        }
         _ => {}
     }
     let c = build_c();
@@ -249,6 +328,29 @@ fn main() {
         }
         println!("  {bulk:3} pages: rust API {rb:5.2}, C API {fb:5.2} (+{:.2})", fb - rb);
     }
-    // SAFETY: h came from pagealloc_create and nothing uses it afterwards.
-    unsafe { pagealloc_destroy(h) };
+    let (pa, ph) = pf1_allocators();
+    let (mut v, mut w) = (Vec::with_capacity(PF1_PAGES), vec![0u64; PF1_PAGES]);
+    // Warm-up: every page of the pass faulted in once.
+    rust_pf1(&pa, &mut v);
+    ffi_pf1(ph, &mut w);
+    let (mut rp, mut fp) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        rp.push((0..3).map(|_| rust_pf1(&pa, &mut v)).fold(f64::INFINITY, f64::min));
+        fp.push((0..3).map(|_| ffi_pf1(ph, &mut w)).fold(f64::INFINITY, f64::min));
+    }
+    println!(
+        "page_fault1 loop, 1 thread, {PF1_PAGES} pages a pass, ns per page ({rounds} rounds of the best of 3 passes: best / median round)"
+    );
+    println!("  rust API        {:6.2} / {:6.2}", best(&rp), median(&mut rp.clone()));
+    println!(
+        "  C API from Rust {:6.2} / {:6.2}   (+{:.2} ns per page over rust, median)",
+        best(&fp),
+        median(&mut fp.clone()),
+        median(&mut fp.clone()) - median(&mut rp.clone())
+    );
+    // SAFETY: ph and h came from pagealloc_create and nothing uses them afterwards.
+    unsafe {
+        pagealloc_destroy(ph);
+        pagealloc_destroy(h);
+    }
 }

@@ -43,8 +43,8 @@ use ::pagealloc::{Backing, Config, DrainMode, Gfp, PageAllocator, Pfn};
 pub use status::pagealloc_status;
 use status::pagealloc_status::*;
 use status::{
-    alloc_code, alloc_err, config_err, fail, free_code, free_err, guard, invalid, invariant_err, run, run_nolock,
-    state_err, wait_err, Res,
+    alloc_code, alloc_err, catch, config_err, fail, free_code, free_err, guard, invalid, invariant_err, run,
+    run_nolock, state_err, wait_err, Res,
 };
 
 // ------------------------------------------------------------------ constants
@@ -434,6 +434,59 @@ pub unsafe extern "C" fn pagealloc_alloc_pages(
     order: u32,
     pfn_out: *mut u64,
 ) -> pagealloc_status {
+    // The hit in this thread's front cache, inline: the full path's checks
+    // (handle, flags, out pointer) without their messages, then the
+    // allocator's inline order-0 fast path; no error handling on the way (a
+    // panic is still caught). A miss calls `alloc0_miss` with what is checked
+    // already; anything else (an order above 0, an argument the full path
+    // refuses) is a tail call to the full path, which checks again and
+    // records the error.
+    if order == 0 && !pfn_out.is_null() {
+        // SAFETY: the caller's contract.
+        if let (Ok(h), Some(g)) = (unsafe { handle_quiet(a) }, Gfp::from_bits(gfp_flags)) {
+            return match catch("pagealloc_alloc_pages", || h.alloc0_front_only(g)) {
+                Ok(Some(p)) => {
+                    // SAFETY: non-null; writable by the caller's contract
+                    // (any alignment, as `Out::write`).
+                    unsafe { pfn_out.write_unaligned(p.as_u64()) };
+                    PAGEALLOC_OK
+                }
+                // Checked already: the miss keeps only what it needs.
+                // SAFETY: pfn_out as above.
+                Ok(None) => unsafe { alloc0_miss(h, g, pfn_out) },
+                Err(s) => s,
+            };
+        }
+    }
+    // SAFETY: the caller's contract, passed on.
+    unsafe { alloc_pages_full(a, gfp_flags, order, pfn_out) }
+}
+
+/// An order-0 allocation the inline path missed, its arguments checked.
+///
+/// # Safety
+/// `pfn_out` is non-null and writable (any alignment).
+#[inline(never)]
+unsafe fn alloc0_miss(a: &PageAllocator, g: Gfp, pfn_out: *mut u64) -> pagealloc_status {
+    run("pagealloc_alloc_pages", || {
+        let p = a.alloc_pages(g, 0).map_err(alloc_err)?;
+        // SAFETY: the caller's contract.
+        unsafe { pfn_out.write_unaligned(p.as_u64()) };
+        Ok(())
+    })
+}
+
+/// `pagealloc_alloc_pages` by every path but the inline front-cache hit.
+///
+/// # Safety
+/// As `pagealloc_alloc_pages`.
+#[inline(never)]
+unsafe extern "C" fn alloc_pages_full(
+    a: *const pagealloc,
+    gfp_flags: u32,
+    order: u32,
+    pfn_out: *mut u64,
+) -> pagealloc_status {
     run("pagealloc_alloc_pages", || {
         // SAFETY: the caller's contract.
         let a = unsafe { handle(a) }?;
@@ -481,6 +534,39 @@ pub unsafe extern "C" fn pagealloc_alloc_pages_node(
 /// `a` is a live handle (or NULL).
 #[no_mangle]
 pub unsafe extern "C" fn pagealloc_free_pages(a: *const pagealloc, pfn: u64, order: u32) -> pagealloc_status {
+    // As in `pagealloc_alloc_pages`: the front-cache hit inline; a page it
+    // does not take (misuse included: the inline path then changes nothing)
+    // goes to `free0_miss`, which checks and reports; a bad handle, the hole
+    // pfn or an order above 0 to the full path.
+    if order == 0 && pfn != PAGEALLOC_HOLE {
+        // SAFETY: the caller's contract.
+        if let Ok(h) = unsafe { handle_quiet(a) } {
+            let p = Pfn::new(pfn);
+            return match catch("pagealloc_free_pages", || h.free0_front_only(p)) {
+                Ok(true) => PAGEALLOC_OK,
+                // Checked already: the miss keeps only what it needs.
+                Ok(false) => free0_miss(h, p),
+                Err(s) => s,
+            };
+        }
+    }
+    // SAFETY: the caller's contract, passed on.
+    unsafe { free_pages_full(a, pfn, order) }
+}
+
+/// An order-0 free the inline path did not take (misuse included), its
+/// handle checked.
+#[inline(never)]
+fn free0_miss(a: &PageAllocator, p: Pfn) -> pagealloc_status {
+    run("pagealloc_free_pages", || a.free_pages(p, 0).map_err(free_err))
+}
+
+/// `pagealloc_free_pages` by every path but the inline front-cache hit.
+///
+/// # Safety
+/// As `pagealloc_free_pages`.
+#[inline(never)]
+unsafe extern "C" fn free_pages_full(a: *const pagealloc, pfn: u64, order: u32) -> pagealloc_status {
     run("pagealloc_free_pages", || {
         // SAFETY: the caller's contract.
         let a = unsafe { handle(a) }?;

@@ -147,6 +147,19 @@ pub(crate) fn guard<T>(name: &'static str, on_panic: T, f: impl FnOnce() -> T) -
     }
 }
 
+/// Run `f`, turning a panic into `Err(PAGEALLOC_ERR_PANIC)` (message
+/// recorded): for inline fast paths whose other outcomes are not a status.
+#[inline(always)]
+pub(crate) fn catch<T>(name: &'static str, f: impl FnOnce() -> T) -> Res<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(v) => Ok(v),
+        Err(p) => {
+            caught(name, p);
+            Err(PAGEALLOC_ERR_PANIC)
+        }
+    }
+}
+
 #[cold]
 #[inline(never)]
 fn caught(name: &'static str, p: Box<dyn Any + Send>) {

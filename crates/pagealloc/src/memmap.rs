@@ -120,6 +120,7 @@ impl MemMap {
     }
 
     /// Address of a frame (None without backing or out of range).
+    #[inline]
     pub(crate) fn page_address(&self, pfn: Pfn) -> Option<NonNull<u8>> {
         let m = self.mapping.as_ref()?;
         if pfn.as_u64() >= self.nr_pages() {

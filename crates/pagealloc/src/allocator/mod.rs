@@ -101,6 +101,7 @@ impl PageAllocator {
     /// The memory of a frame (`None` without backing or out of range). A raw
     /// pointer: dereferencing it is the caller's business (`unsafe`); a
     /// [`crate::Pages`] handle gives safe access to the memory it owns.
+    #[inline]
     #[must_use]
     pub fn page_address(&self, pfn: Pfn) -> Option<NonNull<u8>> {
         self.core.mm.page_address(pfn)
@@ -132,6 +133,31 @@ impl PageAllocator {
     #[inline(always)]
     pub fn alloc_pages(&self, gfp: Gfp, order: u32) -> Result<Pfn, AllocError> {
         self.core.alloc_pages(gfp, order, flags::HEAD)
+    }
+
+    /// The inline part of `alloc_pages(gfp, 0)` alone: a page from this
+    /// thread's front cache, or `None` (changing nothing) where `alloc_pages`
+    /// would make its call; the caller then calls [`PageAllocator::alloc_pages`].
+    ///
+    /// For callers whose entry point is a call already (the C API): the hit
+    /// then carries none of the full path's error handling, and a miss goes
+    /// on in a function of its own.
+    #[doc(hidden)]
+    #[inline(always)]
+    #[must_use]
+    pub fn alloc0_front_only(&self, gfp: Gfp) -> Option<Pfn> {
+        self.core.alloc0_front(gfp, flags::HEAD)
+    }
+
+    /// The inline part of `free_pages(pfn, 0)` alone: true when this thread's
+    /// front cache took the page; false, changing nothing, where `free_pages`
+    /// would make its call (misuse included): the caller then calls
+    /// [`PageAllocator::free_pages`], which checks and reports.
+    #[doc(hidden)]
+    #[inline(always)]
+    #[must_use]
+    pub fn free0_front_only(&self, pfn: Pfn) -> bool {
+        self.core.free0_front(pfn)
     }
 
     /// Allocate `1 << order` contiguous pages, preferring node `nid`.
