@@ -113,9 +113,29 @@ fn run_once(path: &std::path::Path, pages: u64, threads: usize) -> Run {
     let secs = t.elapsed().as_secs_f64();
     let mut vm: Vec<(&'static str, u64)> = a.vmstat().items;
     vm.push(("pgalloc_fail", a.pcpstat().pgalloc_fail));
+    vm.push(("kswapd_cpu_ms", kswapd_cpu_ms()));
     drop(m);
     drop(pc);
     Run { secs, pages: per * threads as u64, errors, lat, vm }
+}
+
+/// CPU time (user + system) of this process's kswapd threads so far, in ms
+/// (from `/proc/self/task/*/stat`; 0 where unreadable).
+fn kswapd_cpu_ms() -> u64 {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return 0 };
+    let tick = 1000 / 100; // USER_HZ is 100 on Linux
+    dir.flatten()
+        .filter(|e| std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.starts_with("kswapd")))
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .filter_map(|st| {
+            // Fields after the command (which ends with ')'): utime is the
+            // 12th, stime the 13th.
+            let rest = &st[st.rfind(')')? + 2..];
+            let f: Vec<&str> = rest.split(' ').collect();
+            Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+        })
+        .sum::<u64>()
+        * tick
 }
 
 /// p-th percentile (0..=100) of sorted cycles, in ns.
@@ -138,7 +158,7 @@ fn make_file(path: &std::path::Path, pages: u64) -> io::Result<()> {
     w.flush()
 }
 
-const STATS: [&str; 7] = [
+const STATS: [&str; 8] = [
     "pgscan_kswapd",
     "pgscan_direct",
     "pgsteal_kswapd",
@@ -146,6 +166,7 @@ const STATS: [&str; 7] = [
     "allocstall_movable",
     "pageoutrun",
     "pgalloc_fail",
+    "kswapd_cpu_ms",
 ];
 
 impl Experiment for LruFileReadonce {

@@ -32,6 +32,7 @@
 //! Allocation never happens under 2..4; shrinkers are called with none held.
 
 pub(crate) mod lru;
+pub(crate) mod wake;
 
 use crate::memmap::MemMap;
 use crate::sync::{AtomicU64, Ordering};
@@ -107,6 +108,8 @@ pub(crate) struct Vmscan {
     /// A page cache is attached (at most one per allocator: the LRU lists
     /// hold its pages, and only it can reclaim them).
     pub(crate) cache_attached: crate::sync::AtomicBool,
+    /// Per-node kswapd wakeups (the threads are the page cache's).
+    pub(crate) kswapd: wake::KswapdWake,
 }
 
 impl Vmscan {
@@ -118,6 +121,7 @@ impl Vmscan {
             next_shrinker: AtomicU64::new(1),
             gauges: Gauges::default(),
             cache_attached: crate::sync::AtomicBool::new(false),
+            kswapd: wake::KswapdWake::new(nr_nodes),
         }
     }
 
