@@ -132,3 +132,64 @@ impl KswapdWake {
         self.nodes.get(nid).is_some_and(|w| w.woken.load(Ordering::Relaxed))
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Long enough that a sleep which should return at once and did not
+    /// would be noticed as a failed assertion on its result, not on time.
+    const LONG: Duration = Duration::from_secs(30);
+
+    #[test]
+    fn wakes_are_ignored_until_kswapd_runs_then_never_lost() {
+        let k = KswapdWake::new(2);
+        k.wake(0);
+        assert!(!k.pending(0), "no kswapd: nothing pending");
+        k.running.store(true, Ordering::Relaxed);
+        k.wake(1);
+        assert!(k.pending(1) && !k.pending(0));
+        // A pending wakeup is consumed by the next sleep, which does not wait.
+        assert!(k.sleep(1, LONG));
+        assert!(!k.pending(1));
+        // A wake during a run (after the sleep consumed the last one) makes
+        // the next sleep return at once, woken.
+        k.wake(1);
+        k.wake(1);
+        assert!(k.sleep(1, LONG));
+        // Nothing pending: a short sleep times out, not woken.
+        assert!(!k.sleep(1, Duration::from_millis(1)));
+        k.wake(7); // no such node: ignored
+    }
+
+    #[test]
+    fn a_sleeping_kswapd_is_woken_by_another_thread() {
+        let k = std::sync::Arc::new(KswapdWake::new(1));
+        k.running.store(true, Ordering::Relaxed);
+        let k2 = k.clone();
+        let t = std::thread::spawn(move || k2.sleep(0, LONG));
+        // Whether the wake comes before or after the thread sleeps, it is
+        // seen: the sleep returns true (a lost wakeup would return false
+        // after LONG).
+        k.wake(0);
+        assert!(t.join().unwrap());
+    }
+
+    #[test]
+    fn boost_is_capped_and_decays() {
+        let k = KswapdWake::new(1);
+        for _ in 0..10 {
+            k.boost(0, 32, 100);
+        }
+        assert_eq!(k.boost_of(0), 100);
+        k.boost(0, 32, 50); // over a lower cap already: unchanged
+        assert_eq!(k.boost_of(0), 100);
+        k.decay(0);
+        assert_eq!(k.boost_of(0), 93);
+        for _ in 0..200 {
+            k.decay(0);
+        }
+        assert_eq!(k.boost_of(0), 0);
+        assert_eq!(k.boost_of(3), 0);
+    }
+}
