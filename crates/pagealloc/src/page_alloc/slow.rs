@@ -13,7 +13,8 @@
 //! 2. the first time round, for order > 0: direct compaction (when movable
 //!    pages are registered and `Gfp::NO_COMPACT` is not given), then retry the
 //!    compacted zone;
-//! 3. the first time round, if a kswapd it (or anyone) woke has not run yet:
+//! 3. the first time round, for requests that may reclaim (not
+//!    high-priority ones), if a kswapd it (or anyone) woke has not run yet:
 //!    yield the CPU once and go back to 1, so that a kswapd waiting for this
 //!    CPU reclaims instead of us (on a busy machine its wakeup can take
 //!    milliseconds, long enough for allocators to use up the headroom
@@ -61,9 +62,7 @@ impl Core {
                     return Ok(self.prep_new_page(p, order, gfp, head));
                 }
             }
-            // ---- Direct reclaim (issue 16, vmscan): shrink the LRU lists
-            // and shrinkers; retry while it makes progress. ----
-            if round == 0 && self.kswapd_pending(zl) {
+            if round == 0 && !af.high && self.kswapd_pending(zl) {
                 // kswapd has been woken but has not run yet (its CPU is
                 // busy, maybe with us): give it the CPU once and look again
                 // before reclaiming ourselves, as the kernel's retry loop
@@ -71,6 +70,8 @@ impl Core {
                 std::thread::yield_now();
                 continue;
             }
+            // ---- Direct reclaim (issue 16, vmscan): shrink the LRU lists
+            // and shrinkers; retry while it makes progress. ----
             if self.direct_reclaim(order, gfp) {
                 self.boost_kswapds(zl);
                 continue;
