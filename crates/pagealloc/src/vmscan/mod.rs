@@ -3,8 +3,9 @@
 //! of pages waiting to join them, the shrinker registry, and the gauges
 //! `nr_dirty` / `nr_writeback`. The page cache (`pagecache`, above the
 //! façade) fills the lists and does the reclaim that needs its mappings; the
-//! allocation slow path calls [`Vmscan::direct_reclaim`] (one marked call)
-//! before it drains per-CPU lists and fails.
+//! allocation slow path wakes kswapd through [`wake::KswapdWake`] (the
+//! threads are the page cache's) and calls [`Vmscan::direct_reclaim`] (one
+//! marked call) before it drains per-CPU lists and fails.
 //!
 //! LRU lists are threaded through the descriptors' `next`/`prev` links
 //! (an allocated page uses neither), one pair (inactive, active) per node,
