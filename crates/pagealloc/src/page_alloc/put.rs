@@ -57,6 +57,51 @@ impl Core {
         self.free_slow(pfn, d.order(), false)
     }
 
+    /// [`Core::free_unreferenced`] for a batch of order-0 pages, straight to
+    /// the buddy lists with one zone-lock hold per zone run, skipping this
+    /// thread's front cache and per-CPU list: kswapd's frees (the thread
+    /// allocates nothing, and pages parked on its caches would be hidden from
+    /// the watermarks it reclaims for). Returns the pages freed (a page whose
+    /// claim fails is left alone, as `free_unreferenced` would refuse it).
+    pub(crate) fn free_unreferenced_to_buddy(&self, pfns: &[u64]) -> u64 {
+        let mut claimed = Vec::with_capacity(pfns.len());
+        let mut wake = Vec::new();
+        for &p in pfns {
+            let d = self.mm.page(p);
+            if d.flags() & LRU != 0 {
+                self.vmscan.lrus[self.nid_of(p)].lock().remove_if_listed(&self.mm, p);
+            }
+            let old = d.flags.fetch_and(!(DIRTY | ACTIVE | REFERENCED), Ordering::Relaxed);
+            if old & DIRTY != 0 {
+                self.vmscan.gauges.nr_dirty.fetch_sub(1, Ordering::Relaxed);
+            }
+            if let Ok(old) = self.claim(Pfn::new(p), 0, false) {
+                claimed.push(p);
+                if old & crate::page::flags::WAITERS != 0 || !self.cfg.page_lock_waiters_bit {
+                    wake.push(p);
+                }
+            }
+        }
+        claimed.sort_unstable();
+        let mut i = 0;
+        while i < claimed.len() {
+            let z = self.zone_of(claimed[i]);
+            let mut g = z.lock(&self.mm);
+            let from = i;
+            while i < claimed.len() && z.contains(claimed[i]) {
+                self.mm.page(claimed[i]).clear();
+                g.free_block_locked(claimed[i], 0);
+                i += 1;
+            }
+            z.stats.events.add_owner(VmEvent::Pgfree, (i - from) as u64);
+        }
+        for p in wake {
+            self.wake_freed(Pfn::new(p));
+        }
+        self.drain_deferred();
+        claimed.len() as u64
+    }
+
     /// Queue `pfn` for its node's LRU (`folio_add_lru`), handing this call's
     /// reference on it to the batch; a full batch (15) is drained.
     pub(crate) fn lru_cache_add(&self, pfn: u64) {

@@ -4,21 +4,40 @@
 //!
 //! Steps, in order (the kernel's: compaction for costly orders first, then
 //! reclaim):
+//! 0. wake the kswapd of every node whose zone in the zonelist is below its
+//!    low watermark (`wake_all_kswapds`; a flag test when a wakeup is
+//!    pending already), so background reclaim starts before allocations
+//!    reach the min watermark;
 //! 1. retry every zone against the min watermark (high-priority requests may
 //!    dip below it and use the HighAtomic reserve);
-//! 2. for order > 0: direct compaction (when movable pages are registered
-//!    and `Gfp::NO_COMPACT` is not given), then retry the compacted zone;
-//!    then direct reclaim: the shrinkers, the page cache's LRU among them,
-//!    are asked for pages (`Vmscan::direct_reclaim`);
-//! 3. bring back pages parked on per-CPU lists and front caches, and give
-//!    HighAtomic reserves back to ordinary use, then retry once;
-//! 4. fail with `NoMemory` (counted). Nothing here ever aborts.
+//! 2. the first time round, for order > 0: direct compaction (when movable
+//!    pages are registered and `Gfp::NO_COMPACT` is not given), then retry the
+//!    compacted zone;
+//! 3. the first time round, for requests that may reclaim (not
+//!    high-priority ones), if a kswapd it (or anyone) woke has not run yet:
+//!    yield the CPU once and go back to 1, so that a kswapd waiting for this
+//!    CPU reclaims instead of us (on a busy machine its wakeup can take
+//!    milliseconds, long enough for allocators to use up the headroom
+//!    between the low and min watermarks);
+//! 4. direct reclaim: the shrinkers, the page cache's LRU among them, are
+//!    asked for pages (`Vmscan::direct_reclaim`); when it frees pages, raise
+//!    kswapd's boost (`vmscan::wake`: kswapd was late, so it wakes earlier
+//!    and reclaims further from now on) and go back to 1 (up to
+//!    [`MAX_RECLAIM_ROUNDS`] rounds: other allocators may take what one
+//!    round freed, as in the kernel's `should_reclaim_retry`);
+//! 5. when reclaim frees nothing, once: bring back pages parked on per-CPU
+//!    lists and front caches, and give HighAtomic reserves back to ordinary
+//!    use, then go back to 1;
+//! 6. fail with `NoMemory` (counted). Nothing here ever aborts.
 
 use super::Core;
 use crate::error::AllocError;
 use crate::types::{Gfp, Pfn};
 use crate::vmevent::VmEvent;
 use crate::zone::{AllocFlags, Wmark};
+
+/// Rounds of the slow path (each one reclaim attempt) before it gives up.
+pub(crate) const MAX_RECLAIM_ROUNDS: u32 = 16;
 
 impl Core {
     /// See the module doc. `zl` is the request's zonelist, `head` the flags
@@ -27,34 +46,86 @@ impl Core {
     #[inline(never)]
     pub(crate) fn alloc_slow(&self, zl: &[usize], order: u32, gfp: Gfp, head: u32) -> Result<Pfn, AllocError> {
         let af = AllocFlags { wmark: Wmark::Min, high: gfp.contains(Gfp::HIGH) };
-        for attempt in 0..2 {
-            for &zi in zl {
-                let z = &self.zones[zi];
-                if z.watermark_ok(order, af, gfp) {
-                    if let Some(p) = z.rmqueue(&self.mm, order, gfp, af, false) {
-                        return Ok(self.prep_new_page(p, order, gfp, head));
-                    }
-                }
+        self.wake_kswapds(zl);
+        let try_zone = |zi: usize| {
+            let z = &self.zones[zi];
+            z.watermark_ok(order, af, gfp).then(|| z.rmqueue(&self.mm, order, gfp, af, false)).flatten()
+        };
+        let mut drained = false;
+        for round in 0..MAX_RECLAIM_ROUNDS {
+            if let Some(p) = zl.iter().find_map(|&zi| try_zone(zi)) {
+                return Ok(self.prep_new_page(p, order, gfp, head));
             }
-            if attempt == 0 {
+            if round == 0 {
                 // ---- Direct compaction (issue 17): order > 0, unless Gfp::NO_COMPACT. ----
-                let got = self.try_direct_compact(zl, order, gfp, |zi| {
-                    let z = &self.zones[zi];
-                    z.watermark_ok(order, af, gfp).then(|| z.rmqueue(&self.mm, order, gfp, af, false)).flatten()
-                });
-                if let Some(p) = got {
+                if let Some(p) = self.try_direct_compact(zl, order, gfp, try_zone) {
                     return Ok(self.prep_new_page(p, order, gfp, head));
                 }
-                // ---- Direct reclaim (issue 16, vmscan): shrink the LRU lists
-                // and shrinkers before draining and failing. ----
-                let reclaimed = self.direct_reclaim(order, gfp);
-                if !self.reclaim_parked(zl, gfp) && !reclaimed {
-                    break;
-                }
+            }
+            if round == 0 && !af.high && self.kswapd_pending(zl) {
+                // kswapd has been woken but has not run yet (its CPU is
+                // busy, maybe with us): give it the CPU once and look again
+                // before reclaiming ourselves, as the kernel's retry loop
+                // gives way (`cond_resched`) to the reclaim it woke.
+                std::thread::yield_now();
+                continue;
+            }
+            // ---- Direct reclaim (issue 16, vmscan): shrink the LRU lists
+            // and shrinkers; retry while it makes progress. ----
+            if self.direct_reclaim(order, gfp) {
+                self.boost_kswapds(zl);
+                continue;
+            }
+            if drained || !self.reclaim_parked(zl, gfp) {
+                break;
+            }
+            drained = true;
+        }
+        // Out of rounds with reclaim still freeing pages that others took:
+        // the parked pages are the last resort.
+        if !drained && self.reclaim_parked(zl, gfp) {
+            if let Some(p) = zl.iter().find_map(|&zi| try_zone(zi)) {
+                return Ok(self.prep_new_page(p, order, gfp, head));
             }
         }
         self.events.count(VmEvent::AllocFail, 1);
         Err(AllocError::NoMemory { order })
+    }
+
+    /// Direct reclaim ran although kswapd runs: raise the boost of each
+    /// node of `zl` by `SWAP_CLUSTER_MAX` pages, up to 150% of the zone's
+    /// high watermark (the kernel's default `watermark_boost_factor`).
+    fn boost_kswapds(&self, zl: &[usize]) {
+        let k = &self.vmscan.kswapd;
+        if !k.running() {
+            return;
+        }
+        for &zi in zl {
+            let z = &self.zones[zi];
+            k.boost(z.nid as usize, 32, z.wmark[Wmark::High as usize] * 3 / 2);
+        }
+    }
+
+    /// Whether a kswapd wakeup of a node of `zl` is pending (woken, not yet
+    /// running).
+    fn kswapd_pending(&self, zl: &[usize]) -> bool {
+        let k = &self.vmscan.kswapd;
+        k.running() && zl.iter().any(|&zi| k.pending(self.zones[zi].nid as usize))
+    }
+
+    /// Wake the kswapd of each node with a zone of `zl` below its low
+    /// watermark (nothing when no kswapd runs).
+    fn wake_kswapds(&self, zl: &[usize]) {
+        let k = &self.vmscan.kswapd;
+        if !k.running() {
+            return;
+        }
+        for &zi in zl {
+            let z = &self.zones[zi];
+            if z.free_pages_racy() < z.wmark[Wmark::Low as usize] {
+                k.wake(z.nid as usize);
+            }
+        }
     }
 
     /// Direct reclaim through the shrinkers (the page cache is one), counted

@@ -1,89 +1,74 @@
-//! kswapd: one thread per node, asleep until a page-cache allocation finds
-//! its zone below the low watermark (or direct reclaim runs), then reclaiming
-//! through the shrinkers until every zone of the node is above its high
-//! watermark or no progress is made (`pageoutrun` counts the runs).
+//! kswapd: one thread per node, asleep until an allocation finds a zone of
+//! its node below the low watermark (the allocation slow path wakes it, and
+//! so does a page-cache fill that leaves its zone below low), then
+//! reclaiming through the shrinkers until every zone of the node is above
+//! its high watermark (plus the node's boost, raised by direct reclaim:
+//! `vmscan::wake`) or a pass frees nothing (`pageoutrun` counts the
+//! runs). The wakeup itself is `vmscan::wake` (below the allocator); pages
+//! kswapd reclaims from the page cache go straight to the buddy lists
+//! (`reclaim`), where the watermarks count them.
 
 use super::CacheInner;
 use crate::allocator::PageAllocator;
 use crate::sync::{AtomicBool, Ordering};
 use crate::vmevent::VmEvent;
 use crate::zone::Wmark;
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-struct NodeWake {
-    pending: Mutex<bool>,
-    cv: Condvar,
-}
+/// Pages asked of the shrinkers per kswapd pass (the kernel's
+/// `SWAP_CLUSTER_MAX`); a run makes passes until the node is balanced.
+const KSWAPD_BATCH: u64 = 32;
 
 pub(crate) struct Kswapd {
-    nodes: Box<[NodeWake]>,
-    running: AtomicBool,
+    nr_nodes: usize,
     stop: AtomicBool,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl Kswapd {
     pub(crate) fn new(nr_nodes: usize) -> Self {
-        Self {
-            nodes: (0..nr_nodes).map(|_| NodeWake { pending: Mutex::new(false), cv: Condvar::new() }).collect(),
-            running: AtomicBool::new(false),
-            stop: AtomicBool::new(false),
-            threads: Mutex::new(Vec::new()),
-        }
+        Self { nr_nodes, stop: AtomicBool::new(false), threads: Mutex::new(Vec::new()) }
     }
 
-    fn wake(&self, nid: usize) {
-        if !self.running.load(Ordering::Relaxed) {
-            return;
-        }
-        let w = &self.nodes[nid];
-        let mut p = w.pending.lock();
-        if !*p {
-            *p = true;
-            w.cv.notify_one();
-        }
-    }
-
-    pub(crate) fn wake_all(&self) {
-        for n in 0..self.nodes.len() {
-            self.wake(n);
+    pub(crate) fn wake_all(a: &PageAllocator) {
+        for n in 0..a.core.nodes.len() {
+            a.core.vmscan.kswapd.wake(n);
         }
     }
 
     /// Wake the node's kswapd if the zone of the page just allocated is below
     /// its low watermark (`wakeup_kswapd`).
-    pub(crate) fn maybe_wake(&self, a: &PageAllocator, pfn: u64) {
-        if !self.running.load(Ordering::Relaxed) {
+    pub(crate) fn maybe_wake(a: &PageAllocator, pfn: u64) {
+        if !a.core.vmscan.kswapd.running() {
             return;
         }
         let z = a.core.zone_of(pfn);
-        if z.free_pages_racy() < z.wmark[Wmark::Low as usize] {
-            self.wake(z.nid as usize);
+        let k = &a.core.vmscan.kswapd;
+        if z.free_pages_racy() < z.wmark[Wmark::Low as usize] + k.boost_of(z.nid as usize) {
+            k.wake(z.nid as usize);
         }
     }
 
-    pub(crate) fn stop(&self) {
+    pub(crate) fn stop(&self, a: &PageAllocator) {
         self.stop.store(true, Ordering::Release);
-        for w in self.nodes.iter() {
-            let mut p = w.pending.lock();
-            *p = true;
-            w.cv.notify_one();
+        for n in 0..self.nr_nodes {
+            a.core.vmscan.kswapd.kick(n);
         }
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
-        self.running.store(false, Ordering::Relaxed);
+        a.core.vmscan.kswapd.running.store(false, Ordering::Relaxed);
     }
 }
 
 /// Start one kswapd per node.
 pub(crate) fn start(c: &Arc<CacheInner>) {
-    c.kswapd.running.store(true, Ordering::Relaxed);
+    c.alloc.core.vmscan.kswapd.running.store(true, Ordering::Relaxed);
     let mut ts = c.kswapd.threads.lock();
-    for nid in 0..c.kswapd.nodes.len() {
+    for nid in 0..c.kswapd.nr_nodes {
         let weak = Arc::downgrade(c);
         let t = std::thread::Builder::new().name(format!("kswapd{nid}")).spawn(move || {
             crate::cpu::block_async_signals();
@@ -95,39 +80,56 @@ pub(crate) fn start(c: &Arc<CacheInner>) {
     }
 }
 
-fn below_high(a: &PageAllocator, nid: usize) -> bool {
-    a.core.zones.iter().filter(|z| z.nid as usize == nid).any(|z| z.free_pages_racy() < z.wmark[Wmark::High as usize])
+/// Whether some zone of node `nid` is below its high watermark plus the
+/// node's boost (`pgdat_balanced` is its negation).
+pub(crate) fn below_high(a: &PageAllocator, nid: usize) -> bool {
+    let boost = a.core.vmscan.kswapd.boost_of(nid);
+    a.core
+        .zones
+        .iter()
+        .filter(|z| z.nid as usize == nid)
+        .any(|z| z.free_pages_racy() < z.wmark[Wmark::High as usize] + boost)
 }
 
 fn run(weak: &Weak<CacheInner>, nid: usize) {
     loop {
         {
             let Some(c) = weak.upgrade() else { return };
-            let w = &c.kswapd.nodes[nid];
-            let mut p = w.pending.lock();
-            if !*p {
-                w.cv.wait_for(&mut p, Duration::from_millis(100));
-            }
-            *p = false;
+            // Sleep (holding no strong reference) until woken; every 100 ms
+            // look anyway.
+            let a = c.alloc.clone();
+            drop(c);
+            a.core.vmscan.kswapd.sleep(nid, Duration::from_millis(100));
         }
         let Some(c) = weak.upgrade() else { return };
         if c.kswapd.stop.load(Ordering::Acquire) {
             return;
         }
-        let a = &c.alloc;
-        if !below_high(a, nid) {
-            continue;
-        }
-        a.core.events.count(VmEvent::Pageoutrun, 1);
-        crate::vmscan::as_reclaimer(|| {
-            while below_high(a, nid) && !c.kswapd.stop.load(Ordering::Acquire) {
-                if a.core.vmscan.shrink_all(32, Some(nid as u32), false) == 0 {
-                    break;
-                }
-                // Freed pages may sit on per-CPU lists; the watermark counts
-                // only the buddy's.
-                a.core.drain_all();
-            }
-        });
+        balance_node(&c, nid);
     }
+}
+
+/// One kswapd run (`balance_pgdat`): reclaim from node `nid` until every
+/// zone is above its high watermark, a pass frees nothing, or kswapd stops.
+/// Returns the pages freed.
+pub(crate) fn balance_node(c: &CacheInner, nid: usize) -> u64 {
+    let a = &c.alloc;
+    if !below_high(a, nid) {
+        return 0;
+    }
+    a.core.events.count(VmEvent::Pageoutrun, 1);
+    let freed = crate::vmscan::as_reclaimer(|| {
+        let mut freed = 0;
+        while below_high(a, nid) && !c.kswapd.stop.load(Ordering::Acquire) {
+            let f = a.core.vmscan.shrink_all(KSWAPD_BATCH, Some(nid as u32), false);
+            if f == 0 {
+                break;
+            }
+            freed += f;
+        }
+        freed
+    })
+    .unwrap_or(0);
+    a.core.vmscan.kswapd.decay(nid);
+    freed
 }

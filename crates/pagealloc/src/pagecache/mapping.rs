@@ -205,7 +205,7 @@ impl Mapping {
         let a = self.alloc();
         let pfn = a.alloc_pages(Gfp::MOVABLE, 0).map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))?;
         let p = pfn.as_u64();
-        self.cache.kswapd.maybe_wake(a, p);
+        super::kswapd::Kswapd::maybe_wake(a, p);
         let d = a.core.mm.page(p);
         // Not published yet: locked, with the cache's, our and the LRU
         // batch's references.

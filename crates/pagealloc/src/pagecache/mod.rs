@@ -196,7 +196,7 @@ impl PageCache {
 
 impl Drop for PageCache {
     fn drop(&mut self) {
-        self.inner.kswapd.stop();
+        self.inner.kswapd.stop(&self.inner.alloc);
         self.inner.alloc.core.vmscan.unregister(self.shrinker_id);
         let ids: Vec<u64> = self.inner.ids.read().keys().copied().collect();
         for id in ids {

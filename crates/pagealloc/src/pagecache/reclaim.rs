@@ -17,7 +17,10 @@
 //! - otherwise the count is frozen from exactly 2 (cache + isolation) to 0,
 //!   which fails if anyone else holds a reference (the page goes back); on
 //!   success the page leaves its mapping, is unlocked and freed through the
-//!   claim (`pgsteal_*`).
+//!   claim (`pgsteal_*`), all of a scan's pages in one batch straight to the
+//!   buddy lists, where the watermarks that reclaim works for count them (on
+//!   the reclaimer's front cache or per-CPU list they would be invisible to
+//!   the slow path's retry and to kswapd's balance check until a drain).
 
 use super::mapping::Mapping;
 use super::CacheInner;
@@ -43,7 +46,7 @@ impl Shrinker for CacheShrinker {
     fn scan_objects(&self, sc: &ShrinkControl) -> u64 {
         let Some(c) = self.0.upgrade() else { return 0 };
         if sc.direct {
-            c.kswapd.wake_all();
+            super::kswapd::Kswapd::wake_all(&c.alloc);
         }
         shrink(&c, sc.nr_to_scan, sc.nid, sc.direct)
     }
@@ -101,7 +104,7 @@ fn shrink_inactive(c: &CacheInner, n: usize, nr: usize, direct: bool) -> u64 {
     let scanned = core.vmscan.lrus[n].lock().isolate(&core.mm, Which::Inactive, nr, &mut v);
     core.events.count(if direct { VmEvent::PgscanDirect } else { VmEvent::PgscanKswapd }, scanned);
     let mut back = Vec::new();
-    let mut freed = 0;
+    let mut to_buddy = Vec::new();
     for p in v {
         let pfn = Pfn::new(p);
         let d = core.mm.page(p);
@@ -151,10 +154,9 @@ fn shrink_inactive(c: &CacheInner, n: usize, nr: usize, direct: bool) -> u64 {
         }
         c.owners[p as usize].store(0, Ordering::Release);
         let _ = r.unlock();
-        if core.free_unreferenced(pfn).is_ok() {
-            freed += 1;
-        }
+        to_buddy.push(p);
     }
+    let freed = core.free_unreferenced_to_buddy(&to_buddy);
     core.putback_lru(&back);
     core.events.count(if direct { VmEvent::PgstealDirect } else { VmEvent::PgstealKswapd }, freed);
     freed

@@ -382,3 +382,68 @@ fn get_put_page_api() {
     drop(pc);
     all_back(&a);
 }
+
+/// The allocation slow path wakes kswapd when a zone is below its low
+/// watermark (a plain allocation, not a page-cache fill), and direct reclaim
+/// while kswapd runs raises its boost. kswapd's threads are off; its
+/// `running` flag is set by hand so that the wakeups are recorded.
+#[test]
+fn slow_path_wakes_kswapd_and_direct_reclaim_boosts_it() {
+    let pc = cache(8, false);
+    let a = pc.allocator().clone();
+    let k = &a.core.vmscan.kswapd;
+    let m = pc.mapping(1, pattern_source());
+    // Fill the cache to well below the low watermark (kswapd not running:
+    // fills wake nobody).
+    for i in 0..a.managed_pages() {
+        drop(m.get(i).unwrap());
+    }
+    assert!(!k.pending(0));
+    k.running.store(true, Ordering::Relaxed);
+    let mut mine = Vec::new();
+    for _ in 0..256 {
+        mine.push(a.alloc_pages(Gfp::MOVABLE, 0).unwrap());
+    }
+    assert!(k.pending(0), "the slow path woke node 0's kswapd");
+    assert!(k.boost_of(0) > 0, "direct reclaim with kswapd running boosts it: {}", a.vmstat());
+    let z = &a.core.zones[0];
+    assert!(k.boost_of(0) <= z.wmark[crate::zone::Wmark::High as usize] * 3 / 2);
+    k.running.store(false, Ordering::Relaxed);
+    for p in mine {
+        a.free_pages(p, 0).unwrap();
+    }
+    drop(m);
+    drop(pc);
+    all_back(&a);
+}
+
+/// One kswapd run (called directly, no thread) reclaims until every zone is
+/// above its high watermark plus the boost, and the pages it frees are in
+/// the buddy lists (counted by the watermark), not on its own caches.
+#[test]
+fn kswapd_run_reclaims_to_high_plus_boost_into_the_buddy() {
+    let pc = cache(8, false);
+    let a = pc.allocator().clone();
+    let m = pc.mapping(1, pattern_source());
+    for i in 0..a.managed_pages() {
+        drop(m.get(i).unwrap());
+    }
+    a.drain_all_pages();
+    assert!(kswapd::below_high(&a, 0));
+    a.core.vmscan.kswapd.boost(0, 64, 64);
+    let pcp_before = a.census().pcp;
+    let freed = kswapd::balance_node(&pc.inner, 0);
+    assert!(freed > 0);
+    assert!(!kswapd::below_high(&a, 0), "balanced after the run");
+    let z = &a.core.zones[0];
+    let high = z.wmark[crate::zone::Wmark::High as usize];
+    // Decayed by a sixteenth at the end of the run.
+    assert_eq!(a.core.vmscan.kswapd.boost_of(0), 60);
+    assert!(z.free_pages_racy() >= high + 64, "free {} high {high}", z.free_pages_racy());
+    assert_eq!(a.census().pcp, pcp_before, "kswapd's frees bypass the per-CPU lists");
+    assert_eq!(a.event_count(VmEvent::PgstealKswapd), freed);
+    a.check_invariants().unwrap();
+    drop(m);
+    drop(pc);
+    all_back(&a);
+}

@@ -3,8 +3,9 @@
 //! of pages waiting to join them, the shrinker registry, and the gauges
 //! `nr_dirty` / `nr_writeback`. The page cache (`pagecache`, above the
 //! façade) fills the lists and does the reclaim that needs its mappings; the
-//! allocation slow path calls [`Vmscan::direct_reclaim`] (one marked call)
-//! before it drains per-CPU lists and fails.
+//! allocation slow path wakes kswapd through [`wake::KswapdWake`] (the
+//! threads are the page cache's) and calls [`Vmscan::direct_reclaim`] (one
+//! marked call) before it drains per-CPU lists and fails.
 //!
 //! LRU lists are threaded through the descriptors' `next`/`prev` links
 //! (an allocated page uses neither), one pair (inactive, active) per node,
@@ -32,6 +33,7 @@
 //! Allocation never happens under 2..4; shrinkers are called with none held.
 
 pub(crate) mod lru;
+pub(crate) mod wake;
 
 use crate::memmap::MemMap;
 use crate::sync::{AtomicU64, Ordering};
@@ -107,6 +109,8 @@ pub(crate) struct Vmscan {
     /// A page cache is attached (at most one per allocator: the LRU lists
     /// hold its pages, and only it can reclaim them).
     pub(crate) cache_attached: crate::sync::AtomicBool,
+    /// Per-node kswapd wakeups (the threads are the page cache's).
+    pub(crate) kswapd: wake::KswapdWake,
 }
 
 impl Vmscan {
@@ -118,6 +122,7 @@ impl Vmscan {
             next_shrinker: AtomicU64::new(1),
             gauges: Gauges::default(),
             cache_attached: crate::sync::AtomicBool::new(false),
+            kswapd: wake::KswapdWake::new(nr_nodes),
         }
     }
 
