@@ -382,10 +382,21 @@ fn owners_race_compaction_without_losing_data() {
         }));
     }
     let compactor = {
-        let (a, stop) = (a.clone(), stop.clone());
+        let (a, stop, owners) = (a.clone(), stop.clone(), owners.clone());
         std::thread::spawn(move || {
+            // Start once the owners hold pages to migrate (on a loaded machine
+            // the compactor could otherwise finish before they allocate).
+            let held = || owners.iter().map(|o| o.pages.lock().unwrap().len()).sum::<usize>();
+            let t0 = std::time::Instant::now();
+            while held() < 3 * 64 && t0.elapsed() < std::time::Duration::from_secs(30) {
+                std::thread::yield_now();
+            }
             let mut big = 0;
-            for i in 0..80 {
+            let mut i = 0;
+            // 80 rounds, and on until something has migrated (bounded: the
+            // assertion below still fails if nothing ever does).
+            while i < 80 || (a.event_count(VmEvent::PgmigrateSuccess) == 0 && i < 2000) {
+                i += 1;
                 a.compact_memory();
                 if let Ok(p) = a.alloc_pages(Gfp::MOVABLE, 9) {
                     big += 1;
@@ -398,14 +409,14 @@ fn owners_race_compaction_without_losing_data() {
                 }
             }
             stop.store(true, std::sync::atomic::Ordering::Relaxed);
-            big
+            (big, i)
         })
     };
-    let big = compactor.join().unwrap();
+    let (big, rounds) = compactor.join().unwrap();
     let bad: usize = hs.into_iter().map(|h| h.join().unwrap()).sum();
     let total: usize = owners.iter().map(|o| violations(&a, o)).sum();
     eprintln!(
-        "order-9 successes {big}/80, migrated {}, failed {}",
+        "order-9 successes {big}/{rounds}, migrated {}, failed {}",
         a.event_count(VmEvent::PgmigrateSuccess),
         a.event_count(VmEvent::PgmigrateFail)
     );
