@@ -22,7 +22,7 @@
 
 use clap::Args;
 use pagealloc::{
-    AllocError, Backing, Config, FreeError, Gfp, PageAllocator, PageStateError, Pfn, WaitError, MAX_ORDER,
+    AllocError, Backing, Config, FreeError, Gfp, NodeId, PageAllocator, PageStateError, Pfn, WaitError, MAX_ORDER,
     PAGEBLOCK_PAGES,
 };
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -573,7 +573,7 @@ fn op_alloc(sh: &Shared, t: usize, rng: &mut Rng, mine: &mut Mine) {
     let (gfp, order) = (rng.gfp(), rng.order());
     sh.publish(t, Op::Alloc, order as u64);
     let r = if rng.below(4) == 0 {
-        sh.a.alloc_pages_node(rng.below(sh.nodes as u64) as u32, gfp, order)
+        sh.a.alloc_pages_node(NodeId(rng.below(sh.nodes as u64) as u32), gfp, order)
     } else {
         sh.a.alloc_pages(gfp, order)
     };
@@ -885,7 +885,7 @@ fn op_misuse(sh: &Shared, t: usize, rng: &mut Rng, mine: &mut Mine) {
             check(sh, mine, r == Err(AllocError::InvalidOrder { order: MAX_ORDER + 1 }), || format!("{r:?}"));
         }
         2 => {
-            let r = a.alloc_pages_node(sh.nodes + 3, Gfp::KERNEL, 0);
+            let r = a.alloc_pages_node(NodeId(sh.nodes + 3), Gfp::KERNEL, 0);
             let ok = r == Err(AllocError::InvalidNode { nid: sh.nodes + 3 })
                 || (sh.inject && r == Err(AllocError::Injected));
             check(sh, mine, ok, || format!("{r:?}"));

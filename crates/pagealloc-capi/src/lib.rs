@@ -517,7 +517,7 @@ pub unsafe extern "C" fn pagealloc_alloc_pages_node(
         let a = unsafe { handle(a) }?;
         let g = to_gfp(gfp_flags)?;
         let o = out(pfn_out, "pfn_out")?;
-        let p = a.alloc_pages_node(nid, g, order).map_err(alloc_err)?;
+        let p = a.alloc_pages_node(::pagealloc::NodeId(nid), g, order).map_err(alloc_err)?;
         o.write(p.as_u64());
         Ok(())
     })

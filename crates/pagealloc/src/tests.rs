@@ -101,17 +101,17 @@ fn movable_zone_serves_only_movable_requests() {
 fn nodes_split_the_arena_and_thisnode_stays_home() {
     let a = PageAllocator::new(Config::small(16 << 20).nodes(2).min_free_kbytes(Some(0))).unwrap();
     assert_eq!(a.nr_nodes(), 2);
-    let p = a.alloc_pages_node(1, Gfp::KERNEL, 0).unwrap();
+    let p = a.alloc_pages_node(NodeId(1), Gfp::KERNEL, 0).unwrap();
     assert_eq!(a.pfn_to_nid(p), Some(NodeId(1)));
     let mut n0 = Vec::new();
-    while let Ok(p) = a.alloc_pages_node(0, Gfp::KERNEL | Gfp::THISNODE, 0) {
+    while let Ok(p) = a.alloc_pages_node(NodeId(0), Gfp::KERNEL | Gfp::THISNODE, 0) {
         assert_eq!(a.pfn_to_nid(p), Some(NodeId(0)));
         n0.push(p);
     }
     // Without THISNODE the request spills to node 1.
-    let spill = a.alloc_pages_node(0, Gfp::KERNEL, 0).unwrap();
+    let spill = a.alloc_pages_node(NodeId(0), Gfp::KERNEL, 0).unwrap();
     assert_eq!(a.pfn_to_nid(spill), Some(NodeId(1)));
-    assert!(matches!(a.alloc_pages_node(7, Gfp::KERNEL, 0), Err(AllocError::InvalidNode { nid: 7 })));
+    assert!(matches!(a.alloc_pages_node(NodeId(7), Gfp::KERNEL, 0), Err(AllocError::InvalidNode { nid: 7 })));
     a.check_invariants().unwrap();
 }
 

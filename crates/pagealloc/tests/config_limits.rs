@@ -286,7 +286,9 @@ fn size_arguments_at_their_extremes_are_errors() {
         }
     }
     for nid in [1, 2, u32::MAX] {
-        check(format!("alloc_pages_node({nid})"), &|| assert!(a.alloc_pages_node(nid, Gfp::KERNEL, 0).is_err()));
+        check(format!("alloc_pages_node({nid})"), &|| {
+            assert!(a.alloc_pages_node(pagealloc::NodeId(nid), Gfp::KERNEL, 0).is_err())
+        });
     }
     for &p in &pfns {
         check(format!("page_address({p:?})"), &|| assert!(a.page_address(p).is_none()));

@@ -102,7 +102,10 @@ fn out_of_range_and_invalid_order_or_node() {
                 a.alloc_pages(Gfp::KERNEL, MAX_ORDER + 1),
                 Err(AllocError::InvalidOrder { order: MAX_ORDER + 1 })
             );
-            assert_eq!(a.alloc_pages_node(7, Gfp::KERNEL, 0), Err(AllocError::InvalidNode { nid: 7 }));
+            assert_eq!(
+                a.alloc_pages_node(pagealloc::NodeId(7), Gfp::KERNEL, 0),
+                Err(AllocError::InvalidNode { nid: 7 })
+            );
         },
     );
 }

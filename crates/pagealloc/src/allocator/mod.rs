@@ -160,12 +160,13 @@ impl PageAllocator {
         self.core.free0_front(pfn)
     }
 
-    /// Allocate `1 << order` contiguous pages, preferring node `nid`.
+    /// Allocate `1 << order` contiguous pages, preferring node `nid` (a
+    /// [`NodeId`], so a node cannot be passed where an order is meant).
     ///
     /// # Errors
     /// As [`PageAllocator::alloc_pages`], and [`AllocError::InvalidNode`].
-    pub fn alloc_pages_node(&self, nid: u32, gfp: Gfp, order: u32) -> Result<Pfn, AllocError> {
-        self.core.alloc_node(nid, gfp, order, flags::HEAD)
+    pub fn alloc_pages_node(&self, nid: NodeId, gfp: Gfp, order: u32) -> Result<Pfn, AllocError> {
+        self.core.alloc_node(nid.0, gfp, order, flags::HEAD)
     }
 
     /// Free a block allocated with `alloc_pages*` of the same order. Misuse is

@@ -22,7 +22,7 @@ impl Model {
     pub fn alloc(&mut self, gfp: Gfp, order: u32, node: Option<u32>) -> Option<Pfn> {
         let res = match node {
             None => self.a.alloc_pages(gfp, order),
-            Some(nid) => self.a.alloc_pages_node(nid, gfp, order),
+            Some(nid) => self.a.alloc_pages_node(pagealloc::NodeId(nid), gfp, order),
         };
         let nodes = self.cfg.nodes;
         match res {
