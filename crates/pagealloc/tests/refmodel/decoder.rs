@@ -162,7 +162,15 @@ pub fn step(m: &mut Model, b: &mut Bytes) {
             };
             let node_sel = b.u8();
             let node = (node_sel & 1 == 1).then(|| (node_sel >> 1) as u32 % (m.cfg.nodes + 1));
-            m.alloc(g, order, node);
+            // Without a node, one in four through a `Pages` handle (no new
+            // byte, so kept inputs read the same bytes).
+            match node_sel & 7 {
+                2 => m.alloc_handle(g, order, true),
+                6 => m.alloc_handle(g, order, false),
+                _ => {
+                    m.alloc(g, order, node);
+                }
+            }
         }
         4..=6 => {
             let p = pick_pfn(m, b);

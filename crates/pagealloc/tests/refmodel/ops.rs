@@ -34,15 +34,61 @@ impl Model {
                 self.took("alloc_pages", p.as_u64(), order, gfp, tn);
                 Some(p)
             }
-            Err(AllocError::InvalidOrder { order: o }) => {
+            Err(e) => {
+                self.alloc_failed(e, gfp, order, node);
+                None
+            }
+        }
+    }
+
+    /// `alloc(gfp, order)`, the `Pages` handle, driven within the step: the
+    /// raw API's free and bulk free of its frame are refused with `Owned`
+    /// and change nothing; then the handle is dropped (its block freed) or,
+    /// with `keep`, turned into its pfn (a raw block from then on).
+    pub fn alloc_handle(&mut self, gfp: Gfp, order: u32, keep: bool) {
+        // A second handle on the allocator: the `Pages` borrows it, not the model.
+        let a = self.a.clone();
+        let h = match a.alloc(gfp, order) {
+            Ok(h) => h,
+            Err(e) => return self.alloc_failed(e, gfp, order, None),
+        };
+        let pfn = h.pfn();
+        assert!(order <= MAX_ORDER && h.order() == order, "alloc({order}): a handle of order {}", h.order());
+        self.took("alloc", pfn.as_u64(), order, gfp, None);
+        let before = a.nr_free_pages();
+        assert_eq!(a.free_pages(pfn, order), Err(FreeError::Owned { pfn }), "raw free of a handle's frame");
+        match a.free_pages_bulk(&[pfn]) {
+            Err(BulkFreeError { rejected }) => {
+                // Bulk frees are order-0: a larger block is the wrong order first.
+                let why = if order == 0 {
+                    FreeError::Owned { pfn }
+                } else {
+                    FreeError::WrongOrder { pfn, order: 0, actual: order }
+                };
+                assert_eq!(rejected, vec![(0, why)], "raw bulk free of a handle's frame")
+            }
+            Ok(()) => panic!("raw bulk free of a handle's frame accepted"),
+        }
+        assert_eq!(a.nr_free_pages(), before, "a refused free of a handle's frame changed state");
+        if keep {
+            assert_eq!(h.into_pfn(), pfn);
+        } else {
+            drop(h);
+            self.forget(pfn.as_u64());
+        }
+    }
+
+    /// Check an allocation's error against the model.
+    fn alloc_failed(&self, e: AllocError, gfp: Gfp, order: u32, node: Option<u32>) {
+        let nodes = self.cfg.nodes;
+        match e {
+            AllocError::InvalidOrder { order: o } => {
                 assert!(o == order && order > MAX_ORDER, "alloc_pages({gfp:?}, {order}): InvalidOrder {o}");
-                None
             }
-            Err(AllocError::InvalidNode { nid: n }) => {
+            AllocError::InvalidNode { nid: n } => {
                 assert!(order <= MAX_ORDER && Some(n) == node && n >= nodes, "alloc_pages_node({node:?}): {n}");
-                None
             }
-            Err(AllocError::NoMemory { order: o }) => {
+            AllocError::NoMemory { order: o } => {
                 assert_eq!(o, order);
                 assert!(node.is_none_or(|n| n < nodes));
                 assert!(
@@ -52,9 +98,8 @@ impl Model {
                     self.nr_pages,
                     self.isolated.len()
                 );
-                None
             }
-            Err(e) => panic!("alloc_pages: unexpected {e:?}"),
+            e => panic!("alloc_pages: unexpected {e:?}"),
         }
     }
 
