@@ -183,4 +183,39 @@ mod tests {
             }
         }
     }
+
+    /// jemalloc, where installed, loads in a process started with
+    /// [`STATIC_TLS_TUNABLE`] (this test binary, re-run on this test alone),
+    /// and its entry points are its own (checked by the loader).
+    #[test]
+    fn jemalloc_loads_with_the_static_tls_tunable() {
+        const CHILD: &str = "PAGEALLOC_PEERS_TEST_CHILD";
+        if std::env::var_os(CHILD).is_some() {
+            let p = DlAlloc::jemalloc().expect("jemalloc under the tunable");
+            // SAFETY: a power-of-two alignment and a size that is a multiple of it.
+            let b = unsafe { (p.alloc)(4096, 4096) };
+            assert!(!b.is_null() && (b as usize).is_multiple_of(4096), "{b:?}");
+            // SAFETY: from jemalloc's alloc above, freed once, to it.
+            unsafe { (p.free)(b) };
+            return;
+        }
+        match DlAlloc::jemalloc() {
+            Ok(_) => return, // loaded without help: nothing to check
+            Err(e) if !e.contains("static TLS") => {
+                eprintln!("jemalloc cannot be loaded here: skipped ({e})");
+                return;
+            }
+            Err(_) => {}
+        }
+        let exe = std::env::current_exe().expect("test binary");
+        let st = std::process::Command::new(exe)
+            .args(["--exact", "peers::tests::jemalloc_loads_with_the_static_tls_tunable", "--test-threads=1"])
+            .env(CHILD, "1")
+            .env("GLIBC_TUNABLES", STATIC_TLS_TUNABLE)
+            .output()
+            .expect("re-run the test binary");
+        let out = String::from_utf8_lossy(&st.stdout);
+        // `--exact` with a stale name would run nothing and pass.
+        assert!(st.status.success() && out.contains("1 passed"), "jemalloc under {STATIC_TLS_TUNABLE}: {out}");
+    }
 }
