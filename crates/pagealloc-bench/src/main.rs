@@ -1,8 +1,10 @@
 //! `pagealloc`: the benchmark and inspection command.
 
+mod burst_peer;
 mod experiments;
 mod fastpath;
 mod harness;
+mod peers;
 mod report;
 mod show;
 mod stress;
@@ -74,6 +76,17 @@ enum Cmd {
         /// Pages to allocate and free after the warm-up.
         pages: u64,
     },
+    /// One peer allocator's side of `bench burst-idle`, in a process of its own.
+    #[command(hide = true)]
+    BurstPeer {
+        /// The peer.
+        #[arg(value_enum)]
+        peer: burst_peer::Peer,
+        /// 4 KiB blocks the burst allocates.
+        blocks: usize,
+        /// Idle milliseconds sampled after the frees.
+        idle_ms: u64,
+    },
 }
 
 #[derive(Subcommand)]
@@ -95,6 +108,7 @@ fn main() {
         }
         Cmd::Stress(args) => std::process::exit(stress::run(&args)),
         Cmd::Fastpath { mode, pages } => std::process::exit(fastpath::run(mode, pages)),
+        Cmd::BurstPeer { peer, blocks, idle_ms } => std::process::exit(burst_peer::run(peer, blocks, idle_ms)),
         Cmd::Bench { action: Some(BenchCmd::Compare { old, new }), .. } => compare(&old, &new),
         Cmd::Bench { action: None, experiment, full, json, quiet, verbose, out, page_fault1 } => {
             experiments::page_fault1::set_args(page_fault1);

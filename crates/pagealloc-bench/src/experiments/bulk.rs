@@ -39,64 +39,9 @@
 //! its pair is reported as not run and its target left out.
 
 use crate::harness::{pin, rdtsc, Claim, Ctx, Experiment, ExperimentResult, Figure, Plot};
+use crate::peers::DlAlloc;
 use pagealloc::{Config, Gfp, PageAllocator, Pfn};
-use std::ffi::{c_void, CStr};
 use std::time::Instant;
-
-/// The tcmalloc library the peer loads.
-const TCMALLOC: &CStr = c"libtcmalloc_minimal.so.4";
-
-/// tcmalloc's aligned allocation and its free, found with `dlsym`. The library
-/// is opened `RTLD_LOCAL`, so its `malloc` does not replace the process's: only
-/// these two entry points reach it, and every block it hands out goes back to it.
-#[derive(Clone, Copy)]
-struct Tcmalloc {
-    memalign: unsafe extern "C" fn(align: usize, size: usize) -> *mut c_void,
-    free: unsafe extern "C" fn(*mut c_void),
-}
-
-impl Tcmalloc {
-    /// Open `lib` (never closed: tcmalloc cannot be unloaded safely) and look up
-    /// `tc_memalign` and `tc_free`; the loader's message when either fails.
-    fn load(lib: &CStr) -> Result<Self, String> {
-        let dlerror = || {
-            // SAFETY: dlerror has no preconditions; a non-null result is a
-            // NUL-terminated string valid until the next dl call on this thread,
-            // copied out at once.
-            let e = unsafe { libc::dlerror() };
-            if e.is_null() {
-                "unknown dlopen error".to_string()
-            } else {
-                // SAFETY: non-null, NUL-terminated (above).
-                unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
-            }
-        };
-        // SAFETY: `lib` is NUL-terminated; loading runs the library's
-        // initialisers, which for tcmalloc set up its own heap only.
-        let h = unsafe { libc::dlopen(lib.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-        if h.is_null() {
-            return Err(dlerror());
-        }
-        let sym = |name: &CStr| {
-            // SAFETY: `h` is a live handle (never closed), `name` NUL-terminated.
-            let p = unsafe { libc::dlsym(h, name.as_ptr()) };
-            if p.is_null() {
-                Err(format!("{}: no symbol {}", lib.to_string_lossy(), name.to_string_lossy()))
-            } else {
-                Ok(p)
-            }
-        };
-        let (m, f) = (sym(c"tc_memalign")?, sym(c"tc_free")?);
-        // SAFETY: gperftools declares `void *tc_memalign(size_t align, size_t
-        // size)` and `void tc_free(void *ptr)`; the pointers are these functions.
-        unsafe {
-            Ok(Self {
-                memalign: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(usize, usize) -> *mut c_void>(m),
-                free: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut c_void)>(f),
-            })
-        }
-    }
-}
 
 /// The bulk sizes of page_bench04_bulk.
 pub const STEPS: [usize; 9] = [1, 2, 3, 4, 8, 16, 32, 64, 128];
@@ -285,8 +230,8 @@ fn measure(repeats: usize, total: u64) -> Measured {
     malloc_run();
     let malloc = repeat(repeats, malloc_run);
 
-    let tcmalloc = Tcmalloc::load(TCMALLOC).map(|tc| {
-        let Tcmalloc { memalign, free } = tc;
+    let tcmalloc = DlAlloc::tcmalloc().map(|tc| {
+        let DlAlloc { alloc: memalign, free } = tc;
         let tc_run = || {
             time(1, total, || {
                 for _ in 0..total {
@@ -448,33 +393,6 @@ impl Experiment for Bulk {
              the single-page path, as the kernel does."
         ));
         r
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_missing_tcmalloc_is_an_error_not_a_crash() {
-        let e = Tcmalloc::load(c"libtcmalloc_minimal.so.does-not-exist").err().expect("loaded a missing library");
-        assert!(e.contains("does-not-exist"), "{e}");
-    }
-
-    /// Where the library is installed, its pair hands out 4 KiB-aligned blocks.
-    #[test]
-    fn tcmalloc_pair_when_installed() {
-        let Ok(tc) = Tcmalloc::load(TCMALLOC) else {
-            eprintln!("libtcmalloc_minimal.so.4 not installed: skipped");
-            return;
-        };
-        for _ in 0..1000 {
-            // SAFETY: a power-of-two alignment and a non-zero size.
-            let p = unsafe { (tc.memalign)(4096, 4096) };
-            assert!(!p.is_null() && (p as usize).is_multiple_of(4096), "{p:?}");
-            // SAFETY: from tc_memalign above, freed once.
-            unsafe { (tc.free)(p) };
-        }
     }
 }
 

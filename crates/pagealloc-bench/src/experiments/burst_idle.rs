@@ -9,10 +9,20 @@
 //! after 3 s of idleness. Then the cost of allocating and touching the freed
 //! memory again (the faults the release costs).
 //!
-//! Peers (glibc with `malloc_trim`, jemalloc's decay, tcmalloc's release) are
-//! not run yet: left for the issue's next session.
+//! Peers, in the same run, each in a process of its own
+//! ([`crate::burst_peer`], the hidden `pagealloc burst-peer` subcommand): glibc
+//! (`aligned_alloc`/`free`, default settings, no `malloc_trim`: nothing is
+//! called by the user), tcmalloc (`tc_memalign`/`tc_free`) and jemalloc
+//! (`aligned_alloc`/`free`, default decay), loaded with `dlopen` where
+//! installed and reported as not run where not. Each does the same burst: as
+//! many 4 KiB blocks as pagealloc's pages, one byte of each touched, three
+//! quarters freed in the same random order ([`shuffle`]), then the same idle
+//! sampling. Figures per allocator (variant): `rss-before`, `live`,
+//! `rss-after-idle` (pages), `excess-ratio` ((after - before) / live), and
+//! `idle-rss-<t>ms` (the same ratio every 500 ms, the plot).
 
-use crate::harness::{Ctx, Experiment, ExperimentResult};
+use crate::burst_peer::{self, Outcome, Peer, PeerRun};
+use crate::harness::{Ctx, Experiment, ExperimentResult, Figure, Plot};
 use pagealloc::{Config, Gfp, PageAllocator, Pfn, PAGE_SIZE};
 use std::time::{Duration, Instant};
 
@@ -39,6 +49,60 @@ fn arena_resident_pages(a: &PageAllocator) -> u64 {
         return 0;
     }
     vec.iter().filter(|&&b| b & 1 != 0).count() as u64
+}
+
+/// Shuffle `v` in place: Fisher-Yates with a fixed xorshift sequence, so every
+/// allocator frees its blocks in the same order.
+pub fn shuffle<T>(v: &mut [T]) {
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    for i in (1..v.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+}
+
+/// One allocator's figures: the sizes, the ratio, and the ratio every 500 ms.
+fn push_figures(r: &mut ExperimentResult, variant: &str, run: &PeerRun) {
+    let ratio = |rss: u64| (rss as f64 - run.before as f64) / run.live as f64;
+    r.figures.push(Figure::new("rss-before", variant, "pages", vec![run.before as f64]));
+    r.figures.push(Figure::new("live", variant, "pages", vec![run.live as f64]));
+    r.figures.push(Figure::new("rss-after-idle", variant, "pages", vec![run.after as f64]));
+    r.figures.push(Figure::new("excess-ratio", variant, "x live", vec![run.ratio()]));
+    for (k, &(_, rss)) in run.samples.iter().enumerate().filter(|(k, _)| k % 5 == 0) {
+        let t = k as u64 * 100;
+        r.figures.push(Figure::new(format!("idle-rss-{t}ms"), variant, "x live", vec![ratio(rss)]).param("t_ms", t));
+    }
+}
+
+/// What the figures say about an allocator's burst, frees and idle time, for
+/// the notes: resident pages per block at the end of the burst, and the
+/// resident pages given back by the frees and during the idle time.
+fn behaviour(run: &PeerRun) -> String {
+    let per_block = (run.burst as f64 - run.before as f64) / run.allocated.max(1) as f64;
+    let by_frees = run.burst as i64 - run.peak as i64;
+    let idle = run.peak as i64 - run.after as i64;
+    format!(
+        "resident {} pages at the end of the burst ({per_block:.2} per block allocated), {} after the frees \
+         ({by_frees} given back by them, for {} blocks freed), {} after the idle time ({idle} given back while idle)",
+        run.burst,
+        run.peak,
+        run.allocated - run.live,
+        run.after
+    )
+}
+
+/// One allocator's note: its figures and [`behaviour`].
+fn summary(name: &str, run: &PeerRun) -> String {
+    format!(
+        "{name}: before {} pages, live {}, after {IDLE_S} s idle {}, ratio {:.3}; {}",
+        run.before,
+        run.live,
+        run.after,
+        run.ratio(),
+        behaviour(run)
+    )
 }
 
 fn touch(a: &PageAllocator, p: Pfn) {
@@ -73,14 +137,10 @@ impl Experiment for BurstIdle {
             }
         }
         // Free three quarters in random order (xorshift Fisher-Yates).
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        for i in (1..pages.len()).rev() {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            pages.swap(i, (x % (i as u64 + 1)) as usize);
-        }
+        shuffle(&mut pages);
+        let allocated = pages.len() as u64;
         let keep = pages.len() / 4;
+        let burst = rss_pages();
         let t_free = Instant::now();
         for p in pages.drain(keep..) {
             a.free_pages(p, 0).expect("burst-idle free");
@@ -106,9 +166,11 @@ impl Experiment for BurstIdle {
         let limit = rss0 as f64 + 1.1 * live as f64;
         let mut within: Option<u64> = None;
         let mut last = peak;
+        let mut samples = Vec::new();
         for k in 0..=(IDLE_S * 10) {
             let t = t_free.elapsed().as_millis() as u64;
             last = rss_pages();
+            samples.push((t, last));
             let res = a.residency();
             let reported: u64 = res.iter().map(|z| z.reported).sum();
             let buddy_free: u64 = res.iter().map(|z| z.free).sum();
@@ -159,10 +221,82 @@ impl Experiment for BurstIdle {
             "reporting: {} passes, {} pages in {} blocks released by {} calls, {} errors",
             st.passes, st.released_pages, st.released_blocks, st.release_calls, st.errors
         ));
-        r.notes.push("peers (glibc malloc_trim, jemalloc, tcmalloc) not run yet".into());
         for p in back.into_iter().chain(pages) {
             a.free_pages(p, 0).expect("burst-idle free");
         }
+        drop(a);
+        let ours = PeerRun { before: rss0, allocated, live, burst, peak, after: last, samples };
+        push_figures(&mut r, "pagealloc", &ours);
+        peers(ctx, &mut r, &ours);
         r
     }
+}
+
+/// Run every peer in its own process with pagealloc's burst, and report.
+fn peers(ctx: &Ctx, r: &mut ExperimentResult, ours: &PeerRun) {
+    r.line(
+        ctx,
+        "# allocator rss_before live rss_end_of_burst rss_after_frees rss_after_idle ratio (pages; ratio = (after \
+         idle - before) / live)",
+    );
+    let row = |name: &str, x: &PeerRun| {
+        format!("{name} {} {} {} {} {} {:.3}", x.before, x.live, x.burst, x.peak, x.after, x.ratio())
+    };
+    r.line(ctx, row("pagealloc", ours));
+    r.notes.push(summary("pagealloc", ours));
+    let mut ran = Vec::new();
+    for peer in Peer::ALL {
+        match burst_peer::spawn(peer, ours.allocated as usize, IDLE_S * 1000) {
+            Ok(Outcome::Ran(run)) => {
+                r.line(ctx, row(peer.name(), &run));
+                if run.allocated != ours.allocated {
+                    r.notes.push(format!(
+                        "{}: allocated {} blocks, not pagealloc's {} (allocation failed)",
+                        peer.name(),
+                        run.allocated,
+                        ours.allocated
+                    ));
+                }
+                push_figures(r, peer.name(), &run);
+                ran.push((peer, run));
+            }
+            Ok(Outcome::NotRun(why)) => {
+                r.line(ctx, format!("{} not run: {why}", peer.name()));
+                r.notes.push(format!("{} not run: {why}", peer.name()));
+            }
+            Err(e) => {
+                r.line(ctx, format!("{} failed: {e}", peer.name()));
+                r.notes.push(format!("{} failed: {e}", peer.name()));
+            }
+        }
+    }
+    for (peer, run) in &ran {
+        r.notes.push(summary(peer.name(), run));
+    }
+    let best = ran.iter().min_by(|a, b| a.1.ratio().total_cmp(&b.1.ratio()));
+    if let Some((peer, run)) = best {
+        let (p, q) = (ours.ratio(), run.ratio());
+        r.target(
+            "excess ratio against the best peer's in the same run (at most 1: no peer does better)",
+            p / q,
+            1.0,
+            p <= q,
+        );
+        r.notes.push(if p <= q {
+            format!("no peer does better: pagealloc {p:.3}x live, best peer {} {q:.3}x", peer.name())
+        } else {
+            format!("{} does better than pagealloc: {q:.3}x live against {p:.3}x; {}", peer.name(), behaviour(run))
+        });
+    }
+    let mut plot = Plot::line(
+        "Resident memory over live memory while idle",
+        "t_ms",
+        "ms after the frees",
+        "(resident - resident before) / live",
+    )
+    .series("pagealloc", "pagealloc", Some("idle-rss-*"));
+    for (peer, _) in &ran {
+        plot = plot.series(peer.name(), peer.name(), Some("idle-rss-*"));
+    }
+    r.plot = Some(plot);
 }
