@@ -502,6 +502,9 @@ mod membarrier;
 
 mod tls;
 
+#[cfg(all(test, not(loom)))]
+mod tests;
+
 #[cfg(all(test, loom))]
 mod loom_tests {
     use super::*;
