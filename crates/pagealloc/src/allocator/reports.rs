@@ -43,12 +43,21 @@ impl PageAllocator {
     /// /proc/zoneinfo, read without locks.
     pub fn zoneinfo(&self) -> ZoneInfo {
         let inner = &*self.core;
+        let mut seen = Vec::new();
         ZoneInfo {
             zones: inner
                 .zones
                 .iter()
                 .map(|z| {
                     let c = read_zone(z);
+                    // The node's section on its first zone, as the kernel does.
+                    let node_stats = if seen.contains(&z.nid) {
+                        Vec::new()
+                    } else {
+                        seen.push(z.nid);
+                        let (inactive, active) = inner.vmscan.lru_sizes(z.nid as usize);
+                        vec![("nr_inactive_file", inactive), ("nr_active_file", active)]
+                    };
                     let [min, low, high] = z.wmark;
                     ZoneInfoZone {
                         nid: z.nid,
@@ -64,6 +73,7 @@ impl PageAllocator {
                         managed: z.managed,
                         cma: 0,
                         protection: z.lowmem_reserve.to_vec(),
+                        node_stats,
                         stats: vec![
                             ("nr_free_pages", c.nr_free_pages),
                             ("nr_free_pages_blocks", c.free_pages_blocks()),

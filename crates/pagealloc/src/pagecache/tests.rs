@@ -99,6 +99,10 @@ fn second_access_activates_and_aging_deactivates() {
     assert_eq!(a.lru_sizes(0), (20, 0));
     drop(m.get(0).unwrap()); // activated
     assert_eq!(a.lru_sizes(0), (19, 1));
+    // zoneinfo's per-node section says the same, as the kernel's does.
+    let zi = a.zoneinfo();
+    assert_eq!(zi.zones[0].node_stats, vec![("nr_inactive_file", 19), ("nr_active_file", 1)]);
+    assert!(zi.to_string().contains("  per-node stats\n      nr_inactive_file 19\n      nr_active_file 1\n"));
     assert_eq!(a.event_count(VmEvent::Pgactivate), 1);
     a.check_invariants().unwrap();
     // Reclaim everything inactive: page 0 survives on the active list.

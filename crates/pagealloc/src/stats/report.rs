@@ -27,8 +27,11 @@
 //!   statistic (of the kernel's, `nr_free_pages` and `nr_free_pages_blocks`);
 //!   `  pagesets` with, per CPU, `    cpu: %i`, the `              count:    %i`
 //!   family and `  vm stats threshold: %d`; `  node_unreclaimable:  %u` and
-//!   `  start_pfn:           %lu`. (The kernel's per-node stats section and
-//!   its other zone statistics are counters this allocator does not have.)
+//!   `  start_pfn:           %lu`. On each node's first zone, right after its
+//!   `Node` line, the kernel's `  per-node stats` section with `      %-12s
+//!   %lu` for `nr_inactive_file` and `nr_active_file` (the page cache's LRU
+//!   lists; the section's other keys are counters this allocator does not
+//!   have, as are the kernel's other zone statistics).
 //! - vmstat: `name value` per line: `nr_free_pages`, `nr_free_pages_blocks`,
 //!   `pgalloc_normal`, `pgalloc_movable`, `pgfree`.
 //! - pcpstat (ours, no kernel file): `name value` per line, the keys of
@@ -268,6 +271,10 @@ pub struct ZoneInfoZone {
     pub cma: u64,
     /// lowmem_reserve per zone type (Normal, Movable).
     pub protection: Vec<u64>,
+    /// The node's statistics as `name value` (the page cache's LRU sizes),
+    /// on the node's first zone only and empty on the others, where the
+    /// kernel prints its `per-node stats` section.
+    pub node_stats: Vec<(&'static str, u64)>,
     /// Zone statistics as `name value`.
     pub stats: Vec<(&'static str, u64)>,
     /// Per-CPU page lists.
@@ -279,7 +286,14 @@ pub struct ZoneInfoZone {
 impl fmt::Display for ZoneInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for z in &self.zones {
-            write!(f, "Node {}, zone {:>8}\n  pages free     {}\n", z.nid, z.zone, z.free)?;
+            writeln!(f, "Node {}, zone {:>8}", z.nid, z.zone)?;
+            if !z.node_stats.is_empty() {
+                f.write_str("  per-node stats\n")?;
+                for (k, v) in &z.node_stats {
+                    writeln!(f, "      {k:<12} {v}")?;
+                }
+            }
+            writeln!(f, "  pages free     {}", z.free)?;
             for (k, v) in [
                 ("boost", z.boost),
                 ("min", z.min),

@@ -217,7 +217,7 @@ fn parse_zoneinfo(text: &str) -> Vec<ZiZone> {
             c.lit(" ");
             z.vals.insert(k, c.num());
             c.end();
-        } else if l == "  pagesets" {
+        } else if l == "  pagesets" || l == "  per-node stats" {
         } else if let Some(v) = l.strip_prefix("    cpu: ") {
             z.cpus.push((u(v), 0, 0, 0));
         } else if let Some(v) = l.strip_prefix("              count:    ") {
@@ -430,7 +430,10 @@ fn formats_match_the_kernel_byte_for_byte() {
     assert_eq!(lines.len(), 12);
     let zi = a.zoneinfo().to_string();
     assert!(
-        zi.starts_with("Node 0, zone   Normal\n  pages free     4096\n        boost    0\n        min      "),
+        zi.starts_with(
+            "Node 0, zone   Normal\n  per-node stats\n      nr_inactive_file 0\n      nr_active_file 0\n  \
+             pages free     4096\n        boost    0\n        min      "
+        ),
         "{zi}"
     );
     assert!(zi.contains("\n        spanned  4096\n        present  4096\n        managed  4096\n        cma      0\n"));
@@ -870,12 +873,22 @@ fn reports_hold_linux_6_18s_line_shapes_and_key_order() {
     let zoneinfo = a.zoneinfo().to_string();
     let cpu_group = ["cpu", "count", "high", "batch", "high_min", "high_max", "threshold"];
     holds_against("zoneinfo", &zoneinfo, proc618::ZONEINFO, &zi, "zone", &cpu_group);
-    // Our zone statistics are the kernel's first two, and nothing of ours.
+    // Our zone statistics are the kernel's first two, our per-node ones its
+    // LRU sizes, and nothing of ours.
     let stats: Vec<String> = zoneinfo.lines().filter_map(|l| shape(l, zi[5].1)).flatten().collect();
-    assert!(
-        !stats.is_empty() && stats.iter().all(|k| k == "nr_free_pages" || k == "nr_free_pages_blocks"),
-        "{stats:?}"
-    );
+    let ours = ["nr_free_pages", "nr_free_pages_blocks", "nr_inactive_file", "nr_active_file"];
+    assert!(!stats.is_empty() && stats.iter().all(|k| ours.contains(&k.as_str())), "{stats:?}");
+    // The per-node section once per node, on its first zone, before `pages free`.
+    let zones: Vec<&str> = zoneinfo.split("Node ").skip(1).collect();
+    let mut nodes_seen = std::collections::HashSet::new();
+    for z in &zones {
+        let nid = z.split(',').next().unwrap();
+        let has = z.contains("\n  per-node stats\n      nr_inactive_file ");
+        assert_eq!(has, nodes_seen.insert(nid.to_string()), "node {nid}: the section on the first zone only");
+        if has {
+            assert!(z.find("per-node stats") < z.find("pages free"));
+        }
+    }
 
     let vm = [("item", "{w} {n}")];
     holds_against("vmstat", &a.vmstat().to_string(), proc618::VMSTAT, &vm, "none", &[]);
