@@ -185,7 +185,7 @@ impl PageAllocator {
         if order == 0 && self.core.free0_front(pfn) {
             return Ok(());
         }
-        self.core.free_slow(pfn, order, false)
+        self.core.free_miss(pfn, order)
     }
 
     /// Fill the `None` slots of `slots` with order-0 pages (populated slots are

@@ -82,6 +82,8 @@ pub(crate) const NO_KEY: u16 = u16::MAX;
 /// One stack of order-0 pages of one pcp type, all from one zone.
 #[derive(Debug)]
 pub(crate) struct FrontStack {
+    pub(crate) pfns: [u32; FRONT_CAP],
+    pub(crate) len: u32,
     pub(crate) nid: u32,
     /// The pageblock word bits every page in the stack shares: its zone's
     /// index (high byte) and the stack's type with the isolate bit clear
@@ -91,8 +93,6 @@ pub(crate) struct FrontStack {
     pub(crate) key: u16,
     /// The event an allocation from this stack counts (the zone's pgalloc_*).
     pub(crate) alloc_ev: VmEvent,
-    pub(crate) len: u32,
-    pub(crate) pfns: [u32; FRONT_CAP],
 }
 
 impl FrontStack {

@@ -25,7 +25,16 @@ impl Core {
                 return Ok(p);
             }
         }
-        self.alloc_node(self.numa_node_id(), gfp, order, head)
+        self.alloc_miss(gfp, order, head)
+    }
+
+    /// Every allocation but the inline hit, on the calling CPU's node. Cold
+    /// to the caller (a call whatever happens), so the compiler lays the
+    /// inline hit out as the straight path.
+    #[cold]
+    #[inline(never)]
+    fn alloc_miss(&self, gfp: Gfp, order: u32, head: u32) -> Result<Pfn, AllocError> {
+        self.alloc_node_body(self.numa_node_id(), gfp, order, head)
     }
 
     /// An order-0 allocation served from this thread's front cache, when its
@@ -60,6 +69,13 @@ impl Core {
     /// the inline front-cache hit.
     #[inline(never)]
     pub(crate) fn alloc_node(&self, nid: u32, gfp: Gfp, order: u32, head: u32) -> Result<Pfn, AllocError> {
+        self.alloc_node_body(nid, gfp, order, head)
+    }
+
+    /// [`Core::alloc_node`]'s body, inlined into it and into the cold
+    /// [`Core::alloc_miss`] (no call between them).
+    #[inline(always)]
+    fn alloc_node_body(&self, nid: u32, gfp: Gfp, order: u32, head: u32) -> Result<Pfn, AllocError> {
         // init_on_alloc: every allocation zeroed (no inline path runs then).
         let gfp = gfp | self.reporting.alloc_extra;
         if order > MAX_ORDER {

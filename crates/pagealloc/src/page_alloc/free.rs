@@ -6,7 +6,7 @@
 
 use super::Core;
 use crate::error::FreeError;
-use crate::front::{FrontStack, Owner, Stacks, FRONT_CAP};
+use crate::front::{FrontStack, Owner, Stacks, FRONT_CAP, NR_STACKS};
 use crate::page::flags;
 use crate::pcp;
 use crate::sync::Ordering;
@@ -30,29 +30,39 @@ impl Core {
         let Some((d, w)) = self.mm.desc_and_block(p) else {
             return false;
         };
-        // The slot's state also says whether `front_free_inline` is on.
-        let Some(mut g) = self.fronts.enter_inline_free() else {
-            return false;
-        };
-        let (stacks, events) = g.split();
         // An order-0 page's private word is its type's index (see
         // `page::MT_MASK`): below NR_STACKS it names the stack, and says
         // order 0, so a page on that stack would carry this very word.
         // Anything else (another order: misuse; a type without a stack)
         // takes the full path, which checks and stores it.
-        let Some(s) = stacks.get_mut(d.private_raw() as usize) else {
+        let t = d.private_raw() as usize;
+        if t >= NR_STACKS || !self.front_free_inline {
             return false;
+        }
+        // Acquire: as in `claim`. Exactly HEAD: an allocated order-0 head
+        // with no lock state, no waiters and no owner, so what `free_slow`
+        // does after its claim is `free_claimed_cold`'s to do (and whether
+        // the inline path is on at all is checked after the claim: the
+        // claim first keeps the atomic ahead of the handshake's stores).
+        if d.flags.compare_exchange(flags::HEAD, flags::PCP, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            return false;
+        }
+        // Claimed: from here on the page is ours to put anywhere. The slot's
+        // state also says whether `front_free_inline` is on.
+        let Some(mut g) = self.fronts.enter_inline_free() else {
+            self.free_claimed_cold(p);
+            return true;
         };
+        let (stacks, events) = g.split();
+        let s = &mut stacks[t];
         // The stack's key says zone, type and isolation in one compare: it
         // fails also when the block's type is not the word's (a fallback
         // allocation) and for HighAtomic's stack, which never adopts.
         let len = s.len as usize;
         if s.key != zone::pb_key(w) || len >= FRONT_CAP {
-            return false;
-        }
-        // Acquire: as in `claim`.
-        if d.flags.compare_exchange(flags::HEAD, flags::PCP, Ordering::Acquire, Ordering::Relaxed).is_err() {
-            return false;
+            drop(g);
+            self.free_claimed_cold(p);
+            return true;
         }
         s.pfns[len] = p as u32;
         s.len = len as u32 + 1;
@@ -60,10 +70,41 @@ impl Core {
         true
     }
 
+    /// The rest of a free of an order-0 page the inline free claimed (from
+    /// exactly `HEAD`) but could not keep: what [`Core::free_slow`] does
+    /// after its claim.
+    #[cold]
+    #[inline(never)]
+    fn free_claimed_cold(&self, p: u64) {
+        self.free_claimed(p, 0);
+        // No WAITERS bit was set (the claim saw exactly HEAD); without the
+        // bit, waiters are found only by looking.
+        if !self.cfg.page_lock_waiters_bit {
+            self.wake_freed(Pfn::new(p));
+        }
+        self.drain_deferred();
+    }
+
+    /// [`Core::free_slow`] of a raw free the inline path did not take. Cold
+    /// to the caller (a call whatever happens), so the compiler lays the
+    /// inline free out as the straight path.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn free_miss(&self, pfn: Pfn, order: u32) -> Result<(), FreeError> {
+        self.free_slow_body(pfn, order, false)
+    }
+
     /// Free `pfn` of `order` by every path but the inline one. `owned`: the
     /// caller is the `Pages` handle that owns it.
     #[inline(never)]
     pub(crate) fn free_slow(&self, pfn: Pfn, order: u32, owned: bool) -> Result<(), FreeError> {
+        self.free_slow_body(pfn, order, owned)
+    }
+
+    /// [`Core::free_slow`]'s body, inlined into it and into the cold
+    /// [`Core::free_miss`] (no call between them).
+    #[inline(always)]
+    fn free_slow_body(&self, pfn: Pfn, order: u32, owned: bool) -> Result<(), FreeError> {
         let old = self.claim(pfn, order, owned)?;
         self.free_claimed(pfn.as_u64(), order);
         if old & flags::WAITERS != 0 || !self.cfg.page_lock_waiters_bit {
