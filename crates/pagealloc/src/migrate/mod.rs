@@ -22,6 +22,9 @@
 //! Counters: `pgmigrate_success`, `pgmigrate_fail` (a failure after
 //! isolation; a page that could not be isolated is merely busy).
 
+#[cfg(all(test, loom))]
+mod loom_tests;
+
 use crate::page::flags;
 use crate::page_alloc::Core;
 use crate::sync::Ordering;

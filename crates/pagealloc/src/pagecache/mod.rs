@@ -47,6 +47,8 @@
 
 mod handle;
 mod kswapd;
+#[cfg(all(test, loom))]
+mod loom_tests;
 mod mapping;
 mod reclaim;
 #[cfg(all(test, not(loom)))]
@@ -57,9 +59,8 @@ pub use mapping::{FileSource, FillFn, Mapping, PageSource};
 
 use crate::allocator::PageAllocator;
 use crate::error::ConfigError;
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering, RwLock};
 use mapping::MappingInner;
-use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::sync::Arc;
 
