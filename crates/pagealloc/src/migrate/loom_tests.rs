@@ -119,3 +119,63 @@ fn loom_migrate_races_owner_free() {
         assert_eq!(a.mobility_census().movable + a.mobility_census().isolated, 0);
     });
 }
+
+/// An owner that keeps no isolation state of its own (the default
+/// `isolate`): it frees whenever it likes, under its own lock, and relies on
+/// the allocator refusing a free of a page being migrated.
+struct Trusting {
+    page: Mutex<u64>,
+}
+
+impl MovableOps for Trusting {
+    fn migrate(&self, from: Pfn, to: Pfn) -> bool {
+        let mut g = self.page.lock();
+        assert_eq!(*g, from.as_u64(), "migrate of a page the owner does not hold");
+        *g = to.as_u64();
+        true
+    }
+}
+
+/// As [`loom_migrate_races_owner_free`], with an owner that does not track
+/// isolation: its free, at any point of the migration, either succeeds
+/// (before isolation, or after the hand-over, of the page it then holds) or
+/// is refused with `FreeError::Migrating`, never anything else; exactly one
+/// page of the two is the owner's and freed by it.
+#[test]
+fn loom_migrate_races_trusting_owner_free() {
+    loom::model(|| {
+        let a = Arc::new(
+            PageAllocator::new(Config::default().arena_bytes(2 << 20).nr_cpus(Some(1)).min_free_kbytes(Some(0)))
+                .unwrap(),
+        );
+        let src = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+        let target = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+        let owner = Arc::new(Trusting { page: Mutex::new(src.as_u64()) });
+        let id = a.register_movable_ops(owner.clone());
+        a.set_page_movable(src, id).unwrap();
+        let (a2, o2) = (a.clone(), owner.clone());
+        let t = loom::thread::spawn(move || loop {
+            let g = o2.page.lock();
+            match a2.free_pages(Pfn::new(*g), 0) {
+                Ok(()) => break *g,
+                Err(FreeError::Migrating { .. }) => {
+                    drop(g);
+                    spin_yield();
+                }
+                Err(e) => panic!("the owner's free of {} failed: {e}", *g),
+            }
+        });
+        let moved = a.core.migrate_one(src.as_u64(), target.as_u64());
+        let freed = t.join().unwrap();
+        match moved {
+            Moved::Yes => assert_eq!(freed, target.as_u64(), "moved, but the owner freed the source"),
+            Moved::Busy | Moved::Failed => {
+                assert_eq!(freed, src.as_u64(), "not moved, but the owner freed the target");
+                a.free_pages(target, 0).unwrap();
+            }
+        }
+        a.drain_all_pages();
+        a.check_invariants().unwrap();
+        assert_eq!(a.nr_free_pages(), a.managed_pages());
+    });
+}

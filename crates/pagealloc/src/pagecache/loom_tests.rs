@@ -36,6 +36,15 @@ fn world() -> (Arc<PageAllocator>, PageCache, Mapping) {
     (a, cache, m)
 }
 
+/// `loom::model` with room for a whole allocator's bookkeeping (the
+/// teardown's drain and merge walk many descriptor words: more branches than
+/// loom's default 1000 in one execution).
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    b.max_branches = 20_000;
+    b.check(f);
+}
+
 /// A second handle on mapping 1 (for the other thread).
 fn again(cache: &PageCache) -> Mapping {
     cache.mapping(1, Arc::new(super::FillFn(|_: u64, _: &mut [u8]| Ok(()))))
@@ -84,7 +93,7 @@ fn conserved(a: &Arc<PageAllocator>, cache: PageCache, cached: u64) {
 /// page stays cached); the page is freed exactly once.
 #[test]
 fn loom_pagecache_lookup_races_reclaim() {
-    loom::model(|| {
+    model(|| {
         let (a, cache, m) = world();
         let pfn = cached_cold(&a, &m, 0);
         let (m2, a2) = (again(&cache), a.clone());
@@ -114,7 +123,7 @@ fn loom_pagecache_lookup_races_reclaim() {
 /// alive (its bytes intact) until it drops it, and the last put frees it.
 #[test]
 fn loom_pagecache_lookup_races_delete() {
-    loom::model(|| {
+    model(|| {
         let (a, cache, m) = world();
         let pfn = cached_cold(&a, &m, 0);
         let (m2, a2) = (again(&cache), a.clone());
@@ -139,7 +148,7 @@ fn loom_pagecache_lookup_races_delete() {
 /// the same page, up to date, with the fill's bytes; one page stays cached.
 #[test]
 fn loom_pagecache_fill_races_waiter() {
-    loom::model(|| {
+    model(|| {
         let (a, cache, m) = world();
         let (m2, a2) = (again(&cache), a.clone());
         let t = loom::thread::spawn(move || {
