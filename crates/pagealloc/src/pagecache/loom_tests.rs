@@ -118,9 +118,12 @@ fn loom_pagecache_lookup_races_reclaim() {
     });
 }
 
-/// A lookup against delete (`truncate`): delete locks the page, removes it
-/// and drops the cache's reference; the looker's handle keeps the page
-/// alive (its bytes intact) until it drops it, and the last put frees it.
+/// A lookup against delete (`truncate`) and reuse: delete locks the page,
+/// removes it and drops the cache's reference, then the deleter fills index
+/// 1, which takes a freed frame (the same one, if the page was freed). The
+/// looker's handle keeps the page alive (its bytes intact) until it drops
+/// it, and a looker never ends up with index 1's page under index 0 (the
+/// reference is taken inside the shard's read lock).
 #[test]
 fn loom_pagecache_lookup_races_delete() {
     model(|| {
@@ -129,14 +132,18 @@ fn loom_pagecache_lookup_races_delete() {
         let (m2, a2) = (again(&cache), a.clone());
         let t = loom::thread::spawn(move || {
             if let Some(h) = m2.find_get(0) {
-                assert_eq!(h.pfn(), pfn);
+                assert_eq!(h.index(), 0);
                 check_held(&a2, &h);
+                assert_eq!(h.pfn(), pfn);
             }
         });
         assert!(m.delete(0));
+        let h1 = m.get(1).unwrap();
+        check_held(&a, &h1);
+        drop(h1);
         t.join().unwrap();
         assert!(m.find_get(0).is_none());
-        conserved(&a, cache, 0);
+        conserved(&a, cache, 1);
     });
 }
 
