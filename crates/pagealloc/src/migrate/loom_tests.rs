@@ -94,14 +94,19 @@ fn loom_migrate_races_owner_free() {
             }
             loop {
                 match a2.free_pages(Pfn::new(p), 0) {
-                    Ok(()) => break p,
+                    Ok(()) => break,
                     Err(FreeError::Migrating { .. }) => spin_yield(),
                     Err(e) => panic!("the owner's free of {p} failed: {e}"),
                 }
             }
+            // Reuse: a plain page allocated now (often the frame just freed)
+            // is nobody's movable page.
+            (p, a2.alloc_pages(Gfp::MOVABLE, 0).unwrap())
         });
         let moved = a.core.migrate_one(src.as_u64(), target.as_u64());
-        let freed = t.join().unwrap();
+        let (freed, reused) = t.join().unwrap();
+        assert!(!a.core.is_movable_racy(reused.as_u64()), "a fresh page came out movable");
+        a.free_pages(reused, 0).unwrap();
         match moved {
             Moved::Yes => {
                 assert_eq!(freed, target.as_u64(), "moved, but the owner freed the source");
@@ -154,19 +159,26 @@ fn loom_migrate_races_trusting_owner_free() {
         let id = a.register_movable_ops(owner.clone());
         a.set_page_movable(src, id).unwrap();
         let (a2, o2) = (a.clone(), owner.clone());
-        let t = loom::thread::spawn(move || loop {
-            let g = o2.page.lock();
-            match a2.free_pages(Pfn::new(*g), 0) {
-                Ok(()) => break *g,
-                Err(FreeError::Migrating { .. }) => {
-                    drop(g);
-                    spin_yield();
+        let t = loom::thread::spawn(move || {
+            let freed = loop {
+                let g = o2.page.lock();
+                match a2.free_pages(Pfn::new(*g), 0) {
+                    Ok(()) => break *g,
+                    Err(FreeError::Migrating { .. }) => {
+                        drop(g);
+                        spin_yield();
+                    }
+                    Err(e) => panic!("the owner's free of {} failed: {e}", *g),
                 }
-                Err(e) => panic!("the owner's free of {} failed: {e}", *g),
-            }
+            };
+            // Reuse: a plain page allocated now (often the frame just freed)
+            // is nobody's movable page.
+            (freed, a2.alloc_pages(Gfp::MOVABLE, 0).unwrap())
         });
         let moved = a.core.migrate_one(src.as_u64(), target.as_u64());
-        let freed = t.join().unwrap();
+        let (freed, reused) = t.join().unwrap();
+        assert!(!a.core.is_movable_racy(reused.as_u64()), "a fresh page came out movable");
+        a.free_pages(reused, 0).unwrap();
         match moved {
             Moved::Yes => assert_eq!(freed, target.as_u64(), "moved, but the owner freed the source"),
             Moved::Busy | Moved::Failed => {
