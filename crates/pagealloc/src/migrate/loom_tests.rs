@@ -191,3 +191,60 @@ fn loom_migrate_races_trusting_owner_free() {
         assert_eq!(a.nr_free_pages(), a.managed_pages());
     });
 }
+
+/// Migration against the owner locking its page (`lock_page`, the page
+/// lock's real protocol). A lock taken while the page is isolated makes the
+/// freeze fail (the move is abandoned, the page put back untouched); during
+/// the hand-over the lock is refused (the word has no `HEAD`) and the owner
+/// retries with the pfn it holds after `migrate`. The owner ends up with
+/// exactly one locked page, its current one, and every page comes back.
+#[test]
+fn loom_migrate_races_owner_lock() {
+    loom::model(|| {
+        let a = Arc::new(
+            PageAllocator::new(Config::default().arena_bytes(2 << 20).nr_cpus(Some(1)).min_free_kbytes(Some(0)))
+                .unwrap(),
+        );
+        let src = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+        let target = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+        let owner = Arc::new(Trusting { page: Mutex::new(src.as_u64()) });
+        let id = a.register_movable_ops(owner.clone());
+        a.set_page_movable(src, id).unwrap();
+        let (a2, o2) = (a.clone(), owner.clone());
+        let t = loom::thread::spawn(move || loop {
+            let g = o2.page.lock();
+            match a2.lock_page(Pfn::new(*g)) {
+                Ok(()) => {
+                    let p = *g;
+                    drop(g);
+                    // Locked: the page stays put (a migration that isolated
+                    // it before our lock fails to freeze it) until we unlock.
+                    a2.unlock_page(Pfn::new(p)).unwrap();
+                    break p;
+                }
+                Err(PageStateError::NotAllocated { .. }) => {
+                    // The hand-over: wait for `migrate` to tell us where it went.
+                    drop(g);
+                    spin_yield();
+                }
+                Err(e) => panic!("the owner's lock of {} failed: {e}", *g),
+            }
+        });
+        let moved = a.core.migrate_one(src.as_u64(), target.as_u64());
+        let locked = t.join().unwrap();
+        let now = *owner.page.lock();
+        match moved {
+            Moved::Yes => assert_eq!(now, target.as_u64()),
+            Moved::Busy | Moved::Failed => {
+                assert_eq!(now, src.as_u64());
+                assert_eq!(locked, src.as_u64(), "locked a page the owner never had");
+                a.free_pages(target, 0).unwrap();
+            }
+        }
+        assert!(locked == src.as_u64() || locked == target.as_u64());
+        a.free_pages(Pfn::new(now), 0).unwrap();
+        a.drain_all_pages();
+        a.check_invariants().unwrap();
+        assert_eq!(a.nr_free_pages(), a.managed_pages());
+    });
+}
