@@ -30,8 +30,12 @@ pub(crate) type Mutex<T> = parking_lot::Mutex<T>;
 #[cfg(not(loom))]
 pub(crate) type MutexGuard<'a, T> = parking_lot::MutexGuard<'a, T>;
 
+/// A reader-writer lock with `read` and `write`, parking_lot's outside loom.
+#[cfg(not(loom))]
+pub(crate) type RwLock<T> = parking_lot::RwLock<T>;
+
 #[cfg(loom)]
-pub(crate) use loom_mutex::{Mutex, MutexGuard};
+pub(crate) use loom_mutex::{Mutex, MutexGuard, RwLock};
 
 #[cfg(loom)]
 mod loom_mutex {
@@ -48,6 +52,21 @@ mod loom_mutex {
         }
         pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
             self.0.try_lock().ok()
+        }
+    }
+
+    /// loom's reader-writer lock with parking_lot's signatures.
+    #[derive(Debug)]
+    pub(crate) struct RwLock<T>(loom::sync::RwLock<T>);
+    impl<T> RwLock<T> {
+        pub(crate) fn new(v: T) -> Self {
+            Self(loom::sync::RwLock::new(v))
+        }
+        pub(crate) fn read(&self) -> loom::sync::RwLockReadGuard<'_, T> {
+            self.0.read().unwrap()
+        }
+        pub(crate) fn write(&self) -> loom::sync::RwLockWriteGuard<'_, T> {
+            self.0.write().unwrap()
         }
     }
 }

@@ -22,6 +22,9 @@
 //! Counters: `pgmigrate_success`, `pgmigrate_fail` (a failure after
 //! isolation; a page that could not be isolated is merely busy).
 
+#[cfg(all(test, loom))]
+mod loom_tests;
+
 use crate::page::flags;
 use crate::page_alloc::Core;
 use crate::sync::Ordering;
@@ -149,23 +152,25 @@ impl Core {
         self.mobility.set_page(target, id);
         let td = self.mm.page(target);
         td.set_private(0, crate::MigrateType::Movable);
-        td.set_flags(flags::HEAD);
+        // The target is born registered and isolated: the owner may free it
+        // as soon as `migrate` has told it (refused with `Migrating` until
+        // the isolation ends below), and no compactor isolates it meanwhile.
+        // (Adding MOVABLE_OPS after `migrate` returned, as before, could land
+        // on the frame after the owner freed it and someone allocated it
+        // again: a stranger's page marked movable. loom model in
+        // `migrate::loom_tests`.)
+        td.set_flags(ISOLATED);
         if !ops.migrate(from, to) {
             // Nobody changes a word without HEAD: a plain store restores it.
             d.flags.store(REGISTERED, Ordering::Release);
+            // The owner refused and never used the target: the caller's again.
+            td.set_flags(flags::HEAD);
             ops.putback(from);
             self.events.count(VmEvent::PgmigrateFail, 1);
             return Moved::Failed;
         }
-        // The target is the owner's now: add MOVABLE_OPS unless it has
-        // already freed it or made it something else.
-        let mut cur = td.flags();
-        while cur & flags::HEAD != 0 && cur & flags::MOVABLE_OPS == 0 {
-            match td.flags.compare_exchange(cur, cur | flags::MOVABLE_OPS, Ordering::Release, Ordering::Relaxed) {
-                Ok(_) => break,
-                Err(c) => cur = c,
-            }
-        }
+        // The target is the owner's now (a lock it took meanwhile stays).
+        td.flags.fetch_and(!flags::ISOLATED_MIGRATE, Ordering::Release);
         self.mobility.forget(p);
         self.zone_of(p).free_to_buddy(&self.mm, p, 0, false, false);
         self.events.count(VmEvent::PgmigrateSuccess, 1);

@@ -108,6 +108,12 @@ impl Core {
 /// raw free (`owned` false) or its owning handle (`owned` true)?
 #[inline(always)]
 fn check_word(pfn: Pfn, order: u32, d: &PageDesc, f: u32, owned: bool) -> Result<(), FreeError> {
+    // First: during migration's hand-over the word is `ISOLATED_MIGRATE`
+    // without `HEAD`, and the owner's free must read `Migrating` (retry), not
+    // `NotAllocated` (loom model `migrate::loom_tests`).
+    if f & flags::ISOLATED_MIGRATE != 0 {
+        return Err(FreeError::Migrating { pfn });
+    }
     if f & flags::HEAD == 0 {
         return Err(FreeError::NotAllocated { pfn });
     }
@@ -122,9 +128,6 @@ fn check_word(pfn: Pfn, order: u32, d: &PageDesc, f: u32, owned: bool) -> Result
     }
     if f & (flags::REF_MASK | flags::LRU) != 0 {
         return Err(FreeError::Referenced { pfn });
-    }
-    if f & flags::ISOLATED_MIGRATE != 0 {
-        return Err(FreeError::Migrating { pfn });
     }
     if (f & flags::OWNED != 0) != owned {
         return Err(if owned { FreeError::NotAllocated { pfn } } else { FreeError::Owned { pfn } });

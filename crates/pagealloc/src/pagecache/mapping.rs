@@ -6,9 +6,8 @@ use super::{CacheInner, PageHandle};
 use crate::allocator::PageAllocator;
 use crate::page::flags::{DIRTY, HEAD, LOCKED, REF_MASK, REF_ONE, UPTODATE};
 use crate::pageref;
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Mutex, Ordering, RwLock};
 use crate::types::{Gfp, Pfn, PAGE_SIZE};
-use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::fs::File;
 use std::io;
@@ -168,7 +167,7 @@ impl Mapping {
                 return Some(PageHandle { alloc: self.alloc(), pfn: Pfn::from_u32(p), index });
             }
             drop(s);
-            std::thread::yield_now();
+            crate::sync::spin_yield();
         }
     }
 

@@ -28,7 +28,8 @@
 //!   reads, writes), or while under writeback, which writers wait out while
 //!   holding the lock: no two accesses race on a page's bytes.
 //!
-//! Map choice: a sharded `parking_lot::RwLock<HashMap>` per mapping (16
+//! Map choice: a sharded `RwLock<HashMap>` (parking_lot's, loom's under
+//! `--cfg loom`, through `crate::sync`) per mapping (16
 //! shards by index). A lookup holds a shard's read lock for one hash probe
 //! and a CAS; writers hold it for one insert or remove, so a lookup never
 //! waits on a long writer. It needs no new dependency, keeps the
@@ -42,11 +43,16 @@
 //! At most one page cache per allocator: the LRU lists hold its pages and
 //! only it knows their mappings.
 //!
+//! loom models (`loom_tests`): lookup vs reclaim, lookup vs delete and
+//! reuse, fill vs a reader waiting on the page lock.
+//!
 //! Lock order: see `vmscan`'s module doc (page lock, mapping shard, LRU,
 //! per-CPU batch, per-CPU lists and zone).
 
 mod handle;
 mod kswapd;
+#[cfg(all(test, loom))]
+mod loom_tests;
 mod mapping;
 mod reclaim;
 #[cfg(all(test, not(loom)))]
@@ -57,9 +63,8 @@ pub use mapping::{FileSource, FillFn, Mapping, PageSource};
 
 use crate::allocator::PageAllocator;
 use crate::error::ConfigError;
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering, RwLock};
 use mapping::MappingInner;
-use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::sync::Arc;
 

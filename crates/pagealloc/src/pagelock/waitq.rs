@@ -34,6 +34,7 @@ use std::ptr::NonNull;
 use std::time::Instant;
 
 /// Buckets in the page wait table (the kernel's `PAGE_WAIT_TABLE_SIZE` is 256).
+#[cfg_attr(loom, allow(dead_code))]
 pub(crate) const WAIT_TABLE_BUCKETS: usize = 256;
 
 /// `state` of a node that is still queued. Wake tokens are never 0.
@@ -100,9 +101,21 @@ pub(crate) struct WaitTable {
 }
 
 /// The process-wide table every page of every allocator hashes into.
+#[cfg(not(loom))]
 pub(crate) fn page_wait_table() -> &'static WaitTable {
     static TABLE: std::sync::OnceLock<WaitTable> = std::sync::OnceLock::new();
     TABLE.get_or_init(|| WaitTable::new(WAIT_TABLE_BUCKETS))
+}
+
+/// Under loom: one table per model execution (its bucket locks are loom's,
+/// which live only as long as one execution), with two buckets so that pages
+/// still collide as hash-mates do.
+#[cfg(loom)]
+pub(crate) fn page_wait_table() -> &'static WaitTable {
+    loom::lazy_static! {
+        static ref TABLE: WaitTable = WaitTable::new(2);
+    }
+    &TABLE
 }
 
 #[cfg(all(test, not(loom)))]

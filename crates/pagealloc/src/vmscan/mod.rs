@@ -36,10 +36,9 @@ pub(crate) mod lru;
 pub(crate) mod wake;
 
 use crate::memmap::MemMap;
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Mutex, Ordering, RwLock};
 use crossbeam_utils::CachePadded;
 use lru::NodeLru;
-use parking_lot::{Mutex, RwLock};
 use std::cell::Cell;
 use std::sync::Arc;
 

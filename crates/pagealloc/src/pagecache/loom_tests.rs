@@ -1,0 +1,176 @@
+//! loom models of the page cache's races on one page (issue 16): a lookup
+//! taking a reference against reclaim and against delete, and a fill against
+//! a reader waiting on the page lock. They run the real functions
+//! (`Mapping::find_get`/`get`/`delete`, `PageCache::shrink`, the page lock,
+//! `put_page`, the LRU) on a one-pageblock, memory-backed arena with one CPU
+//! slot and no kswapd; every model ends with conservation (every page is
+//! free, cached, or nowhere: none lost, none handed out twice) and the
+//! allocator's invariants.
+//!
+//! Run with
+//! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p pagealloc --release --lib loom`.
+
+use super::{Mapping, PageCache, PageCacheConfig};
+use crate::page::flags::{HEAD, LRU, REFERENCED, REF_MASK, UPTODATE};
+use crate::sync::Ordering;
+use crate::*;
+use std::sync::Arc;
+
+/// The byte every page of index `i` is filled with.
+fn pattern(i: u64) -> u8 {
+    0xA0 + i as u8
+}
+
+/// A tiny backed allocator, its page cache (no kswapd) and mapping 1, whose
+/// pages are filled with [`pattern`].
+fn world() -> (Arc<PageAllocator>, PageCache, Mapping) {
+    let a = Arc::new(
+        PageAllocator::new(Config::default().arena_bytes(2 << 20).nr_cpus(Some(1)).min_free_kbytes(Some(0))).unwrap(),
+    );
+    let cache = PageCache::new(a.clone(), PageCacheConfig { kswapd: false }).unwrap();
+    let src: Arc<dyn super::PageSource> = Arc::new(super::FillFn(|i: u64, buf: &mut [u8]| {
+        buf.fill(pattern(i));
+        Ok(())
+    }));
+    let m = cache.mapping(1, src);
+    (a, cache, m)
+}
+
+/// `loom::model` with room for a whole allocator's bookkeeping (the
+/// teardown's drain and merge walk many descriptor words: more branches than
+/// loom's default 1000 in one execution).
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    b.max_branches = 20_000;
+    b.check(f);
+}
+
+/// A second handle on mapping 1 (for the other thread).
+fn again(cache: &PageCache) -> Mapping {
+    cache.mapping(1, Arc::new(super::FillFn(|_: u64, _: &mut [u8]| Ok(()))))
+}
+
+/// Page `index` cached, up to date, on the inactive list and not
+/// `REFERENCED` (a fill does not mark the page accessed), so one reclaim
+/// pass would take it. Returns its pfn.
+fn cached_cold(a: &PageAllocator, m: &Mapping, index: u64) -> Pfn {
+    let pfn = m.get(index).unwrap().pfn();
+    a.core.lru_add_drain_all();
+    let f = a.core.mm.page(pfn.as_u64()).flags();
+    assert_eq!(f & (LRU | REFERENCED | UPTODATE), LRU | UPTODATE, "{f:#x}");
+    pfn
+}
+
+/// A live reference on `pfn`: still an allocated head with a count, and its
+/// bytes (read under the page lock) are the ones the fill wrote.
+fn check_held(a: &PageAllocator, h: &super::PageHandle<'_>) {
+    let f = a.core.mm.page(h.pfn().as_u64()).flags();
+    assert!(f & HEAD != 0 && f & REF_MASK != 0, "a held page was freed: {f:#x}");
+    let mut b = [0u8; 2];
+    assert_eq!(h.read(PAGE_SIZE - 2, &mut b), 2);
+    assert_eq!(b, [pattern(h.index()); 2], "a held page's bytes changed");
+}
+
+/// Conservation: free + cached == managed once the caches are drained, and
+/// again (all free) after the page cache is torn down.
+fn conserved(a: &Arc<PageAllocator>, cache: PageCache, cached: u64) {
+    assert_eq!(cache.nr_pages(), cached);
+    a.core.lru_add_drain_all();
+    a.core.vmscan.check(&a.core.mm).unwrap();
+    a.drain_all_pages();
+    a.check_invariants().unwrap();
+    assert_eq!(a.nr_free_pages() + cached, a.managed_pages());
+    drop(cache);
+    a.drain_all_pages();
+    a.check_invariants().unwrap();
+    assert_eq!(a.nr_free_pages(), a.managed_pages());
+}
+
+/// A lookup (`find_get`: probe under the shard's read lock, `try_get`)
+/// against reclaim of the same cold page (isolate, try-lock, freeze from 2,
+/// remove, free to the buddy lists). Either the lookup misses, or it holds a
+/// live page that reclaim did not free (reclaim's freeze then failed and the
+/// page stays cached); the page is freed exactly once.
+#[test]
+fn loom_pagecache_lookup_races_reclaim() {
+    model(|| {
+        let (a, cache, m) = world();
+        let pfn = cached_cold(&a, &m, 0);
+        let (m2, a2) = (again(&cache), a.clone());
+        let t = loom::thread::spawn(move || {
+            let h = m2.find_get(0);
+            if let Some(h) = &h {
+                assert_eq!(h.pfn(), pfn);
+                check_held(&a2, h);
+            }
+            h.is_some()
+        });
+        let freed = cache.shrink(1);
+        let found = t.join().unwrap();
+        assert!(freed <= 1);
+        if freed == 1 {
+            assert!(m.find_get(0).is_none(), "a reclaimed page is still mapped");
+        } else {
+            assert!(found, "reclaim of a cold, unreferenced page only fails against a reference");
+            assert!(m.find_get(0).is_some());
+        }
+        conserved(&a, cache, 1 - freed);
+    });
+}
+
+/// A lookup against delete (`truncate`) and reuse: delete locks the page,
+/// removes it and drops the cache's reference, then the deleter fills index
+/// 1, which takes a freed frame (the same one, if the page was freed). The
+/// looker's handle keeps the page alive (its bytes intact) until it drops
+/// it, and a looker never ends up with index 1's page under index 0 (the
+/// reference is taken inside the shard's read lock).
+#[test]
+fn loom_pagecache_lookup_races_delete() {
+    model(|| {
+        let (a, cache, m) = world();
+        let pfn = cached_cold(&a, &m, 0);
+        let (m2, a2) = (again(&cache), a.clone());
+        let t = loom::thread::spawn(move || {
+            if let Some(h) = m2.find_get(0) {
+                assert_eq!(h.index(), 0);
+                check_held(&a2, &h);
+                assert_eq!(h.pfn(), pfn);
+            }
+        });
+        assert!(m.delete(0));
+        let h1 = m.get(1).unwrap();
+        check_held(&a, &h1);
+        drop(h1);
+        t.join().unwrap();
+        assert!(m.find_get(0).is_none());
+        conserved(&a, cache, 1);
+    });
+}
+
+/// A fill against a reader of the same index (`Mapping::get` on both
+/// sides): one of them allocates, locks, inserts and reads the page in, sets
+/// `UPTODATE` and unlocks; the other either finds the page and waits on its
+/// lock (the waiters bit protocol) or loses the insert race and frees its
+/// own page. Both must return (no lost wakeup: loom reports a deadlock) with
+/// the same page, up to date, with the fill's bytes; one page stays cached.
+#[test]
+fn loom_pagecache_fill_races_waiter() {
+    model(|| {
+        let (a, cache, m) = world();
+        let (m2, a2) = (again(&cache), a.clone());
+        let t = loom::thread::spawn(move || {
+            let h = m2.get(0).unwrap();
+            assert!(a2.core.mm.page(h.pfn().as_u64()).flags() & UPTODATE != 0);
+            check_held(&a2, &h);
+            h.pfn()
+        });
+        let h = m.get(0).unwrap();
+        let f = a.core.mm.page(h.pfn().as_u64()).flags.load(Ordering::Acquire);
+        assert!(f & UPTODATE != 0, "get returned a page not up to date: {f:#x}");
+        check_held(&a, &h);
+        let other = t.join().unwrap();
+        assert_eq!(h.pfn(), other, "two pages cached for one index");
+        drop(h);
+        conserved(&a, cache, 1);
+    });
+}
