@@ -29,7 +29,9 @@ pub(crate) const MAX_ARENA_BYTES: u64 = ((u32::MAX as u64 - 1) / PAGEBLOCK_PAGES
 /// Every value but `u64::MAX` is a pfn (`u64::MAX` is reserved, so that
 /// `Option<Pfn>` is 8 bytes, like the kernel's page pointer array where NULL is
 /// a hole: the bulk allocator's slots are `Option<Pfn>`).
+/// `repr(transparent)`: laid out as its `NonZeroU64` (the number plus one).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(transparent)]
 pub struct Pfn(NonZeroU64);
 
 impl Pfn {

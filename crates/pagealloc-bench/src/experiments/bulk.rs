@@ -178,7 +178,7 @@ fn measure(repeats: usize, total: u64) -> Measured {
         time(1, total, || {
             for _ in 0..total {
                 let p = a.alloc_pages(gfp, 0).expect("bulk: alloc");
-                a.free_pages(std::hint::black_box(p), 0).expect("bulk: free");
+                a.free_pages(crate::harness::opaque_pfn(p), 0).expect("bulk: free");
             }
         })
     };
@@ -228,7 +228,7 @@ fn measure(repeats: usize, total: u64) -> Measured {
                 let p = unsafe { std::alloc::alloc(layout) };
                 assert!(!p.is_null(), "bulk: malloc failed");
                 // SAFETY: allocated just above with this layout, freed once.
-                unsafe { std::alloc::dealloc(std::hint::black_box(p), layout) };
+                unsafe { std::alloc::dealloc(crate::harness::opaque_ptr(p), layout) };
             }
         })
     };
@@ -244,7 +244,7 @@ fn measure(repeats: usize, total: u64) -> Measured {
                     let p = unsafe { memalign(4096, 4096) };
                     assert!(!p.is_null(), "bulk: tc_memalign failed");
                     // SAFETY: allocated just above by tcmalloc, freed once, to tcmalloc.
-                    unsafe { free(std::hint::black_box(p)) };
+                    unsafe { free(crate::harness::opaque_ptr(p)) };
                 }
             })
         };
