@@ -55,10 +55,7 @@ fn byte(a: &PageAllocator, pfn: u64, off: usize) -> *mut u8 {
 #[test]
 fn loom_migrate_races_owner_free() {
     loom::model(|| {
-        let a = Arc::new(
-            PageAllocator::new(Config::default().arena_bytes(2 << 20).nr_cpus(Some(1)).min_free_kbytes(Some(0)))
-                .unwrap(),
-        );
+        let a = tiny();
         let owner = Arc::new(Owner { page: Mutex::new(None) });
         let id = a.register_movable_ops(owner.clone());
         let src = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
@@ -141,6 +138,25 @@ impl MovableOps for Trusting {
     }
 }
 
+/// The models' allocator: one pageblock, one CPU slot, no reserve.
+fn tiny() -> Arc<PageAllocator> {
+    Arc::new(
+        PageAllocator::new(Config::default().arena_bytes(2 << 20).nr_cpus(Some(1)).min_free_kbytes(Some(0))).unwrap(),
+    )
+}
+
+/// A tiny allocator, a movable page `src` of a [`Trusting`] owner, and a
+/// free-to-use `target` page.
+fn trusting_setup() -> (Arc<PageAllocator>, Pfn, Pfn, Arc<Trusting>) {
+    let a = tiny();
+    let src = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+    let target = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+    let owner = Arc::new(Trusting { page: Mutex::new(src.as_u64()) });
+    let id = a.register_movable_ops(owner.clone());
+    a.set_page_movable(src, id).unwrap();
+    (a, src, target, owner)
+}
+
 /// As [`loom_migrate_races_owner_free`], with an owner that does not track
 /// isolation: its free, at any point of the migration, either succeeds
 /// (before isolation, or after the hand-over, of the page it then holds) or
@@ -149,15 +165,7 @@ impl MovableOps for Trusting {
 #[test]
 fn loom_migrate_races_trusting_owner_free() {
     loom::model(|| {
-        let a = Arc::new(
-            PageAllocator::new(Config::default().arena_bytes(2 << 20).nr_cpus(Some(1)).min_free_kbytes(Some(0)))
-                .unwrap(),
-        );
-        let src = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
-        let target = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
-        let owner = Arc::new(Trusting { page: Mutex::new(src.as_u64()) });
-        let id = a.register_movable_ops(owner.clone());
-        a.set_page_movable(src, id).unwrap();
+        let (a, src, target, owner) = trusting_setup();
         let (a2, o2) = (a.clone(), owner.clone());
         let t = loom::thread::spawn(move || {
             let freed = loop {
@@ -201,15 +209,7 @@ fn loom_migrate_races_trusting_owner_free() {
 #[test]
 fn loom_migrate_races_owner_lock() {
     loom::model(|| {
-        let a = Arc::new(
-            PageAllocator::new(Config::default().arena_bytes(2 << 20).nr_cpus(Some(1)).min_free_kbytes(Some(0)))
-                .unwrap(),
-        );
-        let src = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
-        let target = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
-        let owner = Arc::new(Trusting { page: Mutex::new(src.as_u64()) });
-        let id = a.register_movable_ops(owner.clone());
-        a.set_page_movable(src, id).unwrap();
+        let (a, src, target, owner) = trusting_setup();
         let (a2, o2) = (a.clone(), owner.clone());
         let t = loom::thread::spawn(move || loop {
             let g = o2.page.lock();

@@ -46,6 +46,14 @@ impl Core {
     /// LRU lock, its dirty state dropped, then the ordinary claim.
     pub(crate) fn free_unreferenced(&self, pfn: Pfn) -> Result<(), FreeError> {
         let p = pfn.as_u64();
+        self.unlist_and_clean(p);
+        self.free_slow(pfn, self.mm.page(p).order(), false)
+    }
+
+    /// Take unreferenced page `p` off its LRU list (under the LRU lock) and
+    /// drop its dirty, active and referenced state, counting the dirty page
+    /// gone.
+    fn unlist_and_clean(&self, p: u64) {
         let d = self.mm.page(p);
         if d.flags() & LRU != 0 {
             self.vmscan.lrus[self.nid_of(p)].lock().remove_if_listed(&self.mm, p);
@@ -54,7 +62,6 @@ impl Core {
         if old & DIRTY != 0 {
             self.vmscan.gauges.nr_dirty.fetch_sub(1, Ordering::Relaxed);
         }
-        self.free_slow(pfn, d.order(), false)
     }
 
     /// [`Core::free_unreferenced`] for a batch of order-0 pages, straight to
@@ -67,14 +74,7 @@ impl Core {
         let mut claimed = Vec::with_capacity(pfns.len());
         let mut wake = Vec::new();
         for &p in pfns {
-            let d = self.mm.page(p);
-            if d.flags() & LRU != 0 {
-                self.vmscan.lrus[self.nid_of(p)].lock().remove_if_listed(&self.mm, p);
-            }
-            let old = d.flags.fetch_and(!(DIRTY | ACTIVE | REFERENCED), Ordering::Relaxed);
-            if old & DIRTY != 0 {
-                self.vmscan.gauges.nr_dirty.fetch_sub(1, Ordering::Relaxed);
-            }
+            self.unlist_and_clean(p);
             if let Ok(old) = self.claim(Pfn::new(p), 0, false) {
                 claimed.push(p);
                 if old & crate::page::flags::WAITERS != 0 || !self.cfg.page_lock_waiters_bit {
