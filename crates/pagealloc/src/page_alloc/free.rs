@@ -26,6 +26,9 @@ impl Core {
     /// same page makes one of the two fail cleanly.
     #[inline(always)]
     pub(crate) fn free0_front(&self, pfn: Pfn) -> bool {
+        if !self.front_free_inline {
+            return false;
+        }
         let p = pfn.as_u64();
         let Some((d, w)) = self.mm.desc_and_block(p) else {
             return false;
@@ -36,7 +39,7 @@ impl Core {
         // Anything else (another order: misuse; a type without a stack)
         // takes the full path, which checks and stores it.
         let t = d.private_raw() as usize;
-        if t >= NR_STACKS || !self.front_free_inline {
+        if t >= NR_STACKS {
             return false;
         }
         // Acquire: as in `claim`. Exactly HEAD: an allocated order-0 head
