@@ -14,11 +14,12 @@ use crate::types::{MigrateType, Pfn, PAGEBLOCK_ORDER};
 use crate::zone::{self, Zone};
 
 impl Core {
-    /// An order-0 free onto this thread's front cache: `pfn` must be a plain
-    /// allocated order-0 head (exactly `HEAD`: no lock state, no waiters, no
-    /// owner; private word order 0 and the type of its pageblock) of a
-    /// pcp-type pageblock whose stack has room and holds its zone. False, changing nothing, otherwise: [`Core::free_slow`]
-    /// handles it, misuse included.
+    /// An order-0 free onto this thread's front cache. True when it freed
+    /// `pfn`: it claimed a plain allocated order-0 head (exactly `HEAD`: no
+    /// lock state, no waiters, no owner; a private word naming a stack) and
+    /// pushed it, or handed it on to [`Core::finish_free`] when the stack
+    /// could not take it. False, changing nothing, otherwise:
+    /// [`Core::free_slow`] handles it, misuse included.
     ///
     /// Budget: see [`Core::alloc0_front`] (70 instructions for the pair). The
     /// claim is the one atomic read-modify-write of the pair: a compare-and-
@@ -43,17 +44,14 @@ impl Core {
             return false;
         }
         // Acquire: as in `claim`. Exactly HEAD: an allocated order-0 head
-        // with no lock state, no waiters and no owner, so what `free_slow`
-        // does after its claim is `free_claimed_cold`'s to do (and whether
-        // the inline path is on at all is checked after the claim: the
-        // claim first keeps the atomic ahead of the handshake's stores).
+        // with no lock state, no waiters and no owner. The claim comes before
+        // the handshake, keeping the atomic ahead of its stores.
         if d.flags.compare_exchange(flags::HEAD, flags::PCP, Ordering::Acquire, Ordering::Relaxed).is_err() {
             return false;
         }
-        // Claimed: from here on the page is ours to put anywhere. The slot's
-        // state also says whether `front_free_inline` is on.
+        // Claimed: from here on the page is ours to put anywhere.
         let Some(mut g) = self.fronts.enter_inline_free() else {
-            self.free_claimed_cold(p);
+            self.finish_free_cold(pfn);
             return true;
         };
         let (stacks, events) = g.split();
@@ -64,7 +62,7 @@ impl Core {
         let len = s.len as usize;
         if s.key != zone::pb_key(w) || len >= FRONT_CAP {
             drop(g);
-            self.free_claimed_cold(p);
+            self.finish_free_cold(pfn);
             return true;
         }
         s.pfns[len] = p as u32;
@@ -73,19 +71,12 @@ impl Core {
         true
     }
 
-    /// The rest of a free of an order-0 page the inline free claimed (from
-    /// exactly `HEAD`) but could not keep: what [`Core::free_slow`] does
-    /// after its claim.
+    /// [`Core::finish_free`] of an order-0 page the inline free claimed
+    /// from exactly `HEAD` but could not keep.
     #[cold]
     #[inline(never)]
-    fn free_claimed_cold(&self, p: u64) {
-        self.free_claimed(p, 0);
-        // No WAITERS bit was set (the claim saw exactly HEAD); without the
-        // bit, waiters are found only by looking.
-        if !self.cfg.page_lock_waiters_bit {
-            self.wake_freed(Pfn::new(p));
-        }
-        self.drain_deferred();
+    fn finish_free_cold(&self, pfn: Pfn) {
+        self.finish_free(pfn, 0, flags::HEAD);
     }
 
     /// [`Core::free_slow`] of a raw free the inline path did not take. Cold
@@ -109,6 +100,15 @@ impl Core {
     #[inline(always)]
     fn free_slow_body(&self, pfn: Pfn, order: u32, owned: bool) -> Result<(), FreeError> {
         let old = self.claim(pfn, order, owned)?;
+        self.finish_free(pfn, order, old);
+        Ok(())
+    }
+
+    /// A free once its claim is held (`old`: the flags word the claim
+    /// replaced): the block where it goes, its waiters woken, the no-lock
+    /// frees' parked blocks put back.
+    #[inline(always)]
+    fn finish_free(&self, pfn: Pfn, order: u32, old: u32) {
         self.free_claimed(pfn.as_u64(), order);
         if old & flags::WAITERS != 0 || !self.cfg.page_lock_waiters_bit {
             self.wake_freed(pfn);
@@ -116,7 +116,6 @@ impl Core {
         // Blocks the no-lock frees parked: a locked free may wait, so it
         // empties their list (one relaxed load when empty).
         self.drain_deferred();
-        Ok(())
     }
 
     /// Put a claimed block (flags PCP) where it goes: front cache, this CPU's
