@@ -17,80 +17,90 @@
 //! - REPORTED (free page reporting): a merged block is marked only when both
 //!   halves were; both halves of a split block keep the mark of the block.
 
-use crate::types::{MigrateType, MAX_ORDER, MIGRATE_PCPTYPES, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
+use crate::types::{MigrateType, Order, MIGRATE_PCPTYPES, PAGEBLOCK_PAGES};
 use crate::zone::{Took, ZoneGuard};
 
 impl<'a> ZoneGuard<'a> {
     /// Free a block whose head the caller has already unmarked, merging with free
     /// buddies (the kernel's `__free_one_page`). `mt` is the pageblock's type.
-    pub(crate) fn free_one_locked(&mut self, pfn: u64, order: u32, mt: MigrateType) {
+    pub(crate) fn free_one_locked(&mut self, pfn: u64, order: Order, mt: MigrateType) {
         self.free_one_marked_locked(pfn, order, mt, false);
     }
 
     /// [`ZoneGuard::free_one_locked`] for a block that may carry the REPORTED
     /// mark (`reported`): the merged block keeps it only if every part had it.
-    pub(crate) fn free_one_marked_locked(&mut self, mut pfn: u64, mut order: u32, mt: MigrateType, mut reported: bool) {
+    pub(crate) fn free_one_marked_locked(
+        &mut self,
+        mut pfn: u64,
+        mut order: Order,
+        mt: MigrateType,
+        mut reported: bool,
+    ) {
         let zone = self.zone;
         let orig = pfn;
-        while order < MAX_ORDER {
-            let buddy = pfn ^ (1 << order);
+        while let Some(up) = order.next() {
+            let buddy = pfn ^ order.pages();
             if !zone.contains(buddy) {
                 break;
             }
             let bd = self.mm.page(buddy);
-            if !bd.is_buddy() || bd.order() != order {
+            if !bd.is_buddy() || bd.order() != order.get() {
                 break;
             }
             // Within a pageblock the buddy's recorded list type; across pageblocks
             // the type of the buddy's pageblock.
-            let buddy_mt = if order >= PAGEBLOCK_ORDER { zone.pageblock_mt_racy(buddy) } else { bd.private_mt() };
+            let buddy_mt = if order >= Order::PAGEBLOCK { zone.pageblock_mt_racy(buddy) } else { bd.private_mt() };
             // Isolated pageblocks never merge across a pageblock boundary (not even
             // with each other), so undoing part of an isolation never has to split.
-            let isolated = order >= PAGEBLOCK_ORDER && buddy_mt == MigrateType::Isolate;
+            let isolated = order >= Order::PAGEBLOCK && buddy_mt == MigrateType::Isolate;
             if isolated || (buddy_mt != mt && !(mt.is_pcptype() && buddy_mt.is_pcptype())) {
                 break;
             }
             reported &= self.del_from_free_list(buddy, order);
-            if buddy_mt != mt && order >= PAGEBLOCK_ORDER {
+            if buddy_mt != mt && order >= Order::PAGEBLOCK {
                 // Match the buddy's blocks to ours, so a later split puts the
                 // halves on the right lists.
                 self.retag_range_locked(buddy, order, mt);
             }
             pfn &= buddy;
-            order += 1;
+            order = up;
         }
         if pfn != orig {
             self.mm.page(orig).clear();
         }
-        let tail = order < MAX_ORDER - 1 && self.merge_likely(pfn, order);
+        let tail = self.merge_likely(pfn, order);
         self.add_to_free_list_marked(pfn, order, mt, tail, reported);
     }
 
     /// Is the next-order buddy free? Then this block will likely merge soon, so it
-    /// goes to the list tail where allocations reach it last.
+    /// goes to the list tail where allocations reach it last. Never for the
+    /// top two orders (no block above them to merge into).
     #[inline]
-    fn merge_likely(&self, pfn: u64, order: u32) -> bool {
-        let higher = (pfn & !((1 << (order + 1)) - 1)) ^ (1 << (order + 1));
+    fn merge_likely(&self, pfn: u64, order: Order) -> bool {
+        let Some(up) = order.next().filter(|&u| u < Order::MAX) else {
+            return false;
+        };
+        let higher = (pfn & !(up.pages() - 1)) ^ up.pages();
         self.zone.contains(higher) && {
             let d = self.mm.page(higher);
-            d.is_buddy() && d.order() == order + 1
+            d.is_buddy() && d.order() == up.get()
         }
     }
 
     /// Free an allocated block (any order): blocks above a pageblock are freed one
     /// pageblock at a time, each under its own block's type. Returns the pages.
-    pub(crate) fn free_block_locked(&mut self, pfn: u64, order: u32) {
-        if order <= PAGEBLOCK_ORDER {
+    pub(crate) fn free_block_locked(&mut self, pfn: u64, order: Order) {
+        if order <= Order::PAGEBLOCK {
             let mt = self.zone.pageblock_mt_racy(pfn);
             self.free_one_locked(pfn, order, mt);
         } else {
             let mut p = pfn;
-            while p < pfn + (1 << order) {
+            while p < pfn + order.pages() {
                 if p != pfn {
                     self.mm.page(p).clear();
                 }
                 let mt = self.zone.pageblock_mt_racy(p);
-                self.free_one_locked(p, PAGEBLOCK_ORDER, mt);
+                self.free_one_locked(p, Order::PAGEBLOCK, mt);
                 p += PAGEBLOCK_PAGES;
             }
         }
@@ -100,18 +110,17 @@ impl<'a> ZoneGuard<'a> {
     /// putting each upper half on `lists[..][mt]` (the kernel's `expand`).
     /// `reported`: the block's REPORTED mark, which every half keeps (and
     /// which [`ZoneGuard::took_reported`] remembers for the caller).
-    fn expand(&mut self, pfn: u64, low: u32, mut high: u32, mt: MigrateType, reported: bool) {
+    fn expand(&mut self, pfn: u64, low: Order, high: Order, mt: MigrateType, reported: bool) {
         self.took_reported = reported;
-        while high > low {
-            high -= 1;
-            self.add_to_free_list_marked(pfn + (1 << high), high, mt, false, reported);
+        for half in Order::ALL[low.idx()..high.idx()].iter().rev().copied() {
+            self.add_to_free_list_marked(pfn + half.pages(), half, mt, false, reported);
         }
     }
 
     /// Take the smallest suitable block from `mt`'s own lists.
     #[inline]
-    pub(crate) fn rmqueue_smallest(&mut self, order: u32, mt: MigrateType) -> Option<u64> {
-        for cur in order..=MAX_ORDER {
+    pub(crate) fn rmqueue_smallest(&mut self, order: Order, mt: MigrateType) -> Option<u64> {
+        for cur in order.and_above() {
             if let Some(pfn) = self.first_free(cur, mt) {
                 let reported = self.del_from_free_list(pfn, cur);
                 self.expand(pfn, order, cur, mt, reported);
@@ -123,7 +132,7 @@ impl<'a> ZoneGuard<'a> {
 
     /// The kernel's `__rmqueue`: own lists, then claim a fallback block, then steal.
     #[inline]
-    pub(crate) fn rmqueue_locked(&mut self, order: u32, mt: MigrateType) -> Option<(u64, Took)> {
+    pub(crate) fn rmqueue_locked(&mut self, order: Order, mt: MigrateType) -> Option<(u64, Took)> {
         if let Some(p) = self.rmqueue_smallest(order, mt) {
             return Some((p, Took::Own));
         }
@@ -131,7 +140,7 @@ impl<'a> ZoneGuard<'a> {
     }
 
     #[cold]
-    fn rmqueue_fallback(&mut self, order: u32, mt: MigrateType) -> Option<(u64, Took)> {
+    fn rmqueue_fallback(&mut self, order: Order, mt: MigrateType) -> Option<(u64, Took)> {
         if !mt.is_pcptype() {
             return None;
         }
@@ -142,18 +151,18 @@ impl<'a> ZoneGuard<'a> {
     }
 
     /// Would claiming a block for `mt` at this order be worth it?
-    fn should_try_claim(order: u32, mt: MigrateType) -> bool {
-        order >= PAGEBLOCK_ORDER / 2 || mt == MigrateType::Reclaimable || mt == MigrateType::Unmovable
+    fn should_try_claim(order: Order, mt: MigrateType) -> bool {
+        order.get() >= Order::PAGEBLOCK.get() / 2 || mt == MigrateType::Reclaimable || mt == MigrateType::Unmovable
     }
 
-    fn find_fallback(&self, order: u32, mt: MigrateType) -> Option<MigrateType> {
-        let fb = &self.zone.stats.free_blocks[order as usize];
+    fn find_fallback(&self, order: Order, mt: MigrateType) -> Option<MigrateType> {
+        let fb = &self.zone.stats.free_blocks[order.idx()];
         mt.fallbacks().into_iter().find(|f| fb[f.index()].get_racy() != 0)
     }
 
     /// Scan fallback lists from the largest order down and try to claim the block.
-    fn rmqueue_claim(&mut self, order: u32, mt: MigrateType) -> Option<u64> {
-        for cur in (order..=MAX_ORDER).rev() {
+    fn rmqueue_claim(&mut self, order: Order, mt: MigrateType) -> Option<u64> {
+        for cur in order.and_above().rev() {
             if !Self::should_try_claim(cur, mt) {
                 break;
             }
@@ -171,12 +180,12 @@ impl<'a> ZoneGuard<'a> {
     fn try_claim_block(
         &mut self,
         pfn: u64,
-        cur: u32,
-        order: u32,
+        cur: Order,
+        order: Order,
         mt: MigrateType,
         block_mt: MigrateType,
     ) -> Option<u64> {
-        if cur >= PAGEBLOCK_ORDER {
+        if cur >= Order::PAGEBLOCK {
             let reported = self.del_from_free_list(pfn, cur);
             self.retag_range_locked(pfn, cur, mt);
             self.expand(pfn, order, cur, mt, reported);
@@ -203,8 +212,8 @@ impl<'a> ZoneGuard<'a> {
     }
 
     /// Take the smallest fallback block without retagging its pageblock.
-    fn rmqueue_steal(&mut self, order: u32, mt: MigrateType) -> Option<u64> {
-        for cur in order..=MAX_ORDER {
+    fn rmqueue_steal(&mut self, order: Order, mt: MigrateType) -> Option<u64> {
+        for cur in order.and_above() {
             let Some(fmt) = self.find_fallback(cur, mt) else {
                 continue;
             };
@@ -246,10 +255,10 @@ impl<'a> ZoneGuard<'a> {
         while p < start + PAGEBLOCK_PAGES {
             let d = self.mm.page(p);
             if d.is_buddy() {
-                let o = d.order();
+                let o = d.buddy_order();
                 self.move_to_free_list(p, o, to);
-                moved += 1 << o;
-                p += 1 << o;
+                moved += o.pages();
+                p += o.pages();
             } else {
                 p += 1;
             }
@@ -259,9 +268,9 @@ impl<'a> ZoneGuard<'a> {
 
     /// Retag every pageblock in a block of `order` (>= pageblock order, or the
     /// containing block when smaller).
-    pub(crate) fn retag_range_locked(&mut self, pfn: u64, order: u32, mt: MigrateType) {
+    pub(crate) fn retag_range_locked(&mut self, pfn: u64, order: Order, mt: MigrateType) {
         let start = pfn & !(PAGEBLOCK_PAGES - 1);
-        let n = (1u64 << order).max(PAGEBLOCK_PAGES);
+        let n = order.pages().max(PAGEBLOCK_PAGES);
         let mut p = start;
         while p < start + n {
             self.set_pageblock_mt_locked(p, mt);
@@ -271,7 +280,7 @@ impl<'a> ZoneGuard<'a> {
 
     /// Turn the pageblock holding `pfn` into a HighAtomic reserve, if the zone has
     /// room (about 1% of it) and the block is of a pcp type.
-    pub(crate) fn reserve_highatomic_locked(&mut self, pfn: u64, order: u32) -> bool {
+    pub(crate) fn reserve_highatomic_locked(&mut self, pfn: u64, order: Order) -> bool {
         let zone = self.zone;
         let max = zone.managed / 100 + PAGEBLOCK_PAGES;
         let reserved = &zone.stats.nr_reserved_highatomic;
@@ -282,14 +291,14 @@ impl<'a> ZoneGuard<'a> {
         if !mt.is_pcptype() {
             return false;
         }
-        if order < PAGEBLOCK_ORDER {
+        if order < Order::PAGEBLOCK {
             let start = pfn & !(PAGEBLOCK_PAGES - 1);
             self.move_freepages_block_locked(start, MigrateType::HighAtomic);
             self.set_pageblock_mt_locked(start, MigrateType::HighAtomic);
             reserved.add_locked(PAGEBLOCK_PAGES);
         } else {
             self.retag_range_locked(pfn, order, MigrateType::HighAtomic);
-            reserved.add_locked(1 << order);
+            reserved.add_locked(order.pages());
         }
         true
     }
@@ -302,16 +311,16 @@ impl<'a> ZoneGuard<'a> {
             return false;
         }
         let target = if mt.is_pcptype() { mt } else { MigrateType::Unmovable };
-        for order in 0..=MAX_ORDER {
+        for order in Order::ALL {
             let Some(pfn) = self.first_free(order, MigrateType::HighAtomic) else {
                 continue;
             };
             if self.zone.pageblock_mt_racy(pfn) != MigrateType::HighAtomic {
                 continue;
             }
-            let size = (1u64 << order).max(PAGEBLOCK_PAGES);
+            let size = order.pages().max(PAGEBLOCK_PAGES);
             reserved.sub_locked(size.min(reserved.get_racy()));
-            if order < PAGEBLOCK_ORDER {
+            if order < Order::PAGEBLOCK {
                 let start = pfn & !(PAGEBLOCK_PAGES - 1);
                 self.move_freepages_block_locked(start, target);
                 self.set_pageblock_mt_locked(start, target);
@@ -329,9 +338,9 @@ impl<'a> ZoneGuard<'a> {
 
     /// Is there a free block of at least `order` usable by a request (pcp types,
     /// plus HighAtomic when allowed)? Reads the lock-free counters.
-    pub(crate) fn has_free_block_racy(zone: &crate::zone::Zone, order: u32, highatomic: bool) -> bool {
-        (order..=MAX_ORDER).any(|o| {
-            let fb = &zone.stats.free_blocks[o as usize];
+    pub(crate) fn has_free_block_racy(zone: &crate::zone::Zone, order: Order, highatomic: bool) -> bool {
+        order.and_above().any(|o| {
+            let fb = &zone.stats.free_blocks[o.idx()];
             fb[..MIGRATE_PCPTYPES].iter().any(|c| c.get_racy() != 0)
                 || (highatomic && fb[MigrateType::HighAtomic.index()].get_racy() != 0)
         })

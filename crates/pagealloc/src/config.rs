@@ -3,7 +3,7 @@
 //! path pays nothing for them when they are off.
 
 use crate::error::ConfigError;
-use crate::types::{Pfn, MAX_ORDER, PAGEBLOCK_ORDER};
+use crate::types::{Order, Pfn, MAX_ORDER, PAGEBLOCK_ORDER};
 use crate::types::{MAX_ARENA_BYTES, PAGEBLOCK_BYTES};
 use crate::types::{PAGEBLOCK_PAGES, PAGE_SIZE};
 use std::sync::Arc;
@@ -387,13 +387,12 @@ impl Config {
     }
 
     /// The reporting order in effect (see [`Config::page_reporting_order`]).
-    pub(crate) fn effective_reporting_order(&self) -> u32 {
+    /// A validated config's order is one; an invalid one reads as the
+    /// largest.
+    pub(crate) fn effective_reporting_order(&self) -> Order {
         let o = self.page_reporting_order.unwrap_or(0);
-        if self.backing == Backing::HugePages {
-            o.max(PAGEBLOCK_ORDER)
-        } else {
-            o
-        }
+        let o = if self.backing == Backing::HugePages { o.max(PAGEBLOCK_ORDER) } else { o };
+        Order::new(o).unwrap_or(Order::MAX)
     }
 }
 

@@ -316,20 +316,20 @@ impl Core {
         let nr_cpus = self.pcp.nr_cpus();
         let mut total = 0u64;
         for cpu in 0..nr_cpus {
-            let l = &pcps[z.idx * nr_cpus + cpu];
+            let l = &pcps[z.idx.get() * nr_cpus + cpu];
             let mut n = 0u64;
             for (pi, list) in l.lists.iter().enumerate() {
                 let order = pcp::pindex_order(pi);
                 for &p in list {
                     let p = p as u64;
                     let d = self.mm.page(p);
-                    if d.flags() & flags::PCP == 0 || d.order() != order || !z.contains(p) {
+                    if d.flags() & flags::PCP == 0 || d.order() != order.get() || !z.contains(p) {
                         return Err((
                             p,
                             format!("on cpu {cpu}'s list {pi} but flags {:#x} order {}", d.flags(), d.order()),
                         ));
                     }
-                    n += 1 << order;
+                    n += order.pages();
                 }
             }
             if n != l.count as u64 {

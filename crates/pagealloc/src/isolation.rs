@@ -16,7 +16,7 @@
 use crate::error::{AllocError, FreeError, PageStateError};
 use crate::page::flags;
 use crate::page_alloc::Core;
-use crate::types::{Gfp, MigrateType, Pfn, MAX_ORDER, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
+use crate::types::{Gfp, MigrateType, Order, Pfn, MAX_ORDER, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
 use crate::zone::{Zone, ZoneGuard};
 
 impl Core {
@@ -42,18 +42,18 @@ impl ZoneGuard<'_> {
     /// If a free block above pageblock order covers `pfn`'s pageblock, split it
     /// into pageblock-sized free blocks.
     fn split_straddling_locked(&mut self, pfn: u64) {
-        for order in (PAGEBLOCK_ORDER + 1)..=MAX_ORDER {
-            let head = pfn & !((1u64 << order) - 1);
+        for order in Order::ALL[PAGEBLOCK_ORDER as usize + 1..].iter().copied() {
+            let head = pfn & !(order.pages() - 1);
             if !self.zone.contains(head) {
                 break;
             }
             let d = self.mm.page(head);
-            if d.is_buddy() && d.order() == order {
+            if d.is_buddy() && d.order() == order.get() {
                 self.del_from_free_list(head, order);
                 let mut p = head;
-                while p < head + (1 << order) {
+                while p < head + order.pages() {
                     let mt = self.zone.pageblock_mt_racy(p);
-                    self.add_to_free_list(p, PAGEBLOCK_ORDER, mt, false);
+                    self.add_to_free_list(p, Order::PAGEBLOCK, mt, false);
                     p += PAGEBLOCK_PAGES;
                 }
                 return;
@@ -67,8 +67,8 @@ impl ZoneGuard<'_> {
         let d = self.mm.page(start);
         if d.is_buddy() && d.order() == PAGEBLOCK_ORDER {
             let mt = self.zone.pageblock_mt_racy(start);
-            self.del_from_free_list(start, PAGEBLOCK_ORDER);
-            self.free_one_locked(start, PAGEBLOCK_ORDER, mt);
+            self.del_from_free_list(start, Order::PAGEBLOCK);
+            self.free_one_locked(start, Order::PAGEBLOCK, mt);
         }
     }
 }
@@ -184,7 +184,7 @@ impl Core {
                     if taken {
                         if gfp.contains(Gfp::ZERO) {
                             for p in s..s + nr_pages {
-                                inner.mm.zero_frames(p, 0);
+                                inner.mm.zero_frames(p, Order::ZERO);
                             }
                         }
                         return Ok(Pfn::new(s));
@@ -211,7 +211,7 @@ impl Core {
         let mut olds = Vec::with_capacity(nr_pages.min(self.mm.nr_pages()) as usize);
         for i in 0..nr_pages {
             let claimed = match start.checked_add(i) {
-                Some(pfn) => self.claim(pfn, 0, false),
+                Some(pfn) => self.claim(pfn, Order::ZERO, false),
                 None => Err(FreeError::OutOfRange { pfn: start, nr_pages: self.mm.nr_pages() }),
             };
             match claimed {
@@ -225,7 +225,7 @@ impl Core {
             }
         }
         for (p, &old) in (s..).zip(&olds) {
-            self.free_claimed(p, 0);
+            self.free_claimed(p, Order::ZERO);
             if old & flags::WAITERS != 0 || !self.cfg.page_lock_waiters_bit {
                 self.wake_freed(Pfn::new(p));
             }
@@ -281,8 +281,8 @@ impl Core {
                 }
                 return false;
             }
-            let order = d.order();
-            let bend = p + (1 << order);
+            let order = d.buddy_order();
+            let bend = p + order.pages();
             if bend <= s {
                 p = bend;
                 continue;
@@ -295,19 +295,17 @@ impl Core {
                     q += 1;
                     continue;
                 }
-                let mut o = 0;
-                while o < order
-                    && q & ((2u64 << o) - 1) == 0
-                    && q + (2u64 << o) <= bend
-                    && !overlaps(q, 2u64 << o, s, e)
-                {
-                    o += 1;
+                let mut o = Order::ZERO;
+                while let Some(up) = o.next().filter(|&u| {
+                    u <= order && q & (u.pages() - 1) == 0 && q + u.pages() <= bend && !overlaps(q, u.pages(), s, e)
+                }) {
+                    o = up;
                 }
                 g.add_to_free_list(q, o, MigrateType::Isolate, false);
-                q += 1 << o;
+                q += o.pages();
             }
             for r in p.max(s)..bend.min(e) {
-                self.mm.page(r).set_allocated(0, mt);
+                self.mm.page(r).set_allocated(Order::ZERO, mt);
             }
             p = bend;
         }

@@ -11,7 +11,7 @@ use crate::config::Backing;
 use crate::error::ConfigError;
 use crate::page::PageDesc;
 use crate::sync::Ordering;
-use crate::types::{Pfn, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE};
+use crate::types::{Order, Pfn, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE};
 use std::io;
 use std::ptr::NonNull;
 use std::sync::atomic::AtomicU16;
@@ -131,13 +131,13 @@ impl MemMap {
         Some(unsafe { m.base.add(pfn.idx() * PAGE_SIZE) })
     }
 
-    /// Zero `1 << order` frames starting at `pfn`.
+    /// Zero `order.pages()` frames starting at `pfn`.
     ///
     /// The caller has just allocated the block, so no one else may access it.
-    pub(crate) fn zero_frames(&self, pfn: u64, order: u32) {
+    pub(crate) fn zero_frames(&self, pfn: u64, order: Order) {
         if let Some(p) = self.page_address(Pfn::new(pfn)) {
-            let len = PAGE_SIZE << order;
-            debug_assert!(pfn + (1 << order) <= self.nr_pages());
+            let len = PAGE_SIZE << order.get();
+            debug_assert!(pfn + order.pages() <= self.nr_pages());
             // SAFETY: the block [pfn, pfn + 2^order) is inside the mapping (checked
             // by the allocator before handing it out) and owned by the caller, who
             // just allocated it, so no other reference to these bytes exists.

@@ -34,7 +34,7 @@
 //!   (`NO_RAW_FREE` includes them).
 
 use crate::sync::{AtomicU32, LockedU32, Ordering};
-use crate::types::MigrateType;
+use crate::types::{MigrateType, Order};
 
 /// Link value meaning "no page".
 pub(crate) const NIL: u32 = u32::MAX;
@@ -125,14 +125,14 @@ pub(crate) const STAMP_SHIFT: u32 = 16;
 
 /// The private word of a block of `order` for (or on the lists of) `mt`.
 #[inline(always)]
-pub(crate) const fn private_word(order: u32, mt: MigrateType) -> u32 {
+pub(crate) const fn private_word(order: Order, mt: MigrateType) -> u32 {
     private_word_raw(order, mt as usize)
 }
 
 /// [`private_word`] with the type as its index.
 #[inline(always)]
-pub(crate) const fn private_word_raw(order: u32, mt_index: usize) -> u32 {
-    (order << ORDER_SHIFT) | mt_index as u32
+pub(crate) const fn private_word_raw(order: Order, mt_index: usize) -> u32 {
+    (order.get() << ORDER_SHIFT) | mt_index as u32
 }
 
 /// The order in a private word made by [`private_word_raw`] (other bits
@@ -167,9 +167,20 @@ impl PageDesc {
         self.flags.store(f, Ordering::Relaxed)
     }
 
+    /// The order in the private word, as stored: a lockless reader may see
+    /// a stale or foreign word, so this is a plain number (at most 31).
     #[inline(always)]
     pub(crate) fn order(&self) -> u32 {
         private_order(self.private.get())
+    }
+
+    /// The order of a free (`BUDDY`) head read under its zone's lock, where
+    /// the word is the one `set_buddy` stored from an [`Order`].
+    #[inline(always)]
+    pub(crate) fn buddy_order(&self) -> Order {
+        let o = self.order();
+        debug_assert!(self.is_buddy() && o <= crate::types::MAX_ORDER, "order {o} on a free head");
+        Order::new(o).unwrap_or(Order::MAX)
     }
 
     #[inline(always)]
@@ -178,7 +189,7 @@ impl PageDesc {
     }
 
     #[inline(always)]
-    pub(crate) fn set_private(&self, order: u32, mt: MigrateType) {
+    pub(crate) fn set_private(&self, order: Order, mt: MigrateType) {
         self.private.set(private_word(order, mt))
     }
 
@@ -197,7 +208,7 @@ impl PageDesc {
     /// Set the private word to `order` and `mt` unless it already holds them
     /// (a load of a line the caller has just read, instead of a store).
     #[inline(always)]
-    pub(crate) fn ensure_private(&self, order: u32, mt: MigrateType) {
+    pub(crate) fn ensure_private(&self, order: Order, mt: MigrateType) {
         self.ensure_private_raw(private_word(order, mt));
     }
 
@@ -218,7 +229,7 @@ impl PageDesc {
     /// type is recorded so removal always finds the right list; `extra` is
     /// `REPORTED` or 0, `stamp` the coarse time it went free.
     #[inline(always)]
-    pub(crate) fn set_buddy(&self, order: u32, mt: MigrateType, extra: u32, stamp: u16) {
+    pub(crate) fn set_buddy(&self, order: Order, mt: MigrateType, extra: u32, stamp: u16) {
         self.private.set(private_word(order, mt) | (stamp as u32) << STAMP_SHIFT);
         self.set_flags(flags::BUDDY | extra);
     }
@@ -231,7 +242,7 @@ impl PageDesc {
 
     /// Mark as the head of an allocated block of `order` for `mt`.
     #[inline(always)]
-    pub(crate) fn set_allocated(&self, order: u32, mt: MigrateType) {
+    pub(crate) fn set_allocated(&self, order: Order, mt: MigrateType) {
         self.set_private(order, mt);
         self.set_flags(flags::HEAD);
     }

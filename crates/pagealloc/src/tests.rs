@@ -1,5 +1,6 @@
 //! Unit tests of the allocator as a whole (small arenas, no backing unless noted).
 
+use crate::types::ZoneIdx;
 use crate::*;
 
 fn small(mb: u64) -> PageAllocator {
@@ -120,7 +121,7 @@ fn fallback_claims_whole_blocks_for_unmovable() {
     let a = small(8);
     let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
     // The first unmovable request claims a whole movable block (all blocks start movable).
-    let z = &a.core.zones[0];
+    let z = &a.core.zones[ZoneIdx::FIRST];
     assert_eq!(z.pageblock_mt_racy(p.as_u64()), MigrateType::Unmovable);
     let m = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
     assert_ne!(m.as_u64() / PAGEBLOCK_PAGES, p.as_u64() / PAGEBLOCK_PAGES);
@@ -155,7 +156,7 @@ fn no_backing_has_no_addresses() {
 #[test]
 fn highatomic_reserve_is_made_under_pressure_and_given_back() {
     let a = PageAllocator::new(Config::small(32 << 20).min_free_kbytes(Some(4096))).unwrap();
-    let z = &a.core.zones[0];
+    let z = &a.core.zones[ZoneIdx::FIRST];
     let mut v = Vec::new();
     // Ordinary requests stop at the min watermark...
     while let Ok(q) = a.alloc_pages(Gfp::KERNEL, 0) {

@@ -122,6 +122,137 @@ impl fmt::Display for Pfn {
     }
 }
 
+/// A buddy order known to be at most [`MAX_ORDER`]: a block of
+/// `1 << order` pages.
+///
+/// The public API takes orders as plain `u32` (as the kernel's does); the
+/// façade checks each once and every layer below takes an `Order`, so an
+/// order cannot be confused with a pfn, a count or a list index, and every
+/// per-order array indexed by one is in bounds.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+#[repr(transparent)]
+pub(crate) struct Order(u32);
+
+impl Order {
+    /// Order 0: one page.
+    pub(crate) const ZERO: Order = Order(0);
+    /// The largest order, [`MAX_ORDER`].
+    pub(crate) const MAX: Order = Order(MAX_ORDER);
+    /// The pageblock's order, [`PAGEBLOCK_ORDER`].
+    pub(crate) const PAGEBLOCK: Order = Order(PAGEBLOCK_ORDER);
+    /// Every order, lowest first.
+    pub(crate) const ALL: [Order; NR_ORDERS] = {
+        let mut all = [Order(0); NR_ORDERS];
+        let mut i = 0;
+        while i < NR_ORDERS {
+            all[i] = Order(i as u32);
+            i += 1;
+        }
+        all
+    };
+
+    /// `order` when it is at most [`MAX_ORDER`].
+    #[inline(always)]
+    pub(crate) const fn new(order: u32) -> Option<Order> {
+        if order <= MAX_ORDER {
+            Some(Order(order))
+        } else {
+            None
+        }
+    }
+    /// The order as a number.
+    #[inline(always)]
+    pub(crate) const fn get(self) -> u32 {
+        self.0
+    }
+    /// The order as an index into per-order arrays (always `< NR_ORDERS`).
+    #[inline(always)]
+    pub(crate) const fn idx(self) -> usize {
+        self.0 as usize
+    }
+    /// Pages in a block of this order.
+    #[inline(always)]
+    pub(crate) const fn pages(self) -> u64 {
+        1 << self.0
+    }
+    /// Pages in a block of this order, as the per-CPU lists count them.
+    #[inline(always)]
+    pub(crate) const fn pages_u32(self) -> u32 {
+        1 << self.0
+    }
+    /// The next order up, or None at [`MAX_ORDER`].
+    #[inline(always)]
+    pub(crate) const fn next(self) -> Option<Order> {
+        Order::new(self.0 + 1)
+    }
+    /// The order `n` above this one, or None past [`MAX_ORDER`].
+    #[inline(always)]
+    pub(crate) const fn raised(self, n: u32) -> Option<Order> {
+        match self.0.checked_add(n) {
+            Some(o) => Order::new(o),
+            None => None,
+        }
+    }
+    /// This order and every one above it, lowest first.
+    #[inline]
+    pub(crate) fn and_above(self) -> impl DoubleEndedIterator<Item = Order> {
+        Order::ALL[self.idx()..].iter().copied()
+    }
+}
+
+impl fmt::Display for Order {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Index of a zone in the allocator's zone table (every node's zones, node
+/// by node, lowest zone first), as pageblock words and zonelists record it:
+/// at most 255 zones (the pageblock word's zone field is 8 bits).
+///
+/// A newtype so that a zone index is never taken for a node id, an order or
+/// a count; the zone table (`zone::ZoneTable`) is indexed by it alone.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
+#[repr(transparent)]
+pub(crate) struct ZoneIdx(u8);
+
+impl ZoneIdx {
+    /// The table's first zone (node 0's lowest).
+    #[cfg(test)]
+    pub(crate) const FIRST: ZoneIdx = ZoneIdx(0);
+
+    /// Zone `i`, or None past the 8-bit zone field.
+    #[inline]
+    pub(crate) const fn new(i: usize) -> Option<ZoneIdx> {
+        if i <= u8::MAX as usize {
+            Some(ZoneIdx(i as u8))
+        } else {
+            None
+        }
+    }
+    /// Zone `i` from a pageblock word's 8-bit field.
+    #[inline(always)]
+    pub(crate) const fn from_u8(i: u8) -> ZoneIdx {
+        ZoneIdx(i)
+    }
+    /// The index as a number.
+    #[inline(always)]
+    pub(crate) const fn get(self) -> usize {
+        self.0 as usize
+    }
+    /// The index as the pageblock word's zone field stores it.
+    #[inline(always)]
+    pub(crate) const fn as_u8(self) -> u8 {
+        self.0
+    }
+}
+
+impl fmt::Display for ZoneIdx {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
 /// A migratetype: what kind of allocation a pageblock serves.
 ///
 /// Values and names are the kernel's without CMA (as this machine's
@@ -309,6 +440,35 @@ mod tests {
     #[should_panic(expected = "pfn arithmetic overflow")]
     fn pfn_add_panics_instead_of_wrapping() {
         let _ = Pfn::new(2).add(u64::MAX - 1);
+    }
+
+    #[test]
+    fn orders_stay_within_max_order() {
+        assert_eq!(Order::new(0), Some(Order::ZERO));
+        assert_eq!(Order::new(MAX_ORDER), Some(Order::MAX));
+        assert_eq!(Order::new(MAX_ORDER + 1), None);
+        assert_eq!(Order::new(u32::MAX), None);
+        assert_eq!(Order::MAX.next(), None);
+        assert_eq!(Order::ZERO.next().map(Order::get), Some(1));
+        assert_eq!(Order::PAGEBLOCK.raised(1), Order::new(PAGEBLOCK_ORDER + 1));
+        assert_eq!(Order::ZERO.raised(u32::MAX), None, "raising never wraps");
+        assert_eq!(Order::PAGEBLOCK.pages(), PAGEBLOCK_PAGES);
+        assert_eq!(Order::MAX.pages_u32(), 1 << MAX_ORDER);
+        for (i, o) in Order::ALL.iter().enumerate() {
+            assert_eq!(o.idx(), i);
+            assert_eq!(Order::new(i as u32), Some(*o));
+            let above: Vec<u32> = o.and_above().map(Order::get).collect();
+            assert_eq!(above, (i as u32..=MAX_ORDER).collect::<Vec<_>>());
+        }
+        assert_eq!(Order::ZERO.and_above().next_back(), Some(Order::MAX));
+    }
+
+    #[test]
+    fn zone_indices_fit_the_pageblock_field() {
+        assert_eq!(ZoneIdx::new(255).map(ZoneIdx::as_u8), Some(255));
+        assert_eq!(ZoneIdx::new(256), None);
+        assert_eq!(ZoneIdx::from_u8(7).get(), 7);
+        assert_eq!(ZoneIdx::FIRST.get(), 0);
     }
 
     #[test]

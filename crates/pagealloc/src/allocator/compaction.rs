@@ -6,7 +6,7 @@ use super::PageAllocator;
 use crate::compaction::{CompactOutcome, FragIndexReport};
 use crate::error::{AllocError, PageStateError};
 use crate::movable::{MobilityCensus, MovableId, MovableOps};
-use crate::types::{Gfp, Pfn};
+use crate::types::{Gfp, Order, Pfn, ZoneIdx};
 use std::sync::Arc;
 
 impl PageAllocator {
@@ -43,7 +43,8 @@ impl PageAllocator {
     /// Compact zone `zone` (an index into the zones, as reports list them) until a
     /// free block of `order` exists or the scanners meet.
     pub fn compact_zone(&self, zone: usize, order: u32) -> Option<CompactOutcome> {
-        (zone < self.core.zones.len()).then(|| self.core.compact_zone(zone, Some(order.min(crate::MAX_ORDER))))
+        let zi = ZoneIdx::new(zone).filter(|&zi| self.core.zones.get(zi).is_some())?;
+        Some(self.core.compact_zone(zi, Some(Order::new(order).unwrap_or(Order::MAX))))
     }
 
     /// Allocate exactly `[start, start + nr_pages)`, migrating the movable

@@ -180,7 +180,7 @@ pub(crate) fn start_reporter(core: &Arc<Core>) {
                     // A long pass (a burst's worth of releases) looks for the
                     // drain's deadline between lists rather than after it.
                     let mut mid = false;
-                    let (_, mut due) = c.reporting.pass_timed(&c.zones, &c.mm, all, || {
+                    let (_, mut due) = c.reporting.pass_timed(c.zones.as_slice(), &c.mm, all, || {
                         let t = Instant::now();
                         if idle.next_check(t, delay_ms).is_none_or(|at| at > t) {
                             return false;
@@ -191,7 +191,7 @@ pub(crate) fn start_reporter(core: &Arc<Core>) {
                     if mid {
                         // Lists walked before the drain may hold its pages
                         // (merged into larger blocks): one more pass, all ages.
-                        due = c.reporting.pass_timed(&c.zones, &c.mm, true, || false).1;
+                        due = c.reporting.pass_timed(c.zones.as_slice(), &c.mm, true, || false).1;
                     }
                     let after = Instant::now();
                     next_pass = after + interval(delay_ms);
@@ -224,13 +224,13 @@ impl PageAllocator {
     /// whatever its age and whether or not background reporting is on (a
     /// synchronous pass, for tests and for users who know they are idle).
     pub fn report_free_pages_now(&self) -> ReportPass {
-        self.core.reporting.pass(&self.core.zones, &self.core.mm, true)
+        self.core.reporting.pass(self.core.zones.as_slice(), &self.core.mm, true)
     }
 
     /// One pass as the background reporter runs it: only blocks free for at
     /// least the delay are released.
     pub fn report_aged_free_pages(&self) -> ReportPass {
-        self.core.reporting.pass(&self.core.zones, &self.core.mm, false)
+        self.core.reporting.pass(self.core.zones.as_slice(), &self.core.mm, false)
     }
 
     /// Switch background reporting at run time (starting the reporter thread
@@ -272,7 +272,7 @@ impl PageAllocator {
         let r = &self.core.reporting;
         ReportingStats {
             enabled: r.enabled(),
-            order: r.order(),
+            order: r.order().get(),
             delay_ms: r.delay_ms(),
             passes: r.passes.load(Ordering::Relaxed),
             released_pages: r.reported_pages.load(Ordering::Relaxed),

@@ -145,7 +145,7 @@ impl PageAllocator {
     /// `Config::lock_stats` on (the default). `to_string()` gives the text.
     pub fn lockstat(&self) -> crate::lockstat::LockStatReport {
         crate::lockstat::LockStatReport {
-            zones: self.core.zones.iter().map(|z| z.lockstat.read(z.idx, z.nid, z.ztype.name())).collect(),
+            zones: self.core.zones.iter().map(|z| z.lockstat.read(z.idx.get(), z.nid, z.ztype.name())).collect(),
         }
     }
 

@@ -12,7 +12,7 @@
 use crate::error::AllocError;
 use crate::page::flags;
 use crate::page_alloc::{head_flags, Core};
-use crate::types::{Gfp, Pfn, MAX_ORDER, PAGEBLOCK_PAGES};
+use crate::types::{Gfp, Order, Pfn, MAX_ORDER, PAGEBLOCK_PAGES};
 
 /// Tries at emptying a range before giving up on it.
 const TRIES: usize = 3;
@@ -97,7 +97,7 @@ impl Core {
         }
         if gfp.contains(Gfp::ZERO) {
             for p in s..e {
-                self.mm.zero_frames(p, 0);
+                self.mm.zero_frames(p, Order::ZERO);
             }
         }
         Ok(())

@@ -34,7 +34,7 @@ pub(crate) use index::{fragmentation_index, FragInfo};
 use crate::migrate::Moved;
 use crate::page::flags;
 use crate::page_alloc::Core;
-use crate::types::{Gfp, MigrateType, MAX_ORDER, MIGRATE_PCPTYPES, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
+use crate::types::{Gfp, MigrateType, Order, ZoneIdx, MIGRATE_PCPTYPES, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
 use crate::vmevent::VmEvent;
 use crate::zone::{AllocFlags, Wmark, Zone};
 
@@ -72,22 +72,21 @@ impl Core {
     }
 
     /// Does `z` have a free block of at least `order` on a pcp type's list?
-    fn has_free_order(z: &Zone, order: u32) -> bool {
-        (order..=MAX_ORDER)
-            .any(|o| z.stats.free_blocks[o as usize][..MIGRATE_PCPTYPES].iter().any(|c| c.get_racy() != 0))
+    fn has_free_order(z: &Zone, order: Order) -> bool {
+        order.and_above().any(|o| z.stats.free_blocks[o.idx()][..MIGRATE_PCPTYPES].iter().any(|c| c.get_racy() != 0))
     }
 
     /// The kernel's `compaction_suitable` for zone `zi` and `order`.
-    pub(crate) fn compaction_suitable(&self, zi: usize, order: u32) -> Suitable {
+    pub(crate) fn compaction_suitable(&self, zi: ZoneIdx, order: Order) -> Suitable {
         let z = &self.zones[zi];
-        let gap = 2u64 << order;
+        let gap = 2u64 << order.get();
         let af = AllocFlags { wmark: Wmark::Low, high: false };
         // Order-0 watermark with the gap: migration needs free targets.
         if z.free_pages_racy() < z.wmark[af.wmark as usize] + gap {
             return Suitable::Skip;
         }
-        if order > COSTLY_ORDER {
-            let idx = fragmentation_index(&FragInfo::of(&Self::zone_free_blocks(z), order));
+        if order.get() > COSTLY_ORDER {
+            let idx = fragmentation_index(&FragInfo::of(&Self::zone_free_blocks(z), order.get()));
             if idx >= 0 && idx <= self.cfg.extfrag_threshold as i32 {
                 return Suitable::Skip;
             }
@@ -96,7 +95,7 @@ impl Core {
     }
 
     /// Compact zone `zi` for `order` (None: the whole zone). See the module doc.
-    pub(crate) fn compact_zone(&self, zi: usize, order: Option<u32>) -> CompactOutcome {
+    pub(crate) fn compact_zone(&self, zi: ZoneIdx, order: Option<Order>) -> CompactOutcome {
         let z = &self.zones[zi];
         let mut out = CompactOutcome::default();
         let use_hints = order.is_some();
@@ -156,7 +155,7 @@ impl Core {
         }
         // Targets not used go back.
         for t in targets {
-            z.free_to_buddy(&self.mm, t, 0, false, false);
+            z.free_to_buddy(&self.mm, t, Order::ZERO, false, false);
         }
         if use_hints && m >= f && !out.success {
             self.clear_skip_hints(z);
@@ -213,16 +212,16 @@ impl Core {
             let d = self.mm.page(p);
             let f = d.flags();
             if f & flags::BUDDY != 0 {
-                let o = d.order();
-                if o >= PAGEBLOCK_ORDER {
+                let o = d.buddy_order();
+                if o >= Order::PAGEBLOCK {
                     return scanned;
                 }
                 g.del_from_free_list(p, o);
-                for q in p..p + (1 << o) {
-                    self.mm.page(q).set_allocated(0, MigrateType::Movable);
+                for q in p..p + o.pages() {
+                    self.mm.page(q).set_allocated(Order::ZERO, MigrateType::Movable);
                     out.push(q);
                 }
-                p += 1 << o;
+                p += o.pages();
             } else if f & (flags::HEAD | flags::PCP) != 0 {
                 p += 1u64 << d.order().min(PAGEBLOCK_ORDER);
             } else {
@@ -236,14 +235,14 @@ impl Core {
     /// path's hook). Some(pfn) when compaction made the allocation succeed.
     pub(crate) fn try_direct_compact(
         &self,
-        zl: &[usize],
-        order: u32,
+        zl: &[ZoneIdx],
+        order: Order,
         gfp: Gfp,
-        mut alloc: impl FnMut(usize) -> Option<u64>,
+        mut alloc: impl FnMut(ZoneIdx) -> Option<u64>,
     ) -> Option<u64> {
         // High-priority (atomic) requests never compact, as in the kernel
         // where they may not enter direct reclaim or compaction.
-        if order == 0 || gfp.intersects(Gfp::NO_COMPACT | Gfp::HIGH) || !self.mobility.any_registered() {
+        if order == Order::ZERO || gfp.intersects(Gfp::NO_COMPACT | Gfp::HIGH) || !self.mobility.any_registered() {
             return None;
         }
         let mut stalled = false;
@@ -270,7 +269,7 @@ impl Core {
     /// Compact every zone fully (`/proc/sys/vm/compact_memory`).
     pub(crate) fn compact_memory(&self) -> CompactOutcome {
         let mut sum = CompactOutcome::default();
-        for zi in 0..self.zones.len() {
+        for zi in self.zones.iter().map(|z| z.idx) {
             let o = self.compact_zone(zi, None);
             sum.migrated += o.migrated;
             sum.migrate_scanned += o.migrate_scanned;

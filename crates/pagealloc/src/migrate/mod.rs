@@ -28,7 +28,7 @@ mod loom_tests;
 use crate::page::flags;
 use crate::page_alloc::Core;
 use crate::sync::Ordering;
-use crate::types::{Pfn, PAGE_SIZE};
+use crate::types::{Order, Pfn, PAGE_SIZE};
 use crate::vmevent::VmEvent;
 
 /// How one page's migration ended.
@@ -151,7 +151,7 @@ impl Core {
         }
         self.mobility.set_page(target, id);
         let td = self.mm.page(target);
-        td.set_private(0, crate::MigrateType::Movable);
+        td.set_private(Order::ZERO, crate::MigrateType::Movable);
         // The target is born registered and isolated: the owner may free it
         // as soon as `migrate` has told it (refused with `Migrating` until
         // the isolation ends below), and no compactor isolates it meanwhile.
@@ -172,7 +172,7 @@ impl Core {
         // The target is the owner's now (a lock it took meanwhile stays).
         td.flags.fetch_and(!flags::ISOLATED_MIGRATE, Ordering::Release);
         self.mobility.forget(p);
-        self.zone_of(p).free_to_buddy(&self.mm, p, 0, false, false);
+        self.zone_of(p).free_to_buddy(&self.mm, p, Order::ZERO, false, false);
         self.events.count(VmEvent::PgmigrateSuccess, 1);
         Moved::Yes
     }

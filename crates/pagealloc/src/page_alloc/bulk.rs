@@ -10,7 +10,7 @@ use super::Core;
 use crate::front::FRONT_BATCH;
 use crate::page::flags;
 use crate::pcp;
-use crate::types::{Gfp, Pfn};
+use crate::types::{Gfp, Order, Pfn};
 use crate::zone::AllocFlags;
 
 /// Slot arrays this short are filled one slot at a time: a wide check and
@@ -149,7 +149,7 @@ impl Core {
     pub(crate) fn bulk_fast(&self, gfp: Gfp, nr: usize, mut take: impl FnMut(&[u32]) -> usize) -> usize {
         let inner = self;
         let mt = gfp.migratetype();
-        let (Some(pi), true) = (pcp::pindex(0, mt), inner.pcp_on) else {
+        let (Some(pi), true) = (pcp::pindex(Order::ZERO, mt), inner.pcp_on) else {
             return 0;
         };
         let af = AllocFlags::FAST;
@@ -165,7 +165,7 @@ impl Core {
             let used = take(pages).min(pages.len());
             for &p in &pages[pages.len() - used..] {
                 if gfp.contains(Gfp::ZERO) {
-                    inner.prep_new_page(p as u64, 0, gfp, flags::HEAD);
+                    inner.prep_new_page(p as u64, Order::ZERO, gfp, flags::HEAD);
                 } else {
                     descs[p as usize].set_flags(flags::HEAD);
                 }
@@ -181,10 +181,10 @@ impl Core {
         }
         for &zi in zl {
             let z = &inner.zones[zi];
-            if !z.watermark_ok(0, af, gfp) {
+            if !z.watermark_ok(Order::ZERO, af, gfp) {
                 continue;
             }
-            return inner.pcp_take(z, (0, mt, pi), af, gfp, nr, true, &mut mark).unwrap_or(0);
+            return inner.pcp_take(z, (Order::ZERO, mt, pi), af, gfp, nr, true, &mut mark).unwrap_or(0);
         }
         0
     }

@@ -10,7 +10,7 @@ use crate::error::{BulkFreeError, FreeError};
 use crate::front::{Owner, FRONT_BATCH, FRONT_CAP};
 use crate::page::{self, flags};
 use crate::sync::Ordering;
-use crate::types::{Pfn, PAGEBLOCK_ORDER};
+use crate::types::{Order, Pfn, PAGEBLOCK_ORDER};
 use crate::vmevent::VmEvent;
 use crate::zone;
 
@@ -153,7 +153,7 @@ impl Claims {
             let Some(pfn) = get(i) else {
                 continue;
             };
-            match inner.claim(pfn, 0, false) {
+            match inner.claim(pfn, Order::ZERO, false) {
                 Ok(old) => {
                     if old & self.wake != 0 {
                         self.woken.push(pfn);
@@ -248,7 +248,7 @@ impl Claims {
     #[cold]
     #[inline(never)]
     fn free_checked(&mut self, inner: &Core, giver: &mut Giver<'_>, i: usize, pfn: Pfn) {
-        match inner.claim(pfn, 0, false) {
+        match inner.claim(pfn, Order::ZERO, false) {
             Ok(old) => {
                 if old & self.wake != 0 {
                     self.woken.push(pfn);
@@ -315,7 +315,7 @@ impl Core {
             if !self.stack_takes(s, w) {
                 break;
             }
-            let (key, want) = (zone::pb_key(w), page::private_word_raw(0, t));
+            let (key, want) = (zone::pb_key(w), page::private_word_raw(Order::ZERO, t));
             let mut len = s.len as usize;
             while i < n && len < FRONT_CAP {
                 // A hole reads as u64::MAX, which `plain` refuses like any

@@ -22,13 +22,20 @@ use super::Core;
 use crate::error::FreeError;
 use crate::page::{flags, PageDesc};
 use crate::sync::Ordering;
-use crate::types::{Pfn, MAX_ORDER};
+use crate::types::{Order, Pfn, MAX_ORDER};
+
+/// A free's order as the user gave it, checked: the one place a free's
+/// order becomes an [`Order`].
+#[inline(always)]
+pub(crate) fn checked_order(pfn: Pfn, order: u32) -> Result<Order, FreeError> {
+    Order::new(order).ok_or(FreeError::InvalidOrder { pfn, order })
+}
 
 impl Core {
     /// Claim the allocated block `pfn` of `order` for freeing (see the module
     /// doc). `owned`: the caller is the `Pages` handle that owns the block.
     #[inline(always)]
-    pub(crate) fn claim(&self, pfn: Pfn, order: u32, owned: bool) -> Result<u32, FreeError> {
+    pub(crate) fn claim(&self, pfn: Pfn, order: Order, owned: bool) -> Result<u32, FreeError> {
         let d = self.checked_head(pfn, order)?;
         let mut old = d.flags();
         loop {
@@ -45,16 +52,13 @@ impl Core {
 
     /// The range, order and alignment checks; the descriptor of `pfn`.
     #[inline(always)]
-    fn checked_head(&self, pfn: Pfn, order: u32) -> Result<&PageDesc, FreeError> {
+    fn checked_head(&self, pfn: Pfn, order: Order) -> Result<&PageDesc, FreeError> {
         let p = pfn.as_u64();
-        if order > MAX_ORDER {
-            return Err(FreeError::InvalidOrder { pfn, order });
-        }
         let Some(d) = self.mm.descs().get(p as usize) else {
             return Err(FreeError::OutOfRange { pfn, nr_pages: self.mm.nr_pages() });
         };
-        if p & ((1 << order) - 1) != 0 {
-            return Err(FreeError::Misaligned { pfn, order });
+        if p & (order.pages() - 1) != 0 {
+            return Err(FreeError::Misaligned { pfn, order: order.get() });
         }
         Ok(d)
     }
@@ -62,7 +66,7 @@ impl Core {
     /// A check failure, made precise: a pfn that is not an allocated head is
     /// diagnosed (free, inside a block, never allocated).
     #[cold]
-    fn refine(&self, e: FreeError, pfn: Pfn, order: u32) -> FreeError {
+    fn refine(&self, e: FreeError, pfn: Pfn, order: Order) -> FreeError {
         match e {
             FreeError::NotAllocated { .. } => self.diagnose_free(pfn, order),
             e => e,
@@ -72,7 +76,7 @@ impl Core {
     /// Why a pfn that is not an allocated head cannot be freed: O(MAX_ORDER).
     #[cold]
     #[inline(never)]
-    pub(crate) fn diagnose_free(&self, pfn: Pfn, _order: u32) -> FreeError {
+    pub(crate) fn diagnose_free(&self, pfn: Pfn, _order: Order) -> FreeError {
         let p = pfn.as_u64();
         let f = self.mm.page(p).flags();
         if f & (flags::BUDDY | flags::PCP) != 0 {
@@ -107,7 +111,7 @@ impl Core {
 /// Can a block whose head descriptor `d` holds `f` be freed at `order` by a
 /// raw free (`owned` false) or its owning handle (`owned` true)?
 #[inline(always)]
-fn check_word(pfn: Pfn, order: u32, d: &PageDesc, f: u32, owned: bool) -> Result<(), FreeError> {
+fn check_word(pfn: Pfn, order: Order, d: &PageDesc, f: u32, owned: bool) -> Result<(), FreeError> {
     // First: during migration's hand-over the word is `ISOLATED_MIGRATE`
     // without `HEAD`, and the owner's free must read `Migrating` (retry), not
     // `NotAllocated` (loom model `migrate::loom_tests`).
@@ -117,8 +121,8 @@ fn check_word(pfn: Pfn, order: u32, d: &PageDesc, f: u32, owned: bool) -> Result
     if f & flags::HEAD == 0 {
         return Err(FreeError::NotAllocated { pfn });
     }
-    if d.order() != order {
-        return Err(FreeError::WrongOrder { pfn, order, actual: d.order() });
+    if d.order() != order.get() {
+        return Err(FreeError::WrongOrder { pfn, order: order.get(), actual: d.order() });
     }
     if f & (flags::LOCKED | flags::GUARD) != 0 {
         return Err(FreeError::Locked { pfn });

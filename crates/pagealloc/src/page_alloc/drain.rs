@@ -4,6 +4,7 @@
 //! holds while it holds every thread's cache.
 
 use super::Core;
+use crate::types::{Order, ZoneIdx};
 use crate::vmevent::{VmEvent, NR_VM_EVENTS};
 
 impl Core {
@@ -26,7 +27,7 @@ impl Core {
     }
 
     fn drain_every_pcp(&self) {
-        for zi in 0..self.zones.len() {
+        for zi in self.zones.iter().map(|z| z.idx) {
             for cpu in 0..self.pcp.nr_cpus() {
                 self.drain_pcp(zi, cpu);
             }
@@ -44,7 +45,7 @@ impl Core {
             self.free_pages_to_buddy(&mut pages);
         }
         let cpu = crate::cpu::current_cpu() as usize % self.pcp.nr_cpus();
-        for zi in 0..self.zones.len() {
+        for zi in self.zones.iter().map(|z| z.idx) {
             self.drain_pcp(zi, cpu);
         }
     }
@@ -69,7 +70,7 @@ impl Core {
                 let p = pages[i];
                 self.mm.page(p).clear();
                 let mt = z.pageblock_mt_racy(p);
-                g.free_one_locked(p, 0, mt);
+                g.free_one_locked(p, Order::ZERO, mt);
                 i += 1;
             }
         }
@@ -77,7 +78,7 @@ impl Core {
 
     /// Empty one CPU's lists for one zone (blocking on its lock: remote drains
     /// wait, as the kernel's do).
-    pub(crate) fn drain_pcp(&self, zi: usize, cpu: usize) {
+    pub(crate) fn drain_pcp(&self, zi: ZoneIdx, cpu: usize) {
         let pcp = self.pcp.get(zi, cpu);
         let mut l = pcp.lists.lock();
         l.drain_all(&self.zones[zi], &self.mm, &self.cfg);

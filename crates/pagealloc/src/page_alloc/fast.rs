@@ -12,7 +12,7 @@ use super::{Core, Node};
 use crate::error::AllocError;
 use crate::front::{FrontStack, Owner, FRONT_BATCH};
 use crate::pcp;
-use crate::types::{Gfp, MigrateType, Pfn, MAX_ORDER};
+use crate::types::{Gfp, MigrateType, Order, Pfn, ZoneIdx};
 use crate::zone::{AllocFlags, Zone};
 
 impl Core {
@@ -65,7 +65,7 @@ impl Core {
         Some(Pfn::from_u32(p))
     }
 
-    /// Allocate `1 << order` pages preferring node `nid`: every path except
+    /// Allocate `order.pages()` pages preferring node `nid`: every path except
     /// the inline front-cache hit.
     #[inline(never)]
     pub(crate) fn alloc_node(&self, nid: u32, gfp: Gfp, order: u32, head: u32) -> Result<Pfn, AllocError> {
@@ -78,10 +78,11 @@ impl Core {
     fn alloc_node_body(&self, nid: u32, gfp: Gfp, order: u32, head: u32) -> Result<Pfn, AllocError> {
         // init_on_alloc: every allocation zeroed (no inline path runs then).
         let gfp = gfp | self.reporting.alloc_extra;
-        if order > MAX_ORDER {
+        // The one place an allocation's order is checked: below, an Order.
+        let Some(order) = Order::new(order) else {
             return Err(AllocError::InvalidOrder { order });
-        }
-        if crate::failinject::alloc_fails(self.id, order) {
+        };
+        if crate::failinject::alloc_fails(self.id, order.get()) {
             return Err(AllocError::Injected);
         }
         let Some(node) = self.nodes.get(nid as usize) else {
@@ -90,11 +91,11 @@ impl Core {
         let zl = node.zonelist(gfp);
         let af = AllocFlags::FAST;
         let mt = gfp.migratetype();
-        if self.pcp_on && !(order > 0 && gfp.contains(Gfp::HIGH)) {
+        if self.pcp_on && !(order > Order::ZERO && gfp.contains(Gfp::HIGH)) {
             if let Some(pi) = pcp::pindex(order, mt) {
-                if order == 0 && self.front_on {
+                if order == Order::ZERO && self.front_on {
                     if let Some(p) = self.front_alloc(nid, mt, zl, gfp) {
-                        return Ok(self.prep_new_page(p, 0, gfp, head));
+                        return Ok(self.prep_new_page(p, Order::ZERO, gfp, head));
                     }
                 }
                 for &zi in zl {
@@ -125,7 +126,7 @@ impl Core {
     /// One order-0 page from this thread's front cache, refilling an empty
     /// stack from the per-CPU lists of the first zone in `zl` that has pages.
     #[inline]
-    fn front_alloc(&self, nid: u32, mt: MigrateType, zl: &[usize], gfp: Gfp) -> Option<u64> {
+    fn front_alloc(&self, nid: u32, mt: MigrateType, zl: &[ZoneIdx], gfp: Gfp) -> Option<u64> {
         let mut g = self.fronts.current()?.enter()?;
         let (stacks, events) = g.split();
         let s = &mut stacks[mt.index()];
@@ -140,15 +141,15 @@ impl Core {
     /// Fill an empty stack with a batch from this CPU's list of the first zone
     /// in `zl` that has pages. False when none had any.
     #[cold]
-    fn front_fill(&self, s: &mut FrontStack, mt: MigrateType, zl: &[usize], gfp: Gfp) -> bool {
+    fn front_fill(&self, s: &mut FrontStack, mt: MigrateType, zl: &[ZoneIdx], gfp: Gfp) -> bool {
         debug_assert_eq!(s.len, 0);
-        let Some(pi) = pcp::pindex(0, mt) else {
+        let Some(pi) = pcp::pindex(Order::ZERO, mt) else {
             return false;
         };
         for &zi in zl {
             let z = &self.zones[zi];
             let mut n = 0usize;
-            let got = self.pcp_take(z, (0, mt, pi), AllocFlags::FAST, gfp, FRONT_BATCH, false, |pages| {
+            let got = self.pcp_take(z, (Order::ZERO, mt, pi), AllocFlags::FAST, gfp, FRONT_BATCH, false, |pages| {
                 // Hottest first into the stack.
                 for (d, &p) in s.pfns[n..].iter_mut().zip(pages.iter().rev()) {
                     *d = p;
@@ -215,7 +216,7 @@ impl Core {
         &self,
         nid: u32,
         mt: MigrateType,
-        zl: &[usize],
+        zl: &[ZoneIdx],
         gfp: Gfp,
         n: usize,
         mut take: impl FnMut(&[u32]) -> usize,
@@ -247,7 +248,7 @@ impl Core {
     /// One block of a pcp order from zone `z` through this CPU's list. None when
     /// the zone is below its watermark (try the next zone).
     #[inline]
-    fn pcp_alloc(&self, z: &Zone, order: u32, mt: MigrateType, pi: usize, af: AllocFlags, gfp: Gfp) -> Option<u64> {
+    fn pcp_alloc(&self, z: &Zone, order: Order, mt: MigrateType, pi: usize, af: AllocFlags, gfp: Gfp) -> Option<u64> {
         let mut r = None;
         match self.pcp_take(z, (order, mt, pi), af, gfp, 1, true, |blocks| {
             r = Some(blocks[blocks.len() - 1] as u64);
@@ -268,7 +269,7 @@ impl Core {
     pub(crate) fn pcp_take(
         &self,
         z: &Zone,
-        list: (u32, MigrateType, usize),
+        list: (Order, MigrateType, usize),
         af: AllocFlags,
         gfp: Gfp,
         n: usize,

@@ -10,7 +10,7 @@ use crate::front::{FrontStack, Owner, Stacks, FRONT_CAP, NR_STACKS};
 use crate::page::flags;
 use crate::pcp;
 use crate::sync::Ordering;
-use crate::types::{MigrateType, Pfn, PAGEBLOCK_ORDER};
+use crate::types::{MigrateType, Order, Pfn};
 use crate::zone::{self, Zone};
 
 impl Core {
@@ -76,7 +76,7 @@ impl Core {
     #[cold]
     #[inline(never)]
     fn finish_free_cold(&self, pfn: Pfn) {
-        self.finish_free(pfn, 0, flags::HEAD);
+        self.finish_free(pfn, Order::ZERO, flags::HEAD);
     }
 
     /// [`Core::free_slow`] of a raw free the inline path did not take. Cold
@@ -99,6 +99,7 @@ impl Core {
     /// [`Core::free_miss`] (no call between them).
     #[inline(always)]
     fn free_slow_body(&self, pfn: Pfn, order: u32, owned: bool) -> Result<(), FreeError> {
+        let order = super::claim::checked_order(pfn, order)?;
         let old = self.claim(pfn, order, owned)?;
         self.finish_free(pfn, order, old);
         Ok(())
@@ -108,7 +109,7 @@ impl Core {
     /// replaced): the block where it goes, its waiters woken, the no-lock
     /// frees' parked blocks put back.
     #[inline(always)]
-    fn finish_free(&self, pfn: Pfn, order: u32, old: u32) {
+    fn finish_free(&self, pfn: Pfn, order: Order, old: u32) {
         self.free_claimed(pfn.as_u64(), order);
         if old & flags::WAITERS != 0 || !self.cfg.page_lock_waiters_bit {
             self.wake_freed(pfn);
@@ -120,10 +121,10 @@ impl Core {
 
     /// Put a claimed block (flags PCP) where it goes: front cache, this CPU's
     /// list, or the buddy.
-    pub(crate) fn free_claimed(&self, p: u64, order: u32) {
+    pub(crate) fn free_claimed(&self, p: u64, order: Order) {
         let w = self.pageblock_word_racy(p);
         let z = &self.zones[zone::pb_zone(w)];
-        let t = zone::pb_pcp_index(w).filter(|_| self.pcp_on && order <= PAGEBLOCK_ORDER);
+        let t = zone::pb_pcp_index(w).filter(|_| self.pcp_on && order <= Order::PAGEBLOCK);
         let mt = t.map(MigrateType::from_index);
         let pi = mt.and_then(|mt| pcp::pindex(order, mt));
         let (Some(mt), Some(pi)) = (mt, pi) else {
@@ -133,7 +134,7 @@ impl Core {
             return;
         };
         self.mm.page(p).set_private(order, mt);
-        if order == 0 && self.front_on && self.front_push(p, w) {
+        if order == Order::ZERO && self.front_on && self.front_push(p, w) {
             return;
         }
         let pcp = self.pcp.here(z.idx);

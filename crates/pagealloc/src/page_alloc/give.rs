@@ -10,6 +10,7 @@ use crate::front::{FrontStack, FRONT_BATCH};
 use crate::page::{self, PageDesc};
 use crate::pcp::{self, Pcp, PcpLists};
 use crate::sync::MutexGuard;
+use crate::types::Order;
 use crate::zone::{self, Zone};
 
 /// Pages a bulk free claims before they join the lists (the size of its
@@ -68,14 +69,14 @@ impl<'a> Giver<'a> {
                 self.held = core.pcp.try_lock(pcp).map(|l| Held { z, pcp, l, n: 0 });
             }
             if let Some(h) = self.held.as_mut() {
-                h.l.lists[pcp::pindex_raw(0, t)].extend(run);
+                h.l.lists[pcp::pindex_raw(Order::ZERO, t)].extend(run);
                 h.n += run.len() as u32;
                 return;
             }
         }
         // Isolated or reserved pageblocks, lists off, or the list is busy.
         for &q in run {
-            z.free_to_buddy(&core.mm, q as u64, 0, self.count_free, t.is_some());
+            z.free_to_buddy(&core.mm, q as u64, Order::ZERO, self.count_free, t.is_some());
         }
     }
 
@@ -103,8 +104,8 @@ impl<'a> Giver<'a> {
 #[inline(always)]
 pub(crate) fn set_list_type(d: &PageDesc, private: u32, w: u16) {
     if let Some(t) = zone::pb_pcp_index(w) {
-        if private != page::private_word_raw(0, t) {
-            d.set_private_raw(page::private_word_raw(0, t));
+        if private != page::private_word_raw(Order::ZERO, t) {
+            d.set_private_raw(page::private_word_raw(Order::ZERO, t));
         }
     }
 }

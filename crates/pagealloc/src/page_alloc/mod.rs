@@ -46,10 +46,10 @@ use crate::front::Fronts;
 use crate::memmap::{MemMap, Pageblocks};
 use crate::page::flags;
 use crate::pcp::PcpSet;
-use crate::types::{Gfp, MigrateType, Pfn, ZoneType, MAX_ORDER, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE};
+use crate::types::{Gfp, MigrateType, Order, Pfn, ZoneIdx, ZoneType, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE};
 use crate::vmevent::PerCpuEvents;
 use crate::vmscan::Vmscan;
-use crate::zone::{self, Zone};
+use crate::zone::{self, Zone, ZoneTable};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -60,7 +60,7 @@ pub(crate) struct Core {
     pub(crate) id: u64,
     pub(crate) cfg: Config,
     pub(crate) mm: MemMap,
-    pub(crate) zones: Box<[Zone]>,
+    pub(crate) zones: ZoneTable,
     pub(crate) nodes: Box<[Node]>,
     /// The pageblock table (zone index, type and isolate bit per pageblock).
     pub(crate) pageblocks: Pageblocks,
@@ -95,23 +95,23 @@ pub(crate) struct Core {
 pub(crate) struct Node {
     /// Zonelist for requests that may use Movable zones / that may not,
     /// falling back to the other nodes in order.
-    zonelist_movable: Vec<usize>,
-    zonelist_normal: Vec<usize>,
+    zonelist_movable: Vec<ZoneIdx>,
+    zonelist_normal: Vec<ZoneIdx>,
     /// The same, restricted to this node (THISNODE).
-    local_movable: Vec<usize>,
-    local_normal: Vec<usize>,
+    local_movable: Vec<ZoneIdx>,
+    local_normal: Vec<ZoneIdx>,
 }
 
 impl Node {
-    fn build(nid: usize, nodes_zones: &[Vec<usize>], zones: &[Zone]) -> Self {
+    fn build(nid: usize, nodes_zones: &[Vec<ZoneIdx>], zones: &[Zone]) -> Self {
         let n = nodes_zones.len();
         let order: Vec<usize> = (0..n).map(|k| (nid + k) % n).collect();
-        let pick = |movable: bool, nodes: &[usize]| -> Vec<usize> {
+        let pick = |movable: bool, nodes: &[usize]| -> Vec<ZoneIdx> {
             let mut v = Vec::new();
             for &node in nodes {
                 // Highest zone first, as the kernel's zonelists are built.
                 for &zi in nodes_zones[node].iter().rev() {
-                    if movable || zones[zi].ztype != ZoneType::Movable {
+                    if movable || zones[zi.get()].ztype != ZoneType::Movable {
                         v.push(zi);
                     }
                 }
@@ -128,7 +128,7 @@ impl Node {
 
     /// The zones a request with `gfp` may use, in the order to try them.
     #[inline(always)]
-    pub(crate) fn zonelist(&self, gfp: Gfp) -> &[usize] {
+    pub(crate) fn zonelist(&self, gfp: Gfp) -> &[ZoneIdx] {
         match (gfp.contains(Gfp::MOVABLE), gfp.contains(Gfp::THISNODE)) {
             (true, false) => &self.zonelist_movable,
             (false, false) => &self.zonelist_normal,
@@ -163,12 +163,15 @@ impl Core {
                 });
             }
             let split = last - movable_blocks;
-            let mut zs = vec![zones.len()];
+            // At most 2 * MAX_NODES zones (Config::validate): every index
+            // fits the pageblock word's zone field.
+            let next = |zones: &Vec<Zone>| ZoneIdx::new(zones.len()).expect("zone count bounded by MAX_NODES");
+            let mut zs = vec![next(&zones)];
             let (lo, mid, hi) = (first * PAGEBLOCK_PAGES, split * PAGEBLOCK_PAGES, last * PAGEBLOCK_PAGES);
-            zones.push(Zone::new(zones.len(), nid, ZoneType::Normal, lo, mid, &pageblocks));
+            zones.push(Zone::new(next(&zones), nid, ZoneType::Normal, lo, mid, &pageblocks));
             if movable_blocks > 0 {
-                zs.push(zones.len());
-                zones.push(Zone::new(zones.len(), nid, ZoneType::Movable, mid, hi, &pageblocks));
+                zs.push(next(&zones));
+                zones.push(Zone::new(next(&zones), nid, ZoneType::Movable, mid, hi, &pageblocks));
             }
             nodes_zones.push(zs);
         }
@@ -188,7 +191,7 @@ impl Core {
         let core = Core {
             id,
             mm,
-            zones: zones.into_boxed_slice(),
+            zones: ZoneTable::new(zones),
             nodes,
             pageblocks,
             events: PerCpuEvents::new(nr_cpus),
@@ -219,12 +222,12 @@ impl Core {
             let mut g = z.lock(&self.mm);
             let mut p = z.start;
             while p < z.end {
-                let mut o = MAX_ORDER;
-                while p & ((1 << o) - 1) != 0 || p + (1 << o) > z.end {
-                    o -= 1;
-                }
+                // The largest order aligned at p that fits (zones are whole
+                // pageblocks, so at least the pageblock's).
+                let o = Order::ALL.iter().rev().copied().find(|o| p & (o.pages() - 1) == 0 && p + o.pages() <= z.end);
+                let o = o.unwrap_or(Order::ZERO);
                 g.add_to_free_list_marked(p, o, MigrateType::Movable, true, released);
-                p += 1 << o;
+                p += o.pages();
             }
         }
     }
@@ -245,7 +248,7 @@ impl Core {
     /// Mark a block allocated (with `head`: `HEAD`, plus `OWNED` for a
     /// `Pages` handle) and zero it if asked.
     #[inline(always)]
-    pub(crate) fn prep_new_page(&self, pfn: u64, order: u32, gfp: Gfp, head: u32) -> Pfn {
+    pub(crate) fn prep_new_page(&self, pfn: u64, order: Order, gfp: Gfp, head: u32) -> Pfn {
         let d = self.mm.page(pfn);
         if gfp.contains(Gfp::ZERO) {
             // A block taken straight off the buddy lists carries REPORTED for
@@ -254,7 +257,7 @@ impl Core {
             d.set_private(order, gfp.migratetype());
             d.set_flags(head);
             if released {
-                self.reporting.zeroing_skipped.fetch_add(1 << order, Ordering::Relaxed);
+                self.reporting.zeroing_skipped.fetch_add(order.pages(), Ordering::Relaxed);
             } else {
                 self.mm.zero_frames(pfn, order);
             }
@@ -289,15 +292,19 @@ pub(crate) const fn head_flags(owned: bool) -> u32 {
 }
 
 /// Watermarks and lowmem reserves of every zone.
-fn set_watermarks(zones: &mut [Zone], nodes_zones: &[Vec<usize>], cfg: &Config) {
+fn set_watermarks(zones: &mut [Zone], nodes_zones: &[Vec<ZoneIdx>], cfg: &Config) {
     let lowmem: u64 = zones.iter().filter(|z| z.ztype == ZoneType::Normal).map(|z| z.managed).sum();
     let min_kb =
         cfg.min_free_kbytes.unwrap_or_else(|| zone::clamp_min_free_kbytes(zone::default_min_free_kbytes(lowmem)));
     for zs in nodes_zones {
-        let movable_managed =
-            zs.iter().map(|&i| &zones[i]).filter(|z| z.ztype == ZoneType::Movable).map(|z| z.managed).sum::<u64>();
+        let movable_managed = zs
+            .iter()
+            .map(|&i| &zones[i.get()])
+            .filter(|z| z.ztype == ZoneType::Movable)
+            .map(|z| z.managed)
+            .sum::<u64>();
         for &i in zs {
-            let z = &mut zones[i];
+            let z = &mut zones[i.get()];
             z.wmark = zone::compute_watermarks(z, min_kb / 4, lowmem, cfg.watermark_scale_factor);
             if z.ztype == ZoneType::Normal {
                 z.lowmem_reserve[ZoneType::Movable as usize] = movable_managed / cfg.lowmem_reserve_ratio as u64;

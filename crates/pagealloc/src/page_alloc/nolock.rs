@@ -43,7 +43,7 @@ use super::Core;
 use crate::error::{AllocError, FreeError};
 use crate::page::flags;
 use crate::pcp;
-use crate::types::{Gfp, MigrateType, Pfn, MAX_ORDER, PAGEBLOCK_ORDER};
+use crate::types::{Gfp, MigrateType, Order, Pfn};
 use crate::vmevent::VmEvent;
 use crate::zone::{self, AllocFlags, Wmark};
 
@@ -58,16 +58,16 @@ pub(crate) struct NoLock {
 const NOLOCK_AF: AllocFlags = AllocFlags { wmark: Wmark::Min, high: false };
 
 impl Core {
-    /// Allocate `1 << order` pages without waiting (see the module doc).
+    /// Allocate `order.pages()` pages without waiting (see the module doc).
     pub(crate) fn alloc_nolock(&self, gfp: Gfp, order: u32) -> Result<Pfn, AllocError> {
-        if order > MAX_ORDER {
+        let Some(order) = Order::new(order) else {
             return Err(AllocError::InvalidOrder { order });
-        }
+        };
         let cpu = crate::cpu::current_cpu() as usize;
         let nid = cpu as u32 % self.nodes.len() as u32;
         let zl = self.nodes[nid as usize].zonelist(gfp);
         let mt = gfp.migratetype();
-        let pi = pcp::pindex(order, mt).filter(|_| self.pcp_on && !(order > 0 && gfp.contains(Gfp::HIGH)));
+        let pi = pcp::pindex(order, mt).filter(|_| self.pcp_on && !(order > Order::ZERO && gfp.contains(Gfp::HIGH)));
         let mut busy = 0u64;
         for &zi in zl {
             let z = &self.zones[zi];
@@ -76,9 +76,9 @@ impl Core {
                 match self.pcp.try_lock(pcp) {
                     Some(mut l) => {
                         if let Some(p) = l.lists[pi].pop_back() {
-                            l.count -= 1 << order;
+                            l.count -= order.pages_u32();
                             l.note_alloc();
-                            pcp.events.add_owner(z.alloc_event(), 1 << order);
+                            pcp.events.add_owner(z.alloc_event(), 1 << order.get());
                             l.publish(pcp);
                             drop(l);
                             return Ok(self.nolock_done(cpu, p as u64, order, gfp));
@@ -103,11 +103,15 @@ impl Core {
             self.events.count_on(cpu, VmEvent::NolockTrylockFail, busy);
         }
         self.events.count_on(cpu, VmEvent::NolockAllocFail, 1);
-        Err(if busy > 0 { AllocError::WouldBlock { order } } else { AllocError::NoMemory { order } })
+        Err(if busy > 0 {
+            AllocError::WouldBlock { order: order.get() }
+        } else {
+            AllocError::NoMemory { order: order.get() }
+        })
     }
 
     /// A block the no-lock allocation took: mark it allocated, count it.
-    fn nolock_done(&self, cpu: usize, p: u64, order: u32, gfp: Gfp) -> Pfn {
+    fn nolock_done(&self, cpu: usize, p: u64, order: Order, gfp: Gfp) -> Pfn {
         self.events.count_on(cpu, VmEvent::NolockAlloc, 1);
         self.prep_new_page(p, order, gfp, flags::HEAD)
     }
@@ -115,6 +119,7 @@ impl Core {
     /// Free `pfn` of `order` without waiting (see the module doc): the
     /// errors are exactly those of a locked free.
     pub(crate) fn free_nolock(&self, pfn: Pfn, order: u32) -> Result<(), FreeError> {
+        let order = super::claim::checked_order(pfn, order)?;
         let old = self.claim(pfn, order, false)?;
         let p = pfn.as_u64();
         let cpu = crate::cpu::current_cpu() as usize;
@@ -126,7 +131,7 @@ impl Core {
         }
         let w = self.pageblock_word_racy(p);
         let z = &self.zones[zone::pb_zone(w)];
-        let t = zone::pb_pcp_index(w).filter(|_| self.pcp_on && order <= PAGEBLOCK_ORDER);
+        let t = zone::pb_pcp_index(w).filter(|_| self.pcp_on && order <= Order::PAGEBLOCK);
         let mut busy = 0u64;
         if let Some(t) = t {
             let mt = MigrateType::from_index(t);
@@ -139,11 +144,13 @@ impl Core {
                     // (lists grow with use, and growing allocates, which no
                     // no-lock path may): otherwise the buddy or the deferred
                     // list takes the block.
-                    Some(mut l) if l.count + (1 << order) < l.high && l.lists[pi].len() < l.lists[pi].capacity() => {
+                    Some(mut l)
+                        if l.count + order.pages_u32() < l.high && l.lists[pi].len() < l.lists[pi].capacity() =>
+                    {
                         l.lists[pi].push_back(p as u32);
-                        l.count += 1 << order;
-                        l.note_free(1 << order);
-                        pcp.events.add_owner(VmEvent::Pgfree, 1 << order);
+                        l.count += order.pages_u32();
+                        l.note_free(order.pages_u32());
+                        pcp.events.add_owner(VmEvent::Pgfree, 1 << order.get());
                         l.publish(pcp);
                         drop(l);
                         self.events.count_on(cpu, VmEvent::NolockFree, 1);
@@ -158,7 +165,7 @@ impl Core {
             Some(mut g) => {
                 d.clear();
                 g.free_block_locked(p, order);
-                z.stats.events.add_owner(VmEvent::Pgfree, 1 << order);
+                z.stats.events.add_owner(VmEvent::Pgfree, 1 << order.get());
                 drop(g);
                 if busy > 0 {
                     self.events.count_on(cpu, VmEvent::NolockTrylockFail, busy);
@@ -202,7 +209,8 @@ impl Core {
             let next = DeferredList::next(descs, p);
             let d = &descs[p as usize];
             let w = d.private_raw();
-            let order = crate::page::private_order(w);
+            // The deferring free stored a checked order in the word.
+            let order = Order::new(crate::page::private_order(w)).unwrap_or(Order::MAX);
             self.zone_of(p as u64).free_to_buddy(&self.mm, p as u64, order, true, false);
             if w & DEFER_WAKE != 0 {
                 self.wake_freed(Pfn::new(p as u64));

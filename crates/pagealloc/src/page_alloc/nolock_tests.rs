@@ -17,7 +17,7 @@ fn nolock_alloc_free_roundtrip_every_order() {
     let a = small();
     for order in 0..=MAX_ORDER {
         let p = a.alloc_pages_nolock(Gfp::KERNEL, order).unwrap();
-        assert_eq!(p.as_u64() % (1 << order), 0);
+        assert_eq!(p.as_u64() % (1u64 << order), 0);
         a.check_invariants().unwrap();
         assert_eq!(a.census().allocated, 1 << order);
         a.free_pages_nolock(p, order).unwrap();

@@ -9,7 +9,7 @@ use crate::error::{FreeError, PageStateError};
 use crate::page::flags::{ACTIVE, DIRTY, LRU, REFERENCED};
 use crate::pageref;
 use crate::sync::Ordering;
-use crate::types::Pfn;
+use crate::types::{Order, Pfn};
 use crate::vmevent::VmEvent;
 use crate::vmscan::LRU_BATCH;
 
@@ -38,7 +38,7 @@ impl Core {
         match pageref::put_testzero(&d.flags) {
             Ok(true) => self.free_unreferenced(pfn),
             Ok(false) => Ok(()),
-            Err(_) => Err(self.diagnose_free(pfn, 0)),
+            Err(_) => Err(self.diagnose_free(pfn, Order::ZERO)),
         }
     }
 
@@ -75,7 +75,7 @@ impl Core {
         let mut wake = Vec::new();
         for &p in pfns {
             self.unlist_and_clean(p);
-            if let Ok(old) = self.claim(Pfn::new(p), 0, false) {
+            if let Ok(old) = self.claim(Pfn::new(p), Order::ZERO, false) {
                 claimed.push(p);
                 if old & crate::page::flags::WAITERS != 0 || !self.cfg.page_lock_waiters_bit {
                     wake.push(p);
@@ -90,7 +90,7 @@ impl Core {
             let from = i;
             while i < claimed.len() && z.contains(claimed[i]) {
                 self.mm.page(claimed[i]).clear();
-                g.free_block_locked(claimed[i], 0);
+                g.free_block_locked(claimed[i], Order::ZERO);
                 i += 1;
             }
             z.stats.events.add_owner(VmEvent::Pgfree, (i - from) as u64);

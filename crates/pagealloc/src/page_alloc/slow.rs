@@ -10,7 +10,7 @@
 //!    reach the min watermark;
 //! 1. retry every zone against the min watermark (high-priority requests may
 //!    dip below it and use the HighAtomic reserve);
-//! 2. the first time round, for order > 0: direct compaction (when movable
+//! 2. the first time round, for order > Order::ZERO: direct compaction (when movable
 //!    pages are registered and `Gfp::NO_COMPACT` is not given), then retry the
 //!    compacted zone;
 //! 3. the first time round, for requests that may reclaim (not
@@ -32,7 +32,7 @@
 
 use super::Core;
 use crate::error::AllocError;
-use crate::types::{Gfp, Pfn};
+use crate::types::{Gfp, Order, Pfn, ZoneIdx};
 use crate::vmevent::VmEvent;
 use crate::zone::{AllocFlags, Wmark};
 
@@ -44,10 +44,10 @@ impl Core {
     /// word of the new allocation.
     #[cold]
     #[inline(never)]
-    pub(crate) fn alloc_slow(&self, zl: &[usize], order: u32, gfp: Gfp, head: u32) -> Result<Pfn, AllocError> {
+    pub(crate) fn alloc_slow(&self, zl: &[ZoneIdx], order: Order, gfp: Gfp, head: u32) -> Result<Pfn, AllocError> {
         let af = AllocFlags { wmark: Wmark::Min, high: gfp.contains(Gfp::HIGH) };
         self.wake_kswapds(zl);
-        let try_zone = |zi: usize| {
+        let try_zone = |zi: ZoneIdx| {
             let z = &self.zones[zi];
             z.watermark_ok(order, af, gfp).then(|| z.rmqueue(&self.mm, order, gfp, af, false)).flatten()
         };
@@ -89,13 +89,13 @@ impl Core {
             }
         }
         self.events.count(VmEvent::AllocFail, 1);
-        Err(AllocError::NoMemory { order })
+        Err(AllocError::NoMemory { order: order.get() })
     }
 
     /// Direct reclaim ran although kswapd runs: raise the boost of each
     /// node of `zl` by `SWAP_CLUSTER_MAX` pages, up to 150% of the zone's
     /// high watermark (the kernel's default `watermark_boost_factor`).
-    fn boost_kswapds(&self, zl: &[usize]) {
+    fn boost_kswapds(&self, zl: &[ZoneIdx]) {
         let k = &self.vmscan.kswapd;
         if !k.running() {
             return;
@@ -108,14 +108,14 @@ impl Core {
 
     /// Whether a kswapd wakeup of a node of `zl` is pending (woken, not yet
     /// running).
-    fn kswapd_pending(&self, zl: &[usize]) -> bool {
+    fn kswapd_pending(&self, zl: &[ZoneIdx]) -> bool {
         let k = &self.vmscan.kswapd;
         k.running() && zl.iter().any(|&zi| k.pending(self.zones[zi].nid as usize))
     }
 
     /// Wake the kswapd of each node with a zone of `zl` below its low
     /// watermark (nothing when no kswapd runs).
-    fn wake_kswapds(&self, zl: &[usize]) {
+    fn wake_kswapds(&self, zl: &[ZoneIdx]) {
         let k = &self.vmscan.kswapd;
         if !k.running() {
             return;
@@ -132,7 +132,7 @@ impl Core {
     /// as an `allocstall_*`. False when it freed nothing. High-priority
     /// (atomic) requests may not reclaim, as `GFP_ATOMIC` lacks
     /// `__GFP_DIRECT_RECLAIM`.
-    fn direct_reclaim(&self, order: u32, gfp: Gfp) -> bool {
+    fn direct_reclaim(&self, order: Order, gfp: Gfp) -> bool {
         if gfp.contains(Gfp::HIGH) || !self.vmscan.has_shrinkers() {
             return false;
         }
@@ -144,7 +144,7 @@ impl Core {
     /// Pages parked on per-CPU lists and front caches count as free memory
     /// the request may have: bring them back, and unreserve HighAtomic
     /// blocks. False when there was nothing to try.
-    fn reclaim_parked(&self, zl: &[usize], gfp: Gfp) -> bool {
+    fn reclaim_parked(&self, zl: &[ZoneIdx], gfp: Gfp) -> bool {
         let mut any = self.pcp_on;
         if self.pcp_on {
             self.drain_all();

@@ -1,6 +1,7 @@
 //! Unit and thread tests of the page cache, LRU and reclaim.
 
 use super::*;
+use crate::types::ZoneIdx;
 use crate::vmevent::VmEvent;
 use crate::vmscan::{ShrinkControl, Shrinker};
 use crate::Pfn;
@@ -410,7 +411,7 @@ fn slow_path_wakes_kswapd_and_direct_reclaim_boosts_it() {
     }
     assert!(k.pending(0), "the slow path woke node 0's kswapd");
     assert!(k.boost_of(0) > 0, "direct reclaim with kswapd running boosts it: {}", a.vmstat());
-    let z = &a.core.zones[0];
+    let z = &a.core.zones[ZoneIdx::FIRST];
     assert!(k.boost_of(0) <= z.wmark[crate::zone::Wmark::High as usize] * 3 / 2);
     k.running.store(false, Ordering::Relaxed);
     for p in mine {
@@ -439,7 +440,7 @@ fn kswapd_run_reclaims_to_high_plus_boost_into_the_buddy() {
     let freed = kswapd::balance_node(&pc.inner, 0);
     assert!(freed > 0);
     assert!(!kswapd::below_high(&a, 0), "balanced after the run");
-    let z = &a.core.zones[0];
+    let z = &a.core.zones[ZoneIdx::FIRST];
     let high = z.wmark[crate::zone::Wmark::High as usize];
     // Decayed by a sixteenth at the end of the run.
     assert_eq!(a.core.vmscan.kswapd.boost_of(0), 60);

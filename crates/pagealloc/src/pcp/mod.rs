@@ -40,7 +40,7 @@ pub(crate) use take::PcpSet;
 use crate::config::DrainMode;
 use crate::memmap::MemMap;
 use crate::sync::{LockedCounter, Mutex};
-use crate::types::{MigrateType, MIGRATE_PCPTYPES, PAGEBLOCK_ORDER};
+use crate::types::{MigrateType, Order, MIGRATE_PCPTYPES};
 use crate::zone::{Zone, ZoneGuard};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -59,11 +59,11 @@ pub(crate) const BATCH_SCALE_MAX: u32 = 5;
 
 /// The list for a block of `order` and pcp type `mt`, if such blocks are cached.
 #[inline(always)]
-pub(crate) fn pindex(order: u32, mt: MigrateType) -> Option<usize> {
+pub(crate) fn pindex(order: Order, mt: MigrateType) -> Option<usize> {
     debug_assert!(mt.is_pcptype());
-    if order < PCP_ORDERS {
-        Some(order as usize * MIGRATE_PCPTYPES + mt.index())
-    } else if order == PAGEBLOCK_ORDER {
+    if order.get() < PCP_ORDERS {
+        Some(order.idx() * MIGRATE_PCPTYPES + mt.index())
+    } else if order == Order::PAGEBLOCK {
         Some(PCP_ORDERS as usize * MIGRATE_PCPTYPES + mt.index())
     } else {
         None
@@ -72,19 +72,19 @@ pub(crate) fn pindex(order: u32, mt: MigrateType) -> Option<usize> {
 
 /// [`pindex`] for an order below `PCP_ORDERS` and a pcp type given by its index.
 #[inline(always)]
-pub(crate) const fn pindex_raw(order: u32, mt_index: usize) -> usize {
-    debug_assert!(order < PCP_ORDERS && mt_index < MIGRATE_PCPTYPES);
-    order as usize * MIGRATE_PCPTYPES + mt_index
+pub(crate) const fn pindex_raw(order: Order, mt_index: usize) -> usize {
+    debug_assert!(order.get() < PCP_ORDERS && mt_index < MIGRATE_PCPTYPES);
+    order.idx() * MIGRATE_PCPTYPES + mt_index
 }
 
 /// The order of the blocks on list `pi`.
 #[inline(always)]
-pub(crate) fn pindex_order(pi: usize) -> u32 {
+pub(crate) fn pindex_order(pi: usize) -> Order {
     let o = (pi / MIGRATE_PCPTYPES) as u32;
     if o < PCP_ORDERS {
-        o
+        Order::ALL[o as usize]
     } else {
-        PAGEBLOCK_ORDER
+        Order::PAGEBLOCK
     }
 }
 
@@ -167,7 +167,7 @@ impl Pcp {
         // every list of every CPU and zone would make memory grow as zones x
         // CPUs x high, before a single page was used.
         let cap = (2 * batch as usize + 1).min(PCP_INITIAL_CAP);
-        let lists = std::array::from_fn(|pi| VecDeque::with_capacity(cap >> pindex_order(pi).min(4)));
+        let lists = std::array::from_fn(|pi| VecDeque::with_capacity(cap >> pindex_order(pi).get().min(4)));
         let high = high_min;
         Self {
             lists: Mutex::new(PcpLists {
@@ -201,10 +201,10 @@ impl PcpLists {
     /// fits), but never so many that the set would hold more than `high` pages
     /// once the caller has taken its one block.
     #[inline]
-    pub(crate) fn refill_blocks(&mut self, order: u32) -> u32 {
-        let room = 1 + (self.high.saturating_sub(self.count) >> order);
-        if order > 0 {
-            return (self.batch >> order).max(2).min(room);
+    pub(crate) fn refill_blocks(&mut self, order: Order) -> u32 {
+        let room = 1 + (self.high.saturating_sub(self.count) >> order.get());
+        if order > Order::ZERO {
+            return (self.batch >> order.get()).max(2).min(room);
         }
         // The kernel's nr_pcp_alloc: leave a batch of room below high.
         let max_nr = self.high.saturating_sub(self.count + self.batch).max(self.batch);
@@ -325,8 +325,8 @@ impl PcpLists {
                     break;
                 };
                 out.push(block_key(pfn as u64, order));
-                taken += 1 << order;
-                freed += 1 << order;
+                taken += order.pages_u32();
+                freed += order.pages_u32();
             }
             pi = (pi + 1) % NR_PCP_LISTS;
         }
@@ -422,19 +422,19 @@ fn coalesce_runs(mm: &MemMap, blocks: &mut Vec<u64>, same: impl Fn(u64, u64) -> 
         let (p, o) = unkey(blocks[i]);
         let mut k = o;
         let mut j = i + 1;
-        while k < PAGEBLOCK_ORDER && p & ((2u64 << k) - 1) == 0 {
-            let need = 1usize << (k - o);
+        while let Some(up) = k.next().filter(|&u| u <= Order::PAGEBLOCK && p & (u.pages() - 1) == 0) {
+            let need = 1usize << (k.get() - o.get());
             if j + need > n {
                 break;
             }
-            let half = p + (1u64 << k);
+            let half = p + k.pages();
             let fits = (0..need)
-                .all(|t| blocks[j + t] == block_key(half + ((t as u64) << o), o) && same(p, unkey(blocks[j + t]).0));
+                .all(|t| blocks[j + t] == block_key(half + t as u64 * o.pages(), o) && same(p, unkey(blocks[j + t]).0));
             if !fits {
                 break;
             }
             j += need;
-            k += 1;
+            k = up;
         }
         for &b in &blocks[i..j] {
             mm.page(unkey(b).0).clear();
@@ -448,12 +448,14 @@ fn coalesce_runs(mm: &MemMap, blocks: &mut Vec<u64>, same: impl Fn(u64, u64) -> 
 
 /// A block as one sortable word: pfn above, order below.
 #[inline(always)]
-pub(crate) fn block_key(pfn: u64, order: u32) -> u64 {
-    (pfn << 5) | order as u64
+pub(crate) fn block_key(pfn: u64, order: Order) -> u64 {
+    (pfn << 5) | order.get() as u64
 }
 
 /// The block of a [`block_key`] word.
 #[inline(always)]
-pub(crate) fn unkey(k: u64) -> (u64, u32) {
-    (k >> 5, (k & 31) as u32)
+pub(crate) fn unkey(k: u64) -> (u64, Order) {
+    let o = (k & 31) as u32;
+    debug_assert!(o <= crate::types::MAX_ORDER, "block key with order {o}");
+    (k >> 5, Order::new(o).unwrap_or(Order::MAX))
 }

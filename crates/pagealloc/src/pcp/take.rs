@@ -18,7 +18,7 @@ use crate::config::Config;
 use crate::memmap::MemMap;
 use crate::page::flags;
 use crate::sync::MutexGuard;
-use crate::types::{Gfp, MigrateType, PAGEBLOCK_ORDER};
+use crate::types::{Gfp, MigrateType, Order, ZoneIdx, PAGEBLOCK_ORDER};
 use crate::vmevent::VmEvent;
 use crate::zone::{AllocFlags, Wmark, Zone};
 use crossbeam_utils::CachePadded;
@@ -60,14 +60,14 @@ impl PcpSet {
 
     /// The calling CPU's lists for zone `zi`.
     #[inline(always)]
-    pub(crate) fn here(&self, zi: usize) -> &Pcp {
+    pub(crate) fn here(&self, zi: ZoneIdx) -> &Pcp {
         self.get(zi, crate::cpu::current_cpu() as usize % self.nr_cpus)
     }
 
     /// CPU `cpu`'s lists for zone `zi`.
     #[inline(always)]
-    pub(crate) fn get(&self, zi: usize, cpu: usize) -> &Pcp {
-        &self.pcps[zi * self.nr_cpus + cpu]
+    pub(crate) fn get(&self, zi: ZoneIdx, cpu: usize) -> &Pcp {
+        &self.pcps[zi.get() * self.nr_cpus + cpu]
     }
 
     /// Every set, zone-major.
@@ -96,7 +96,7 @@ impl PcpLists {
         pcp: &Pcp,
         z: &Zone,
         mm: &MemMap,
-        (order, mt, pi): (u32, MigrateType, usize),
+        (order, mt, pi): (Order, MigrateType, usize),
         af: AllocFlags,
         gfp: Gfp,
         n: usize,
@@ -122,7 +122,7 @@ impl PcpLists {
             // Kept exact as we go, so a refill sizes itself on what is
             // really left (a stale count would hold a long bulk request to
             // one-page refills once it passed `high`).
-            self.count -= (used as u32) << order;
+            self.count -= (used as u32) << order.get();
             got += used;
             if used < k {
                 break;
@@ -131,7 +131,7 @@ impl PcpLists {
         if got > 0 {
             self.note_alloc();
             if count_alloc {
-                pcp.events.add_owner(z.alloc_event(), (got as u64) << order);
+                pcp.events.add_owner(z.alloc_event(), (got as u64) << order.get());
             }
         }
         got
@@ -145,7 +145,7 @@ impl PcpLists {
         &mut self,
         z: &Zone,
         mm: &MemMap,
-        order: u32,
+        order: Order,
         mt: MigrateType,
         pi: usize,
         af: AllocFlags,
@@ -164,9 +164,11 @@ impl PcpLists {
                 // request from this type's own lists in one piece (one list
                 // operation instead of one per block); only single blocks go
                 // through the fallback path.
-                let run = (n - got).ilog2().min(PAGEBLOCK_ORDER.saturating_sub(order));
-                let (p, k) = match g.rmqueue_smallest(order + run, mt) {
-                    Some(p) if run > 0 => (p, order + run),
+                let run = (n - got).ilog2().min(PAGEBLOCK_ORDER.saturating_sub(order.get()));
+                // At most the pageblock's order: always an order.
+                let up = order.raised(run).unwrap_or(order);
+                let (p, k) = match g.rmqueue_smallest(up, mt) {
+                    Some(p) if up > order => (p, up),
                     Some(p) => (p, order),
                     None => match g.rmqueue_locked(order, mt) {
                         Some((p, how)) => {
@@ -179,7 +181,7 @@ impl PcpLists {
                 // Bit 63: the run was released (free page reporting); its
                 // pages keep REPORTED on the list, so Gfp::ZERO skips them.
                 runs.push(block_key(p, k) | (g.took_reported as u64) << 63);
-                got += 1 << (k - order);
+                got += 1 << (k.get() - order.get());
             }
             if got > 0 {
                 z.stats.events.add_owner(VmEvent::PcpRefill, 1);
@@ -191,9 +193,9 @@ impl PcpLists {
         for &r in &runs {
             let (p, k) = unkey(r & !(1 << 63));
             let mark = flags::PCP | if r >> 63 != 0 { flags::REPORTED } else { 0 };
-            let mut q = p + (1u64 << k);
+            let mut q = p + k.pages();
             while q > p {
-                q -= 1 << order;
+                q -= order.pages();
                 let d = &descs[q as usize];
                 d.ensure_private(order, mt);
                 d.set_flags(mark);
@@ -202,7 +204,7 @@ impl PcpLists {
         }
         runs.clear();
         self.scratch = runs;
-        self.count += got << order;
+        self.count += got << order.get();
         self.tune_on_refill(above_high);
         got > 0
     }
@@ -211,12 +213,12 @@ impl PcpLists {
     /// draining to the buddy if the set reaches `high`.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    pub(crate) fn push(&mut self, pcp: &Pcp, z: &Zone, mm: &MemMap, cfg: &Config, p: u64, order: u32, pi: usize) {
+    pub(crate) fn push(&mut self, pcp: &Pcp, z: &Zone, mm: &MemMap, cfg: &Config, p: u64, order: Order, pi: usize) {
         debug_assert!(pi < NR_PCP_LISTS);
         self.lists[pi].push_back(p as u32);
-        self.count += 1 << order;
-        self.note_free(1 << order);
-        pcp.events.add_owner(VmEvent::Pgfree, 1 << order);
+        self.count += order.pages_u32();
+        self.note_free(order.pages_u32());
+        pcp.events.add_owner(VmEvent::Pgfree, 1 << order.get());
         if self.over_high() {
             let nr = self.drain_target();
             self.drain(z, mm, nr, cfg.drain_mode, cfg.pcp_migratetype_cache, pi);

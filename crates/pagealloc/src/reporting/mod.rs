@@ -59,7 +59,7 @@ use crate::config::{Backing, Config, ReportCallback};
 use crate::memmap::MemMap;
 use crate::page::flags;
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use crate::types::{Gfp, MigrateType, Pfn, MAX_ORDER, PAGE_SIZE};
+use crate::types::{Gfp, MigrateType, Order, Pfn, PAGE_SIZE};
 use crate::zone::{Zone, FREE_CLOCK, FREE_CLOCK_MS};
 use std::sync::Mutex as StdMutex;
 use std::thread::JoinHandle;
@@ -149,7 +149,7 @@ impl Reporting {
         let can_report = !matches!(release, Release::Nothing);
         Self {
             enabled: AtomicBool::new(cfg.page_reporting && can_report),
-            order: AtomicU32::new(cfg.effective_reporting_order()),
+            order: AtomicU32::new(cfg.effective_reporting_order().get()),
             delay_ms: AtomicU64::new(cfg.page_reporting_delay_ms),
             batch: AtomicU32::new(cfg.page_reporting_batch),
             release,
@@ -185,13 +185,14 @@ impl Reporting {
         self.delay_ms.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn order(&self) -> u32 {
-        self.order.load(Ordering::Relaxed)
+    pub(crate) fn order(&self) -> Order {
+        // Only `tune` and `new` store it, each from an order.
+        Order::new(self.order.load(Ordering::Relaxed)).unwrap_or(Order::MAX)
     }
 
     /// Change the settings at run time (already validated by the caller).
-    pub(crate) fn tune(&self, order: u32, delay_ms: u64, batch: u32) {
-        self.order.store(order.min(MAX_ORDER), Ordering::Relaxed);
+    pub(crate) fn tune(&self, order: Order, delay_ms: u64, batch: u32) {
+        self.order.store(order.get(), Ordering::Relaxed);
         self.delay_ms.store(delay_ms, Ordering::Relaxed);
         self.batch.store(batch.max(1), Ordering::Relaxed);
     }
@@ -263,7 +264,7 @@ impl Reporting {
             if z.free_pages_racy() <= z.stats.nr_reported.get_racy() {
                 continue;
             }
-            for order in (min_order..=MAX_ORDER).rev() {
+            for order in min_order.and_above().rev() {
                 for mt in
                     [MigrateType::Movable, MigrateType::Unmovable, MigrateType::Reclaimable, MigrateType::HighAtomic]
                 {
@@ -284,21 +285,21 @@ impl Reporting {
     /// free blocks around it (physically adjacent, whatever their order or
     /// list), released by one call: after random frees the free pages lie in
     /// short runs of a few blocks, and one call per run makes fewer calls.
-    fn pass_list(&self, z: &Zone, mm: &MemMap, order: u32, mt: MigrateType, ages: &mut Ages, total: &mut ReportPass) {
+    fn pass_list(&self, z: &Zone, mm: &MemMap, order: Order, mt: MigrateType, ages: &mut Ages, total: &mut ReportPass) {
         let mut r = ReportPass::default();
         let batch = self.batch.load(Ordering::Relaxed) as usize;
         let merge = matches!(self.release, Release::Madvise { .. });
         let min_order = self.order();
-        let mut run: Vec<(u64, u32)> = Vec::with_capacity(batch);
+        let mut run: Vec<(u64, Order)> = Vec::with_capacity(batch);
         // Walk at most the list's length (and a little): released blocks move
         // to the tail and are met again at the end.
-        let mut budget = z.stats.free_blocks[order as usize][mt.index()].get_racy() as usize + 1;
+        let mut budget = z.stats.free_blocks[order.idx()][mt.index()].get_racy() as usize + 1;
         let mut cursor: Option<u64> = None;
         while budget > 0 {
             let mut g = z.lock(mm);
             let on_list = |p: u64| {
                 let d = mm.page(p);
-                d.is_buddy() && d.order() == order && d.private_mt() == mt
+                d.is_buddy() && d.order() == order.get() && d.private_mt() == mt
             };
             let mut p = match cursor {
                 Some(c) if on_list(c) => Some(c),
@@ -328,7 +329,7 @@ impl Reporting {
                 done += run.len();
                 let (start, _) = run[0];
                 let (last, last_order) = run[run.len() - 1];
-                let pages = last + (1u64 << last_order) - start;
+                let pages = last + last_order.pages() - start;
                 r.releases += 1;
                 if self.release(mm, start, pages) {
                     for &(b, o) in &run {
@@ -394,17 +395,17 @@ fn next_on_list(mm: &MemMap, q: u64) -> Option<u64> {
 }
 
 /// Whether the free block with its head at `pfn` (if any) may join a run.
-fn eligible(z: &Zone, mm: &MemMap, pfn: u64, min_order: u32, ages: &mut Ages) -> Option<u32> {
+fn eligible(z: &Zone, mm: &MemMap, pfn: u64, min_order: Order, ages: &mut Ages) -> Option<Order> {
     if !z.contains(pfn) {
         return None;
     }
     let d = mm.page(pfn);
     let ok = d.is_buddy()
         && d.flags() & flags::REPORTED == 0
-        && d.order() >= min_order
+        && d.order() >= min_order.get()
         && d.private_mt() != MigrateType::Isolate
         && ages.old(d.stamp());
-    ok.then(|| d.order())
+    ok.then(|| d.buddy_order())
 }
 
 /// Grow `run` (one block so far) over the eligible free blocks physically
@@ -413,18 +414,18 @@ fn eligible(z: &Zone, mm: &MemMap, pfn: u64, min_order: u32, ages: &mut Ages) ->
 /// overlap, so the page right after a block is either the head of the next
 /// free block or not free, and the block right before one is the free head of
 /// order `o` at `start - 2^o`, if any, for exactly one `o`.
-fn grow_run(z: &Zone, mm: &MemMap, min_order: u32, ages: &mut Ages, room: usize, run: &mut Vec<(u64, u32)>) {
+fn grow_run(z: &Zone, mm: &MemMap, min_order: Order, ages: &mut Ages, room: usize, run: &mut Vec<(u64, Order)>) {
     let (mut start, o0) = run[0];
-    let mut end = start + (1u64 << o0);
+    let mut end = start + o0.pages();
     let mut before = Vec::new();
     'back: while run.len() + before.len() < room {
-        for o in min_order..=MAX_ORDER {
-            let Some(h) = start.checked_sub(1u64 << o) else { break };
-            if !h.is_multiple_of(1u64 << o) || !z.contains(h) {
+        for o in min_order.and_above() {
+            let Some(h) = start.checked_sub(o.pages()) else { break };
+            if !h.is_multiple_of(o.pages()) || !z.contains(h) {
                 continue;
             }
             let d = mm.page(h);
-            if d.is_buddy() && d.order() == o {
+            if d.is_buddy() && d.order() == o.get() {
                 if eligible(z, mm, h, min_order, ages) == Some(o) {
                     before.push((h, o));
                     start = h;
@@ -443,7 +444,7 @@ fn grow_run(z: &Zone, mm: &MemMap, min_order: u32, ages: &mut Ages, room: usize,
     while run.len() < room {
         let Some(o) = eligible(z, mm, end, min_order, ages) else { break };
         run.push((end, o));
-        end += 1u64 << o;
+        end += o.pages();
     }
 }
 

@@ -523,7 +523,7 @@ impl Core {
             .map(|cpu| {
                 let p = self.pcp.get(z.idx, cpu);
                 PcpReport {
-                    zone: z.idx,
+                    zone: z.idx.get(),
                     cpu: cpu as u32,
                     count: p.count_racy.get_racy() as u32,
                     high: p.high_racy.get_racy() as u32,

@@ -7,7 +7,7 @@
 
 use super::*;
 use crate::allocator::PageAllocator;
-use crate::types::{Gfp, MigrateType, Pfn, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_PAGES};
+use crate::types::{Gfp, MigrateType, Pfn, ZoneIdx, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_PAGES};
 use crate::vmevent::VmEvent;
 use crate::Config;
 use rand::rngs::StdRng;
@@ -288,7 +288,7 @@ fn churn(a: &PageAllocator, rng: &mut StdRng, ops: usize, live: &mut Vec<(Pfn, u
 /// Every counter of one zone, recounted from the lists and pageblocks. The
 /// caller holds the zone lock (passes the guard's lists).
 fn recount(a: &PageAllocator, zi: usize, area: &crate::zone::FreeArea) -> ZoneCounters {
-    let z = &a.core.zones[zi];
+    let z = &a.core.zones[ZoneIdx::new(zi).unwrap()];
     let mm = &a.core.mm;
     let mut free_blocks = [[0u64; MIGRATE_TYPES]; NR_ORDERS];
     let mut nr_free_pages = 0;
@@ -357,7 +357,7 @@ fn every_report_parses_and_agrees_after_random_workloads() {
                 }
             }
             assert_eq!(p.blocks, c.block_count.to_vec());
-            assert_eq!(p.blocks.iter().sum::<u64>(), a.core.zones[zi].nr_pageblocks() as u64);
+            assert_eq!(p.blocks.iter().sum::<u64>(), a.core.zones[ZoneIdx::new(zi).unwrap()].nr_pageblocks() as u64);
         }
 
         let zi = parse_zoneinfo(&a.zoneinfo().to_string());
@@ -468,7 +468,7 @@ fn counters_equal_a_recount_from_the_lists() {
         churn(&a, &mut rng, 5_000, &mut live);
         if round == 3 {
             // Isolate a pageblock so the Isolate rows are exercised.
-            let z = &a.core.zones[0];
+            let z = &a.core.zones[ZoneIdx::FIRST];
             let mut g = z.lock(&a.core.mm);
             let start = z.start + PAGEBLOCK_PAGES;
             g.move_freepages_block_locked(start, MigrateType::Isolate);
@@ -522,7 +522,7 @@ fn readers_take_the_zone_lock_zero_times() {
 #[test]
 fn readers_finish_while_a_writer_holds_the_zone_lock() {
     let a = small(16);
-    let z = &a.core.zones[0];
+    let z = &a.core.zones[ZoneIdx::FIRST];
     let g = z.lock(&a.core.mm);
     std::thread::scope(|s| {
         s.spawn(|| {
@@ -571,7 +571,7 @@ fn consistent_snapshot_equals_a_recount_at_the_same_instant() {
             });
         }
         let _stop = StopOnDrop(&stop);
-        let z = &a.core.zones[0];
+        let z = &a.core.zones[ZoneIdx::FIRST];
         let deadline = std::time::Instant::now() + std::time::Duration::from_millis(1500);
         while matched < 20 && std::time::Instant::now() < deadline {
             // The sequence before the snapshot, not after it: a writer may run

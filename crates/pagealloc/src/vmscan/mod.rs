@@ -37,6 +37,7 @@ pub(crate) mod wake;
 
 use crate::memmap::MemMap;
 use crate::sync::{AtomicU64, Mutex, Ordering, RwLock};
+use crate::types::Order;
 use crossbeam_utils::CachePadded;
 use lru::NodeLru;
 use std::cell::Cell;
@@ -171,11 +172,11 @@ impl Vmscan {
     /// for at least 32 pages (`SWAP_CLUSTER_MAX`) or the request, whichever is
     /// more, in up to 4 rounds while they make progress. False if nothing was
     /// freed (or this thread is already reclaiming).
-    pub(crate) fn direct_reclaim(&self, order: u32) -> bool {
+    pub(crate) fn direct_reclaim(&self, order: Order) -> bool {
         if self.shrinkers.read().is_empty() {
             return false;
         }
-        let want = 32u64.max(2u64 << order);
+        let want = 32u64.max(2u64 << order.get());
         as_reclaimer(|| {
             let mut got = 0;
             for _ in 0..4 {

@@ -13,21 +13,24 @@
 //!   (Isolate when the isolate bit is set) is `mt`.
 //! - Every free block on `lists[o][mt]` lies in pageblocks whose effective type is
 //!   `mt` (the hygiene rule).
-//! - `stats.nr_reported == sum of 1 << order over free heads marked REPORTED`
+//! - `stats.nr_reported == sum of `1 << order.get()` over free heads marked REPORTED`
 //!   (free page reporting; isolated lists included).
 //! - `stats.seq` is even whenever no guard is alive; writers make it odd for the
 //!   length of every critical section (a seqcount for consistent snapshots).
 
 mod check;
+mod table;
 
 pub(crate) use check::block_counts_agree;
+pub(crate) use table::ZoneTable;
 
 use crate::list::PfnList;
 use crate::lockstat::{ticks, LockStat};
 use crate::memmap::{MemMap, Pageblocks};
 use crate::sync::{fence, AtomicU64, LockedCounter, Mutex, MutexGuard, Ordering};
 use crate::types::{
-    Gfp, MigrateType, ZoneType, MIGRATE_PCPTYPES, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES,
+    Gfp, MigrateType, Order, ZoneIdx, ZoneType, MIGRATE_PCPTYPES, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER,
+    PAGEBLOCK_PAGES,
 };
 use crate::vmevent::VmEvent;
 use std::sync::atomic::{AtomicU16, AtomicU32};
@@ -59,8 +62,8 @@ pub(crate) fn new_pageblocks(nblocks: usize) -> Pageblocks {
 
 /// The zone index in a pageblock word.
 #[inline(always)]
-pub(crate) fn pb_zone(w: u16) -> usize {
-    (w >> PB_ZONE_SHIFT) as usize
+pub(crate) fn pb_zone(w: u16) -> ZoneIdx {
+    ZoneIdx::from_u8((w >> PB_ZONE_SHIFT) as u8)
 }
 
 /// The index of a pageblock word's effective type when it is a pcp type (not
@@ -77,8 +80,8 @@ pub(crate) const PB_KEY_MASK: u16 = 0xff0f;
 
 /// The key of zone `zi`'s pageblocks of pcp type `t`, not isolated.
 #[inline(always)]
-pub(crate) fn key_of(zi: usize, t: usize) -> u16 {
-    ((zi as u16) << PB_ZONE_SHIFT) | t as u16
+pub(crate) fn key_of(zi: ZoneIdx, t: usize) -> u16 {
+    ((zi.as_u8() as u16) << PB_ZONE_SHIFT) | t as u16
 }
 
 /// The key of a pageblock word (see [`PB_KEY_MASK`]).
@@ -158,7 +161,7 @@ impl AllocFlags {
 /// One zone.
 pub(crate) struct Zone {
     /// Index in the allocator's zone table.
-    pub(crate) idx: usize,
+    pub(crate) idx: ZoneIdx,
     pub(crate) nid: u32,
     pub(crate) ztype: ZoneType,
     pub(crate) start: u64,
@@ -181,13 +184,12 @@ pub(crate) struct Zone {
 
 impl Zone {
     /// A zone over `start..end`, claiming its blocks in `blocks` (marked Movable).
-    pub(crate) fn new(idx: usize, nid: u32, ztype: ZoneType, start: u64, end: u64, blocks: &Pageblocks) -> Self {
+    pub(crate) fn new(idx: ZoneIdx, nid: u32, ztype: ZoneType, start: u64, end: u64, blocks: &Pageblocks) -> Self {
         debug_assert!(start.is_multiple_of(PAGEBLOCK_PAGES) && end.is_multiple_of(PAGEBLOCK_PAGES) && end > start);
-        assert!(idx <= u8::MAX as usize, "zone index {idx} does not fit the pageblock word");
         let nblocks = ((end - start) / PAGEBLOCK_PAGES) as usize;
         let first = (start / PAGEBLOCK_PAGES) as usize;
         for b in &blocks[first..first + nblocks] {
-            b.store(((idx as u16) << PB_ZONE_SHIFT) | MigrateType::Movable as u16, Ordering::Relaxed);
+            b.store(((idx.as_u8() as u16) << PB_ZONE_SHIFT) | MigrateType::Movable as u16, Ordering::Relaxed);
         }
         let stats = ZoneStats::default();
         // Every block starts Movable, as the kernel's memmap_init does.
@@ -269,10 +271,10 @@ impl Zone {
     /// zone stay above the watermark of `af` after giving a block of `order`
     /// to a request with `gfp`?
     #[inline]
-    pub(crate) fn watermark_ok(&self, order: u32, af: AllocFlags, gfp: Gfp) -> bool {
+    pub(crate) fn watermark_ok(&self, order: Order, af: AllocFlags, gfp: Gfp) -> bool {
         let mut min = self.wmark[af.wmark as usize];
         let highest = if gfp.contains(Gfp::MOVABLE) { ZoneType::Movable } else { ZoneType::Normal };
-        let mut free = self.free_pages_racy() as i64 - ((1i64 << order) - 1);
+        let mut free = self.free_pages_racy() as i64 - ((order.pages() as i64) - 1);
         if af.high {
             min -= min / 2;
             min -= min / 4;
@@ -282,7 +284,7 @@ impl Zone {
         if free <= (min + self.lowmem_reserve[highest as usize]) as i64 {
             return false;
         }
-        order == 0 || ZoneGuard::has_free_block_racy(self, order, af.high)
+        order == Order::ZERO || ZoneGuard::has_free_block_racy(self, order, af.high)
     }
 
     /// Take a block of `order` for `gfp` from the buddy lists under the zone
@@ -293,7 +295,7 @@ impl Zone {
     pub(crate) fn rmqueue(
         &self,
         mm: &MemMap,
-        order: u32,
+        order: Order,
         gfp: Gfp,
         af: AllocFlags,
         trylock_failed: bool,
@@ -308,13 +310,13 @@ impl Zone {
     pub(crate) fn rmqueue_in(
         &self,
         mut g: ZoneGuard<'_>,
-        order: u32,
+        order: Order,
         gfp: Gfp,
         af: AllocFlags,
         trylock_failed: bool,
     ) -> Option<u64> {
         let mt = gfp.migratetype();
-        let highatomic = af.high && order > 0;
+        let highatomic = af.high && order > Order::ZERO;
         let mut took = None;
         if highatomic {
             took = g.rmqueue_smallest(order, MigrateType::HighAtomic).map(|p| (p, Took::Own));
@@ -339,20 +341,20 @@ impl Zone {
         {
             ev.add_owner(VmEvent::HighatomicReserve, 1);
         }
-        ev.add_owner(self.alloc_event(), 1 << order);
+        ev.add_owner(self.alloc_event(), 1 << order.get());
         Some(pfn)
     }
 
     /// Free an unmarked block of `order` straight to the buddy lists under the
     /// zone lock. `count_free`: count pgfree; `trylock_failed`: the free came
     /// here because a per-CPU lock was busy (counted).
-    pub(crate) fn free_to_buddy(&self, mm: &MemMap, p: u64, order: u32, count_free: bool, trylock_failed: bool) {
+    pub(crate) fn free_to_buddy(&self, mm: &MemMap, p: u64, order: Order, count_free: bool, trylock_failed: bool) {
         let mut g = self.lock(mm);
         mm.page(p).clear();
         g.free_block_locked(p, order);
         let ev = &self.stats.events;
         if count_free {
-            ev.add_owner(VmEvent::Pgfree, 1 << order);
+            ev.add_owner(VmEvent::Pgfree, 1 << order.get());
         }
         if trylock_failed {
             ev.add_owner(VmEvent::PcpTrylockFail, 1);
@@ -447,25 +449,25 @@ impl<'a> ZoneGuard<'a> {
     }
 
     #[inline(always)]
-    fn account(&self, order: u32, mt: MigrateType, add: bool) {
+    fn account(&self, order: Order, mt: MigrateType, add: bool) {
         let s = &self.zone.stats;
-        let fb = &s.free_blocks[order as usize][mt.index()];
+        let fb = &s.free_blocks[order.idx()][mt.index()];
         if add {
             fb.add_locked(1);
             if mt != MigrateType::Isolate {
-                s.nr_free_pages.add_locked(1 << order);
+                s.nr_free_pages.add_locked(order.pages());
             }
         } else {
             fb.sub_locked(1);
             if mt != MigrateType::Isolate {
-                s.nr_free_pages.sub_locked(1 << order);
+                s.nr_free_pages.sub_locked(order.pages());
             }
         }
     }
 
     /// Mark `pfn` a free head of `order` and link it on `lists[order][mt]`.
     #[inline(always)]
-    pub(crate) fn add_to_free_list(&mut self, pfn: u64, order: u32, mt: MigrateType, tail: bool) {
+    pub(crate) fn add_to_free_list(&mut self, pfn: u64, order: Order, mt: MigrateType, tail: bool) {
         self.add_to_free_list_marked(pfn, order, mt, tail, false);
     }
 
@@ -476,7 +478,7 @@ impl<'a> ZoneGuard<'a> {
     pub(crate) fn add_to_free_list_marked(
         &mut self,
         pfn: u64,
-        order: u32,
+        order: Order,
         mt: MigrateType,
         tail: bool,
         reported: bool,
@@ -489,13 +491,13 @@ impl<'a> ZoneGuard<'a> {
             "hygiene: pfn {pfn:#x} order {order} {mt}"
         );
         let extra = if reported {
-            self.zone.stats.nr_reported.add_locked(1 << order);
+            self.zone.stats.nr_reported.add_locked(order.pages());
             crate::page::flags::REPORTED
         } else {
             0
         };
         self.mm.page(pfn).set_buddy(order, mt, extra, free_clock());
-        let l = &mut self.area.lists[order as usize][mt.index()];
+        let l = &mut self.area.lists[order.idx()][mt.index()];
         if tail {
             l.push_tail(self.mm, pfn);
         } else {
@@ -507,14 +509,14 @@ impl<'a> ZoneGuard<'a> {
     /// Unlink a free head from the list its descriptor records and clear its
     /// mark. Returns whether it was marked REPORTED.
     #[inline(always)]
-    pub(crate) fn del_from_free_list(&mut self, pfn: u64, order: u32) -> bool {
+    pub(crate) fn del_from_free_list(&mut self, pfn: u64, order: Order) -> bool {
         let d = self.mm.page(pfn);
         let mt = d.private_mt();
         let reported = d.flags() & crate::page::flags::REPORTED != 0;
         if reported {
-            self.zone.stats.nr_reported.sub_locked(1 << order);
+            self.zone.stats.nr_reported.sub_locked(order.pages());
         }
-        self.area.lists[order as usize][mt.index()].remove(self.mm, pfn);
+        self.area.lists[order.idx()][mt.index()].remove(self.mm, pfn);
         d.clear();
         self.account(order, mt, false);
         reported
@@ -522,15 +524,15 @@ impl<'a> ZoneGuard<'a> {
 
     /// Move a free head between types' lists (to the tail, as the kernel does).
     #[inline]
-    pub(crate) fn move_to_free_list(&mut self, pfn: u64, order: u32, to: MigrateType) {
+    pub(crate) fn move_to_free_list(&mut self, pfn: u64, order: Order, to: MigrateType) {
         let d = self.mm.page(pfn);
         let from = d.private_mt();
         // Keep the free-time stamp (bits above the type) for reporting.
         let stamp = d.private_raw() & !((1 << crate::page::STAMP_SHIFT) - 1);
         d.set_private_raw(crate::page::private_word(order, to) | stamp);
-        self.area.lists[order as usize][from.index()].remove(self.mm, pfn);
+        self.area.lists[order.idx()][from.index()].remove(self.mm, pfn);
         self.account(order, from, false);
-        self.area.lists[order as usize][to.index()].push_tail(self.mm, pfn);
+        self.area.lists[order.idx()][to.index()].push_tail(self.mm, pfn);
         self.account(order, to, true);
     }
 
@@ -546,8 +548,8 @@ impl<'a> ZoneGuard<'a> {
 
     /// First block on a list, without unlinking it.
     #[inline(always)]
-    pub(crate) fn first_free(&self, order: u32, mt: MigrateType) -> Option<u64> {
-        self.area.lists[order as usize][mt.index()].first()
+    pub(crate) fn first_free(&self, order: Order, mt: MigrateType) -> Option<u64> {
+        self.area.lists[order.idx()][mt.index()].first()
     }
 }
 
@@ -598,7 +600,7 @@ mod tests {
 
     #[test]
     fn watermarks_follow_the_kernel_formula_for_one_gib() {
-        let z = Zone::new(0, 0, ZoneType::Normal, 0, 262_144, &new_pageblocks(512));
+        let z = Zone::new(ZoneIdx::FIRST, 0, ZoneType::Normal, 0, 262_144, &new_pageblocks(512));
         let min_kb = clamp_min_free_kbytes(default_min_free_kbytes(262_144));
         assert_eq!(min_kb, 4096);
         let w = compute_watermarks(&z, min_kb / 4, 262_144, 10);
@@ -608,7 +610,7 @@ mod tests {
     #[test]
     fn isolate_bit_keeps_the_stored_type() {
         let mm = MemMap::new(1024, crate::Backing::None, new_pageblocks(2)).unwrap();
-        let z = Zone::new(0, 0, ZoneType::Normal, 0, 1024, &new_pageblocks(2));
+        let z = Zone::new(ZoneIdx::FIRST, 0, ZoneType::Normal, 0, 1024, &new_pageblocks(2));
         let mut g = z.lock(&mm);
         g.set_pageblock_mt_locked(0, MigrateType::Unmovable);
         g.set_pageblock_isolate_locked(0, true);
