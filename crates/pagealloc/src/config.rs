@@ -291,6 +291,14 @@ impl Config {
     /// construction overflow, index out of bounds or ask the memory allocator for
     /// an absurd amount: the bounds are documented on each field.
     pub(crate) fn validate(&self) -> Result<u64, ConfigError> {
+        let pages = self.validate_arena()?;
+        self.validate_tuning()?;
+        self.validate_reporting()?;
+        Ok(pages)
+    }
+
+    /// The arena's size and its split into nodes; the arena's pages.
+    fn validate_arena(&self) -> Result<u64, ConfigError> {
         let min = PAGEBLOCK_BYTES;
         if !self.arena_bytes.is_multiple_of(PAGE_SIZE as u64) {
             return Err(ConfigError::ArenaNotPageMultiple { bytes: self.arena_bytes });
@@ -315,6 +323,11 @@ impl Config {
                 why: format!("{} is above the maximum of {MAX_NODES} nodes", self.nodes),
             });
         }
+        Ok(pages)
+    }
+
+    /// Watermarks, reserves, fragmentation threshold and per-CPU lists.
+    fn validate_tuning(&self) -> Result<(), ConfigError> {
         if self.extfrag_threshold > 1000 {
             return Err(ConfigError::Invalid {
                 field: "extfrag_threshold",
@@ -363,6 +376,11 @@ impl Config {
                 });
             }
         }
+        Ok(())
+    }
+
+    /// Free page reporting's settings.
+    fn validate_reporting(&self) -> Result<(), ConfigError> {
         if let Some(o) = self.page_reporting_order {
             if o > MAX_ORDER {
                 return Err(ConfigError::Invalid {
@@ -383,7 +401,7 @@ impl Config {
                 why: format!("{} is outside 1..={MAX_REPORTING_BATCH}", self.page_reporting_batch),
             });
         }
-        Ok(pages)
+        Ok(())
     }
 
     /// The reporting order in effect (see [`Config::page_reporting_order`]).
