@@ -158,7 +158,7 @@ fn pct(ctx: &Ctx, sorted: &[u64], p: f64) -> f64 {
 }
 
 /// Write a file of `pages` pages (each page's bytes a function of its index).
-fn make_file(path: &std::path::Path, pages: u64) -> io::Result<()> {
+pub(crate) fn make_file(path: &std::path::Path, pages: u64) -> io::Result<()> {
     let mut w = io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
     let mut page = vec![0u8; PAGE_SIZE];
     for i in 0..pages {

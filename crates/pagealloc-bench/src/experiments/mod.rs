@@ -5,6 +5,7 @@ pub mod bulk;
 pub mod burst_idle;
 pub mod contig;
 pub mod lru_file_readonce;
+pub mod lru_file_readtwice;
 pub mod page_fault1;
 pub mod page_lock;
 pub mod pagealloc_micro;
@@ -32,5 +33,9 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
 /// Experiments run only when named (`pagealloc bench burst-idle`): they idle
 /// for seconds.
 pub fn on_demand() -> Vec<Box<dyn Experiment>> {
-    vec![Box::new(burst_idle::BurstIdle), Box::new(lru_file_readonce::LruFileReadonce)]
+    vec![
+        Box::new(burst_idle::BurstIdle),
+        Box::new(lru_file_readonce::LruFileReadonce),
+        Box::new(lru_file_readtwice::LruFileReadtwice),
+    ]
 }

@@ -38,6 +38,28 @@ pub trait PageSource: Send + Sync {
     fn sync(&self) -> io::Result<()> {
         Ok(())
     }
+    /// Fill `bufs` (pages) with pages `index..index + bufs.len()`: what a
+    /// readahead window reads. The default reads them one by one; a file
+    /// reads them with one `preadv`.
+    ///
+    /// # Errors
+    /// Any I/O error; every page of the window is then dropped.
+    fn read_pages(&self, index: u64, bufs: &mut [&mut [u8]]) -> io::Result<()> {
+        for (i, b) in bufs.iter_mut().enumerate() {
+            self.read_page(index + i as u64, b)?;
+        }
+        Ok(())
+    }
+    /// The source's size in pages, if it has one: readahead does not read
+    /// past it (default: none, no limit).
+    fn nr_pages(&self) -> Option<u64> {
+        None
+    }
+    /// Whether misses read ahead (see `readahead`): true for files; a fill
+    /// callback (the default) computes only the pages asked for.
+    fn readahead(&self) -> bool {
+        false
+    }
 }
 
 /// A file, read with `pread` and written with `pwrite` on the descriptor the
@@ -65,6 +87,15 @@ impl PageSource for FileSource {
     fn sync(&self) -> io::Result<()> {
         self.0.sync_data()
     }
+    fn read_pages(&self, index: u64, bufs: &mut [&mut [u8]]) -> io::Result<()> {
+        super::readahead::preadv_pages(&self.0, index, bufs)
+    }
+    fn nr_pages(&self) -> Option<u64> {
+        self.0.metadata().ok().map(|m| m.len().div_ceil(PAGE_SIZE as u64))
+    }
+    fn readahead(&self) -> bool {
+        true
+    }
 }
 
 /// A fill callback: a cache of computed blocks with no file behind it
@@ -81,7 +112,7 @@ pub(crate) struct MappingInner {
     pub(crate) id: u64,
     pub(crate) slot: usize,
     shards: [RwLock<HashMap<u64, u32>>; SHARDS],
-    source: Arc<dyn PageSource>,
+    pub(super) source: Arc<dyn PageSource>,
     nr: AtomicU64,
     /// The first writeback error since the last fsync.
     wb_error: Mutex<Option<io::Error>>,
@@ -98,7 +129,7 @@ impl MappingInner {
             wb_error: Mutex::new(None),
         }
     }
-    fn shard(&self, index: u64) -> &RwLock<HashMap<u64, u32>> {
+    pub(super) fn shard(&self, index: u64) -> &RwLock<HashMap<u64, u32>> {
         &self.shards[index as usize % SHARDS]
     }
     pub(crate) fn nr_pages(&self) -> u64 {
@@ -129,8 +160,8 @@ pub(crate) fn page_bytes(alloc: &PageAllocator, pfn: Pfn) -> *mut [u8] {
 
 /// A handle on one mapping of a [`super::PageCache`].
 pub struct Mapping {
-    cache: Arc<CacheInner>,
-    m: Arc<MappingInner>,
+    pub(super) cache: Arc<CacheInner>,
+    pub(super) m: Arc<MappingInner>,
 }
 
 impl Mapping {
@@ -138,7 +169,7 @@ impl Mapping {
         Self { cache, m }
     }
 
-    fn alloc(&self) -> &PageAllocator {
+    pub(super) fn alloc(&self) -> &PageAllocator {
         &self.cache.alloc
     }
 
@@ -192,23 +223,27 @@ impl Mapping {
                 self.alloc().core.mark_page_accessed(h.pfn.as_u64());
                 return Ok(h);
             }
-            if let Some(h) = self.fill(index)? {
+            if let Some(h) = self.fill_window(index, self.ra_window(index))? {
                 return Ok(h);
             }
         }
     }
 
-    /// Allocate, lock, insert, read, mark up to date, unlock. `Ok(None)` if
-    /// another thread inserted the page first.
-    fn fill(&self, index: u64) -> io::Result<Option<PageHandle<'_>>> {
+    /// Allocate a page for `index`, lock it, insert it and add it to the
+    /// LRU, with `refs` references (the cache's, the LRU batch's, and the
+    /// caller's if it keeps a handle). `Ok(None)` if `index` was cached
+    /// already (nothing changed).
+    ///
+    /// # Errors
+    /// `OutOfMemory` if no page could be had.
+    pub(super) fn alloc_insert(&self, index: u64, refs: u32) -> io::Result<Option<Pfn>> {
         let a = self.alloc();
         let pfn = a.alloc_pages(Gfp::MOVABLE, 0).map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))?;
         let p = pfn.as_u64();
         super::kswapd::Kswapd::maybe_wake(a, p);
         let d = a.core.mm.page(p);
-        // Not published yet: locked, with the cache's, our and the LRU
-        // batch's references.
-        d.flags.fetch_or(LOCKED | (3 * REF_ONE), Ordering::Relaxed);
+        // Not published yet: locked, with its references.
+        d.flags.fetch_or(LOCKED | (refs * REF_ONE), Ordering::Relaxed);
         self.cache.owners[p as usize].store(CacheInner::owner_word(self.m.slot, index), Ordering::Release);
         {
             let mut s = self.m.shard(index).write();
@@ -223,27 +258,12 @@ impl Mapping {
             self.m.nr.fetch_add(1, Ordering::Relaxed);
         }
         a.core.lru_cache_add(p);
-        let h = PageHandle { alloc: a, pfn, index };
-        let r = a.page_ref(pfn).map_err(io::Error::other)?;
-        // SAFETY: see `page_bytes`: the page is locked and referenced.
-        let res = self.m.source.read_page(index, unsafe { &mut *page_bytes(a, pfn) });
-        match res {
-            Ok(()) => {
-                let _ = r.set_uptodate(true);
-                let _ = r.unlock();
-                Ok(Some(h))
-            }
-            Err(e) => {
-                self.delete_locked(p, index);
-                let _ = r.unlock();
-                Err(e)
-            }
-        }
+        Ok(Some(pfn))
     }
 
     /// Remove a locked, referenced page from the mapping and drop the cache's
     /// reference (the caller still holds its own).
-    fn delete_locked(&self, p: u64, index: u64) {
+    pub(super) fn delete_locked(&self, p: u64, index: u64) {
         if self.m.remove_if(index, p) {
             self.cache.owners[p as usize].store(0, Ordering::Release);
             let core = &self.alloc().core;

@@ -54,6 +54,7 @@ mod kswapd;
 #[cfg(all(test, loom))]
 mod loom_tests;
 mod mapping;
+mod readahead;
 mod reclaim;
 #[cfg(all(test, not(loom)))]
 mod tests;

@@ -1,0 +1,196 @@
+//! `pagealloc bench lru-file-readtwice` (issue 16; on demand only: it writes
+//! a file and reads it many times). vm-scalability's lru-file-readtwice on our
+//! page cache: a 128 MiB arena with a page cache and kswapd, a real file of
+//! half the arena on the machine's disk file system (the temporary
+//! directory), and one reader per CPU reading its own contiguous share of the
+//! file twice, page by page, through the cache (`Mapping::read`). The second
+//! pass should find its pages cached: the target is at least 95% hits (a hit
+//! is a page the second pass read without the cache asking the file for it).
+//!
+//! Variants, in the same run: `old` and `new` are seed 4's A/B on
+//! `page_lock_waiters_bit` (off: every unlock of a filled page looks up the
+//! hashed wait queue; on: only when the waiters bit is set), both with
+//! readahead; `new-no-readahead` is `new` reading one page per miss; `kernel` is the
+//! same readers with `pread` through the kernel's own page cache. Every
+//! variant's first pass starts after `posix_fadvise(DONTNEED)` (cold: the
+//! file's pages come from the disk, for our cache too). Our arena is
+//! populated up front (`Backing::Resident`), as a buffer pool's memory is:
+//! with lazily faulted anonymous memory the first touch of each frame, not
+//! the cache, dominates a cold pass.
+
+use super::lru_file_readonce::make_file;
+use crate::harness::{pin, Ctx, Experiment, ExperimentResult, Figure};
+use pagealloc::{Backing, Config, FileSource, PageAllocator, PageCache, PageCacheConfig, PageSource, PAGE_SIZE};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The experiment.
+pub struct LruFileReadtwice;
+
+/// Arena bytes: the file is half of it.
+const ARENA: u64 = 128 << 20;
+
+/// A file source that counts the pages the cache asked it for, reading
+/// ahead or not.
+struct Counted(FileSource, AtomicU64, bool);
+
+impl PageSource for Counted {
+    fn read_page(&self, index: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.1.fetch_add(1, Ordering::Relaxed);
+        self.0.read_page(index, buf)
+    }
+    fn read_pages(&self, index: u64, bufs: &mut [&mut [u8]]) -> io::Result<()> {
+        self.1.fetch_add(bufs.len() as u64, Ordering::Relaxed);
+        self.0.read_pages(index, bufs)
+    }
+    fn nr_pages(&self) -> Option<u64> {
+        self.0.nr_pages()
+    }
+    fn readahead(&self) -> bool {
+        self.2
+    }
+}
+
+/// One variant's two passes: seconds each, and the pages the second pass
+/// had to read from the file (None for the kernel, which does not say).
+struct Passes {
+    secs: [f64; 2],
+    fills2: Option<u64>,
+    errors: u64,
+}
+
+/// `threads` readers each read their share of `pages` pages with `read`;
+/// the seconds it took and the failed reads.
+fn pass(pages: u64, threads: usize, read: impl Fn(u64, &mut [u8]) -> bool + Sync) -> (f64, u64) {
+    let per = pages / threads as u64;
+    let t = Instant::now();
+    let errors = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads)
+            .map(|k| {
+                let read = &read;
+                s.spawn(move || {
+                    pin(k);
+                    let mut buf = vec![0u8; PAGE_SIZE];
+                    (k as u64 * per..(k as u64 + 1) * per).filter(|&i| !read(i, &mut buf)).count() as u64
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().expect("reader")).sum()
+    });
+    (t.elapsed().as_secs_f64(), errors)
+}
+
+/// Both passes through our page cache over a fresh arena.
+fn ours(path: &std::path::Path, pages: u64, threads: usize, waiters_bit: bool, readahead: bool) -> Passes {
+    let cfg = Config::new().arena_bytes(ARENA).backing(Backing::Resident).page_lock_waiters_bit(waiters_bit);
+    let a = Arc::new(PageAllocator::new(cfg).expect("readtwice arena"));
+    let pc = PageCache::new(a, PageCacheConfig { kswapd: true }).expect("page cache");
+    let f = std::fs::File::open(path).expect("open the file");
+    drop_kernel_cache(&f);
+    let src = Arc::new(Counted(FileSource(f), AtomicU64::new(0), readahead));
+    let m = pc.mapping(1, src.clone());
+    let read = |i: u64, buf: &mut [u8]| m.read(i * PAGE_SIZE as u64, buf).is_ok();
+    let (s1, e1) = pass(pages, threads, read);
+    let before = src.1.load(Ordering::Relaxed);
+    let (s2, e2) = pass(pages, threads, read);
+    let fills2 = src.1.load(Ordering::Relaxed) - before;
+    Passes { secs: [s1, s2], fills2: Some(fills2), errors: e1 + e2 }
+}
+
+/// Drop the file's pages from the kernel's page cache, so that a first pass
+/// reads from the disk: ours (through `preadv`) as the kernel's own.
+fn drop_kernel_cache(f: &std::fs::File) {
+    // Dirty pages are not dropped: write them first.
+    let _ = f.sync_all();
+    // SAFETY: a valid descriptor; the call only advises the kernel.
+    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+}
+
+/// Both passes with `pread` through the kernel's page cache, the first cold.
+fn kernel(path: &std::path::Path, pages: u64, threads: usize) -> Passes {
+    let f = std::fs::File::open(path).expect("open the file");
+    drop_kernel_cache(&f);
+    let read = |i: u64, buf: &mut [u8]| f.read_exact_at(buf, i * PAGE_SIZE as u64).is_ok();
+    let (s1, e1) = pass(pages, threads, read);
+    let (s2, e2) = pass(pages, threads, read);
+    Passes { secs: [s1, s2], fills2: None, errors: e1 + e2 }
+}
+
+impl Experiment for LruFileReadtwice {
+    fn name(&self) -> &'static str {
+        "lru-file-readtwice"
+    }
+
+    fn run(&self, ctx: &Ctx) -> ExperimentResult {
+        let mut r = ExperimentResult::new(self.name(), "lru-file-readtwice: a file of half the arena read twice", None);
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let pages = ARENA / PAGE_SIZE as u64 / 2;
+        let path = std::env::temp_dir().join(format!("pagealloc-readtwice-{}", std::process::id()));
+        if let Err(e) = make_file(&path, pages) {
+            r.notes.push(format!("could not write {}: {e}; experiment skipped", path.display()));
+            return r;
+        }
+        r.line(
+            ctx,
+            format!(
+                "# arena {} MiB, file {} MiB on {}, {threads} readers, {} repeats",
+                ARENA >> 20,
+                (pages * PAGE_SIZE as u64) >> 20,
+                std::env::temp_dir().display(),
+                ctx.repeats
+            ),
+        );
+        r.line(ctx, "variant#repeat pages pass1_s pass2_s pass2_hit_pct errors");
+        let mut fig: std::collections::BTreeMap<(&str, &str), Vec<f64>> = Default::default();
+        for rep in 0..ctx.repeats {
+            for variant in ["old", "new", "new-no-readahead", "kernel"] {
+                let p = match variant {
+                    "kernel" => kernel(&path, pages, threads),
+                    v => ours(&path, pages, threads, v != "old", v != "new-no-readahead"),
+                };
+                let read = pages / threads as u64 * threads as u64;
+                let hit = p.fills2.map(|f| 100.0 * read.saturating_sub(f) as f64 / read as f64);
+                let hit_s = hit.map_or("-".to_string(), |h| format!("{h:.2}"));
+                r.line(ctx, format!("{variant}#{rep} {read} {:.4} {:.4} {hit_s} {}", p.secs[0], p.secs[1], p.errors));
+                fig.entry((variant, "pass1")).or_default().push(p.secs[0]);
+                fig.entry((variant, "pass2")).or_default().push(p.secs[1]);
+                if let Some(h) = hit {
+                    fig.entry((variant, "hit")).or_default().push(h);
+                }
+                if p.errors > 0 {
+                    r.notes.push(format!("{variant} run {rep}: {} reads failed", p.errors));
+                }
+            }
+        }
+        let _ = std::fs::remove_file(&path);
+        for ((variant, m), v) in fig {
+            let f = match m {
+                "hit" => Figure::new("second-pass-hits", variant, "%", v).higher_better(),
+                p => Figure::new(format!("elapsed-{p}"), variant, "s", v),
+            };
+            r.figures.push(f.param("threads", threads as u64));
+        }
+        let val = |m: &str, v: &str| r.get(m, v).map_or(f64::NAN, |f| f.value);
+        let hit = val("second-pass-hits", "new");
+        let (ours2, kernel2) = (val("elapsed-pass2", "new"), val("elapsed-pass2", "kernel"));
+        let (ours1, kernel1) = (val("elapsed-pass1", "new"), val("elapsed-pass1", "kernel"));
+        let no_ra1 = val("elapsed-pass1", "new-no-readahead");
+        r.target("second pass served from the cache, % of pages (median of runs)", hit, 95.0, hit >= 95.0);
+        r.notes.push(format!(
+            "warm second pass: ours {:.1} ms, the kernel's pread {:.1} ms ({:.2}x); cold first pass: ours {:.1} ms \
+             ({:.1} ms without readahead), the kernel's {:.1} ms ({:.2}x its throughput) (medians)",
+            ours2 * 1e3,
+            kernel2 * 1e3,
+            kernel2 / ours2,
+            ours1 * 1e3,
+            no_ra1 * 1e3,
+            kernel1 * 1e3,
+            kernel1 / ours1
+        ));
+        r
+    }
+}
