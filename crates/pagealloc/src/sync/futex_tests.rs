@@ -42,7 +42,7 @@ fn exclusion_counter() {
             let m = m.clone();
             std::thread::spawn(move || {
                 for i in 0..ITERS {
-                    let mut g = if (i + t as u64) % 4 == 0 {
+                    let mut g = if (i + t as u64).is_multiple_of(4) {
                         loop {
                             if let Some(g) = m.try_lock() {
                                 break g;
