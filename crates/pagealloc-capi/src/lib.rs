@@ -16,7 +16,7 @@
 //!   default.)
 //! - **Pointers.** A null pointer where one is needed is
 //!   `PAGEALLOC_ERR_INVALID_ARGUMENT`, never a crash. A handle is checked for
-//!   null, alignment and a magic number, so a pointer to something that is not
+//!   null and a magic number (and alignment, off the order-0 hit paths), so a pointer to something that is not
 //!   a handle is refused when it can be read; a handle used after
 //!   `pagealloc_destroy` (or a wild pointer) cannot be detected in general and
 //!   is undefined behaviour, as in C APIs generally. Array arguments must be
@@ -214,11 +214,14 @@ impl pagealloc_config {
 
 // --------------------------------------------------------------------- handle
 
-const MAGIC: u64 = 0x7061_6765_616c_6c63; // "pageallc"
+/// A handle's tag. 32 bits, so that the inline paths' test is one
+/// compare of memory with an immediate (a 64-bit tag needs two
+/// instructions on x86-64).
+const MAGIC: u32 = 0x7061_6c63; // "palc"
 
 /// An allocator. Opaque: made by `pagealloc_create`, ended by `pagealloc_destroy`.
 pub struct pagealloc {
-    magic: u64,
+    magic: u32,
     inner: PageAllocator,
 }
 
@@ -442,8 +445,11 @@ pub unsafe extern "C" fn pagealloc_alloc_pages(
     // refuses) is a tail call to the full path, which checks again and
     // records the error.
     if order == 0 && !pfn_out.is_null() {
+        // One mask test: the known flags but ZERO (which the front cache
+        // never serves: it goes to the full path instead of the miss).
         // SAFETY: the caller's contract.
-        if let (Ok(h), Some(g)) = (unsafe { handle_quiet(a) }, Gfp::from_bits(gfp_flags)) {
+        if let (Ok(h), true) = (unsafe { handle_quiet(a) }, gfp_flags & !INLINE_GFP == 0) {
+            let g = Gfp::from_bits_retain(gfp_flags);
             return match catch("pagealloc_alloc_pages", || h.alloc0_front_only(g)) {
                 Ok(Some(p)) => {
                     // SAFETY: non-null; writable by the caller's contract
@@ -453,7 +459,7 @@ pub unsafe extern "C" fn pagealloc_alloc_pages(
                 }
                 // Checked already: the miss keeps only what it needs.
                 // SAFETY: pfn_out as above.
-                Ok(None) => unsafe { alloc0_miss(h, g, pfn_out) },
+                Ok(None) => unsafe { alloc0_miss(h, gfp_flags, pfn_out) },
                 Err(s) => s,
             };
         }
@@ -466,8 +472,12 @@ pub unsafe extern "C" fn pagealloc_alloc_pages(
 ///
 /// # Safety
 /// `pfn_out` is non-null and writable (any alignment).
+/// `extern "C"`, which cannot unwind (`run` catches every panic): the
+/// caller's call to it is then a tail call with no unwind landing pad, and
+/// the inline hit path needs no stack frame.
 #[inline(never)]
-unsafe fn alloc0_miss(a: &PageAllocator, g: Gfp, pfn_out: *mut u64) -> pagealloc_status {
+unsafe extern "C" fn alloc0_miss(a: &PageAllocator, gfp_flags: u32, pfn_out: *mut u64) -> pagealloc_status {
+    let g = Gfp::from_bits_retain(gfp_flags);
     run("pagealloc_alloc_pages", || {
         let p = a.alloc_pages(g, 0).map_err(alloc_err)?;
         // SAFETY: the caller's contract.
@@ -536,16 +546,17 @@ pub unsafe extern "C" fn pagealloc_alloc_pages_node(
 pub unsafe extern "C" fn pagealloc_free_pages(a: *const pagealloc, pfn: u64, order: u32) -> pagealloc_status {
     // As in `pagealloc_alloc_pages`: the front-cache hit inline; a page it
     // does not take (misuse included: the inline path then changes nothing)
-    // goes to `free0_miss`, which checks and reports; a bad handle, the hole
-    // pfn or an order above 0 to the full path.
-    if order == 0 && pfn != PAGEALLOC_HOLE {
+    // goes to `free0_miss`, which checks and reports (the hole pfn
+    // included); a bad handle or an order above 0 to the full path.
+    if order == 0 {
         // SAFETY: the caller's contract.
         if let Ok(h) = unsafe { handle_quiet(a) } {
-            let p = Pfn::new(pfn);
-            return match catch("pagealloc_free_pages", || h.free0_front_only(p)) {
+            // The hole is outside every arena: the inline path's range test
+            // sends it to the miss, which refuses it.
+            return match catch("pagealloc_free_pages", || h.free0_front_only_raw(pfn)) {
                 Ok(true) => PAGEALLOC_OK,
                 // Checked already: the miss keeps only what it needs.
-                Ok(false) => free0_miss(h, p),
+                Ok(false) => free0_miss(h, pfn),
                 Err(s) => s,
             };
         }
@@ -556,9 +567,10 @@ pub unsafe extern "C" fn pagealloc_free_pages(a: *const pagealloc, pfn: u64, ord
 
 /// An order-0 free the inline path did not take (misuse included), its
 /// handle checked.
+/// `extern "C"` for a tail call, as `alloc0_miss`.
 #[inline(never)]
-fn free0_miss(a: &PageAllocator, p: Pfn) -> pagealloc_status {
-    run("pagealloc_free_pages", || a.free_pages(p, 0).map_err(free_err))
+extern "C" fn free0_miss(a: &PageAllocator, pfn: u64) -> pagealloc_status {
+    run("pagealloc_free_pages", || a.free_pages(to_pfn(a, pfn)?, 0).map_err(free_err))
 }
 
 /// `pagealloc_free_pages` by every path but the inline front-cache hit.
@@ -576,21 +588,32 @@ unsafe extern "C" fn free_pages_full(a: *const pagealloc, pfn: u64, order: u32) 
 
 // ----------------------------------------------------------------- no-lock
 
+/// The gfp flags the inline order-0 hit takes: every known one but ZERO.
+const INLINE_GFP: u32 = Gfp::all().bits() & !Gfp::ZERO.bits();
+
 /// The allocator behind a handle, checked without recording a message.
 ///
 /// # Safety
 /// As [`handle`].
+/// The inline hit paths' form: no alignment test (one test and branch
+/// fewer a call). The magic number is read unaligned, so a misaligned
+/// pointer to anything else is refused like any other non-handle; a
+/// misaligned pointer whose bytes at the magic's offset spell the magic
+/// would get past, which only a pointer made to fool the check can do (the
+/// caller's contract rules it out, as it rules out a dangling handle).
 #[inline(always)]
 unsafe fn handle_quiet<'a>(a: *const pagealloc) -> Res<&'a PageAllocator> {
-    if a.is_null() || !a.is_aligned() {
+    if a.is_null() {
         return Err(PAGEALLOC_ERR_INVALID_ARGUMENT);
     }
-    // SAFETY: non-null and aligned; readable by the caller's contract.
-    let h = unsafe { &*a };
-    if h.magic != MAGIC {
+    // SAFETY: non-null; readable by the caller's contract; read unaligned.
+    let magic = unsafe { std::ptr::addr_of!((*a).magic).read_unaligned() };
+    if magic != MAGIC {
         return Err(PAGEALLOC_ERR_INVALID_ARGUMENT);
     }
-    Ok(&h.inner)
+    // SAFETY: a handle (its magic is there), so aligned and live by the
+    // caller's contract.
+    Ok(unsafe { &(*a).inner })
 }
 
 /// `pagealloc_alloc_pages` that never waits (the kernel's

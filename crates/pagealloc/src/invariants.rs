@@ -7,7 +7,7 @@ use crate::front::Paused;
 use crate::page::flags;
 use crate::page_alloc::Core;
 use crate::pcp::{self, PcpLists};
-use crate::sync::MutexGuard;
+use crate::sync::FutexGuard;
 use crate::types::{MigrateType, MAX_ORDER, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
 use crate::zone::{Zone, ZoneGuard};
 
@@ -85,7 +85,7 @@ impl Core {
     fn check_zone(
         &self,
         z: &Zone,
-        pcps: &[MutexGuard<'_, PcpLists>],
+        pcps: &[FutexGuard<'_, PcpLists>],
         fronts: &mut Paused<'_>,
     ) -> Result<(), InvariantError> {
         let g = z.lock(&self.mm);
@@ -310,7 +310,7 @@ impl Core {
     fn pcp_pages_checked(
         &self,
         z: &Zone,
-        pcps: &[MutexGuard<'_, PcpLists>],
+        pcps: &[FutexGuard<'_, PcpLists>],
         fronts: &mut Paused<'_>,
     ) -> Result<u64, (u64, String)> {
         let nr_cpus = self.pcp.nr_cpus();

@@ -10,6 +10,11 @@
 //!   that shared references stay sound without `unsafe`; under loom it stays a
 //!   plain core atomic because the lock that protects it is what loom models.
 //!
+//! Locks: [`Mutex`] and [`RwLock`] (parking_lot's) for everything a signal
+//! handler never touches, and [`FutexMutex`] for the zone and per-CPU list
+//! locks, which the no-lock paths try-lock and release from signal handlers
+//! (its unlock takes no other lock; see its module `futex`).
+//!
 //! [loom]: https://docs.rs/loom
 
 #[cfg(loom)]
@@ -36,6 +41,21 @@ pub(crate) type RwLock<T> = parking_lot::RwLock<T>;
 
 #[cfg(loom)]
 pub(crate) use loom_mutex::{Mutex, MutexGuard, RwLock};
+
+#[cfg(all(not(loom), target_os = "linux"))]
+mod futex;
+/// The lock of everything the no-lock paths may take from a signal handler
+/// (zone locks, per-CPU list locks): a futex-word mutex whose unlock is
+/// async-signal-safe on Linux ([`futex`]'s module doc), parking_lot's
+/// elsewhere, loom's under loom.
+#[cfg(all(not(loom), target_os = "linux"))]
+pub(crate) use futex::{FutexGuard, FutexMutex};
+#[cfg(all(not(loom), not(target_os = "linux")))]
+pub(crate) type FutexMutex<T> = parking_lot::Mutex<T>;
+#[cfg(all(not(loom), not(target_os = "linux")))]
+pub(crate) type FutexGuard<'a, T> = parking_lot::MutexGuard<'a, T>;
+#[cfg(loom)]
+pub(crate) use loom_mutex::{Mutex as FutexMutex, MutexGuard as FutexGuard};
 
 #[cfg(loom)]
 mod loom_mutex {

@@ -128,11 +128,12 @@ static void config_and_lifecycle(void) {
     EXPECT(PAGEALLOC_ERR_INVALID_ARGUMENT, pagealloc_destroy((pagealloc *)((char *)fake + 1)));
 }
 
-/* Every entry point refuses a NULL handle and a fake one with a code. */
+/* Every entry point refuses a NULL handle and a fake one, aligned or not
+ * (the order-0 inline paths read the tag unaligned), with a code. */
 static void bad_handles(void) {
     uint64_t fake_mem[16] = {0};
-    const pagealloc *handles[2] = {NULL, (const pagealloc *)fake_mem};
-    for (int i = 0; i < 2; i++) {
+    const pagealloc *handles[3] = {NULL, (const pagealloc *)fake_mem, (const pagealloc *)((char *)fake_mem + 1)};
+    for (int i = 0; i < 3; i++) {
         const pagealloc *h = handles[i];
         uint64_t p = 0, slots[4] = {PAGEALLOC_HOLE, PAGEALLOC_HOLE, PAGEALLOC_HOLE, PAGEALLOC_HOLE};
         size_t n = 99;

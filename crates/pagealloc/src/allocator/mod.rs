@@ -160,6 +160,16 @@ impl PageAllocator {
         self.core.free0_front(pfn)
     }
 
+    /// [`PageAllocator::free0_front_only`] of a raw frame number: any `u64`,
+    /// false for one outside the arena (`u64::MAX`, which no [`Pfn`] holds,
+    /// included), so a caller holding raw numbers makes no test of its own.
+    #[doc(hidden)]
+    #[inline(always)]
+    #[must_use]
+    pub fn free0_front_only_raw(&self, pfn: u64) -> bool {
+        self.core.free0_front_raw(pfn)
+    }
+
     /// Allocate `1 << order` contiguous pages, preferring node `nid` (a
     /// [`NodeId`], so a node cannot be passed where an order is meant).
     ///

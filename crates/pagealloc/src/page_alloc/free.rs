@@ -27,10 +27,17 @@ impl Core {
     /// same page makes one of the two fail cleanly.
     #[inline(always)]
     pub(crate) fn free0_front(&self, pfn: Pfn) -> bool {
+        self.free0_front_raw(pfn.as_u64())
+    }
+
+    /// [`Core::free0_front`] of a raw frame number, any `u64` (one outside
+    /// the arena, `u64::MAX` included, is false): the C API's entry point
+    /// needs no test of its own for the value that is not a pfn.
+    #[inline(always)]
+    pub(crate) fn free0_front_raw(&self, p: u64) -> bool {
         if !self.front_free_inline {
             return false;
         }
-        let p = pfn.as_u64();
         let Some((d, w)) = self.mm.desc_and_block(p) else {
             return false;
         };
@@ -51,7 +58,7 @@ impl Core {
         }
         // Claimed: from here on the page is ours to put anywhere.
         let Some(mut g) = self.fronts.enter_inline_free() else {
-            self.finish_free_cold(pfn);
+            self.finish_free_cold(p);
             return true;
         };
         let (stacks, events) = g.split();
@@ -62,7 +69,7 @@ impl Core {
         let len = s.len as usize;
         if s.key != zone::pb_key(w) || len >= FRONT_CAP {
             drop(g);
-            self.finish_free_cold(pfn);
+            self.finish_free_cold(p);
             return true;
         }
         s.pfns[len] = p as u32;
@@ -75,8 +82,8 @@ impl Core {
     /// from exactly `HEAD` but could not keep.
     #[cold]
     #[inline(never)]
-    fn finish_free_cold(&self, pfn: Pfn) {
-        self.finish_free(pfn, Order::ZERO, flags::HEAD);
+    fn finish_free_cold(&self, p: u64) {
+        self.finish_free(Pfn::new(p), Order::ZERO, flags::HEAD);
     }
 
     /// [`Core::free_slow`] of a raw free the inline path did not take. Cold

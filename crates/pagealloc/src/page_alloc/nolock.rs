@@ -28,15 +28,16 @@
 //! `Core::free_slow`, off the inline fast paths) and by every drain
 //! (`drain_all`, `drain_local`), through [`Core::drain_deferred`].
 //!
-//! Known limit: releasing a lock that a thread is parked on wakes it through
-//! `parking_lot`'s parking table, whose bucket locks are not reentrant; a
-//! handler that succeeded in its `try_lock` while other threads queued on
-//! the same lock, and that interrupted its own thread inside `parking_lot`'s
-//! park or unpark for a lock of the same bucket, could wait there. It needs
-//! three threads on one lock and a signal in a window of a few instructions;
-//! a futex-word lock would close it. With the `debug-checks` feature each
-//! zone-lock release runs the zone check, whose sampled full walk allocates:
-//! these paths are then not async-signal-safe (the default build is).
+//! The two locks these paths try-lock, the per-CPU list locks and the zone
+//! locks, are [`crate::sync::FutexMutex`]es: releasing one that other
+//! threads sleep on is a swap and one `futex` wake system call, which takes
+//! no other lock, so a handler's release cannot wait on anything its own
+//! interrupted thread holds (parking_lot's unpark locks a bucket of a
+//! process-wide table, which the interrupted thread may hold).
+//!
+//! With the `debug-checks` feature each zone-lock release runs the zone
+//! check, whose sampled full walk allocates: these paths are then not
+//! async-signal-safe (the default build is).
 
 use super::deferred::{DeferredList, DEFER_WAKE};
 use super::Core;

@@ -10,7 +10,7 @@
 //!
 //! Why not `parking_lot_core` itself: its table is sized at three buckets per
 //! live thread (8 to 32 on a small machine, not the 256 the design asks for), it
-//! is shared with every parking_lot mutex in the process (the zone locks park
+//! is shared with every parking_lot mutex in the process (the zone locks once parked
 //! there too), its hash is private so an experiment cannot build pages that
 //! collide, and it has no loom model. The protocol here is the same, in about 250
 //! lines; the table is [`WAIT_TABLE_BUCKETS`] cache-line aligned buckets, and the

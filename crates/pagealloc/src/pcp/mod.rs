@@ -39,7 +39,7 @@ pub(crate) use take::PcpSet;
 
 use crate::config::DrainMode;
 use crate::memmap::MemMap;
-use crate::sync::{LockedCounter, Mutex};
+use crate::sync::{FutexMutex, LockedCounter};
 use crate::types::{MigrateType, Order, MIGRATE_PCPTYPES};
 use crate::zone::{Zone, ZoneGuard};
 use std::collections::VecDeque;
@@ -118,7 +118,7 @@ pub(crate) fn high_bounds(managed: u64, low_wmark: u64, cpus: usize, batch: u32,
 
 /// One CPU's lists for one zone.
 pub(crate) struct Pcp {
-    pub(crate) lists: Mutex<PcpLists>,
+    pub(crate) lists: FutexMutex<PcpLists>,
     /// `count`, readable without the lock (reports).
     pub(crate) count_racy: LockedCounter,
     /// `high`, readable without the lock (reports).
@@ -170,7 +170,7 @@ impl Pcp {
         let lists = std::array::from_fn(|pi| VecDeque::with_capacity(cap >> pindex_order(pi).get().min(4)));
         let high = high_min;
         Self {
-            lists: Mutex::new(PcpLists {
+            lists: FutexMutex::new(PcpLists {
                 lists,
                 count: 0,
                 high,

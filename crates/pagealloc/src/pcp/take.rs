@@ -17,7 +17,7 @@ use super::{block_key, unkey, Pcp, PcpLists, NR_PCP_LISTS};
 use crate::config::Config;
 use crate::memmap::MemMap;
 use crate::page::flags;
-use crate::sync::MutexGuard;
+use crate::sync::FutexGuard;
 use crate::types::{Gfp, MigrateType, Order, ZoneIdx, PAGEBLOCK_ORDER};
 use crate::vmevent::VmEvent;
 use crate::zone::{AllocFlags, Wmark, Zone};
@@ -77,7 +77,7 @@ impl PcpSet {
 
     /// Try to take a set's lock (fault injection may say no). Never waits.
     #[inline(always)]
-    pub(crate) fn try_lock<'a>(&self, pcp: &'a Pcp) -> Option<MutexGuard<'a, PcpLists>> {
+    pub(crate) fn try_lock<'a>(&self, pcp: &'a Pcp) -> Option<FutexGuard<'a, PcpLists>> {
         pcp.lists.try_lock().filter(|_| crate::failinject::trylock_ok(self.alloc_id))
     }
 }

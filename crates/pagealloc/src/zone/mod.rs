@@ -27,7 +27,7 @@ pub(crate) use table::ZoneTable;
 use crate::list::PfnList;
 use crate::lockstat::{ticks, LockStat};
 use crate::memmap::{MemMap, Pageblocks};
-use crate::sync::{fence, AtomicU64, LockedCounter, Mutex, MutexGuard, Ordering};
+use crate::sync::{fence, AtomicU64, FutexGuard, FutexMutex, LockedCounter, Ordering};
 use crate::types::{
     Gfp, MigrateType, Order, ZoneIdx, ZoneType, MIGRATE_PCPTYPES, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER,
     PAGEBLOCK_PAGES,
@@ -171,7 +171,7 @@ pub(crate) struct Zone {
     /// Pages this zone keeps back from requests that could have used a higher
     /// zone, indexed by the request's highest usable zone type.
     pub(crate) lowmem_reserve: [u64; 2],
-    free: Mutex<FreeArea>,
+    free: FutexMutex<FreeArea>,
     pub(crate) stats: ZoneStats,
     /// The arena's pageblock table (this zone owns `start >> 9 .. end >> 9`).
     blocks: Pageblocks,
@@ -203,7 +203,7 @@ impl Zone {
             managed: end - start,
             wmark: [0; 3],
             lowmem_reserve: [0; 2],
-            free: Mutex::new(FreeArea::default()),
+            free: FutexMutex::new(FreeArea::default()),
             stats,
             blocks: blocks.clone(),
             lockstat: LockStat::new(false),
@@ -397,7 +397,7 @@ impl Zone {
 pub(crate) struct ZoneGuard<'a> {
     pub(crate) zone: &'a Zone,
     pub(crate) mm: &'a MemMap,
-    pub(crate) area: MutexGuard<'a, FreeArea>,
+    pub(crate) area: FutexGuard<'a, FreeArea>,
     /// Whether the block the last `rmqueue_*` took was marked REPORTED.
     pub(crate) took_reported: bool,
     /// When the lock was taken (0: not timed, statistics were off).
@@ -408,7 +408,7 @@ pub(crate) struct ZoneGuard<'a> {
 
 impl<'a> ZoneGuard<'a> {
     #[inline(always)]
-    fn enter(zone: &'a Zone, mm: &'a MemMap, area: MutexGuard<'a, FreeArea>, entered: u64) -> Self {
+    fn enter(zone: &'a Zone, mm: &'a MemMap, area: FutexGuard<'a, FreeArea>, entered: u64) -> Self {
         #[cfg(test)]
         zone.lock_count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let s = zone.stats.seq.load(Ordering::Relaxed);
