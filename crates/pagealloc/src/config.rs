@@ -167,6 +167,13 @@ pub struct Config {
     // Zone-lock statistics (lockstat):
     /// Count zone-lock wait and hold times (`PageAllocator::lockstat`). Default on.
     pub lock_stats: bool,
+    // --- Free page reporting with hugepage backing, init_on_free (issue 18) ---
+    /// With hugepage backing and movable pages registered: when the reporter
+    /// finds the allocator idle for the delay, it first compacts the zones if
+    /// their free memory outside whole free pageblocks adds up to at least two
+    /// pageblocks (partly used 2 MiB pages that compaction could empty), then
+    /// releases the pageblocks that emptied. Default on.
+    pub page_reporting_compact: bool,
 }
 
 impl Default for Config {
@@ -198,6 +205,7 @@ impl Default for Config {
             init_on_alloc: false,
             extfrag_threshold: 500,
             lock_stats: true,
+            page_reporting_compact: true,
         }
     }
 }
@@ -270,6 +278,8 @@ setters! {
     extfrag_threshold: u32,
     /// Set [`Config::lock_stats`].
     lock_stats: bool,
+    /// Set [`Config::page_reporting_compact`].
+    page_reporting_compact: bool,
 }
 
 impl Config {

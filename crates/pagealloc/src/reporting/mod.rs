@@ -116,6 +116,10 @@ pub(crate) struct Reporting {
     /// `Gfp::ZERO` (or init_on_alloc) allocations whose zeroing was skipped
     /// because the block was released.
     pub(crate) zeroing_skipped: AtomicU64,
+    /// Compactions run before releasing, and the pages they moved
+    /// (`allocator::reporting::compact_for_release`).
+    pub(crate) compactions: AtomicU64,
+    pub(crate) compacted_pages: AtomicU64,
     /// Fail every n-th release (0: never). For tests of the error path.
     fail_every: AtomicU32,
     fail_count: AtomicU32,
@@ -163,6 +167,8 @@ impl Reporting {
             release_calls: AtomicU64::new(0),
             passes: AtomicU64::new(0),
             zeroing_skipped: AtomicU64::new(0),
+            compactions: AtomicU64::new(0),
+            compacted_pages: AtomicU64::new(0),
             fail_every: AtomicU32::new(0),
             fail_count: AtomicU32::new(0),
             stop: AtomicBool::new(false),
