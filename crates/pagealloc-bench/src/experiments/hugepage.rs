@@ -25,7 +25,24 @@
 //! beside them the touch floor (the same writes to a resident 128 MiB
 //! buffer, 4 KiB and hugepage-backed). Figures `ns-per-page` per variant
 //! (median of the measured rounds, after warm-up rounds), and `coverage` for
-//! the hugepage case measured with the 128 MiB allocated and written.
+//! the hugepage case measured with the 128 MiB allocated and written. Then
+//! the hugepage loop taken apart: its writes alone, replayed in the order the
+//! allocator handed the pages out (`writes-in-allocation-order`), and its
+//! allocations and frees alone (`alloc-free-no-write`). `pagealloc bench
+//! hugepage-fault` runs part 2 alone.
+//!
+//! What part 2 found (issue 18's question why page-fault1 was slower with
+//! hugepage backing, 131 against 62 ns a page once): it is not, in rounds of
+//! steady state. With 200 rounds of 32768 pages and the median taken, the
+//! hugepage figure is 0.88-0.95x the best 4 KiB one; a round is about a
+//! millisecond, so a figure of a few rounds on a shared machine is a
+//! preemption's or the first round's (which takes the faults: 5.6 us a page
+//! with hugepages against 9.7 with 4 KiB pages, zeroing 2 MiB at a time).
+//! The allocator hands pages out in ascending 4 KiB steps (97% of steps), so
+//! the writes alone cost what the floor's do (8.9 ns against 10-13); the
+//! allocator alone costs 9.5-11.7 ns a page; together 26-29 ns, more than
+//! the sum: the written lines evict the descriptors and the pfn array, and
+//! the writes' misses take the fill buffers the allocator's loads need.
 
 use super::burst_idle::shuffle;
 use crate::harness::{Ctx, Experiment, ExperimentResult, Figure};

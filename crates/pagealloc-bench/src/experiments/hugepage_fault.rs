@@ -8,6 +8,21 @@ use crate::harness::{stats, Ctx, ExperimentResult, Figure};
 use pagealloc::{Backing, Config, Gfp, PageAllocator, Pfn, PAGE_SIZE};
 use std::time::Instant;
 
+/// Part 2 alone, on demand as `pagealloc bench hugepage-fault`.
+pub struct HugepageFault;
+
+impl crate::harness::Experiment for HugepageFault {
+    fn name(&self) -> &'static str {
+        "hugepage-fault"
+    }
+
+    fn run(&self, ctx: &Ctx) -> ExperimentResult {
+        let mut r = ExperimentResult::new(self.name(), "page-fault1 with 4 KiB and hugepage backing", None);
+        run(ctx, &mut r);
+        r
+    }
+}
+
 const HUGE: usize = 2 << 20;
 
 /// A resident 128 MiB buffer for the floor, 2 MiB-aligned and advised
@@ -64,7 +79,7 @@ fn floor_round(b: &Buffer) -> f64 {
 
 /// One round of page-fault1 on `a`: ns a page, and the arena's smaps (Rss,
 /// AnonHugePages, KiB) while the pages are allocated and written.
-fn fault_round(a: &PageAllocator, pfns: &mut Vec<Pfn>) -> (f64, (u64, u64)) {
+fn fault_round(a: &PageAllocator, pfns: &mut Vec<Pfn>, smaps: bool) -> (f64, (u64, u64)) {
     let t = Instant::now();
     for _ in 0..NR_PAGES {
         let p = a.alloc_pages(Gfp::USER, 0).expect("hugepage: arena exhausted");
@@ -74,7 +89,9 @@ fn fault_round(a: &PageAllocator, pfns: &mut Vec<Pfn>) -> (f64, (u64, u64)) {
     }
     let mid = t.elapsed();
     let base = a.page_address(Pfn::new(0)).map_or(0, |p| p.as_ptr() as usize);
-    let sm = smaps_range(base, a.nr_pages() as usize * PAGE_SIZE);
+    // Reading smaps walks the arena's page tables: only when asked (it
+    // evicts the caches the next round would find warm).
+    let sm = if smaps { smaps_range(base, a.nr_pages() as usize * PAGE_SIZE) } else { (0, 0) };
     let t2 = Instant::now();
     for b in pfns.chunks(GATHER_BATCH) {
         a.free_pages_bulk(b).expect("hugepage: bulk free");
@@ -84,9 +101,53 @@ fn fault_round(a: &PageAllocator, pfns: &mut Vec<Pfn>) -> (f64, (u64, u64)) {
     (ns, sm)
 }
 
+/// Replay: the same writes in the order `addrs` gives.
+fn replay_round(addrs: &[usize]) -> f64 {
+    let t = Instant::now();
+    for &a in addrs {
+        // SAFETY: the addresses are pages of the arena, free now (the
+        // allocator keeps nothing in a free page's memory) and only this
+        // thread uses the allocator.
+        unsafe { (a as *mut u8).write_volatile(0) };
+    }
+    t.elapsed().as_nanos() as f64 / addrs.len() as f64
+}
+
+/// The hugepage case's loop taken apart: (the writes alone, replayed in the
+/// order the allocator hands the pages out; the allocator alone, no write),
+/// medians of `rounds` rounds, ns a page.
+fn decompose(a: &PageAllocator, rounds: usize) -> (f64, f64) {
+    let mut v = Vec::with_capacity(NR_PAGES);
+    for _ in 0..NR_PAGES {
+        v.push(a.alloc_pages(Gfp::USER, 0).expect("hugepage: arena exhausted"));
+    }
+    let addrs: Vec<usize> = v.iter().map(|p| a.page_address(*p).expect("backed").as_ptr() as usize).collect();
+    for b in v.chunks(GATHER_BATCH) {
+        a.free_pages_bulk(b).expect("hugepage: bulk free");
+    }
+    v.clear();
+    let writes: Vec<f64> = (0..rounds).map(|_| replay_round(&addrs)).collect();
+    let alone: Vec<f64> = (0..rounds)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..NR_PAGES {
+                v.push(a.alloc_pages(Gfp::USER, 0).expect("hugepage: arena exhausted"));
+            }
+            for b in v.chunks(GATHER_BATCH) {
+                a.free_pages_bulk(b).expect("hugepage: bulk free");
+            }
+            v.clear();
+            t.elapsed().as_nanos() as f64 / NR_PAGES as f64
+        })
+        .collect();
+    (stats::median(&writes), stats::median(&alone))
+}
+
 /// Run part 2 into `r`.
 pub fn run(ctx: &Ctx, r: &mut ExperimentResult) {
-    let (warm, rounds) = (3, if ctx.full { 15 } else { 7 });
+    // A round is about a millisecond: many of them, so that the median is
+    // not a preempted one's on a shared machine.
+    let (warm, rounds) = (20, if ctx.full { 1000 } else { 200 });
     crate::harness::pin(0);
     let cases: Vec<(&str, PageAllocator)> =
         [("4k-resident", Backing::Resident), ("4k-anon", Backing::Anonymous), ("huge", Backing::HugePages)]
@@ -101,11 +162,13 @@ pub fn run(ctx: &Ctx, r: &mut ExperimentResult) {
     for round in 0..warm + rounds {
         let mut row = format!("round {round}");
         for (i, (_, a)) in cases.iter().enumerate() {
-            let (x, sm) = fault_round(a, &mut pfns);
+            let (x, sm) = fault_round(a, &mut pfns, round + 1 == warm + rounds);
             row += &format!(" {x:.1}");
             if round >= warm {
                 ns[i].push(x);
-                cover[i] = sm;
+                if sm.0 != 0 {
+                    cover[i] = sm;
+                }
             }
         }
         for (j, (_, b)) in floors.iter().enumerate() {
@@ -115,10 +178,25 @@ pub fn run(ctx: &Ctx, r: &mut ExperimentResult) {
                 ns[cases.len() + j].push(x);
             }
         }
-        r.line(ctx, row);
+        if round < 5 || round % 50 == 0 {
+            r.line(ctx, row);
+        }
     }
     let names: Vec<&str> = cases.iter().map(|c| c.0).chain(floors.iter().map(|f| f.0)).collect();
     r.line(ctx, format!("# columns: {}", names.join(" ")));
+    // Why the hugepage figure is above the floor: the same loop's two halves
+    // apart, on the hugepage arena. The writes alone in the order the
+    // allocator handed the pages out, and the allocator alone (no write).
+    let (writes, alone) = decompose(&cases[2].1, rounds);
+    r.line(
+        ctx,
+        format!(
+            "# huge, apart: the writes alone in allocation order {writes:.1} ns/page; alloc + bulk free without \
+             writing {alone:.1} ns/page"
+        ),
+    );
+    r.figures.push(Figure::new("writes-in-allocation-order", "huge", "ns", vec![writes]));
+    r.figures.push(Figure::new("alloc-free-no-write", "huge", "ns", vec![alone]));
     let med: Vec<f64> = ns.iter().map(|v| stats::median(v)).collect();
     for (k, name) in names.iter().enumerate() {
         r.figures.push(Figure::new("ns-per-page", *name, "ns", ns[k].clone()));

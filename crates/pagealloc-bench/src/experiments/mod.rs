@@ -5,7 +5,7 @@ pub mod bulk;
 pub mod burst_idle;
 pub mod contig;
 pub mod hugepage;
-mod hugepage_fault;
+pub mod hugepage_fault;
 pub mod lru_file_readonce;
 pub mod page_fault1;
 pub mod page_lock;
@@ -34,5 +34,10 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
 /// Experiments run only when named (`pagealloc bench burst-idle`): they idle
 /// for seconds.
 pub fn on_demand() -> Vec<Box<dyn Experiment>> {
-    vec![Box::new(burst_idle::BurstIdle), Box::new(hugepage::Hugepage), Box::new(lru_file_readonce::LruFileReadonce)]
+    vec![
+        Box::new(burst_idle::BurstIdle),
+        Box::new(hugepage::Hugepage),
+        Box::new(hugepage_fault::HugepageFault),
+        Box::new(lru_file_readonce::LruFileReadonce),
+    ]
 }
