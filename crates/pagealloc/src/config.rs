@@ -174,6 +174,13 @@ pub struct Config {
     /// pageblocks (partly used 2 MiB pages that compaction could empty), then
     /// releases the pageblocks that emptied. Default on.
     pub page_reporting_compact: bool,
+    /// The kernel's `init_on_free`: zero every block when it is freed (before
+    /// it reaches any free list or cache), so no tenant's data outlives its
+    /// free. Every free page then reads zero, so `Gfp::ZERO` and
+    /// init_on_alloc zero nothing (counted as skipped); with reporting the
+    /// two combine: a released block is zero whichever way it was released.
+    /// The inline free path steps aside while it is on. Default off.
+    pub init_on_free: bool,
 }
 
 impl Default for Config {
@@ -206,6 +213,7 @@ impl Default for Config {
             extfrag_threshold: 500,
             lock_stats: true,
             page_reporting_compact: true,
+            init_on_free: false,
         }
     }
 }
@@ -280,6 +288,8 @@ setters! {
     lock_stats: bool,
     /// Set [`Config::page_reporting_compact`].
     page_reporting_compact: bool,
+    /// Set [`Config::init_on_free`].
+    init_on_free: bool,
 }
 
 impl Config {

@@ -40,6 +40,8 @@ pub struct ReportingStats {
     /// Pages whose zeroing (`Gfp::ZERO`, init_on_alloc) was skipped because
     /// they were released and read zero already.
     pub zeroing_skipped: u64,
+    /// Pages zeroed when freed (`Config::init_on_free`).
+    pub zeroed_on_free: u64,
     /// Compactions the reporter ran before releasing
     /// (`Config::page_reporting_compact`).
     pub compactions: u64,
@@ -345,6 +347,7 @@ impl PageAllocator {
             errors: r.errors.load(Ordering::Relaxed),
             release_calls: r.release_calls.load(Ordering::Relaxed),
             zeroing_skipped: r.zeroing_skipped.load(Ordering::Relaxed),
+            zeroed_on_free: r.zeroed_on_free.load(Ordering::Relaxed),
             compactions: r.compactions.load(Ordering::Relaxed),
             compacted_pages: r.compacted_pages.load(Ordering::Relaxed),
         }

@@ -172,6 +172,7 @@ impl Core {
         // The target is the owner's now (a lock it took meanwhile stays).
         td.flags.fetch_and(!flags::ISOLATED_MIGRATE, Ordering::Release);
         self.mobility.forget(p);
+        self.init_on_free(p, 0);
         self.zone_of(p).free_to_buddy(&self.mm, p, 0, false, false);
         self.events.count(VmEvent::PgmigrateSuccess, 1);
         Moved::Yes

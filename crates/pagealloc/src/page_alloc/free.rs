@@ -100,6 +100,7 @@ impl Core {
     #[inline(always)]
     fn free_slow_body(&self, pfn: Pfn, order: u32, owned: bool) -> Result<(), FreeError> {
         let old = self.claim(pfn, order, owned)?;
+        self.init_on_free(pfn.as_u64(), order);
         self.finish_free(pfn, order, old);
         Ok(())
     }
