@@ -12,6 +12,7 @@ pub mod page_lock;
 pub mod pagealloc_micro;
 pub mod pagetypeinfo;
 pub mod pcp_flush;
+pub mod reporting_cost;
 pub mod stress_highalloc;
 
 use crate::harness::Experiment;
@@ -38,6 +39,7 @@ pub fn on_demand() -> Vec<Box<dyn Experiment>> {
         Box::new(burst_idle::BurstIdle),
         Box::new(hugepage::Hugepage),
         Box::new(hugepage_fault::HugepageFault),
+        Box::new(reporting_cost::ReportingCost),
         Box::new(lru_file_readonce::LruFileReadonce),
     ]
 }
