@@ -184,3 +184,25 @@ fn the_idle_reporter_compacts_then_releases_on_its_own() {
     a.check_invariants().unwrap();
     free_all(&a, &o);
 }
+
+#[test]
+fn refills_take_resident_free_memory_before_released_pageblocks() {
+    let a = PageAllocator::new(huge(32 << 20).page_reporting(false)).unwrap();
+    let o = Arc::new(Owner::default());
+    let live = burst(&a, &o, false);
+    a.drain_all_pages();
+    // The pageblocks the burst never touched, released; the burst's holes
+    // stay resident (no pageblock of them is wholly free).
+    a.report_free_pages_now();
+    let released = reported(&a);
+    assert!(released > 0);
+    let resident_free = a.free_pages_below_pageblock();
+    assert!(resident_free > live.len() as u64);
+    // Per-CPU refills want runs of blocks; the holes are small blocks. As many
+    // pages as are live come from the holes, none from released memory.
+    let again: Vec<Pfn> = (0..live.len()).map(|_| a.alloc_pages(Gfp::MOVABLE, 0).unwrap()).collect();
+    assert_eq!(reported(&a), released, "no released page was taken while resident ones were free");
+    a.free_pages_bulk(&again).unwrap();
+    a.check_invariants().unwrap();
+    free_all(&a, &o);
+}

@@ -15,7 +15,12 @@
 //! / live, the issue's target 1.25 for the movable case), `arena-rss-ratio`
 //! (the arena's resident memory from smaps over live), `coverage` (the
 //! arena's AnonHugePages over its Rss in /proc/self/smaps: the share of its
-//! resident memory, in-use pages first among it, on hugepages).
+//! resident memory, in-use pages first among it, on hugepages), and
+//! `realloc-rss-growth` (after the idle time, as many pages as are live
+//! allocated and written again: resident pages added per page allocated;
+//! near 0 where partly used hugepages still have room, since allocation
+//! takes resident blocks before released ones), with the pages it took from
+//! outside the pageblocks the burst used.
 //!
 //! Part 2, page-fault1 per-page cost (see [`super::page_fault1`]'s loop: 32768
 //! order-0 pages allocated one at a time and one byte of each written, then
@@ -121,6 +126,8 @@ struct Burst {
     compactions: u64,
     moved: u64,
     bad: usize,
+    growth: f64,
+    outside: u64,
 }
 
 fn burst(ctx: &Ctx, r: &mut ExperimentResult, name: &str, backing: Backing, movable: bool) -> Burst {
@@ -178,6 +185,22 @@ fn burst(ctx: &Ctx, r: &mut ExperimentResult, name: &str, backing: Backing, mova
     }
     let (rss_kb, huge_kb) = arena_smaps(&a);
     let st = a.page_reporting_stats();
+    // The allocation side: as many pages again as are live, allocated and
+    // written after the idle time. Resident free blocks are taken before
+    // released ones (released blocks sit at their lists' tails), so where
+    // partly used hugepages still hold free memory (pinned pages) the
+    // resident set should not grow.
+    let rss_idle = rss_pages();
+    let again: Vec<Pfn> = (0..live).map_while(|_| a.alloc_pages(Gfp::MOVABLE, 0).ok()).collect();
+    for &p in &again {
+        // SAFETY: allocated to this experiment just now.
+        unsafe { word(&a, p.as_u64()).write_volatile(u64::MAX) };
+    }
+    let growth = (rss_pages() as f64 - rss_idle as f64) / again.len().max(1) as f64;
+    // Where they came from: pages outside the pageblocks the burst used.
+    let burst_blocks: std::collections::HashSet<u64> = pages.iter().map(|p| p >> 9).collect();
+    let outside = again.iter().filter(|p| !burst_blocks.contains(&(p.as_u64() >> 9))).count() as u64;
+    a.free_pages_bulk(&again).expect("free");
     let m = owner.pages.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: every page in the owner's map is allocated to it, and the
     // allocator is idle (no migration running: the experiment is its only user).
@@ -196,6 +219,8 @@ fn burst(ctx: &Ctx, r: &mut ExperimentResult, name: &str, backing: Backing, mova
         compactions: st.compactions,
         moved: st.compacted_pages,
         bad,
+        growth,
+        outside,
     }
 }
 
@@ -211,7 +236,7 @@ impl Experiment for Hugepage {
         r.line(
             ctx,
             "# case live_pages excess_ratio arena_rss_ratio coverage within_1.25x_ms compactions pages_moved \
-             data_errors",
+             data_errors realloc_rss_growth realloc_outside_burst_pageblocks",
         );
         for (name, backing, movable) in [
             ("4k", Backing::Anonymous, false),
@@ -222,7 +247,7 @@ impl Experiment for Hugepage {
             r.line(
                 ctx,
                 format!(
-                    "{name} {} {:.3} {:.3} {:.3} {} {} {} {}",
+                    "{name} {} {:.3} {:.3} {:.3} {} {} {} {} {:.3} {}",
                     b.live,
                     b.excess,
                     b.arena_ratio,
@@ -230,12 +255,15 @@ impl Experiment for Hugepage {
                     b.within_ms.map_or("-".into(), |t| t.to_string()),
                     b.compactions,
                     b.moved,
-                    b.bad
+                    b.bad,
+                    b.growth,
+                    b.outside
                 ),
             );
             r.figures.push(Figure::new("excess-ratio", name, "x live", vec![b.excess]));
             r.figures.push(Figure::new("arena-rss-ratio", name, "x live", vec![b.arena_ratio]));
             r.figures.push(Figure::new("coverage", name, "share", vec![b.coverage]).higher_better());
+            r.figures.push(Figure::new("realloc-rss-growth", name, "pages per page", vec![b.growth]));
             assert_eq!(b.bad, 0, "{name}: live data lost");
             if movable {
                 r.target(
