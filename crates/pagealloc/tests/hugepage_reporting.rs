@@ -4,7 +4,7 @@
 //! packs the live pages into few pageblocks and the rest is released. Data
 //! survives every move (checksummed), conservation holds.
 
-use pagealloc::{Backing, Config, Gfp, MovableOps, PageAllocator, Pfn, PAGEBLOCK_PAGES, PAGE_SIZE};
+use pagealloc::{Backing, Config, FreeError, Gfp, MovableOps, PageAllocator, Pfn, PAGEBLOCK_PAGES, PAGE_SIZE};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -205,4 +205,136 @@ fn refills_take_resident_free_memory_before_released_pageblocks() {
     a.free_pages_bulk(&again).unwrap();
     a.check_invariants().unwrap();
     free_all(&a, &o);
+}
+
+/// An owner whose user frees and allocates pages while migration may move
+/// them: pfn -> (key, isolated). The user takes only pages not isolated,
+/// under the map's lock, so isolation and the user never share a page.
+#[derive(Default)]
+struct Busy {
+    pages: Mutex<HashMap<u64, (u64, bool)>>,
+}
+
+impl MovableOps for Busy {
+    fn isolate(&self, pfn: Pfn) -> bool {
+        match self.pages.lock().unwrap().get_mut(&pfn.as_u64()) {
+            Some(e) if !e.1 => {
+                e.1 = true;
+                true
+            }
+            _ => false,
+        }
+    }
+    fn migrate(&self, from: Pfn, to: Pfn) -> bool {
+        let mut m = self.pages.lock().unwrap();
+        let Some((k, iso)) = m.remove(&from.as_u64()) else { return false };
+        assert!(iso, "migrate of a page not isolated");
+        m.insert(to.as_u64(), (k, false));
+        true
+    }
+    fn putback(&self, pfn: Pfn) {
+        if let Some(e) = self.pages.lock().unwrap().get_mut(&pfn.as_u64()) {
+            e.1 = false;
+        }
+    }
+}
+
+fn intact(a: &PageAllocator, p: u64, k: u64) -> bool {
+    let b = base(a, p);
+    // SAFETY: a page the caller took out of the owner's map (nobody else
+    // touches it) or one not isolated while the caller holds the map's lock.
+    (0..PAGE_SIZE / 8).all(|i| unsafe { b.add(i).read() } == pattern(k, i))
+}
+
+#[test]
+fn the_reporter_compacts_while_the_owner_frees_and_allocates() {
+    let a = PageAllocator::new(huge(32 << 20).page_reporting_delay_ms(0)).unwrap();
+    // Every third release fails, as a failing madvise would.
+    a.inject_report_errors(3);
+    let o = Arc::new(Busy::default());
+    let id = a.register_movable_ops(o.clone());
+    let n = (a.managed_pages() * 8 / 10) as usize;
+    let mut pages: Vec<u64> = (0..n).map(|_| a.alloc_pages(Gfp::MOVABLE, 0).unwrap().as_u64()).collect();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rnd = move |m: usize| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x % m as u64) as usize
+    };
+    for i in (1..pages.len()).rev() {
+        pages.swap(i, rnd(i + 1));
+    }
+    let mut key = 0u64;
+    for &p in &pages[..n / 4] {
+        fill(&a, p, key);
+        o.pages.lock().unwrap().insert(p, (key, false));
+        a.set_page_movable(Pfn::new(p), id).unwrap();
+        key += 1;
+    }
+    for &p in &pages[n / 4..] {
+        a.free_pages(Pfn::new(p), 0).unwrap();
+    }
+    let t0 = Instant::now();
+    let mut bad = 0;
+    let mut deficit = 0;
+    while t0.elapsed() < Duration::from_millis(1500) {
+        // Allocate back what the last round freed (into the holes, or where
+        // compaction made room), free over two pageblocks' worth at random
+        // (holes enough for the reporter to compact), then idle a little:
+        // the reporter drains and compacts, its last moves racing the next
+        // round's frees and allocations.
+        for _ in 0..deficit {
+            let q = a.alloc_pages(Gfp::MOVABLE, 0).unwrap().as_u64();
+            fill(&a, q, key);
+            o.pages.lock().unwrap().insert(q, (key, false));
+            a.set_page_movable(Pfn::new(q), id).unwrap();
+            key += 1;
+        }
+        deficit = 0;
+        for _ in 0..1100 {
+            let taken = {
+                let mut m = o.pages.lock().unwrap();
+                let len = m.len();
+                let skip = rnd(len);
+                let p = m.iter().cycle().skip(skip).take(len).find(|(_, e)| !e.1).map(|(&p, _)| p);
+                p.and_then(|p| m.remove(&p).map(|(k, _)| (p, k)))
+            };
+            let Some((p, k)) = taken else { continue };
+            bad += usize::from(!intact(&a, p, k));
+            // Migration may be looking at the page (isolating it, to be
+            // refused): the free says so, and the owner retries.
+            loop {
+                match a.free_pages(Pfn::new(p), 0) {
+                    Ok(()) => break,
+                    Err(FreeError::Migrating { .. }) => std::thread::yield_now(),
+                    Err(e) => panic!("free: {e}"),
+                }
+            }
+            deficit += 1;
+        }
+        std::thread::sleep(Duration::from_millis(15));
+    }
+    for _ in 0..deficit {
+        let q = a.alloc_pages(Gfp::MOVABLE, 0).unwrap().as_u64();
+        fill(&a, q, key);
+        o.pages.lock().unwrap().insert(q, (key, false));
+        a.set_page_movable(Pfn::new(q), id).unwrap();
+        key += 1;
+    }
+    // No new pass starts once reporting is off; one under way ends.
+    a.set_page_reporting(false);
+    std::thread::sleep(Duration::from_millis(200));
+    let st = a.page_reporting_stats();
+    assert!(st.compactions > 0 && st.compacted_pages > 0, "{st:?}");
+    assert!(st.errors > 0 && st.released_pages > 0, "{st:?}");
+    let m = o.pages.lock().unwrap().clone();
+    bad += m.iter().filter(|(&p, &(k, _))| !intact(&a, p, k)).count();
+    assert_eq!(bad, 0, "data intact through every move, {st:?}");
+    assert_eq!(m.len(), n / 4);
+    a.check_invariants().unwrap();
+    for p in m.keys() {
+        a.free_pages(Pfn::new(*p), 0).unwrap();
+    }
+    a.check_invariants().unwrap();
 }

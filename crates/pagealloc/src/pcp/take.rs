@@ -85,7 +85,9 @@ impl PcpSet {
 /// Whether the block `rmqueue_smallest(order, mt)` would take was released
 /// (REPORTED); `None` when there is none.
 fn smallest_released(g: &crate::zone::ZoneGuard<'_>, order: u32, mt: MigrateType) -> Option<bool> {
-    (order..=crate::types::MAX_ORDER).find_map(|o| g.first_free(o, mt)).map(|p| g.mm.page(p).flags() & flags::REPORTED != 0)
+    (order..=crate::types::MAX_ORDER)
+        .find_map(|o| g.first_free(o, mt))
+        .map(|p| g.mm.page(p).flags() & flags::REPORTED != 0)
 }
 
 impl PcpLists {
