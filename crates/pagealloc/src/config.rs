@@ -167,6 +167,20 @@ pub struct Config {
     // Zone-lock statistics (lockstat):
     /// Count zone-lock wait and hold times (`PageAllocator::lockstat`). Default on.
     pub lock_stats: bool,
+    // --- Free page reporting with hugepage backing, init_on_free (issue 18) ---
+    /// With hugepage backing and movable pages registered: when the reporter
+    /// finds the allocator idle for the delay, it first compacts the zones if
+    /// their free memory outside whole free pageblocks adds up to at least two
+    /// pageblocks (partly used 2 MiB pages that compaction could empty), then
+    /// releases the pageblocks that emptied. Default on.
+    pub page_reporting_compact: bool,
+    /// The kernel's `init_on_free`: zero every block when it is freed (before
+    /// it reaches any free list or cache), so no tenant's data outlives its
+    /// free. Every free page then reads zero, so `Gfp::ZERO` and
+    /// init_on_alloc zero nothing (counted as skipped); with reporting the
+    /// two combine: a released block is zero whichever way it was released.
+    /// The inline free path steps aside while it is on. Default off.
+    pub init_on_free: bool,
 }
 
 impl Default for Config {
@@ -198,6 +212,8 @@ impl Default for Config {
             init_on_alloc: false,
             extfrag_threshold: 500,
             lock_stats: true,
+            page_reporting_compact: true,
+            init_on_free: false,
         }
     }
 }
@@ -270,6 +286,10 @@ setters! {
     extfrag_threshold: u32,
     /// Set [`Config::lock_stats`].
     lock_stats: bool,
+    /// Set [`Config::page_reporting_compact`].
+    page_reporting_compact: bool,
+    /// Set [`Config::init_on_free`].
+    init_on_free: bool,
 }
 
 impl Config {

@@ -4,6 +4,8 @@ pub mod buddy;
 pub mod bulk;
 pub mod burst_idle;
 pub mod contig;
+pub mod hugepage;
+pub mod hugepage_fault;
 pub mod lru_file_readonce;
 pub mod lru_file_readtwice;
 pub mod page_fault1;
@@ -11,6 +13,7 @@ pub mod page_lock;
 pub mod pagealloc_micro;
 pub mod pagetypeinfo;
 pub mod pcp_flush;
+pub mod reporting_cost;
 pub mod stress_highalloc;
 
 use crate::harness::Experiment;
@@ -35,6 +38,9 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
 pub fn on_demand() -> Vec<Box<dyn Experiment>> {
     vec![
         Box::new(burst_idle::BurstIdle),
+        Box::new(hugepage::Hugepage),
+        Box::new(hugepage_fault::HugepageFault),
+        Box::new(reporting_cost::ReportingCost),
         Box::new(lru_file_readonce::LruFileReadonce),
         Box::new(lru_file_readtwice::LruFileReadtwice),
     ]

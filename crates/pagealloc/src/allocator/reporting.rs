@@ -12,7 +12,7 @@ use crate::error::ConfigError;
 use crate::page_alloc::Core;
 use crate::reporting::ReportPass;
 use crate::sync::{Arc, Ordering};
-use crate::types::MAX_ORDER;
+use crate::types::{Order, MAX_ORDER, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
 #[cfg(not(loom))]
 use std::time::{Duration, Instant};
 
@@ -40,6 +40,13 @@ pub struct ReportingStats {
     /// Pages whose zeroing (`Gfp::ZERO`, init_on_alloc) was skipped because
     /// they were released and read zero already.
     pub zeroing_skipped: u64,
+    /// Pages zeroed when freed (`Config::init_on_free`).
+    pub zeroed_on_free: u64,
+    /// Compactions the reporter ran before releasing
+    /// (`Config::page_reporting_compact`).
+    pub compactions: u64,
+    /// Pages those compactions migrated.
+    pub compacted_pages: u64,
 }
 
 /// One zone's memory by residency (pages). Free pages in blocks marked
@@ -147,6 +154,41 @@ impl Idle {
     }
 }
 
+/// Pages in free blocks below the pageblock order (free memory inside partly
+/// used pageblocks: with hugepage backing, resident memory no release can
+/// reach), read without the lock.
+pub(crate) fn free_below_pageblock(c: &Core) -> u64 {
+    c.zones
+        .iter()
+        .map(|z| {
+            Core::zone_free_blocks(z)[..PAGEBLOCK_ORDER as usize].iter().enumerate().map(|(o, n)| n << o).sum::<u64>()
+        })
+        .sum()
+}
+
+/// Compaction before release (`Config::page_reporting_compact`), once per
+/// idle period, when the reporter has just drained an allocator idle for the
+/// delay: with hugepage-granular reporting (order at least the pageblock's)
+/// and movable pages registered, if the free memory inside partly used
+/// pageblocks adds up to at least two pageblocks, compact every zone (the
+/// live movable pages move up into the fullest pageblocks at the zone's top,
+/// the pageblocks below empty and merge). True when it compacted; the caller
+/// then releases the emptied pageblocks. Pinned pages stay where they are
+/// (their pageblocks stay resident).
+pub(crate) fn compact_for_release(c: &Core) -> bool {
+    let r = &c.reporting;
+    if !c.cfg.page_reporting_compact || r.order() < Order::PAGEBLOCK || !c.mobility.any_registered() {
+        return false;
+    }
+    if free_below_pageblock(c) < 2 * PAGEBLOCK_PAGES {
+        return false;
+    }
+    let out = c.compact_memory();
+    r.compactions.fetch_add(1, Ordering::Relaxed);
+    r.compacted_pages.fetch_add(out.migrated, Ordering::Relaxed);
+    true
+}
+
 /// Start the reporter thread unless it runs.
 #[cfg(not(loom))]
 pub(crate) fn start_reporter(core: &Arc<Core>) {
@@ -193,6 +235,10 @@ pub(crate) fn start_reporter(core: &Arc<Core>) {
                         // (merged into larger blocks): one more pass, all ages.
                         due = c.reporting.pass_timed(c.zones.as_slice(), &c.mm, true, || false).1;
                     }
+                    if (all || mid) && compact_for_release(&c) {
+                        // The pageblocks compaction emptied: released now.
+                        due = c.reporting.pass_timed(c.zones.as_slice(), &c.mm, true, || false).1;
+                    }
                     let after = Instant::now();
                     next_pass = after + interval(delay_ms);
                     if let Some(d) = due {
@@ -225,6 +271,27 @@ impl PageAllocator {
     /// synchronous pass, for tests and for users who know they are idle).
     pub fn report_free_pages_now(&self) -> ReportPass {
         self.core.reporting.pass(self.core.zones.as_slice(), &self.core.mm, true)
+    }
+
+    /// What the reporter does once the allocator has been idle for the delay,
+    /// with hugepage backing and movable pages (see
+    /// `Config::page_reporting_compact`): compact when partly used
+    /// pageblocks hold at least two pageblocks of free memory, then release
+    /// every free block of at least the reporting order, whatever its age.
+    /// Returns whether it compacted, and the pass. Per-CPU lists are drained
+    /// by the compaction (not otherwise).
+    pub fn compact_and_report_now(&self) -> (bool, ReportPass) {
+        let compacted = compact_for_release(&self.core);
+        (compacted, self.core.reporting.pass(self.core.zones.as_slice(), &self.core.mm, true))
+    }
+
+    /// Free memory inside partly used pageblocks (free blocks below the
+    /// pageblock order, on the buddy lists), in pages: with hugepage backing,
+    /// resident memory that no release reaches until compaction empties its
+    /// pageblocks. Read without locks.
+    #[must_use]
+    pub fn free_pages_below_pageblock(&self) -> u64 {
+        free_below_pageblock(&self.core)
     }
 
     /// One pass as the background reporter runs it: only blocks free for at
@@ -280,6 +347,9 @@ impl PageAllocator {
             errors: r.errors.load(Ordering::Relaxed),
             release_calls: r.release_calls.load(Ordering::Relaxed),
             zeroing_skipped: r.zeroing_skipped.load(Ordering::Relaxed),
+            zeroed_on_free: r.zeroed_on_free.load(Ordering::Relaxed),
+            compactions: r.compactions.load(Ordering::Relaxed),
+            compacted_pages: r.compacted_pages.load(Ordering::Relaxed),
         }
     }
 

@@ -172,6 +172,7 @@ impl Core {
         // The target is the owner's now (a lock it took meanwhile stays).
         td.flags.fetch_and(!flags::ISOLATED_MIGRATE, Ordering::Release);
         self.mobility.forget(p);
+        self.init_on_free(p, Order::ZERO);
         self.zone_of(p).free_to_buddy(&self.mm, p, Order::ZERO, false, false);
         self.events.count(VmEvent::PgmigrateSuccess, 1);
         Moved::Yes

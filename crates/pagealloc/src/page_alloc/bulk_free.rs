@@ -155,6 +155,7 @@ impl Claims {
             };
             match inner.claim(pfn, Order::ZERO, false) {
                 Ok(old) => {
+                    inner.init_on_free(pfn.as_u64(), Order::ZERO);
                     if old & self.wake != 0 {
                         self.woken.push(pfn);
                     }
@@ -199,6 +200,7 @@ impl Claims {
         debug_assert!(end - start <= GIVE_CHUNK && GIVE_CHUNK <= 64);
         // Everything the pass reads of the allocator, in locals.
         let (descs, pageblocks) = (inner.mm.descs(), &*inner.pageblocks);
+        let zero = inner.reporting.zero_on_free;
         // A fast free's old flags: an allocated head with nothing that forbids
         // the free and nobody to wake (the old design wakes on every free, so
         // none of its frees is fast).
@@ -226,6 +228,9 @@ impl Claims {
                 aside |= 1 << (i - start);
                 continue;
             }
+            if zero {
+                inner.init_on_free(p, Order::ZERO);
+            }
             let w = pageblocks[(p >> PAGEBLOCK_ORDER) as usize].load(Ordering::Relaxed);
             set_list_type(d, private, w);
             // Claimed pfns are in range, and pfns fit in 32 bits.
@@ -250,6 +255,7 @@ impl Claims {
     fn free_checked(&mut self, inner: &Core, giver: &mut Giver<'_>, i: usize, pfn: Pfn) {
         match inner.claim(pfn, Order::ZERO, false) {
             Ok(old) => {
+                inner.init_on_free(pfn.as_u64(), Order::ZERO);
                 if old & self.wake != 0 {
                     self.woken.push(pfn);
                 }

@@ -108,6 +108,7 @@ impl Core {
     fn free_slow_body(&self, pfn: Pfn, order: u32, owned: bool) -> Result<(), FreeError> {
         let order = super::claim::checked_order(pfn, order)?;
         let old = self.claim(pfn, order, owned)?;
+        self.init_on_free(pfn.as_u64(), order);
         self.finish_free(pfn, order, old);
         Ok(())
     }

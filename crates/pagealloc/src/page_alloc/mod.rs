@@ -187,7 +187,8 @@ impl Core {
         let pcp_on = cfg.pcp_lists;
         let front_on = pcp_on && cfg.front_cache && crate::front::available();
         let front_alloc_inline = front_on && cfg.nodes == 1 && !cfg.init_on_alloc;
-        let front_free_inline = front_on && cfg.page_lock_waiters_bit && !cfg.pcp_migratetype_cache;
+        let front_free_inline =
+            front_on && cfg.page_lock_waiters_bit && !cfg.pcp_migratetype_cache && !cfg.init_on_free;
         let core = Core {
             id,
             mm,
@@ -253,7 +254,8 @@ impl Core {
         if gfp.contains(Gfp::ZERO) {
             // A block taken straight off the buddy lists carries REPORTED for
             // this moment when its memory was released: it reads zero already.
-            let released = d.flags() & flags::REPORTED != 0 && self.reporting.zero_ok;
+            // With init_on_free every free page reads zero.
+            let released = (d.flags() & flags::REPORTED != 0 && self.reporting.zero_ok) || self.reporting.zero_on_free;
             d.set_private(order, gfp.migratetype());
             d.set_flags(head);
             if released {
@@ -266,6 +268,19 @@ impl Core {
             d.set_flags(head);
         }
         Pfn::new(pfn)
+    }
+
+    /// init_on_free: zero the block `p` of `order` that a free has just
+    /// claimed (or that migration has just emptied), before it reaches any
+    /// list. Called where a free is certain, after its claim: never where a
+    /// claim may still be undone (`free_contig_range` zeroes after all its
+    /// claims held).
+    #[inline(always)]
+    pub(crate) fn init_on_free(&self, p: u64, order: Order) {
+        if self.reporting.zero_on_free {
+            self.mm.zero_frames(p, order);
+            self.reporting.zeroed_on_free.fetch_add(order.pages(), Ordering::Relaxed);
+        }
     }
 
     /// The node the calling thread prefers (its CPU's node; fake NUMA maps

@@ -123,6 +123,7 @@ impl Core {
         let order = super::claim::checked_order(pfn, order)?;
         let old = self.claim(pfn, order, false)?;
         let p = pfn.as_u64();
+        self.init_on_free(p, order);
         let cpu = crate::cpu::current_cpu() as usize;
         let d = self.mm.page(p);
         if old & flags::WAITERS != 0 || !self.cfg.page_lock_waiters_bit {

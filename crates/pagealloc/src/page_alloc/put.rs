@@ -76,6 +76,7 @@ impl Core {
         for &p in pfns {
             self.unlist_and_clean(p);
             if let Ok(old) = self.claim(Pfn::new(p), Order::ZERO, false) {
+                self.init_on_free(p, Order::ZERO);
                 claimed.push(p);
                 if old & crate::page::flags::WAITERS != 0 || !self.cfg.page_lock_waiters_bit {
                     wake.push(p);

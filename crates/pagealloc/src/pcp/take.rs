@@ -82,6 +82,12 @@ impl PcpSet {
     }
 }
 
+/// Whether the block `rmqueue_smallest(order, mt)` would take was released
+/// (REPORTED); `None` when there is none.
+fn smallest_released(g: &crate::zone::ZoneGuard<'_>, order: Order, mt: MigrateType) -> Option<bool> {
+    order.and_above().find_map(|o| g.first_free(o, mt)).map(|p| g.mm.page(p).flags() & flags::REPORTED != 0)
+}
+
 impl PcpLists {
     /// Take up to `n` blocks of `order` from list `pi` (type `mt`) for zone
     /// `z`, refilling from the buddy while the zone is above the watermark of
@@ -159,16 +165,38 @@ impl PcpLists {
         let mut got = 0u32;
         let above_high = {
             let mut g = z.lock(mm);
+            // The largest run size still worth trying (see below).
+            let mut cap = u32::MAX;
             while got < n {
                 // Take the largest power-of-two run of blocks that still fits the
                 // request from this type's own lists in one piece (one list
                 // operation instead of one per block); only single blocks go
                 // through the fallback path.
-                let run = (n - got).ilog2().min(PAGEBLOCK_ORDER.saturating_sub(order.get()));
-                // At most the pageblock's order: always an order.
-                let up = order.raised(run).unwrap_or(order);
-                let (p, k) = match g.rmqueue_smallest(up, mt) {
-                    Some(p) if up > order => (p, up),
+                let max_run = (n - got).ilog2().min(PAGEBLOCK_ORDER.saturating_sub(order.get()));
+                // Resident memory first (issue 18): when the block that run
+                // would take was released (REPORTED) while a smaller run can
+                // come from resident memory, take the smaller run. After
+                // random frees the resident free memory lies in small blocks
+                // inside partly used pageblocks, and the large runs would
+                // otherwise come from released (or never touched) pageblocks,
+                // faulting memory in while resident free memory waits.
+                // Released blocks sit at their lists' tails, so a list's head
+                // is resident whenever the list holds a resident block. `cap`
+                // keeps the sizes already refused refused for this refill.
+                let mut run = max_run.min(cap);
+                // Runs are at most the pageblock's order: always an order.
+                let up = |run: u32| order.raised(run).unwrap_or(order);
+                while run > 0 && smallest_released(&g, up(run), mt) == Some(true) {
+                    run -= 1;
+                }
+                if run == 0 && smallest_released(&g, order, mt) != Some(false) {
+                    // Nothing resident at any size: as before.
+                    run = max_run;
+                } else {
+                    cap = run;
+                }
+                let (p, k) = match g.rmqueue_smallest(up(run), mt) {
+                    Some(p) if run > 0 => (p, up(run)),
                     Some(p) => (p, order),
                     None => match g.rmqueue_locked(order, mt) {
                         Some((p, how)) => {

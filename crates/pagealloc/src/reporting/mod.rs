@@ -19,6 +19,11 @@
 //!   lists, or from a per-CPU list or front cache filled from a released
 //!   run); the inline front-cache paths never read it (they serve no
 //!   `Gfp::ZERO` request).
+//! - init_on_free (`zero_on_free`): every free path zeroes the block after
+//!   its claim and before it reaches a list or cache (migration zeroes the
+//!   page it empties), so every free page reads zero and `Gfp::ZERO` zeroes
+//!   nothing (counted in `zeroing_skipped`); a released block was zero
+//!   before its release, so `MADV_FREE` keeps it zero too.
 //! - `zone.stats.nr_reported` counts the pages of marked free blocks
 //!   (`check_invariants` recounts it).
 //! - Released blocks go to their list's tail, so allocations take resident
@@ -103,6 +108,11 @@ pub(crate) struct Reporting {
     /// init_on_alloc (zeroing options live beside reporting: a released block
     /// needs no zeroing).
     pub(crate) alloc_extra: Gfp,
+    /// init_on_free: every block is zeroed when freed, so every free page
+    /// reads zero.
+    pub(crate) zero_on_free: bool,
+    /// Pages zeroed by init_on_free.
+    pub(crate) zeroed_on_free: AtomicU64,
     /// Whether this backing can report at all.
     pub(crate) can_report: bool,
     /// Held for a whole pass, and by readers that need a quiescent view.
@@ -116,6 +126,10 @@ pub(crate) struct Reporting {
     /// `Gfp::ZERO` (or init_on_alloc) allocations whose zeroing was skipped
     /// because the block was released.
     pub(crate) zeroing_skipped: AtomicU64,
+    /// Compactions run before releasing, and the pages they moved
+    /// (`allocator::reporting::compact_for_release`).
+    pub(crate) compactions: AtomicU64,
+    pub(crate) compacted_pages: AtomicU64,
     /// Fail every n-th release (0: never). For tests of the error path.
     fail_every: AtomicU32,
     fail_count: AtomicU32,
@@ -155,6 +169,8 @@ impl Reporting {
             release,
             zero_ok: !cfg.page_reporting_madv_free,
             alloc_extra: if cfg.init_on_alloc { Gfp::ZERO } else { Gfp::empty() },
+            zero_on_free: cfg.init_on_free,
+            zeroed_on_free: AtomicU64::new(0),
             can_report,
             pass_lock: StdMutex::new(()),
             reported_pages: AtomicU64::new(0),
@@ -163,6 +179,8 @@ impl Reporting {
             release_calls: AtomicU64::new(0),
             passes: AtomicU64::new(0),
             zeroing_skipped: AtomicU64::new(0),
+            compactions: AtomicU64::new(0),
+            compacted_pages: AtomicU64::new(0),
             fail_every: AtomicU32::new(0),
             fail_count: AtomicU32::new(0),
             stop: AtomicBool::new(false),

@@ -1,0 +1,340 @@
+//! Free page reporting with hugepage backing and movable pages (issue 18):
+//! after a burst freed in random order no pageblock is wholly free, so
+//! nothing can be released at 2 MiB granularity; compaction before release
+//! packs the live pages into few pageblocks and the rest is released. Data
+//! survives every move (checksummed), conservation holds.
+
+use pagealloc::{Backing, Config, FreeError, Gfp, MovableOps, PageAllocator, Pfn, PAGEBLOCK_PAGES, PAGE_SIZE};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// An owner of movable pages: pfn -> key; page `pfn` holds the words
+/// `key * 0x9e37_79b9 + i`.
+#[derive(Default)]
+struct Owner {
+    pages: Mutex<HashMap<u64, u64>>,
+}
+
+impl MovableOps for Owner {
+    fn migrate(&self, from: Pfn, to: Pfn) -> bool {
+        let mut m = self.pages.lock().unwrap();
+        let Some(k) = m.remove(&from.as_u64()) else { return false };
+        m.insert(to.as_u64(), k);
+        true
+    }
+}
+
+fn base(a: &PageAllocator, pfn: u64) -> *mut u64 {
+    a.page_address(Pfn::new(pfn)).expect("backed arena").as_ptr().cast::<u64>()
+}
+
+fn pattern(key: u64, i: usize) -> u64 {
+    key.wrapping_mul(0x9e37_79b9) + i as u64
+}
+
+fn fill(a: &PageAllocator, pfn: u64, key: u64) {
+    let b = base(a, pfn);
+    for i in 0..PAGE_SIZE / 8 {
+        // SAFETY: the frame is allocated to this test and not registered yet.
+        unsafe { b.add(i).write(pattern(key, i)) };
+    }
+}
+
+fn violations(a: &PageAllocator, o: &Owner) -> usize {
+    let m = o.pages.lock().unwrap();
+    m.iter()
+        .filter(|(&p, &k)| {
+            let b = base(a, p);
+            // SAFETY: an allocated frame of the owner; the allocator at most
+            // copies it while this reads.
+            !(0..PAGE_SIZE / 8).all(|i| unsafe { b.add(i).read() } == pattern(k, i))
+        })
+        .count()
+}
+
+fn reported(a: &PageAllocator) -> u64 {
+    a.residency().iter().map(|z| z.reported).sum()
+}
+
+/// The burst: 80% of the arena in order-0 pages, data written, three quarters
+/// freed in random order; the quarter kept is registered movable with `o`
+/// when `movable`. Returns the live pfns.
+fn burst(a: &PageAllocator, o: &Arc<Owner>, movable: bool) -> Vec<u64> {
+    let n = (a.managed_pages() * 8 / 10) as usize;
+    let mut pages: Vec<u64> = (0..n).map(|_| a.alloc_pages(Gfp::MOVABLE, 0).unwrap().as_u64()).collect();
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    for i in (1..pages.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        pages.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    let live: Vec<u64> = pages.drain(..n / 4).collect();
+    for p in pages {
+        a.free_pages(Pfn::new(p), 0).unwrap();
+    }
+    let id = a.register_movable_ops(o.clone());
+    for (k, &p) in live.iter().enumerate() {
+        fill(a, p, k as u64);
+        o.pages.lock().unwrap().insert(p, k as u64);
+        if movable {
+            a.set_page_movable(Pfn::new(p), id).unwrap();
+        }
+    }
+    live
+}
+
+fn free_all(a: &PageAllocator, o: &Owner) {
+    let pfns: Vec<u64> = o.pages.lock().unwrap().keys().copied().collect();
+    for p in pfns {
+        a.free_pages(Pfn::new(p), 0).unwrap();
+    }
+    a.check_invariants().unwrap();
+}
+
+fn huge(bytes: u64) -> Config {
+    Config::new().arena_bytes(bytes).backing(Backing::HugePages)
+}
+
+#[test]
+fn compaction_before_release_packs_movable_pages_and_releases_whole_pageblocks() {
+    let a = PageAllocator::new(huge(32 << 20).page_reporting(false)).unwrap();
+    let o = Arc::new(Owner::default());
+    let live = burst(&a, &o, true);
+    a.drain_all_pages();
+    let holes = a.free_pages_below_pageblock();
+    assert!(holes >= 2 * PAGEBLOCK_PAGES, "random frees leave holes in every used pageblock: {holes}");
+    let untouched = a.report_free_pages_now().pages;
+    let (compacted, pass) = a.compact_and_report_now();
+    assert!(compacted, "movable pages and holes: compaction ran");
+    assert!(pass.pages > 0 && pass.errors == 0, "{pass:?}");
+    let st = a.page_reporting_stats();
+    assert_eq!(st.compactions, 1);
+    assert!(st.compacted_pages > 0);
+    let resident = a.managed_pages() - reported(&a);
+    let used_blocks: HashSet<u64> = o.pages.lock().unwrap().keys().map(|p| p / PAGEBLOCK_PAGES).collect();
+    let packed = (live.len() as u64).div_ceil(PAGEBLOCK_PAGES);
+    assert!(
+        used_blocks.len() as u64 <= packed + 1,
+        "{} live pages in {} pageblocks (packed: {packed})",
+        live.len(),
+        used_blocks.len()
+    );
+    assert!(
+        resident <= (used_blocks.len() as u64) * PAGEBLOCK_PAGES,
+        "resident {resident} pages: only the live pages' pageblocks (before: {untouched} released untouched)"
+    );
+    assert_eq!(violations(&a, &o), 0, "data intact after the moves");
+    a.check_invariants().unwrap();
+    free_all(&a, &o);
+}
+
+#[test]
+fn pinned_pages_are_not_compacted_and_stay_where_they_are() {
+    let a = PageAllocator::new(huge(32 << 20).page_reporting(false)).unwrap();
+    let o = Arc::new(Owner::default());
+    let live = burst(&a, &o, false);
+    let (compacted, _) = a.compact_and_report_now();
+    // Ops are registered but no page is movable: compaction runs and moves nothing.
+    assert!(compacted);
+    assert_eq!(a.page_reporting_stats().compacted_pages, 0);
+    let now: HashSet<u64> = o.pages.lock().unwrap().keys().copied().collect();
+    assert_eq!(now, live.iter().copied().collect::<HashSet<u64>>(), "pinned pages never move");
+    assert!(a.free_pages_below_pageblock() >= 2 * PAGEBLOCK_PAGES, "the holes stay");
+    assert_eq!(violations(&a, &o), 0);
+    free_all(&a, &o);
+}
+
+#[test]
+fn off_switch_and_4k_reporting_never_compact() {
+    for cfg in [
+        huge(16 << 20).page_reporting(false).page_reporting_compact(false),
+        Config::new().arena_bytes(16 << 20).page_reporting(false),
+    ] {
+        let a = PageAllocator::new(cfg).unwrap();
+        let o = Arc::new(Owner::default());
+        let live = burst(&a, &o, true);
+        let (compacted, _) = a.compact_and_report_now();
+        assert!(!compacted);
+        assert_eq!(a.page_reporting_stats().compactions, 0);
+        let now: HashSet<u64> = o.pages.lock().unwrap().keys().copied().collect();
+        assert_eq!(now, live.iter().copied().collect::<HashSet<u64>>());
+        free_all(&a, &o);
+    }
+}
+
+#[test]
+fn the_idle_reporter_compacts_then_releases_on_its_own() {
+    let a = PageAllocator::new(huge(32 << 20).page_reporting_delay_ms(100)).unwrap();
+    let o = Arc::new(Owner::default());
+    let live = burst(&a, &o, true);
+    let want_blocks = (live.len() as u64).div_ceil(PAGEBLOCK_PAGES) + 1;
+    let t0 = Instant::now();
+    let resident = |a: &PageAllocator| a.managed_pages() - reported(a);
+    while (a.page_reporting_stats().compactions == 0 || resident(&a) > want_blocks * PAGEBLOCK_PAGES)
+        && t0.elapsed() < Duration::from_secs(20)
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let st = a.page_reporting_stats();
+    assert_eq!(st.compactions, 1, "once per idle period: {st:?}");
+    assert!(resident(&a) <= want_blocks * PAGEBLOCK_PAGES, "resident {} pages, {st:?}", resident(&a));
+    assert_eq!(violations(&a, &o), 0);
+    a.check_invariants().unwrap();
+    free_all(&a, &o);
+}
+
+#[test]
+fn refills_take_resident_free_memory_before_released_pageblocks() {
+    let a = PageAllocator::new(huge(32 << 20).page_reporting(false)).unwrap();
+    let o = Arc::new(Owner::default());
+    let live = burst(&a, &o, false);
+    a.drain_all_pages();
+    // The pageblocks the burst never touched, released; the burst's holes
+    // stay resident (no pageblock of them is wholly free).
+    a.report_free_pages_now();
+    let released = reported(&a);
+    assert!(released > 0);
+    let resident_free = a.free_pages_below_pageblock();
+    assert!(resident_free > live.len() as u64);
+    // Per-CPU refills want runs of blocks; the holes are small blocks. As many
+    // pages as are live come from the holes, none from released memory.
+    let again: Vec<Pfn> = (0..live.len()).map(|_| a.alloc_pages(Gfp::MOVABLE, 0).unwrap()).collect();
+    assert_eq!(reported(&a), released, "no released page was taken while resident ones were free");
+    a.free_pages_bulk(&again).unwrap();
+    a.check_invariants().unwrap();
+    free_all(&a, &o);
+}
+
+/// An owner whose user frees and allocates pages while migration may move
+/// them: pfn -> (key, isolated). The user takes only pages not isolated,
+/// under the map's lock, so isolation and the user never share a page.
+#[derive(Default)]
+struct Busy {
+    pages: Mutex<HashMap<u64, (u64, bool)>>,
+}
+
+impl MovableOps for Busy {
+    fn isolate(&self, pfn: Pfn) -> bool {
+        match self.pages.lock().unwrap().get_mut(&pfn.as_u64()) {
+            Some(e) if !e.1 => {
+                e.1 = true;
+                true
+            }
+            _ => false,
+        }
+    }
+    fn migrate(&self, from: Pfn, to: Pfn) -> bool {
+        let mut m = self.pages.lock().unwrap();
+        let Some((k, iso)) = m.remove(&from.as_u64()) else { return false };
+        assert!(iso, "migrate of a page not isolated");
+        m.insert(to.as_u64(), (k, false));
+        true
+    }
+    fn putback(&self, pfn: Pfn) {
+        if let Some(e) = self.pages.lock().unwrap().get_mut(&pfn.as_u64()) {
+            e.1 = false;
+        }
+    }
+}
+
+fn intact(a: &PageAllocator, p: u64, k: u64) -> bool {
+    let b = base(a, p);
+    // SAFETY: a page the caller took out of the owner's map (nobody else
+    // touches it) or one not isolated while the caller holds the map's lock.
+    (0..PAGE_SIZE / 8).all(|i| unsafe { b.add(i).read() } == pattern(k, i))
+}
+
+#[test]
+fn the_reporter_compacts_while_the_owner_frees_and_allocates() {
+    let a = PageAllocator::new(huge(32 << 20).page_reporting_delay_ms(0)).unwrap();
+    // Every third release fails, as a failing madvise would.
+    a.inject_report_errors(3);
+    let o = Arc::new(Busy::default());
+    let id = a.register_movable_ops(o.clone());
+    let n = (a.managed_pages() * 8 / 10) as usize;
+    let mut pages: Vec<u64> = (0..n).map(|_| a.alloc_pages(Gfp::MOVABLE, 0).unwrap().as_u64()).collect();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rnd = move |m: usize| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x % m as u64) as usize
+    };
+    for i in (1..pages.len()).rev() {
+        pages.swap(i, rnd(i + 1));
+    }
+    let mut key = 0u64;
+    for &p in &pages[..n / 4] {
+        fill(&a, p, key);
+        o.pages.lock().unwrap().insert(p, (key, false));
+        a.set_page_movable(Pfn::new(p), id).unwrap();
+        key += 1;
+    }
+    for &p in &pages[n / 4..] {
+        a.free_pages(Pfn::new(p), 0).unwrap();
+    }
+    let t0 = Instant::now();
+    let mut bad = 0;
+    let mut deficit = 0;
+    while t0.elapsed() < Duration::from_millis(1500) {
+        // Allocate back what the last round freed (into the holes, or where
+        // compaction made room), free over two pageblocks' worth at random
+        // (holes enough for the reporter to compact), then idle a little:
+        // the reporter drains and compacts, its last moves racing the next
+        // round's frees and allocations.
+        for _ in 0..deficit {
+            let q = a.alloc_pages(Gfp::MOVABLE, 0).unwrap().as_u64();
+            fill(&a, q, key);
+            o.pages.lock().unwrap().insert(q, (key, false));
+            a.set_page_movable(Pfn::new(q), id).unwrap();
+            key += 1;
+        }
+        deficit = 0;
+        for _ in 0..1100 {
+            let taken = {
+                let mut m = o.pages.lock().unwrap();
+                let len = m.len();
+                let skip = rnd(len);
+                let p = m.iter().cycle().skip(skip).take(len).find(|(_, e)| !e.1).map(|(&p, _)| p);
+                p.and_then(|p| m.remove(&p).map(|(k, _)| (p, k)))
+            };
+            let Some((p, k)) = taken else { continue };
+            bad += usize::from(!intact(&a, p, k));
+            // Migration may be looking at the page (isolating it, to be
+            // refused): the free says so, and the owner retries.
+            loop {
+                match a.free_pages(Pfn::new(p), 0) {
+                    Ok(()) => break,
+                    Err(FreeError::Migrating { .. }) => std::thread::yield_now(),
+                    Err(e) => panic!("free: {e}"),
+                }
+            }
+            deficit += 1;
+        }
+        std::thread::sleep(Duration::from_millis(15));
+    }
+    for _ in 0..deficit {
+        let q = a.alloc_pages(Gfp::MOVABLE, 0).unwrap().as_u64();
+        fill(&a, q, key);
+        o.pages.lock().unwrap().insert(q, (key, false));
+        a.set_page_movable(Pfn::new(q), id).unwrap();
+        key += 1;
+    }
+    // No new pass starts once reporting is off; one under way ends.
+    a.set_page_reporting(false);
+    std::thread::sleep(Duration::from_millis(200));
+    let st = a.page_reporting_stats();
+    assert!(st.compactions > 0 && st.compacted_pages > 0, "{st:?}");
+    assert!(st.errors > 0 && st.released_pages > 0, "{st:?}");
+    let m = o.pages.lock().unwrap().clone();
+    bad += m.iter().filter(|(&p, &(k, _))| !intact(&a, p, k)).count();
+    assert_eq!(bad, 0, "data intact through every move, {st:?}");
+    assert_eq!(m.len(), n / 4);
+    a.check_invariants().unwrap();
+    for p in m.keys() {
+        a.free_pages(Pfn::new(*p), 0).unwrap();
+    }
+    a.check_invariants().unwrap();
+}
