@@ -189,6 +189,67 @@ pub(crate) fn compact_for_release(c: &Core) -> bool {
     true
 }
 
+/// One wake of the reporter thread: advance the free clock, drain when idle
+/// for the delay, run a pass when one is due; when to wake next.
+#[cfg(not(loom))]
+fn reporter_wake(c: &Core, idle: &mut Idle, next_pass: &mut Instant) -> Instant {
+    // Free blocks are stamped with this clock: advanced at every wake, it is
+    // at most one wake behind (a block is never released before the delay
+    // minus that).
+    crate::reporting::tick_clock();
+    let delay_ms = c.reporting.delay_ms();
+    if !c.reporting.enabled() {
+        return Instant::now() + interval(delay_ms);
+    }
+    let now = Instant::now();
+    let all = idle.drained_now(c, now);
+    if all || now >= *next_pass {
+        let due = reporter_pass(c, idle, all, delay_ms);
+        let after = Instant::now();
+        *next_pass = after + interval(delay_ms);
+        if let Some(d) = due {
+            // Under traffic, not more often than twice a pause (a pass walks
+            // the free lists); idle, within an idle check of the block's
+            // deadline.
+            let floor = if idle.moving { interval(delay_ms) / 2 } else { idle_check(delay_ms) };
+            *next_pass = (*next_pass).min(after + d.max(floor));
+        }
+    }
+    let mut wake = *next_pass;
+    if let Some(t) = idle.next_check(Instant::now(), delay_ms) {
+        wake = wake.min(t);
+    }
+    wake
+}
+
+/// The reporter's pass (`all`: the allocator was just found idle and
+/// drained, so ages are ignored); how long until the first block it left
+/// for being young comes of age.
+#[cfg(not(loom))]
+fn reporter_pass(c: &Core, idle: &mut Idle, all: bool, delay_ms: u64) -> Option<Duration> {
+    // A long pass (a burst's worth of releases) looks for the drain's
+    // deadline between lists rather than after it.
+    let mut mid = false;
+    let (_, mut due) = c.reporting.pass_timed(c.zones.as_slice(), &c.mm, all, || {
+        let t = Instant::now();
+        if idle.next_check(t, delay_ms).is_none_or(|at| at > t) {
+            return false;
+        }
+        mid = idle.drained_now(c, t);
+        mid
+    });
+    if mid {
+        // Lists walked before the drain may hold its pages (merged into
+        // larger blocks): one more pass, all ages.
+        due = c.reporting.pass_timed(c.zones.as_slice(), &c.mm, true, || false).1;
+    }
+    if (all || mid) && compact_for_release(c) {
+        // The pageblocks compaction emptied: released now.
+        due = c.reporting.pass_timed(c.zones.as_slice(), &c.mm, true, || false).1;
+    }
+    due
+}
+
 /// Start the reporter thread unless it runs.
 #[cfg(not(loom))]
 pub(crate) fn start_reporter(core: &Arc<Core>) {
@@ -205,55 +266,8 @@ pub(crate) fn start_reporter(core: &Arc<Core>) {
         crate::cpu::block_async_signals();
         let mut idle = Idle::default();
         let mut next_pass = Instant::now();
-        loop {
-            if c.reporting.stop.load(Ordering::Relaxed) {
-                return;
-            }
-            // Free blocks are stamped with this clock: advanced at every wake,
-            // it is at most one wake behind (a block is never released before
-            // the delay minus that).
-            crate::reporting::tick_clock();
-            let delay_ms = c.reporting.delay_ms();
-            let mut wake = Instant::now() + interval(delay_ms);
-            if c.reporting.enabled() {
-                let now = Instant::now();
-                let all = idle.drained_now(&c, now);
-                if all || now >= next_pass {
-                    // A long pass (a burst's worth of releases) looks for the
-                    // drain's deadline between lists rather than after it.
-                    let mut mid = false;
-                    let (_, mut due) = c.reporting.pass_timed(c.zones.as_slice(), &c.mm, all, || {
-                        let t = Instant::now();
-                        if idle.next_check(t, delay_ms).is_none_or(|at| at > t) {
-                            return false;
-                        }
-                        mid = idle.drained_now(&c, t);
-                        mid
-                    });
-                    if mid {
-                        // Lists walked before the drain may hold its pages
-                        // (merged into larger blocks): one more pass, all ages.
-                        due = c.reporting.pass_timed(c.zones.as_slice(), &c.mm, true, || false).1;
-                    }
-                    if (all || mid) && compact_for_release(&c) {
-                        // The pageblocks compaction emptied: released now.
-                        due = c.reporting.pass_timed(c.zones.as_slice(), &c.mm, true, || false).1;
-                    }
-                    let after = Instant::now();
-                    next_pass = after + interval(delay_ms);
-                    if let Some(d) = due {
-                        // Under traffic, not more often than twice a pause (a
-                        // pass walks the free lists); idle, within an idle
-                        // check of the block's deadline.
-                        let floor = if idle.moving { interval(delay_ms) / 2 } else { idle_check(delay_ms) };
-                        next_pass = next_pass.min(after + d.max(floor));
-                    }
-                }
-                wake = next_pass;
-                if let Some(t) = idle.next_check(Instant::now(), delay_ms) {
-                    wake = wake.min(t);
-                }
-            }
+        while !c.reporting.stop.load(Ordering::Relaxed) {
+            let wake = reporter_wake(&c, &mut idle, &mut next_pass);
             std::thread::park_timeout(wake.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)));
         }
     });

@@ -88,6 +88,30 @@ fn smallest_released(g: &crate::zone::ZoneGuard<'_>, order: Order, mt: MigrateTy
     order.and_above().find_map(|o| g.first_free(o, mt)).map(|p| g.mm.page(p).flags() & flags::REPORTED != 0)
 }
 
+/// The run size (log2 of blocks of `order`) a refill takes next, at most
+/// `max_run`: resident memory first (issue 18). When the block a run would
+/// take was released (REPORTED) while a smaller run can come from resident
+/// memory, take the smaller run. After random frees the resident free memory
+/// lies in small blocks inside partly used pageblocks, and the large runs
+/// would otherwise come from released (or never touched) pageblocks,
+/// faulting memory in while resident free memory waits. Released blocks sit
+/// at their lists' tails, so a list's head is resident whenever the list
+/// holds a resident block. `cap` keeps the sizes already refused refused for
+/// this refill.
+fn resident_run(g: &crate::zone::ZoneGuard<'_>, order: Order, mt: MigrateType, max_run: u32, cap: &mut u32) -> u32 {
+    let mut run = max_run.min(*cap);
+    let up = |run: u32| order.raised(run).unwrap_or(order);
+    while run > 0 && smallest_released(g, up(run), mt) == Some(true) {
+        run -= 1;
+    }
+    if run == 0 && smallest_released(g, order, mt) != Some(false) {
+        // Nothing resident at any size: as before.
+        return max_run;
+    }
+    *cap = run;
+    run
+}
+
 impl PcpLists {
     /// Take up to `n` blocks of `order` from list `pi` (type `mt`) for zone
     /// `z`, refilling from the buddy while the zone is above the watermark of
@@ -173,28 +197,9 @@ impl PcpLists {
                 // operation instead of one per block); only single blocks go
                 // through the fallback path.
                 let max_run = (n - got).ilog2().min(PAGEBLOCK_ORDER.saturating_sub(order.get()));
-                // Resident memory first (issue 18): when the block that run
-                // would take was released (REPORTED) while a smaller run can
-                // come from resident memory, take the smaller run. After
-                // random frees the resident free memory lies in small blocks
-                // inside partly used pageblocks, and the large runs would
-                // otherwise come from released (or never touched) pageblocks,
-                // faulting memory in while resident free memory waits.
-                // Released blocks sit at their lists' tails, so a list's head
-                // is resident whenever the list holds a resident block. `cap`
-                // keeps the sizes already refused refused for this refill.
-                let mut run = max_run.min(cap);
+                let run = resident_run(&g, order, mt, max_run, &mut cap);
                 // Runs are at most the pageblock's order: always an order.
                 let up = |run: u32| order.raised(run).unwrap_or(order);
-                while run > 0 && smallest_released(&g, up(run), mt) == Some(true) {
-                    run -= 1;
-                }
-                if run == 0 && smallest_released(&g, order, mt) != Some(false) {
-                    // Nothing resident at any size: as before.
-                    run = max_run;
-                } else {
-                    cap = run;
-                }
                 let (p, k) = match g.rmqueue_smallest(up(run), mt) {
                     Some(p) if run > 0 => (p, up(run)),
                     Some(p) => (p, order),
