@@ -48,6 +48,28 @@ pub trait MovableOps: Send + Sync {
     }
 }
 
+/// How one page's migration ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Moved {
+    /// Moved: the source is free, the target is the owner's.
+    Yes,
+    /// Not isolated (not registered, busy, or the owner refused to isolate):
+    /// nothing happened.
+    Busy,
+    /// Isolated, then failed: put back untouched (counted in pgmigrate_fail).
+    Failed,
+}
+
+/// How migration reaches pages on the LRU lists (page-cache pages): the
+/// page cache, which alone knows their mappings, registers one (the
+/// kernel's `address_space_operations::migrate_folio`).
+pub(crate) trait LruMigrate: Send + Sync {
+    /// Move the LRU page `from` to `target` (an allocated order-0 page,
+    /// `HEAD` only, owned by the caller). On anything but [`Moved::Yes`] the
+    /// target is still the caller's and `from` is as it was.
+    fn migrate_lru(&self, from: u64, target: u64) -> Moved;
+}
+
 /// The handle of a registered [`MovableOps`] (never reused in one allocator).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MovableId(pub(crate) u32);
@@ -62,6 +84,8 @@ pub(crate) struct Mobility {
     any: AtomicBool,
     /// Pageblock skip hints, one per pageblock (0 = scan, 1 = skip).
     skip: Box<[AtomicU32]>,
+    /// The page cache's migration of LRU pages, while one is attached.
+    lru: RwLock<Option<Arc<dyn LruMigrate>>>,
 }
 
 impl Mobility {
@@ -71,6 +95,7 @@ impl Mobility {
             page_ops: Mutex::new(HashMap::new()),
             any: AtomicBool::new(false),
             skip: (0..nblocks).map(|_| AtomicU32::new(0)).collect(),
+            lru: RwLock::new(None),
         }
     }
 
@@ -92,8 +117,20 @@ impl Mobility {
         (id.0 as usize) < self.ops.read().unwrap_or_else(|e| e.into_inner()).len()
     }
 
+    /// Whether anything is movable: registered ops or an attached LRU
+    /// migrator (page cache).
     pub(crate) fn any_registered(&self) -> bool {
-        self.any.load(Ordering::Acquire)
+        self.any.load(Ordering::Acquire) || self.lru_ops().is_some()
+    }
+
+    /// Attach (Some) or detach (None) the LRU migrator.
+    pub(crate) fn set_lru_ops(&self, m: Option<Arc<dyn LruMigrate>>) {
+        *self.lru.write().unwrap_or_else(|e| e.into_inner()) = m;
+    }
+
+    /// The LRU migrator, if a page cache is attached.
+    pub(crate) fn lru_ops(&self) -> Option<Arc<dyn LruMigrate>> {
+        self.lru.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Record the ops id of `pfn` (before its `MOVABLE_OPS` bit is set).

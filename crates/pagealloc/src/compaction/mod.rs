@@ -1,6 +1,6 @@
 //! Memory compaction (the kernel's mm/compaction.c), per zone: a migrate
 //! scanner walks pageblocks up from the zone's start taking registered
-//! movable pages, a free scanner walks down from its end taking free pages
+//! movable pages and page-cache pages on the LRU lists, a free scanner walks down from its end taking free pages
 //! as targets; the pages move up, the low pageblocks empty and merge.
 //!
 //! - The scanners work in pageblocks and stop when they meet, or, for a
@@ -103,8 +103,12 @@ impl Core {
         if !use_hints {
             self.clear_skip_hints(z);
         }
-        // Free pages parked on per-CPU lists merge only in the buddy.
+        // Free pages parked on per-CPU lists merge only in the buddy; page-cache
+        // pages in per-CPU LRU batches are migratable only once listed.
         self.drain_all();
+        if self.mobility.lru_ops().is_some() {
+            self.lru_add_drain_all();
+        }
         if order.is_some_and(|o| Self::has_free_order(z, o)) {
             out.success = true;
             return out;
@@ -143,7 +147,7 @@ impl Core {
                 let Some(t) = targets.pop() else {
                     break;
                 };
-                match self.migrate_one(c, t) {
+                match self.migrate_page(c, t) {
                     Moved::Yes => out.migrated += 1,
                     Moved::Busy | Moved::Failed => targets.push(t),
                 }
@@ -185,7 +189,7 @@ impl Core {
             scanned += 1;
             let d = self.mm.page(p);
             let f = d.flags();
-            if f == flags::HEAD | flags::MOVABLE_OPS && d.order() == 0 {
+            if self.is_migratable_racy(p) {
                 out.push(p);
                 p += 1;
             } else if f & (flags::BUDDY | flags::HEAD | flags::PCP) != 0 {

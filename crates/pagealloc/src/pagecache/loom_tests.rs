@@ -174,3 +174,41 @@ fn loom_pagecache_fill_races_waiter() {
         conserved(&a, cache, 1);
     });
 }
+
+/// A lookup (`find_get`, then reading the bytes under the page lock) against
+/// migration of the same page (isolate from the LRU, try-lock, freeze from
+/// 2, copy, publish the target locked, replace the map entry, free the
+/// source, unlock the target). The lookup gets either the old page before
+/// the move (and the move fails, or waits until the handle is gone) or the
+/// new one after it, always live and with the fill's bytes, never a freed
+/// frame; afterwards exactly one page is cached, at the frame the move's
+/// outcome says.
+#[test]
+fn loom_pagecache_lookup_races_migration() {
+    model(|| {
+        let (a, cache, m) = world();
+        let from = cached_cold(&a, &m, 0);
+        let to = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+        let (m2, a2) = (again(&cache), a.clone());
+        let t = loom::thread::spawn(move || {
+            let h = m2.find_get(0).expect("a cached page is always found");
+            assert!(h.pfn() == from || h.pfn() == to);
+            check_held(&a2, &h);
+        });
+        let moved = super::migrate::migrate(&cache.inner, from.as_u64(), to.as_u64());
+        t.join().unwrap();
+        let now = m.find_get(0).unwrap().pfn();
+        match moved {
+            crate::movable::Moved::Yes => {
+                assert_eq!(now, to);
+                let f = a.core.mm.page(from.as_u64()).flags();
+                assert!(f & HEAD == 0, "the source was not freed: {f:#x}");
+            }
+            _ => {
+                assert_eq!(now, from);
+                a.free_pages(to, 0).unwrap();
+            }
+        }
+        conserved(&a, cache, 1);
+    });
+}
