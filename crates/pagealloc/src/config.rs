@@ -167,6 +167,19 @@ pub struct Config {
     // Zone-lock statistics (lockstat):
     /// Count zone-lock wait and hold times (`PageAllocator::lockstat`). Default on.
     pub lock_stats: bool,
+    // kcompactd, proactive compaction and grouping by mobility (issue 17).
+    /// The kernel's `vm.compaction_proactiveness` (0..=100, default 20):
+    /// kcompactd compacts a node in the background when its fragmentation
+    /// score is above `min(max(100 - p, 5) + 10, 100)` and stops at
+    /// `max(100 - p, 5)`; 0 turns proactive compaction off (kcompactd still
+    /// answers kswapd's wakeups for high orders).
+    pub compaction_proactiveness: u32,
+    /// The kernel's `page_group_by_mobility_disabled`: every allocation
+    /// takes its pages from one migratetype's lists (Movable here, so
+    /// compaction still finds targets), so unmovable pages land among
+    /// movable ones anywhere. Turns the inline front-cache allocation off.
+    /// Default off (the kernel sets it when memory is too small to group).
+    pub page_group_by_mobility_disabled: bool,
 }
 
 impl Default for Config {
@@ -198,6 +211,8 @@ impl Default for Config {
             init_on_alloc: false,
             extfrag_threshold: 500,
             lock_stats: true,
+            compaction_proactiveness: 20,
+            page_group_by_mobility_disabled: false,
         }
     }
 }
@@ -270,6 +285,10 @@ setters! {
     extfrag_threshold: u32,
     /// Set [`Config::lock_stats`].
     lock_stats: bool,
+    /// Set [`Config::compaction_proactiveness`].
+    compaction_proactiveness: u32,
+    /// Set [`Config::page_group_by_mobility_disabled`].
+    page_group_by_mobility_disabled: bool,
 }
 
 impl Config {
@@ -313,6 +332,12 @@ impl Config {
             return Err(ConfigError::Invalid {
                 field: "nodes",
                 why: format!("{} is above the maximum of {MAX_NODES} nodes", self.nodes),
+            });
+        }
+        if self.compaction_proactiveness > 100 {
+            return Err(ConfigError::Invalid {
+                field: "compaction_proactiveness",
+                why: format!("{} is outside 0..=100", self.compaction_proactiveness),
             });
         }
         if self.extfrag_threshold > 1000 {

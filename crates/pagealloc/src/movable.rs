@@ -86,16 +86,19 @@ pub(crate) struct Mobility {
     skip: Box<[AtomicU32]>,
     /// The page cache's migration of LRU pages, while one is attached.
     lru: RwLock<Option<Arc<dyn LruMigrate>>>,
+    /// kcompactd's wakeups and threads (the loop: `compaction::kcompactd`).
+    pub(crate) kcompactd: KcompactdState,
 }
 
 impl Mobility {
-    pub(crate) fn new(nblocks: usize) -> Self {
+    pub(crate) fn new(nblocks: usize, nr_nodes: usize) -> Self {
         Self {
             ops: RwLock::new(Vec::new()),
             page_ops: Mutex::new(HashMap::new()),
             any: AtomicBool::new(false),
             skip: (0..nblocks).map(|_| AtomicU32::new(0)).collect(),
             lru: RwLock::new(None),
+            kcompactd: KcompactdState::new(nr_nodes),
         }
     }
 
@@ -168,4 +171,82 @@ pub struct MobilityCensus {
     pub pinned: u64,
     /// Pages isolated for migration right now.
     pub isolated: u64,
+}
+
+struct KcompactdNode {
+    woken: AtomicBool,
+    /// The highest order asked for since the last run (0: none).
+    order: AtomicU32,
+    lock: parking_lot::Mutex<()>,
+    cv: parking_lot::Condvar,
+}
+
+/// kcompactd's per-node wakeups (the kernel's `pgdat->kcompactd_wait` and
+/// `kcompactd_max_order`) and its threads. Same protocol as kswapd's
+/// (`vmscan::wake`): a waker raises the node's order, sets `woken` and
+/// notifies under the mutex only when it changed it; the sleeper tests
+/// `woken` under that mutex, so no wakeup is lost. The threads are joined by
+/// [`KcompactdState::stop_and_join`] when the last user handle drops.
+pub(crate) struct KcompactdState {
+    nodes: Box<[KcompactdNode]>,
+    pub(crate) stop: AtomicBool,
+    pub(crate) started: AtomicBool,
+    pub(crate) threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+}
+
+impl KcompactdState {
+    fn new(nr_nodes: usize) -> Self {
+        Self {
+            nodes: (0..nr_nodes)
+                .map(|_| KcompactdNode {
+                    woken: AtomicBool::new(false),
+                    order: AtomicU32::new(0),
+                    lock: parking_lot::Mutex::new(()),
+                    cv: parking_lot::Condvar::new(),
+                })
+                .collect(),
+            stop: AtomicBool::new(false),
+            started: AtomicBool::new(false),
+            threads: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Wake node `nid`'s kcompactd for `order` (`wakeup_kcompactd`).
+    pub(crate) fn wake(&self, nid: usize, order: u32) {
+        let Some(w) = self.nodes.get(nid) else { return };
+        w.order.fetch_max(order, Ordering::Relaxed);
+        if !w.woken.swap(true, Ordering::AcqRel) {
+            let _g = w.lock.lock();
+            w.cv.notify_one();
+        }
+    }
+
+    /// Sleep until woken or `timeout`; the order asked for if woken.
+    pub(crate) fn sleep(&self, nid: usize, timeout: std::time::Duration) -> Option<u32> {
+        let w = &self.nodes[nid];
+        {
+            let mut g = w.lock.lock();
+            if !w.woken.load(Ordering::Acquire) {
+                w.cv.wait_for(&mut g, timeout);
+            }
+        }
+        w.woken.swap(false, Ordering::AcqRel).then(|| w.order.swap(0, Ordering::Relaxed))
+    }
+
+    /// Stop the threads and wait for them (idempotent).
+    pub(crate) fn stop_and_join(&self) {
+        self.stop.store(true, Ordering::Release);
+        for n in 0..self.nodes.len() {
+            self.wake(n, 0);
+        }
+        let ts: Vec<_> = self.threads.lock().drain(..).collect();
+        for t in ts {
+            // A kcompactd thread may drop the last user handle itself (it
+            // held the last reference to a page cache holding one): it ends
+            // at its next stop check, detached.
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
+        }
+    }
 }

@@ -21,7 +21,10 @@ fn written(i: u64) -> u8 {
 }
 
 fn setup(mib: u64) -> (Arc<PageAllocator>, PageCache, Mapping) {
-    let a = Arc::new(PageAllocator::new(Config::small(mib << 20).backing(Backing::Anonymous)).unwrap());
+    // Proactive compaction off: the tests count the moves they cause.
+    let a = Arc::new(
+        PageAllocator::new(Config::small(mib << 20).backing(Backing::Anonymous).compaction_proactiveness(0)).unwrap(),
+    );
     let pc = PageCache::new(a.clone(), PageCacheConfig { kswapd: false }).unwrap();
     let m = pc.mapping(
         1,

@@ -27,6 +27,7 @@
 
 pub(crate) mod contig;
 mod index;
+pub(crate) mod kcompactd;
 
 pub use index::FragIndexReport;
 pub(crate) use index::{fragmentation_index, FragInfo};
@@ -72,7 +73,7 @@ impl Core {
     }
 
     /// Does `z` have a free block of at least `order` on a pcp type's list?
-    fn has_free_order(z: &Zone, order: u32) -> bool {
+    pub(crate) fn has_free_order(z: &Zone, order: u32) -> bool {
         (order..=MAX_ORDER)
             .any(|o| z.stats.free_blocks[o as usize][..MIGRATE_PCPTYPES].iter().any(|c| c.get_racy() != 0))
     }
@@ -97,6 +98,13 @@ impl Core {
 
     /// Compact zone `zi` for `order` (None: the whole zone). See the module doc.
     pub(crate) fn compact_zone(&self, zi: usize, order: Option<u32>) -> CompactOutcome {
+        self.compact_zone_until(zi, order, None)
+    }
+
+    /// [`Core::compact_zone`], also stopping (after a pageblock) once the
+    /// zone's fragmentation score is at or below `score` (proactive
+    /// compaction).
+    pub(crate) fn compact_zone_until(&self, zi: usize, order: Option<u32>, score: Option<u64>) -> CompactOutcome {
         let z = &self.zones[zi];
         let mut out = CompactOutcome::default();
         let use_hints = order.is_some();
@@ -155,6 +163,9 @@ impl Core {
             m += PAGEBLOCK_PAGES;
             if order.is_some_and(|o| Self::has_free_order(z, o)) {
                 out.success = true;
+                break;
+            }
+            if score.is_some_and(|w| self.fragmentation_score_zone(zi) <= w) {
                 break;
             }
         }

@@ -201,7 +201,7 @@ impl Core {
             reporting: crate::reporting::Reporting::new(&cfg),
             vmscan: Vmscan::new(cfg.nodes as usize, nr_cpus),
             nolock: nolock::NoLock::default(),
-            mobility: crate::movable::Mobility::new(nblocks as usize),
+            mobility: crate::movable::Mobility::new(nblocks as usize, cfg.nodes as usize),
             cfg,
         };
         crate::sync::prepare_parking();

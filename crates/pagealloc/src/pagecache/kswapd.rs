@@ -6,7 +6,9 @@
 //! `vmscan::wake`) or a pass frees nothing (`pageoutrun` counts the
 //! runs). The wakeup itself is `vmscan::wake` (below the allocator); pages
 //! kswapd reclaims from the page cache go straight to the buddy lists
-//! (`reclaim`), where the watermarks count them.
+//! (`reclaim`), where the watermarks count them. After a run for a request
+//! of order > 0 that left the node without a free block of that order, it
+//! wakes the node's kcompactd (`compaction::kcompactd`).
 
 use super::CacheInner;
 use crate::allocator::PageAllocator;
@@ -106,6 +108,13 @@ fn run(weak: &Weak<CacheInner>, nid: usize) {
             return;
         }
         balance_node(&c, nid);
+        // A high-order request woke us and reclaim did not make a block of
+        // that order: kcompactd's turn (`kswapd_try_to_sleep` →
+        // `wakeup_kcompactd`).
+        let order = c.alloc.core.vmscan.kswapd.take_order(nid);
+        if order > 0 && !c.alloc.core.node_has_free_order(nid, order) {
+            c.alloc.core.mobility.kcompactd.wake(nid, order);
+        }
     }
 }
 

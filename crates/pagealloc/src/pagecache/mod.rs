@@ -149,6 +149,7 @@ impl PageCache {
         });
         let shrinker_id = inner.alloc.core.vmscan.register(Arc::new(reclaim::CacheShrinker(Arc::downgrade(&inner))));
         inner.alloc.core.mobility.set_lru_ops(Some(Arc::new(migrate::CacheMigrator(Arc::downgrade(&inner)))));
+        crate::compaction::kcompactd::start(&inner.alloc.core);
         if cfg.kswapd {
             kswapd::start(&inner);
         }
