@@ -10,6 +10,7 @@ pub mod page_lock;
 pub mod pagealloc_micro;
 pub mod pagetypeinfo;
 pub mod pcp_flush;
+pub mod proactive_compaction;
 pub mod stress_highalloc;
 
 use crate::harness::Experiment;
@@ -32,5 +33,9 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
 /// Experiments run only when named (`pagealloc bench burst-idle`): they idle
 /// for seconds.
 pub fn on_demand() -> Vec<Box<dyn Experiment>> {
-    vec![Box::new(burst_idle::BurstIdle), Box::new(lru_file_readonce::LruFileReadonce)]
+    vec![
+        Box::new(burst_idle::BurstIdle),
+        Box::new(lru_file_readonce::LruFileReadonce),
+        Box::new(proactive_compaction::ProactiveCompaction),
+    ]
 }
