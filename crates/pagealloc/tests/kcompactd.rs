@@ -46,7 +46,7 @@ fn fragment(a: &PageAllocator, o: &Arc<Owner>) {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        if x % 4 == 0 {
+        if x.is_multiple_of(4) {
             let b = words(a, p.as_u64());
             for i in 0..PAGE_SIZE / 8 {
                 // SAFETY: our allocated page, not yet movable: nobody else

@@ -45,11 +45,7 @@ impl Core {
         let fb = Self::zone_free_blocks(&self.zones[zi]);
         let free: u64 = fb.iter().enumerate().map(|(o, n)| n << o).sum();
         let big: u64 = fb.iter().enumerate().skip(PAGEBLOCK_ORDER as usize).map(|(o, n)| n << o).sum();
-        if free == 0 {
-            0
-        } else {
-            (free - big) * 100 / free
-        }
+        ((free - big) * 100).checked_div(free).unwrap_or(0)
     }
 
     /// Node `nid`'s fragmentation score: its zones' scores weighted by size.

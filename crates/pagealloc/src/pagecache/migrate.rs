@@ -94,7 +94,7 @@ pub(crate) fn migrate(c: &CacheInner, from: u64, to: u64) -> Moved {
     let td = core.mm.page(to);
     // Release: the bytes and owner word are visible to whoever gets a
     // reference (try_get's Acquire) after finding `to` in the map.
-    td.flags.store(HEAD | LOCKED | keep | 2 * REF_ONE, Ordering::Release);
+    td.flags.store(HEAD | LOCKED | keep | (2 * REF_ONE), Ordering::Release);
     if !m.replace(index, from, to) {
         // Not mapped there any more (cannot happen with the page locked;
         // undone all the same): the target is the caller's again.
