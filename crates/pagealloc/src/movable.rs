@@ -187,6 +187,7 @@ struct KcompactdNode {
 /// notifies under the mutex only when it changed it; the sleeper tests
 /// `woken` under that mutex, so no wakeup is lost. The threads are joined by
 /// [`KcompactdState::stop_and_join`] when the last user handle drops.
+#[cfg_attr(loom, allow(dead_code))] // the threads do not run under loom
 pub(crate) struct KcompactdState {
     nodes: Box<[KcompactdNode]>,
     pub(crate) stop: AtomicBool,
@@ -194,6 +195,7 @@ pub(crate) struct KcompactdState {
     pub(crate) threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
+#[cfg_attr(loom, allow(dead_code))]
 impl KcompactdState {
     fn new(nr_nodes: usize) -> Self {
         Self {

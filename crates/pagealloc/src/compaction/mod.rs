@@ -27,6 +27,7 @@
 
 pub(crate) mod contig;
 mod index;
+#[cfg_attr(loom, allow(dead_code))] // the threads do not run under loom
 pub(crate) mod kcompactd;
 
 pub use index::FragIndexReport;
