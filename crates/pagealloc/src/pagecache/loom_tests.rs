@@ -212,3 +212,52 @@ fn loom_pagecache_lookup_races_migration() {
         conserved(&a, cache, 1);
     });
 }
+
+/// A write through the cache (`get`, page lock, copy in, `DIRTY`, unlock)
+/// against migration of the same page: the writer holds a reference, so the
+/// move either happens before it found the page (it writes the new page) or
+/// fails; the written bytes are never left behind in the old frame.
+#[test]
+fn loom_pagecache_write_races_migration() {
+    model(|| {
+        let (a, cache, m) = world();
+        let from = cached_cold(&a, &m, 0);
+        let to = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+        let m2 = again(&cache);
+        let t = loom::thread::spawn(move || {
+            m2.write(PAGE_SIZE as u64 - 2, &[0x11, 0x22]).unwrap();
+        });
+        let moved = super::migrate::migrate(&cache.inner, from.as_u64(), to.as_u64());
+        t.join().unwrap();
+        let h = m.find_get(0).unwrap();
+        let mut b = [0u8; 2];
+        h.read(PAGE_SIZE - 2, &mut b);
+        assert_eq!(b, [0x11, 0x22], "a write was lost to a migration");
+        drop(h);
+        if moved != crate::movable::Moved::Yes {
+            a.free_pages(to, 0).unwrap();
+        }
+        conserved(&a, cache, 1);
+    });
+}
+
+/// Delete (`truncate`: lookup, lock, remove, put) against migration: the
+/// page deleted is the old one or the new one, and whichever frames are not
+/// cached end up free exactly once.
+#[test]
+fn loom_pagecache_delete_races_migration() {
+    model(|| {
+        let (a, cache, m) = world();
+        let from = cached_cold(&a, &m, 0);
+        let to = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+        let m2 = again(&cache);
+        let t = loom::thread::spawn(move || assert!(m2.delete(0)));
+        let moved = super::migrate::migrate(&cache.inner, from.as_u64(), to.as_u64());
+        t.join().unwrap();
+        assert!(m.find_get(0).is_none());
+        if moved != crate::movable::Moved::Yes {
+            a.free_pages(to, 0).unwrap();
+        }
+        conserved(&a, cache, 0);
+    });
+}
