@@ -1,6 +1,7 @@
 //! loom models of the page cache's races on one page (issue 16): a lookup
-//! taking a reference against reclaim and against delete, and a fill against
-//! a reader waiting on the page lock. They run the real functions
+//! taking a reference against reclaim and against delete, a fill against a
+//! reader waiting on the page lock; and (issue 17) a lookup, a write and a
+//! delete each against migration of the page. They run the real functions
 //! (`Mapping::find_get`/`get`/`delete`, `PageCache::shrink`, the page lock,
 //! `put_page`, the LRU) on a one-pageblock, memory-backed arena with one CPU
 //! slot and no kswapd; every model ends with conservation (every page is

@@ -47,7 +47,8 @@
 //! them through the hook this cache registers (`migrate`).
 //!
 //! loom models (`loom_tests`): lookup vs reclaim, lookup vs delete and
-//! reuse, fill vs a reader waiting on the page lock, lookup vs migration.
+//! reuse, fill vs a reader waiting on the page lock, and a lookup, a write
+//! and a delete each against migration.
 //!
 //! Lock order: see `vmscan`'s module doc (page lock, mapping shard, LRU,
 //! per-CPU batch, per-CPU lists and zone).
