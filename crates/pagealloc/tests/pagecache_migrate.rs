@@ -211,3 +211,106 @@ fn lookups_race_migration() {
     verify(&m, &kept);
     conserved(&a, &pc);
 }
+
+/// A file in memory: pages written back are kept, the others read as
+/// [`pattern`].
+#[derive(Default)]
+struct Store(std::sync::Mutex<std::collections::HashMap<u64, Vec<u8>>>);
+
+impl pagealloc::PageSource for Store {
+    fn read_page(&self, index: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        match self.0.lock().unwrap().get(&index) {
+            Some(v) => buf.copy_from_slice(v),
+            None => buf.fill(pattern(index)),
+        }
+        Ok(())
+    }
+    fn write_page(&self, index: u64, buf: &[u8]) -> std::io::Result<()> {
+        self.0.lock().unwrap().insert(index, buf.to_vec());
+        Ok(())
+    }
+}
+
+/// Page `i` at version `v` (0: never written): a header (i, v) and a fill.
+fn version_bytes(i: u64, v: u64) -> Vec<u8> {
+    if v == 0 {
+        return vec![pattern(i); PAGE_SIZE];
+    }
+    let mut b = vec![((i * 131 + v * 7) % 251) as u8 ^ 0xa5; PAGE_SIZE];
+    b[..8].copy_from_slice(&i.to_le_bytes());
+    b[8..16].copy_from_slice(&v.to_le_bytes());
+    b
+}
+
+/// Writers and readers over more file than memory (reclaim by kswapd and
+/// direct reclaim, writeback of dirty pages), while compaction, contiguous
+/// allocations and kcompactd (proactiveness 100) move the cached pages:
+/// every read returns the last version written, nothing is lost, and the
+/// allocator's invariants and conservation hold at the end.
+#[test]
+fn checksummed_churn_with_reclaim_compaction_and_kcompactd() {
+    let a = Arc::new(
+        PageAllocator::new(Config::small(16 << 20).backing(Backing::Anonymous).compaction_proactiveness(100)).unwrap(),
+    );
+    let pc = PageCache::new(a.clone(), PageCacheConfig { kswapd: true }).unwrap();
+    let src: Arc<dyn pagealloc::PageSource> = Arc::new(Store::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let checks = AtomicU64::new(0);
+    const PER: u64 = 1200;
+    std::thread::scope(|s| {
+        for t in 0..5u64 {
+            let (m, stop, checks) = (pc.mapping(1, src.clone()), stop.clone(), &checks);
+            s.spawn(move || {
+                let mut ver = vec![0u64; PER as usize];
+                let mut x = t * 0x9e37_79b9 + 1;
+                let mut buf = vec![0u8; PAGE_SIZE];
+                while !stop.load(Ordering::Relaxed) {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let k = (x % PER) as usize;
+                    let i = t * PER + k as u64;
+                    if x % 3 == 0 {
+                        ver[k] += 1;
+                        m.write(i * PAGE_SIZE as u64, &version_bytes(i, ver[k])).unwrap();
+                    } else {
+                        m.read(i * PAGE_SIZE as u64, &mut buf).unwrap();
+                        assert!(buf == version_bytes(i, ver[k]), "page {i}: not version {}", ver[k]);
+                        checks.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                for (k, &v) in ver.iter().enumerate() {
+                    let i = t * PER + k as u64;
+                    m.read(i * PAGE_SIZE as u64, &mut buf).unwrap();
+                    assert!(buf == version_bytes(i, v), "page {i}: not version {v} at the end");
+                }
+            });
+        }
+        let ok0 = a.event_count(VmEvent::PgmigrateSuccess);
+        let t0 = std::time::Instant::now();
+        while t0.elapsed() < std::time::Duration::from_secs(4) {
+            a.compact_memory();
+            if let Ok(p) = a.alloc_contig_pages(PAGEBLOCK_PAGES, Gfp::MOVABLE) {
+                a.free_contig_range(p, PAGEBLOCK_PAGES).unwrap();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        stop.store(true, Ordering::Relaxed);
+        assert!(a.event_count(VmEvent::PgmigrateSuccess) > ok0, "nothing moved");
+    });
+    eprintln!(
+        "{} reads checked, {} pages migrated ({} failed), {} reclaimed, kcompactd scanned {}",
+        checks.load(Ordering::Relaxed),
+        a.event_count(VmEvent::PgmigrateSuccess),
+        a.event_count(VmEvent::PgmigrateFail),
+        a.event_count(VmEvent::PgstealDirect) + a.event_count(VmEvent::PgstealKswapd),
+        a.event_count(VmEvent::CompactDaemonMigrateScanned)
+    );
+    assert!(checks.load(Ordering::Relaxed) > 100);
+    assert!(a.event_count(VmEvent::PgstealDirect) + a.event_count(VmEvent::PgstealKswapd) > 0, "no reclaim");
+    drop(pc);
+    a.lru_add_drain_all();
+    a.drain_all_pages();
+    a.check_invariants().unwrap();
+    assert_eq!(a.nr_free_pages(), a.managed_pages());
+}
