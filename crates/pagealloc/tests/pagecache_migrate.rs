@@ -246,9 +246,14 @@ fn version_bytes(i: u64, v: u64) -> Vec<u8> {
 /// direct reclaim, writeback of dirty pages), while compaction, contiguous
 /// allocations and kcompactd (proactiveness 100) move the cached pages:
 /// every read returns the last version written, nothing is lost, and the
-/// allocator's invariants and conservation hold at the end.
+/// allocator's invariants and conservation hold at the end. 5 threads for
+/// 4 s; `CHURN_THREADS` and `CHURN_SECS` change that (the soak:
+/// `CHURN_THREADS=16 CHURN_SECS=60 cargo test --release -p pagealloc --test
+/// pagecache_migrate checksummed -- --nocapture`).
 #[test]
 fn checksummed_churn_with_reclaim_compaction_and_kcompactd() {
+    let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+    let (threads, secs) = (env("CHURN_THREADS", 5), env("CHURN_SECS", 4));
     let a = Arc::new(
         PageAllocator::new(Config::small(16 << 20).backing(Backing::Anonymous).compaction_proactiveness(100)).unwrap(),
     );
@@ -258,7 +263,7 @@ fn checksummed_churn_with_reclaim_compaction_and_kcompactd() {
     let checks = AtomicU64::new(0);
     const PER: u64 = 1200;
     std::thread::scope(|s| {
-        for t in 0..5u64 {
+        for t in 0..threads {
             let (m, stop, checks) = (pc.mapping(1, src.clone()), stop.clone(), &checks);
             s.spawn(move || {
                 let mut ver = vec![0u64; PER as usize];
@@ -288,7 +293,7 @@ fn checksummed_churn_with_reclaim_compaction_and_kcompactd() {
         }
         let ok0 = a.event_count(VmEvent::PgmigrateSuccess);
         let t0 = std::time::Instant::now();
-        while t0.elapsed() < std::time::Duration::from_secs(4) {
+        while t0.elapsed() < std::time::Duration::from_secs(secs) {
             a.compact_memory();
             if let Ok(p) = a.alloc_contig_pages(PAGEBLOCK_PAGES, Gfp::MOVABLE) {
                 a.free_contig_range(p, PAGEBLOCK_PAGES).unwrap();
@@ -299,7 +304,7 @@ fn checksummed_churn_with_reclaim_compaction_and_kcompactd() {
         assert!(a.event_count(VmEvent::PgmigrateSuccess) > ok0, "nothing moved");
     });
     eprintln!(
-        "{} reads checked, {} pages migrated ({} failed), {} reclaimed, kcompactd scanned {}",
+        "{threads} threads, {secs} s: {} reads checked, {} pages migrated ({} failed), {} reclaimed, kcompactd scanned {}",
         checks.load(Ordering::Relaxed),
         a.event_count(VmEvent::PgmigrateSuccess),
         a.event_count(VmEvent::PgmigrateFail),
