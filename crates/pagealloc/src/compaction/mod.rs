@@ -36,6 +36,7 @@ pub(crate) use index::{fragmentation_index, FragInfo};
 use crate::migrate::Moved;
 use crate::page::flags;
 use crate::page_alloc::Core;
+use crate::sync::Ordering;
 use crate::types::{Gfp, MigrateType, MAX_ORDER, MIGRATE_PCPTYPES, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
 use crate::vmevent::VmEvent;
 use crate::zone::{AllocFlags, Wmark, Zone};
@@ -166,7 +167,11 @@ impl Core {
                 out.success = true;
                 break;
             }
-            if score.is_some_and(|w| self.fragmentation_score_zone(zi) <= w) {
+            // Proactive runs are kcompactd's: they also end when it is told
+            // to stop (the last user handle waits for it).
+            if score.is_some_and(|w| {
+                self.fragmentation_score_zone(zi) <= w || self.mobility.kcompactd.stop.load(Ordering::Relaxed)
+            }) {
                 break;
             }
         }
