@@ -181,6 +181,19 @@ pub struct Config {
     /// two combine: a released block is zero whichever way it was released.
     /// The inline free path steps aside while it is on. Default off.
     pub init_on_free: bool,
+    // kcompactd, proactive compaction and grouping by mobility (issue 17).
+    /// The kernel's `vm.compaction_proactiveness` (0..=100, default 20):
+    /// kcompactd compacts a node in the background when its fragmentation
+    /// score is above `min(max(100 - p, 5) + 10, 100)` and stops at
+    /// `max(100 - p, 5)`; 0 turns proactive compaction off (kcompactd still
+    /// answers kswapd's wakeups for high orders).
+    pub compaction_proactiveness: u32,
+    /// The kernel's `page_group_by_mobility_disabled`: every allocation
+    /// takes its pages from one migratetype's lists (Movable here, so
+    /// compaction still finds targets), so unmovable pages land among
+    /// movable ones anywhere. Turns the inline front-cache allocation off.
+    /// Default off (the kernel sets it when memory is too small to group).
+    pub page_group_by_mobility_disabled: bool,
 }
 
 impl Default for Config {
@@ -214,6 +227,8 @@ impl Default for Config {
             lock_stats: true,
             page_reporting_compact: true,
             init_on_free: false,
+            compaction_proactiveness: 20,
+            page_group_by_mobility_disabled: false,
         }
     }
 }
@@ -290,6 +305,10 @@ setters! {
     page_reporting_compact: bool,
     /// Set [`Config::init_on_free`].
     init_on_free: bool,
+    /// Set [`Config::compaction_proactiveness`].
+    compaction_proactiveness: u32,
+    /// Set [`Config::page_group_by_mobility_disabled`].
+    page_group_by_mobility_disabled: bool,
 }
 
 impl Config {
@@ -348,6 +367,12 @@ impl Config {
 
     /// Watermarks, reserves, fragmentation threshold and per-CPU lists.
     fn validate_tuning(&self) -> Result<(), ConfigError> {
+        if self.compaction_proactiveness > 100 {
+            return Err(ConfigError::Invalid {
+                field: "compaction_proactiveness",
+                why: format!("{} is outside 0..=100", self.compaction_proactiveness),
+            });
+        }
         if self.extfrag_threshold > 1000 {
             return Err(ConfigError::Invalid {
                 field: "extfrag_threshold",

@@ -48,6 +48,28 @@ pub trait MovableOps: Send + Sync {
     }
 }
 
+/// How one page's migration ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Moved {
+    /// Moved: the source is free, the target is the owner's.
+    Yes,
+    /// Not isolated (not registered, busy, or the owner refused to isolate):
+    /// nothing happened.
+    Busy,
+    /// Isolated, then failed: put back untouched (counted in pgmigrate_fail).
+    Failed,
+}
+
+/// How migration reaches pages on the LRU lists (page-cache pages): the
+/// page cache, which alone knows their mappings, registers one (the
+/// kernel's `address_space_operations::migrate_folio`).
+pub(crate) trait LruMigrate: Send + Sync {
+    /// Move the LRU page `from` to `target` (an allocated order-0 page,
+    /// `HEAD` only, owned by the caller). On anything but [`Moved::Yes`] the
+    /// target is still the caller's and `from` is as it was.
+    fn migrate_lru(&self, from: u64, target: u64) -> Moved;
+}
+
 /// The handle of a registered [`MovableOps`] (never reused in one allocator).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MovableId(pub(crate) u32);
@@ -62,15 +84,21 @@ pub(crate) struct Mobility {
     any: AtomicBool,
     /// Pageblock skip hints, one per pageblock (0 = scan, 1 = skip).
     skip: Box<[AtomicU32]>,
+    /// The page cache's migration of LRU pages, while one is attached.
+    lru: RwLock<Option<Arc<dyn LruMigrate>>>,
+    /// kcompactd's wakeups and threads (the loop: `compaction::kcompactd`).
+    pub(crate) kcompactd: KcompactdState,
 }
 
 impl Mobility {
-    pub(crate) fn new(nblocks: usize) -> Self {
+    pub(crate) fn new(nblocks: usize, nr_nodes: usize) -> Self {
         Self {
             ops: RwLock::new(Vec::new()),
             page_ops: Mutex::new(HashMap::new()),
             any: AtomicBool::new(false),
             skip: (0..nblocks).map(|_| AtomicU32::new(0)).collect(),
+            lru: RwLock::new(None),
+            kcompactd: KcompactdState::new(nr_nodes),
         }
     }
 
@@ -92,8 +120,20 @@ impl Mobility {
         (id.0 as usize) < self.ops.read().unwrap_or_else(|e| e.into_inner()).len()
     }
 
+    /// Whether anything is movable: registered ops or an attached LRU
+    /// migrator (page cache).
     pub(crate) fn any_registered(&self) -> bool {
-        self.any.load(Ordering::Acquire)
+        self.any.load(Ordering::Acquire) || self.lru_ops().is_some()
+    }
+
+    /// Attach (Some) or detach (None) the LRU migrator.
+    pub(crate) fn set_lru_ops(&self, m: Option<Arc<dyn LruMigrate>>) {
+        *self.lru.write().unwrap_or_else(|e| e.into_inner()) = m;
+    }
+
+    /// The LRU migrator, if a page cache is attached.
+    pub(crate) fn lru_ops(&self) -> Option<Arc<dyn LruMigrate>> {
+        self.lru.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Record the ops id of `pfn` (before its `MOVABLE_OPS` bit is set).
@@ -131,4 +171,84 @@ pub struct MobilityCensus {
     pub pinned: u64,
     /// Pages isolated for migration right now.
     pub isolated: u64,
+}
+
+struct KcompactdNode {
+    woken: AtomicBool,
+    /// The highest order asked for since the last run (0: none).
+    order: AtomicU32,
+    lock: parking_lot::Mutex<()>,
+    cv: parking_lot::Condvar,
+}
+
+/// kcompactd's per-node wakeups (the kernel's `pgdat->kcompactd_wait` and
+/// `kcompactd_max_order`) and its threads. Same protocol as kswapd's
+/// (`vmscan::wake`): a waker raises the node's order, sets `woken` and
+/// notifies under the mutex only when it changed it; the sleeper tests
+/// `woken` under that mutex, so no wakeup is lost. The threads are joined by
+/// [`KcompactdState::stop_and_join`] when the last user handle drops.
+#[cfg_attr(loom, allow(dead_code))] // the threads do not run under loom
+pub(crate) struct KcompactdState {
+    nodes: Box<[KcompactdNode]>,
+    pub(crate) stop: AtomicBool,
+    pub(crate) started: AtomicBool,
+    pub(crate) threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+}
+
+#[cfg_attr(loom, allow(dead_code))]
+impl KcompactdState {
+    fn new(nr_nodes: usize) -> Self {
+        Self {
+            nodes: (0..nr_nodes)
+                .map(|_| KcompactdNode {
+                    woken: AtomicBool::new(false),
+                    order: AtomicU32::new(0),
+                    lock: parking_lot::Mutex::new(()),
+                    cv: parking_lot::Condvar::new(),
+                })
+                .collect(),
+            stop: AtomicBool::new(false),
+            started: AtomicBool::new(false),
+            threads: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Wake node `nid`'s kcompactd for `order` (`wakeup_kcompactd`).
+    pub(crate) fn wake(&self, nid: usize, order: u32) {
+        let Some(w) = self.nodes.get(nid) else { return };
+        w.order.fetch_max(order, Ordering::Relaxed);
+        if !w.woken.swap(true, Ordering::AcqRel) {
+            let _g = w.lock.lock();
+            w.cv.notify_one();
+        }
+    }
+
+    /// Sleep until woken or `timeout`; the order asked for if woken.
+    pub(crate) fn sleep(&self, nid: usize, timeout: std::time::Duration) -> Option<u32> {
+        let w = &self.nodes[nid];
+        {
+            let mut g = w.lock.lock();
+            if !w.woken.load(Ordering::Acquire) {
+                w.cv.wait_for(&mut g, timeout);
+            }
+        }
+        w.woken.swap(false, Ordering::AcqRel).then(|| w.order.swap(0, Ordering::Relaxed))
+    }
+
+    /// Stop the threads and wait for them (idempotent).
+    pub(crate) fn stop_and_join(&self) {
+        self.stop.store(true, Ordering::Release);
+        for n in 0..self.nodes.len() {
+            self.wake(n, 0);
+        }
+        let ts: Vec<_> = self.threads.lock().drain(..).collect();
+        for t in ts {
+            // A kcompactd thread may drop the last user handle itself (it
+            // held the last reference to a page cache holding one): it ends
+            // at its next stop check, detached.
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
+        }
+    }
 }

@@ -120,6 +120,16 @@ events! {
     CompactFail = "compact_fail",
     /// `compact_success` (/proc/vmstat): direct compactions after which the allocation succeeded.
     CompactSuccess = "compact_success",
+    // kcompactd and proactive compaction (issue 17, compaction/kcompactd.rs).
+    /// `compact_daemon_wake` (/proc/vmstat): kcompactd runs woken by kswapd
+    /// for a high-order request.
+    CompactDaemonWake = "compact_daemon_wake",
+    /// `compact_daemon_migrate_scanned` (/proc/vmstat): pages kcompactd's
+    /// migrate scanner looked at (also in `compact_migrate_scanned`).
+    CompactDaemonMigrateScanned = "compact_daemon_migrate_scanned",
+    /// `compact_daemon_free_scanned` (/proc/vmstat): pages kcompactd's free
+    /// scanner looked at (also in `compact_free_scanned`).
+    CompactDaemonFreeScanned = "compact_daemon_free_scanned",
 }
 
 impl VmEvent {
@@ -148,13 +158,16 @@ impl VmEvent {
                 | VmEvent::CompactStall
                 | VmEvent::CompactFail
                 | VmEvent::CompactSuccess
+                | VmEvent::CompactDaemonWake
+                | VmEvent::CompactDaemonMigrateScanned
+                | VmEvent::CompactDaemonFreeScanned
         )
     }
 }
 
 /// The events in /proc/vmstat, in the kernel's order (the list above keeps
 /// the order subsystems were added in).
-pub(crate) const VMSTAT_ORDER: [VmEvent; 20] = [
+pub(crate) const VMSTAT_ORDER: [VmEvent; 23] = [
     VmEvent::PgallocNormal,
     VmEvent::PgallocMovable,
     VmEvent::AllocstallNormal,
@@ -175,6 +188,9 @@ pub(crate) const VMSTAT_ORDER: [VmEvent; 20] = [
     VmEvent::CompactStall,
     VmEvent::CompactFail,
     VmEvent::CompactSuccess,
+    VmEvent::CompactDaemonWake,
+    VmEvent::CompactDaemonMigrateScanned,
+    VmEvent::CompactDaemonFreeScanned,
 ];
 
 #[cfg(test)]
@@ -186,8 +202,14 @@ fn vmstat_order_lists_every_vmstat_event() {
 }
 
 /// One writer's block of counters.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct EventCounters([LockedCounter; NR_VM_EVENTS]);
+
+impl Default for EventCounters {
+    fn default() -> Self {
+        Self(std::array::from_fn(|_| LockedCounter::default()))
+    }
+}
 
 impl EventCounters {
     /// Zeroed counters, in a constant (statics outside loom).

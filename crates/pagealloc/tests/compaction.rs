@@ -70,7 +70,9 @@ fn violations(a: &PageAllocator, o: &Owner) -> usize {
 }
 
 fn backed(bytes: u64) -> PageAllocator {
-    PageAllocator::new(Config::small(bytes).backing(Backing::Anonymous)).unwrap()
+    // Proactive compaction off: these tests compact on demand and check
+    // states in between (kcompactd's own tests: tests/kcompactd.rs).
+    PageAllocator::new(Config::small(bytes).backing(Backing::Anonymous).compaction_proactiveness(0)).unwrap()
 }
 
 /// Fill the arena with order-0 movable pages, keep one in `keep` of them

@@ -55,7 +55,7 @@ impl Experiment for Contig {
         let arena: u64 = 512 << 20;
         let nr = (64u64 << 20) / pagealloc::PAGE_SIZE as u64;
         let rounds = if ctx.full { 20 } else { 5 };
-        let a = PageAllocator::new(Config::small(arena)).expect("arena");
+        let a = PageAllocator::new(Config::small(arena).compaction_proactiveness(0)).expect("arena");
         let o = Arc::new(Owner::default());
         fill80(&a, &o);
         let (mut ok, mut ms) = (0u32, Vec::new());
@@ -82,7 +82,7 @@ impl Experiment for Contig {
         drop(a);
 
         // A fresh arena, 80% full, with one pinned page in every pageblock.
-        let a = PageAllocator::new(Config::small(arena)).expect("arena");
+        let a = PageAllocator::new(Config::small(arena).compaction_proactiveness(0)).expect("arena");
         let o = Arc::new(Owner::default());
         fill80(&a, &o);
         let mut pinned = HashSet::new();

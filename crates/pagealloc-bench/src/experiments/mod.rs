@@ -13,6 +13,7 @@ pub mod page_lock;
 pub mod pagealloc_micro;
 pub mod pagetypeinfo;
 pub mod pcp_flush;
+pub mod proactive_compaction;
 pub mod reporting_cost;
 pub mod stress_highalloc;
 
@@ -43,5 +44,6 @@ pub fn on_demand() -> Vec<Box<dyn Experiment>> {
         Box::new(reporting_cost::ReportingCost),
         Box::new(lru_file_readonce::LruFileReadonce),
         Box::new(lru_file_readtwice::LruFileReadtwice),
+        Box::new(proactive_compaction::ProactiveCompaction),
     ]
 }

@@ -12,8 +12,29 @@ use std::sync::Arc;
 impl PageAllocator {
     /// Register movable operations; pages marked with the returned id (see
     /// [`PageAllocator::set_page_movable`]) may be migrated.
+    ///
+    /// The first registration starts kcompactd (one thread per node).
     pub fn register_movable_ops(&self, ops: Arc<dyn MovableOps>) -> MovableId {
-        self.core.mobility.register(ops)
+        let id = self.core.mobility.register(ops);
+        crate::compaction::kcompactd::start(&self.core);
+        id
+    }
+
+    /// Node `nid`'s fragmentation score (0..=100; the kernel's
+    /// `fragmentation_score_node`): the share of free memory not in free
+    /// blocks of the pageblock order, per zone, weighted by zone size. None
+    /// for a node that does not exist.
+    #[must_use]
+    pub fn fragmentation_score(&self, nid: u32) -> Option<u64> {
+        ((nid as usize) < self.core.nodes.len()).then(|| self.core.fragmentation_score_node(nid as usize))
+    }
+
+    /// The proactive compaction watermarks (low, high) of the node score
+    /// from `compaction_proactiveness`: kcompactd starts above high and
+    /// stops at low.
+    #[must_use]
+    pub fn fragmentation_score_wmarks(&self) -> (u64, u64) {
+        self.core.fragmentation_score_wmarks()
     }
 
     /// Mark the order-0 page `pfn` (allocated through the raw pfn API) movable

@@ -43,6 +43,7 @@ struct Users(Arc<Core>);
 impl Drop for Users {
     fn drop(&mut self) {
         self.0.reporting.stop_and_join();
+        self.0.mobility.kcompactd.stop_and_join();
     }
 }
 

@@ -1,5 +1,6 @@
 //! Contiguous allocation with migration (the kernel's `alloc_contig_range`):
-//! isolate the range's pageblocks, migrate its registered movable pages out
+//! isolate the range's pageblocks, migrate its movable pages (registered
+//! ones and page-cache pages) out
 //! (to targets the ordinary allocator gives, which cannot lie in the
 //! isolated range), then take the range.
 //!
@@ -30,7 +31,7 @@ impl Core {
             let blocks = if f & (flags::BUDDY | flags::PCP) != 0 {
                 false
             } else if f & flags::HEAD != 0 {
-                !self.is_movable_racy(p)
+                !self.is_migratable_racy(p)
             } else {
                 // A tail, or a page in hand-over: blocks only inside the range.
                 true
@@ -59,6 +60,11 @@ impl Core {
         let Some(e) = s.checked_add(nr_pages).filter(|&e| nr_pages > 0 && e <= self.mm.nr_pages()) else {
             return Err(AllocError::NoMemory { order });
         };
+        // Page-cache pages waiting in a per-CPU LRU batch are not on a list
+        // yet, so not migratable: put them there first.
+        if self.mobility.lru_ops().is_some() {
+            self.lru_add_drain_all();
+        }
         if let Some(p) = self.first_pinned(s, e) {
             return Err(AllocError::Unmovable { pfn: Pfn::new(p) });
         }
@@ -74,13 +80,13 @@ impl Core {
         let mut done = false;
         for _ in 0..TRIES {
             for p in s..e {
-                if !self.is_movable_racy(p) {
+                if !self.is_migratable_racy(p) {
                     continue;
                 }
                 let Ok(t) = self.alloc_pages(target_gfp, 0, head_flags(false)) else {
                     break;
                 };
-                if self.migrate_one(p, t.as_u64()) != crate::migrate::Moved::Yes {
+                if self.migrate_page(p, t.as_u64()) != crate::migrate::Moved::Yes {
                     // Ours, just allocated: this free cannot be refused.
                     let _ = self.free_slow(t, 0, false);
                 }

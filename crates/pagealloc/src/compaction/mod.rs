@@ -1,6 +1,6 @@
 //! Memory compaction (the kernel's mm/compaction.c), per zone: a migrate
 //! scanner walks pageblocks up from the zone's start taking registered
-//! movable pages, a free scanner walks down from its end taking free pages
+//! movable pages and page-cache pages on the LRU lists, a free scanner walks down from its end taking free pages
 //! as targets; the pages move up, the low pageblocks empty and merge.
 //!
 //! - The scanners work in pageblocks and stop when they meet, or, for a
@@ -27,6 +27,8 @@
 
 pub(crate) mod contig;
 mod index;
+#[cfg_attr(loom, allow(dead_code))] // the threads do not run under loom
+pub(crate) mod kcompactd;
 
 pub use index::FragIndexReport;
 pub(crate) use index::{fragmentation_index, FragInfo};
@@ -34,6 +36,7 @@ pub(crate) use index::{fragmentation_index, FragInfo};
 use crate::migrate::Moved;
 use crate::page::flags;
 use crate::page_alloc::Core;
+use crate::sync::Ordering;
 use crate::types::{Gfp, MigrateType, Order, ZoneIdx, MIGRATE_PCPTYPES, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
 use crate::vmevent::VmEvent;
 use crate::zone::{AllocFlags, Wmark, Zone};
@@ -72,7 +75,7 @@ impl Core {
     }
 
     /// Does `z` have a free block of at least `order` on a pcp type's list?
-    fn has_free_order(z: &Zone, order: Order) -> bool {
+    pub(crate) fn has_free_order(z: &Zone, order: Order) -> bool {
         order.and_above().any(|o| z.stats.free_blocks[o.idx()][..MIGRATE_PCPTYPES].iter().any(|c| c.get_racy() != 0))
     }
 
@@ -96,14 +99,25 @@ impl Core {
 
     /// Compact zone `zi` for `order` (None: the whole zone). See the module doc.
     pub(crate) fn compact_zone(&self, zi: ZoneIdx, order: Option<Order>) -> CompactOutcome {
+        self.compact_zone_until(zi, order, None)
+    }
+
+    /// [`Core::compact_zone`], also stopping (after a pageblock) once the
+    /// zone's fragmentation score is at or below `score` (proactive
+    /// compaction).
+    pub(crate) fn compact_zone_until(&self, zi: ZoneIdx, order: Option<Order>, score: Option<u64>) -> CompactOutcome {
         let z = &self.zones[zi];
         let mut out = CompactOutcome::default();
         let use_hints = order.is_some();
         if !use_hints {
             self.clear_skip_hints(z);
         }
-        // Free pages parked on per-CPU lists merge only in the buddy.
+        // Free pages parked on per-CPU lists merge only in the buddy; page-cache
+        // pages in per-CPU LRU batches are migratable only once listed.
         self.drain_all();
+        if self.mobility.lru_ops().is_some() {
+            self.lru_add_drain_all();
+        }
         if order.is_some_and(|o| Self::has_free_order(z, o)) {
             out.success = true;
             return out;
@@ -142,7 +156,7 @@ impl Core {
                 let Some(t) = targets.pop() else {
                     break;
                 };
-                match self.migrate_one(c, t) {
+                match self.migrate_page(c, t) {
                     Moved::Yes => out.migrated += 1,
                     Moved::Busy | Moved::Failed => targets.push(t),
                 }
@@ -150,6 +164,13 @@ impl Core {
             m += PAGEBLOCK_PAGES;
             if order.is_some_and(|o| Self::has_free_order(z, o)) {
                 out.success = true;
+                break;
+            }
+            // Proactive runs are kcompactd's: they also end when it is told
+            // to stop (the last user handle waits for it).
+            if score.is_some_and(|w| {
+                self.fragmentation_score_zone(zi) <= w || self.mobility.kcompactd.stop.load(Ordering::Relaxed)
+            }) {
                 break;
             }
         }
@@ -184,7 +205,7 @@ impl Core {
             scanned += 1;
             let d = self.mm.page(p);
             let f = d.flags();
-            if f == flags::HEAD | flags::MOVABLE_OPS && d.order() == 0 {
+            if self.is_migratable_racy(p) {
                 out.push(p);
                 p += 1;
             } else if f & (flags::BUDDY | flags::HEAD | flags::PCP) != 0 {

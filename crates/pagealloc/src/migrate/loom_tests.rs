@@ -102,7 +102,7 @@ fn loom_migrate_races_owner_free() {
         });
         let moved = a.core.migrate_one(src.as_u64(), target.as_u64());
         let (freed, reused) = t.join().unwrap();
-        assert!(!a.core.is_movable_racy(reused.as_u64()), "a fresh page came out movable");
+        assert!(!a.core.is_migratable_racy(reused.as_u64()), "a fresh page came out movable");
         a.free_pages(reused, 0).unwrap();
         match moved {
             Moved::Yes => {
@@ -185,7 +185,7 @@ fn loom_migrate_races_trusting_owner_free() {
         });
         let moved = a.core.migrate_one(src.as_u64(), target.as_u64());
         let (freed, reused) = t.join().unwrap();
-        assert!(!a.core.is_movable_racy(reused.as_u64()), "a fresh page came out movable");
+        assert!(!a.core.is_migratable_racy(reused.as_u64()), "a fresh page came out movable");
         a.free_pages(reused, 0).unwrap();
         match moved {
             Moved::Yes => assert_eq!(freed, target.as_u64(), "moved, but the owner freed the source"),

@@ -31,27 +31,42 @@ use crate::sync::Ordering;
 use crate::types::{Order, Pfn, PAGE_SIZE};
 use crate::vmevent::VmEvent;
 
-/// How one page's migration ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Moved {
-    /// Moved: the source is free, the target is the owner's.
-    Yes,
-    /// Not isolated (not registered, busy, or the owner refused to isolate):
-    /// nothing happened.
-    Busy,
-    /// Isolated, then failed: put back untouched (counted in pgmigrate_fail).
-    Failed,
-}
+pub(crate) use crate::movable::Moved;
 
 const REGISTERED: u32 = flags::HEAD | flags::MOVABLE_OPS;
 const ISOLATED: u32 = REGISTERED | flags::ISOLATED_MIGRATE;
 
 impl Core {
-    /// Is `p` (range-checked) a registered movable page at this instant?
+    /// Is `p` a page migration can try now (racy): a registered movable
+    /// page, or, with a page cache attached, an order-0 page on an LRU list
+    /// (a page-cache page; the page cache's migrator decides the rest).
     #[inline]
-    pub(crate) fn is_movable_racy(&self, p: u64) -> bool {
+    pub(crate) fn is_migratable_racy(&self, p: u64) -> bool {
         let d = self.mm.page(p);
-        d.flags() == REGISTERED && d.order() == 0
+        let f = d.flags();
+        if d.order() != 0 {
+            return false;
+        }
+        f == REGISTERED
+            || (f & (flags::HEAD | flags::LRU | flags::ISOLATED_MIGRATE | flags::OWNED) == flags::HEAD | flags::LRU
+                && self.mobility.lru_ops().is_some())
+    }
+
+    /// Migrate page `p` to `target` whoever owns it: registered movable
+    /// pages through [`Core::migrate_one`], LRU pages through the page
+    /// cache's migrator. On anything but [`Moved::Yes`] the target is still
+    /// the caller's.
+    pub(crate) fn migrate_page(&self, p: u64, target: u64) -> Moved {
+        let f = self.mm.page(p).flags();
+        if f & flags::MOVABLE_OPS != 0 {
+            return self.migrate_one(p, target);
+        }
+        if f & flags::LRU != 0 {
+            if let Some(m) = self.mobility.lru_ops() {
+                return m.migrate_lru(p, target);
+            }
+        }
+        Moved::Busy
     }
 
     /// Mark the order-0 page `pfn`, allocated through the raw API, movable
@@ -184,8 +199,9 @@ impl Core {
         self.mm.page(p).flags.fetch_and(!flags::ISOLATED_MIGRATE, Ordering::Release);
     }
 
-    /// Copy one frame's bytes (nothing without backing).
-    fn copy_frame(&self, from: u64, to: u64) {
+    /// Copy one frame's bytes (nothing without backing). The caller makes
+    /// sure nobody else accesses either frame meanwhile.
+    pub(crate) fn copy_frame(&self, from: u64, to: u64) {
         if let (Some(s), Some(t)) = (self.mm.page_address(Pfn::new(from)), self.mm.page_address(Pfn::new(to))) {
             // SAFETY: both frames lie inside the mapping (page_address checked
             // the range) and are distinct pages; the source is isolated (its
@@ -208,7 +224,7 @@ impl Core {
             if f & flags::ISOLATED_MIGRATE != 0 {
                 c.isolated += 1;
             } else if f & flags::HEAD != 0 {
-                if f & flags::MOVABLE_OPS != 0 {
+                if f & flags::MOVABLE_OPS != 0 || (f & flags::LRU != 0 && d.order() == 0) {
                     c.movable += n;
                 } else {
                     c.pinned += n;

@@ -148,7 +148,7 @@ impl Core {
     #[inline(always)]
     pub(crate) fn bulk_fast(&self, gfp: Gfp, nr: usize, mut take: impl FnMut(&[u32]) -> usize) -> usize {
         let inner = self;
-        let mt = gfp.migratetype();
+        let mt = inner.alloc_mt(gfp);
         let (Some(pi), true) = (pcp::pindex(Order::ZERO, mt), inner.pcp_on) else {
             return 0;
         };

@@ -90,7 +90,7 @@ impl Core {
         };
         let zl = node.zonelist(gfp);
         let af = AllocFlags::FAST;
-        let mt = gfp.migratetype();
+        let mt = self.alloc_mt(gfp);
         if self.pcp_on && !(order > Order::ZERO && gfp.contains(Gfp::HIGH)) {
             if let Some(pi) = pcp::pindex(order, mt) {
                 if order == Order::ZERO && self.front_on {

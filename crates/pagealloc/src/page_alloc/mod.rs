@@ -178,6 +178,7 @@ impl Core {
         set_watermarks(&mut zones, &nodes_zones, &cfg);
         for z in &mut zones {
             z.lockstat.on.set(cfg.lock_stats);
+            z.group_off = cfg.page_group_by_mobility_disabled;
         }
         let nodes = (0..cfg.nodes as usize).map(|nid| Node::build(nid, &nodes_zones, &zones)).collect();
         let mm = MemMap::new(pages, cfg.backing, pageblocks.clone())?;
@@ -186,7 +187,10 @@ impl Core {
         let pcp = PcpSet::new(&zones, nr_cpus, &cfg, id);
         let pcp_on = cfg.pcp_lists;
         let front_on = pcp_on && cfg.front_cache && crate::front::available();
-        let front_alloc_inline = front_on && cfg.nodes == 1 && !cfg.init_on_alloc;
+        // The inline path picks its stack by the request's type: not with
+        // grouping by mobility off (`Core::alloc_mt`).
+        let front_alloc_inline =
+            front_on && cfg.nodes == 1 && !cfg.init_on_alloc && !cfg.page_group_by_mobility_disabled;
         let front_free_inline =
             front_on && cfg.page_lock_waiters_bit && !cfg.pcp_migratetype_cache && !cfg.init_on_free;
         let core = Core {
@@ -205,7 +209,7 @@ impl Core {
             reporting: crate::reporting::Reporting::new(&cfg),
             vmscan: Vmscan::new(cfg.nodes as usize, nr_cpus),
             nolock: nolock::NoLock::default(),
-            mobility: crate::movable::Mobility::new(nblocks as usize),
+            mobility: crate::movable::Mobility::new(nblocks as usize, cfg.nodes as usize),
             cfg,
         };
         crate::sync::prepare_parking();
@@ -246,6 +250,19 @@ impl Core {
         self.pageblocks[(pfn >> PAGEBLOCK_ORDER) as usize].load(Ordering::Relaxed)
     }
 
+    /// The migratetype whose lists serve `gfp`: its own, or Movable for
+    /// every request with `page_group_by_mobility_disabled` (one type, as
+    /// the kernel's Unmovable; Movable keeps every pageblock a compaction
+    /// target).
+    #[inline(always)]
+    pub(crate) fn alloc_mt(&self, gfp: Gfp) -> MigrateType {
+        if self.cfg.page_group_by_mobility_disabled {
+            MigrateType::Movable
+        } else {
+            gfp.migratetype()
+        }
+    }
+
     /// Mark a block allocated (with `head`: `HEAD`, plus `OWNED` for a
     /// `Pages` handle) and zero it if asked.
     #[inline(always)]
@@ -256,7 +273,7 @@ impl Core {
             // this moment when its memory was released: it reads zero already.
             // With init_on_free every free page reads zero.
             let released = (d.flags() & flags::REPORTED != 0 && self.reporting.zero_ok) || self.reporting.zero_on_free;
-            d.set_private(order, gfp.migratetype());
+            d.set_private(order, self.alloc_mt(gfp));
             d.set_flags(head);
             if released {
                 self.reporting.zeroing_skipped.fetch_add(order.pages(), Ordering::Relaxed);
@@ -264,7 +281,7 @@ impl Core {
                 self.mm.zero_frames(pfn, order);
             }
         } else {
-            d.set_private(order, gfp.migratetype());
+            d.set_private(order, self.alloc_mt(gfp));
             d.set_flags(head);
         }
         Pfn::new(pfn)

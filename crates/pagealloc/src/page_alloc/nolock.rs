@@ -67,7 +67,7 @@ impl Core {
         let cpu = crate::cpu::current_cpu() as usize;
         let nid = cpu as u32 % self.nodes.len() as u32;
         let zl = self.nodes[nid as usize].zonelist(gfp);
-        let mt = gfp.migratetype();
+        let mt = self.alloc_mt(gfp);
         let pi = pcp::pindex(order, mt).filter(|_| self.pcp_on && !(order > Order::ZERO && gfp.contains(Gfp::HIGH)));
         let mut busy = 0u64;
         for &zi in zl {

@@ -46,7 +46,7 @@ impl Core {
     #[inline(never)]
     pub(crate) fn alloc_slow(&self, zl: &[ZoneIdx], order: Order, gfp: Gfp, head: u32) -> Result<Pfn, AllocError> {
         let af = AllocFlags { wmark: Wmark::Min, high: gfp.contains(Gfp::HIGH) };
-        self.wake_kswapds(zl);
+        self.wake_kswapds(zl, order);
         let try_zone = |zi: ZoneIdx| {
             let z = &self.zones[zi];
             z.watermark_ok(order, af, gfp).then(|| z.rmqueue(&self.mm, order, gfp, af, false)).flatten()
@@ -114,16 +114,19 @@ impl Core {
     }
 
     /// Wake the kswapd of each node with a zone of `zl` below its low
-    /// watermark (nothing when no kswapd runs).
-    fn wake_kswapds(&self, zl: &[ZoneIdx]) {
+    /// watermark, or, for `order` > 0, without a free block of that order
+    /// (kswapd then wakes kcompactd; nothing when no kswapd runs).
+    fn wake_kswapds(&self, zl: &[ZoneIdx], order: Order) {
         let k = &self.vmscan.kswapd;
         if !k.running() {
             return;
         }
         for &zi in zl {
             let z = &self.zones[zi];
-            if z.free_pages_racy() < z.wmark[Wmark::Low as usize] {
-                k.wake(z.nid as usize);
+            if z.free_pages_racy() < z.wmark[Wmark::Low as usize]
+                || (order > Order::ZERO && !Self::has_free_order(z, order))
+            {
+                k.wake_order(z.nid as usize, order.get());
             }
         }
     }

@@ -6,11 +6,14 @@
 //! `vmscan::wake`) or a pass frees nothing (`pageoutrun` counts the
 //! runs). The wakeup itself is `vmscan::wake` (below the allocator); pages
 //! kswapd reclaims from the page cache go straight to the buddy lists
-//! (`reclaim`), where the watermarks count them.
+//! (`reclaim`), where the watermarks count them. After a run for a request
+//! of order > 0 that left the node without a free block of that order, it
+//! wakes the node's kcompactd (`compaction::kcompactd`).
 
 use super::CacheInner;
 use crate::allocator::PageAllocator;
 use crate::sync::{AtomicBool, Ordering};
+use crate::types::Order;
 use crate::vmevent::VmEvent;
 use crate::zone::Wmark;
 use parking_lot::Mutex;
@@ -106,6 +109,14 @@ fn run(weak: &Weak<CacheInner>, nid: usize) {
             return;
         }
         balance_node(&c, nid);
+        // A high-order request woke us and reclaim did not make a block of
+        // that order: kcompactd's turn (`kswapd_try_to_sleep` →
+        // `wakeup_kcompactd`).
+        let order = c.alloc.core.vmscan.kswapd.take_order(nid);
+        let high = Order::new(order).filter(|&o| o > Order::ZERO);
+        if high.is_some_and(|o| !c.alloc.core.node_has_free_order(nid, o)) {
+            c.alloc.core.mobility.kcompactd.wake(nid, order);
+        }
     }
 }
 

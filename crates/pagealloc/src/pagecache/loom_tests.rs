@@ -1,6 +1,7 @@
 //! loom models of the page cache's races on one page (issue 16): a lookup
-//! taking a reference against reclaim and against delete, and a fill against
-//! a reader waiting on the page lock. They run the real functions
+//! taking a reference against reclaim and against delete, a fill against a
+//! reader waiting on the page lock; and (issue 17) a lookup, a write and a
+//! delete each against migration of the page. They run the real functions
 //! (`Mapping::find_get`/`get`/`delete`, `PageCache::shrink`, the page lock,
 //! `put_page`, the LRU) on a one-pageblock, memory-backed arena with one CPU
 //! slot and no kswapd; every model ends with conservation (every page is
@@ -172,5 +173,92 @@ fn loom_pagecache_fill_races_waiter() {
         assert_eq!(h.pfn(), other, "two pages cached for one index");
         drop(h);
         conserved(&a, cache, 1);
+    });
+}
+
+/// A lookup (`find_get`, then reading the bytes under the page lock) against
+/// migration of the same page (isolate from the LRU, try-lock, freeze from
+/// 2, copy, publish the target locked, replace the map entry, free the
+/// source, unlock the target). The lookup gets either the old page before
+/// the move (and the move fails, or waits until the handle is gone) or the
+/// new one after it, always live and with the fill's bytes, never a freed
+/// frame; afterwards exactly one page is cached, at the frame the move's
+/// outcome says.
+#[test]
+fn loom_pagecache_lookup_races_migration() {
+    model(|| {
+        let (a, cache, m) = world();
+        let from = cached_cold(&a, &m, 0);
+        let to = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+        let (m2, a2) = (again(&cache), a.clone());
+        let t = loom::thread::spawn(move || {
+            let h = m2.find_get(0).expect("a cached page is always found");
+            assert!(h.pfn() == from || h.pfn() == to);
+            check_held(&a2, &h);
+        });
+        let moved = super::migrate::migrate(&cache.inner, from.as_u64(), to.as_u64());
+        t.join().unwrap();
+        let now = m.find_get(0).unwrap().pfn();
+        match moved {
+            crate::movable::Moved::Yes => {
+                assert_eq!(now, to);
+                let f = a.core.mm.page(from.as_u64()).flags();
+                assert!(f & HEAD == 0, "the source was not freed: {f:#x}");
+            }
+            _ => {
+                assert_eq!(now, from);
+                a.free_pages(to, 0).unwrap();
+            }
+        }
+        conserved(&a, cache, 1);
+    });
+}
+
+/// A write through the cache (`get`, page lock, copy in, `DIRTY`, unlock)
+/// against migration of the same page: the writer holds a reference, so the
+/// move either happens before it found the page (it writes the new page) or
+/// fails; the written bytes are never left behind in the old frame.
+#[test]
+fn loom_pagecache_write_races_migration() {
+    model(|| {
+        let (a, cache, m) = world();
+        let from = cached_cold(&a, &m, 0);
+        let to = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+        let m2 = again(&cache);
+        let t = loom::thread::spawn(move || {
+            m2.write(PAGE_SIZE as u64 - 2, &[0x11, 0x22]).unwrap();
+        });
+        let moved = super::migrate::migrate(&cache.inner, from.as_u64(), to.as_u64());
+        t.join().unwrap();
+        let h = m.find_get(0).unwrap();
+        let mut b = [0u8; 2];
+        h.read(PAGE_SIZE - 2, &mut b);
+        assert_eq!(b, [0x11, 0x22], "a write was lost to a migration");
+        drop(h);
+        if moved != crate::movable::Moved::Yes {
+            a.free_pages(to, 0).unwrap();
+        }
+        conserved(&a, cache, 1);
+    });
+}
+
+/// Delete (`truncate`: lookup, lock, remove, put) against migration: the
+/// page deleted is the old one or the new one, and whichever frames are not
+/// cached end up free exactly once.
+#[test]
+fn loom_pagecache_delete_races_migration() {
+    model(|| {
+        let (a, cache, m) = world();
+        let from = cached_cold(&a, &m, 0);
+        let to = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+        let m2 = again(&cache);
+        let t = loom::thread::spawn(move || assert!(m2.delete(0)));
+        let moved = super::migrate::migrate(&cache.inner, from.as_u64(), to.as_u64());
+        t.join().unwrap();
+        assert!(m.find_get(0).is_none());
+        if moved != crate::movable::Moved::Yes {
+            a.free_pages(to, 0).unwrap();
+        }
+        conserved(&a, cache, 0);
     });
 }

@@ -148,6 +148,22 @@ impl MappingInner {
     }
 }
 
+impl MappingInner {
+    /// Point `index` at `to` if it maps `from` now (migration, `from` locked
+    /// and frozen by the caller). One write-locked store: a lookup under the
+    /// read lock sees either page, never neither.
+    pub(crate) fn replace(&self, index: u64, from: u64, to: u64) -> bool {
+        let mut s = self.shard(index).write();
+        match s.get_mut(&index) {
+            Some(p) if *p == from as u32 => {
+                *p = to as u32;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
 /// The bytes of page `pfn`.
 ///
 /// Callers may dereference the pointer only while they hold a reference and

@@ -43,8 +43,12 @@
 //! At most one page cache per allocator: the LRU lists hold its pages and
 //! only it knows their mappings.
 //!
+//! Cached pages are movable: compaction and `alloc_contig_range` migrate
+//! them through the hook this cache registers (`migrate`).
+//!
 //! loom models (`loom_tests`): lookup vs reclaim, lookup vs delete and
-//! reuse, fill vs a reader waiting on the page lock.
+//! reuse, fill vs a reader waiting on the page lock, and a lookup, a write
+//! and a delete each against migration.
 //!
 //! Lock order: see `vmscan`'s module doc (page lock, mapping shard, LRU,
 //! per-CPU batch, per-CPU lists and zone).
@@ -54,6 +58,7 @@ mod kswapd;
 #[cfg(all(test, loom))]
 mod loom_tests;
 mod mapping;
+mod migrate;
 mod readahead;
 mod reclaim;
 #[cfg(all(test, not(loom)))]
@@ -145,6 +150,8 @@ impl PageCache {
             alloc,
         });
         let shrinker_id = inner.alloc.core.vmscan.register(Arc::new(reclaim::CacheShrinker(Arc::downgrade(&inner))));
+        inner.alloc.core.mobility.set_lru_ops(Some(Arc::new(migrate::CacheMigrator(Arc::downgrade(&inner)))));
+        crate::compaction::kcompactd::start(&inner.alloc.core);
         if cfg.kswapd {
             kswapd::start(&inner);
         }
@@ -204,6 +211,7 @@ impl Drop for PageCache {
     fn drop(&mut self) {
         self.inner.kswapd.stop(&self.inner.alloc);
         self.inner.alloc.core.vmscan.unregister(self.shrinker_id);
+        self.inner.alloc.core.mobility.set_lru_ops(None);
         let ids: Vec<u64> = self.inner.ids.read().keys().copied().collect();
         for id in ids {
             self.remove_mapping(id);

@@ -63,6 +63,17 @@ impl NodeLru {
         true
     }
 
+    /// Isolate one listed page for migration (`folio_isolate_lru`): take a
+    /// reference and take it off its list. False if it is not listed or its
+    /// count is 0 (being freed).
+    pub(crate) fn isolate_one(&mut self, mm: &MemMap, pfn: u64) -> bool {
+        let d = mm.page(pfn);
+        if d.flags() & LRU == 0 || !pageref::try_get(&d.flags) {
+            return false;
+        }
+        self.remove_if_listed(mm, pfn)
+    }
+
     /// Move a listed inactive page to the active list and set `ACTIVE`
     /// (`folio_activate`). False if it is not on the inactive list.
     pub(crate) fn activate(&mut self, mm: &MemMap, pfn: u64) -> bool {

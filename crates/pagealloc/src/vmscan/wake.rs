@@ -17,7 +17,7 @@
 //! ([`KswapdWake::boost`]) moves kswapd's thresholds up after direct
 //! reclaim.
 
-use crate::sync::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use parking_lot::{Condvar, Mutex};
 use std::time::Duration;
 
@@ -26,6 +26,9 @@ struct NodeWake {
     /// Pages kswapd reclaims beyond the high watermark, and wakes that much
     /// above the low one (see [`KswapdWake::boost`]).
     boost: AtomicU64,
+    /// The highest order of the requests that woke kswapd since its last
+    /// run (`kswapd_order`): after the run it wakes kcompactd for it.
+    order: AtomicU32,
     lock: Mutex<()>,
     cv: Condvar,
 }
@@ -44,6 +47,7 @@ impl KswapdWake {
                 .map(|_| NodeWake {
                     woken: AtomicBool::new(false),
                     boost: AtomicU64::new(0),
+                    order: AtomicU32::new(0),
                     lock: Mutex::new(()),
                     cv: Condvar::new(),
                 })
@@ -70,6 +74,26 @@ impl KswapdWake {
             return;
         }
         self.kick(nid);
+    }
+
+    /// Wake node `nid`'s kswapd for a request of `order`, remembering the
+    /// highest order until [`KswapdWake::take_order`].
+    #[inline]
+    pub(crate) fn wake_order(&self, nid: usize, order: u32) {
+        if !self.running() {
+            return;
+        }
+        if let Some(w) = self.nodes.get(nid) {
+            if order > 0 {
+                w.order.fetch_max(order, Ordering::Relaxed);
+            }
+        }
+        self.wake(nid);
+    }
+
+    /// The highest order asked for since the last call (0: none).
+    pub(crate) fn take_order(&self, nid: usize) -> u32 {
+        self.nodes.get(nid).map_or(0, |w| w.order.swap(0, Ordering::Relaxed))
     }
 
     /// Set node `nid`'s wakeup and notify, whether or not kswapd runs (its

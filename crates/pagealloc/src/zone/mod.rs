@@ -180,6 +180,9 @@ pub(crate) struct Zone {
     /// Times the zone lock was taken (for tests proving readers never take it).
     #[cfg(test)]
     pub(crate) lock_count: std::sync::atomic::AtomicU64,
+    /// `page_group_by_mobility_disabled` (issue 17): every request takes
+    /// from the Movable lists.
+    pub(crate) group_off: bool,
 }
 
 impl Zone {
@@ -209,6 +212,7 @@ impl Zone {
             lockstat: LockStat::new(false),
             #[cfg(test)]
             lock_count: Default::default(),
+            group_off: false,
         }
     }
 
@@ -315,7 +319,7 @@ impl Zone {
         af: AllocFlags,
         trylock_failed: bool,
     ) -> Option<u64> {
-        let mt = gfp.migratetype();
+        let mt = if self.group_off { MigrateType::Movable } else { gfp.migratetype() };
         let highatomic = af.high && order > Order::ZERO;
         let mut took = None;
         if highatomic {
