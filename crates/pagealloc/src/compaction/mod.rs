@@ -102,6 +102,32 @@ impl Core {
         self.compact_zone_until(zi, order, None)
     }
 
+    /// The free scanner: isolate free pages from the pageblock at `f`
+    /// downwards, while `targets` is empty and the scanners (`m` below, `f`
+    /// above) have not met.
+    fn free_scan(
+        &self,
+        z: &Zone,
+        m: u64,
+        f: &mut u64,
+        use_hints: bool,
+        targets: &mut Vec<u64>,
+        out: &mut CompactOutcome,
+    ) {
+        while targets.is_empty() && m < *f {
+            if !(use_hints && self.mobility.skip_hint((*f >> PAGEBLOCK_ORDER) as usize)) {
+                let before = targets.len();
+                out.free_scanned += self.isolate_freepages_block(z, *f, targets);
+                let got = (targets.len() - before) as u64;
+                if got == 0 {
+                    self.mobility.set_skip_hint((*f >> PAGEBLOCK_ORDER) as usize, true);
+                }
+                self.events.count(VmEvent::CompactIsolated, got);
+            }
+            *f -= PAGEBLOCK_PAGES;
+        }
+    }
+
     /// [`Core::compact_zone`], also stopping (after a pageblock) once the
     /// zone's fragmentation score is at or below `score` (proactive
     /// compaction).
@@ -141,18 +167,7 @@ impl Core {
             self.events.count(VmEvent::CompactIsolated, cand.len() as u64);
             for &c in &cand {
                 // The free scanner runs when the targets run out.
-                while targets.is_empty() && m < f {
-                    if !(use_hints && self.mobility.skip_hint((f >> PAGEBLOCK_ORDER) as usize)) {
-                        let before = targets.len();
-                        out.free_scanned += self.isolate_freepages_block(z, f, &mut targets);
-                        let got = (targets.len() - before) as u64;
-                        if got == 0 {
-                            self.mobility.set_skip_hint((f >> PAGEBLOCK_ORDER) as usize, true);
-                        }
-                        self.events.count(VmEvent::CompactIsolated, got);
-                    }
-                    f -= PAGEBLOCK_PAGES;
-                }
+                self.free_scan(z, m, &mut f, use_hints, &mut targets, &mut out);
                 let Some(t) = targets.pop() else {
                     break;
                 };
