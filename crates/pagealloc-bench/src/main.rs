@@ -9,6 +9,7 @@ mod report;
 mod show;
 mod stress;
 mod stress_nolock;
+mod stress_pagecache;
 mod workloads;
 
 use clap::{Parser, Subcommand};

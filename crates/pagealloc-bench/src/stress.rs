@@ -60,6 +60,12 @@ pub struct StressArgs {
     /// `stress_nolock`).
     #[arg(long)]
     pub nolock_signal: bool,
+    /// Issue 16's page-cache soak instead of the mix: lookups, reads,
+    /// writes, fsync and deletes of a file-backed mapping twice the arena,
+    /// with reclaim, shrinker calls and compaction running (see
+    /// `stress_pagecache`).
+    #[arg(long)]
+    pub pagecache: bool,
 }
 
 /// What a thread is doing, for the watchdog.
@@ -272,6 +278,9 @@ struct Mine {
 pub fn run(args: &StressArgs) -> i32 {
     if args.nolock_signal {
         return crate::stress_nolock::run(args.threads, args.duration, args.arena_mb);
+    }
+    if args.pagecache {
+        return crate::stress_pagecache::run(args);
     }
     let seed = args.seed.unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)

@@ -101,6 +101,8 @@ pub(crate) struct CacheInner {
     /// User id -> slot.
     pub(crate) ids: RwLock<HashMap<u64, usize>>,
     pub(crate) kswapd: kswapd::Kswapd,
+    /// Failed page allocations a fill retried (`Mapping::alloc_cache_page`).
+    pub(crate) fill_retries: AtomicU64,
 }
 
 impl CacheInner {
@@ -147,6 +149,7 @@ impl PageCache {
             slots: RwLock::new(Vec::new()),
             ids: RwLock::new(HashMap::new()),
             kswapd: kswapd::Kswapd::new(nodes),
+            fill_retries: AtomicU64::new(0),
             alloc,
         });
         let shrinker_id = inner.alloc.core.vmscan.register(Arc::new(reclaim::CacheShrinker(Arc::downgrade(&inner))));
@@ -192,6 +195,13 @@ impl PageCache {
         Mapping::new(self.inner.clone(), m).truncate();
         self.inner.slots.write()[slot] = None;
         true
+    }
+
+    /// Page allocations for fills that failed once and were retried
+    /// (racy; see `Mapping`'s fills).
+    #[must_use]
+    pub fn fill_retries(&self) -> u64 {
+        self.inner.fill_retries.load(Ordering::Relaxed)
     }
 
     /// Pages in the cache now (racy).

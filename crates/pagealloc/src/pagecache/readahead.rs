@@ -1,5 +1,5 @@
 //! On-demand readahead (the kernel's mm/readahead.c, reduced to its context
-//! readahead), for sources that ask for it (files: `FileSource`): a miss at `index` whose preceding pages are cached is taken
+//! readahead), for sources that ask for it (`PageSource::readahead`): a miss at `index` whose preceding pages are cached is taken
 //! as a sequential stream, and the fill reads a window of pages starting at
 //! `index` with one call to the source (one `preadv` for a file) instead of
 //! one read per page.
@@ -9,7 +9,8 @@
 //! start of the file, twice the history otherwise (so 4, 8, 24, 32, 32...
 //! pages down a sequential read from the start), at most [`RA_MAX_PAGES`] (the kernel's
 //! default `read_ahead_kb`, 128 KiB) and never past the source's end. A miss
-//! with no cached page before it (random access) reads one page, as before.
+//! with at most one cached page before it (random access) reads one page,
+//! as before.
 //! The history is the cache itself, so readers sharing a mapping need no
 //! shared readahead state (the kernel keeps one per open file).
 //!
@@ -55,9 +56,11 @@ impl Mapping {
         let history = (1..=RA_MAX_PAGES.min(index))
             .take_while(|&k| self.m.shard(index - k).read().contains_key(&(index - k)))
             .count() as u64;
+        // As the kernel's context readahead: a history of one page is no
+        // stream (a random miss next to a cached page reads one page).
         let size = match (index, history) {
             (0, _) => RA_INIT_PAGES,
-            (_, 0) => 1,
+            (_, 0 | 1) => 1,
             (_, h) => (2 * h).clamp(RA_INIT_PAGES, RA_MAX_PAGES),
         };
         match self.m.source.nr_pages() {

@@ -86,6 +86,16 @@ fn a_sequential_stream_reads_growing_windows() {
         next += n;
     }
     assert!(calls.len() <= 3 + 200 / RA_MAX_PAGES as usize, "{} calls for 200 pages", calls.len());
+    // Every page read ahead holds the cache's reference only: all reclaimable.
+    let a = pc.allocator().clone();
+    a.lru_add_drain_all();
+    let cached = m.nr_pages();
+    let counts: Vec<u32> = (0..cached).filter_map(|i| m.find_get(i).map(|h| a.page_count(h.pfn()))).collect();
+    assert!(counts.iter().all(|&c| c == 2), "cache + our lookup only: {counts:?}");
+    // Read pages were referenced once: the first scan gives them a second
+    // chance, the next frees them.
+    let freed: u64 = (0..4).map(|_| pc.shrink(10_000)).sum();
+    assert_eq!(freed, cached, "every cached page reclaimed");
     drop(m);
     pc.allocator().check_invariants().unwrap();
 }

@@ -10,8 +10,9 @@
 //! isolated page (holding isolation's reference):
 //! - `REFERENCED`: cleared, the page goes back (second chance);
 //! - page lock taken by someone else, or under writeback: back;
-//! - dirty: writeback is started and done now, the page goes back (it is
-//!   clean on the next pass);
+//! - dirty: writeback is started and done now (the source's write is
+//!   synchronous); if the page is then clean and unlocked it is reclaimed in
+//!   the same pass, else it goes back;
 //! - no longer in a mapping (truncated meanwhile): isolation's reference is
 //!   put, which frees it if it was the last;
 //! - otherwise the count is frozen from exactly 2 (cache + isolation) to 0,
@@ -136,8 +137,18 @@ fn shrink_inactive(c: &CacheInner, n: usize, nr: usize, direct: bool) -> u64 {
         };
         if f & DIRTY != 0 {
             Mapping::writeback_locked(c, &m, pfn, index); // unlocks
-            back.push(p);
-            continue;
+                                                          // The write is synchronous: unless someone dirtied or locked the
+                                                          // page meanwhile (or the write failed), it is clean now and goes
+                                                          // the way of a clean page in this same pass.
+            if !r.try_lock().unwrap_or(false) {
+                back.push(p);
+                continue;
+            }
+            if d.flags() & (DIRTY | WRITEBACK) != 0 {
+                let _ = r.unlock();
+                back.push(p);
+                continue;
+            }
         }
         if !pageref::freeze(&d.flags, 2) {
             let _ = r.unlock();
