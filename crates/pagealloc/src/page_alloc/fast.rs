@@ -10,7 +10,7 @@
 
 use super::{Core, Node};
 use crate::error::AllocError;
-use crate::front::{FrontStack, Owner, FRONT_BATCH};
+use crate::front::{FrontStack, FRONT_BATCH};
 use crate::pcp;
 use crate::types::{Gfp, MigrateType, Order, Pfn, ZoneIdx};
 use crate::zone::{AllocFlags, Zone};
@@ -180,10 +180,14 @@ impl Core {
     /// zeroing; returns how many were used.
     #[inline(always)]
     pub(crate) fn front_take_fast(&self, gfp: Gfp, n: usize, take: impl FnOnce(&[u32]) -> usize) -> usize {
-        if !self.front_alloc_inline || gfp.contains(Gfp::ZERO) || crate::failinject::armed() {
+        if gfp.contains(Gfp::ZERO) || crate::failinject::armed() {
             return 0;
         }
-        let Some(mut g) = self.fronts.current().and_then(Owner::enter) else {
+        // As the inline order-0 allocation: the thread's last slot, whose
+        // state checks allocator, `front_alloc_inline` and nesting in one
+        // compare (no registry lookup; a miss takes the full path, which
+        // looks up and registers).
+        let Some(mut g) = self.fronts.enter_inline_alloc() else {
             return 0;
         };
         let (stacks, events) = g.split();
