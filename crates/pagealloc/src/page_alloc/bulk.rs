@@ -198,8 +198,10 @@ impl Core {
 /// check and one straight copy, which vectorise; the scalar pass handles the
 /// rest, and arrays of up to [`SMALL_SLOTS`] slots outright. The wide check
 /// is best where the slots were last written wide (a wide load of narrow
-/// fresh stores stalls on store forwarding), which is why
-/// `free_pages_bulk_slots` empties its slots with one memset.
+/// fresh stores stalls on store forwarding): `free_pages_bulk_slots`'s full
+/// path empties its slots with one memset; its inline path (a front-cache
+/// batch) empties each slot as it frees its page, which costs less than a
+/// memset call on the small arrays it serves.
 #[inline(always)]
 fn fill_holes(dst: &mut [Option<Pfn>], pages: &[u32]) -> (usize, usize) {
     // Without an early exit, so it vectorises.
