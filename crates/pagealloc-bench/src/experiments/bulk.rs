@@ -368,12 +368,19 @@ impl Experiment for Bulk {
         // The seed's table: array faster than list at every step 2..128, list
         // faster than single pages from step 4.
         let (mut ordered, mut steps, mut misses) = (0, 0, Vec::new());
+        // The two halves of the order, counted apart so each shows.
+        let (mut array_wins, mut list_wins, mut list_steps) = (0, 0, 0);
         for &s in STEPS.iter().filter(|&&s| s >= 2) {
             steps += 1;
             let l = r.get(&format!("bulk-{s}"), "old").map_or(f64::NAN, |f| f.value);
             let a = r.get(&format!("bulk-{s}"), "new").map_or(f64::NAN, |f| f.value);
             // The single pair timed alternately with the forms at this step.
             let one = r.get(&format!("bulk-{s}"), "single").map_or(f64::NAN, |f| f.value);
+            array_wins += usize::from(a < l);
+            if s >= 4 {
+                list_steps += 1;
+                list_wins += usize::from(l < one);
+            }
             if a < l && (s < 4 || l < one) {
                 ordered += 1;
             } else {
@@ -385,6 +392,18 @@ impl Experiment for Bulk {
             ordered as f64,
             steps as f64,
             ordered == steps,
+        );
+        r.target(
+            "array faster than list at every step 2..128 (steps where it is)",
+            array_wins as f64,
+            steps as f64,
+            array_wins == steps,
+        );
+        r.target(
+            "list faster than single pages at every step 4..128 (steps where it is)",
+            list_wins as f64,
+            list_steps as f64,
+            list_wins == list_steps,
         );
         if !misses.is_empty() {
             r.notes.push(format!("seed 3's order broken at {}", misses.join("; ")));
