@@ -30,16 +30,10 @@ impl Core {
     pub(crate) fn alloc_pages_bulk(&self, gfp: Gfp, slots: &mut [Option<Pfn>]) -> usize {
         let len = slots.len();
         if len <= FRONT_BATCH {
-            // The holes from the front cache in one take, hottest page first
+            // The holes from the front cache in one pass, hottest page first
             // (populated slots are stepped over, so no separate pass looks for
             // the leading ones).
-            let mut hole = 0;
-            self.front_take_fast(gfp, len, |pages| {
-                let used;
-                (used, hole) = fill_holes(slots, pages);
-                used
-            });
-            if hole == len {
+            if self.front_fill_slots(gfp, slots) == len {
                 return len;
             }
         }
