@@ -121,7 +121,6 @@ pub fn run(mode: Mode, pages: u64) -> i32 {
     let rounds = (pages / mode.pages()).max(1);
     crate::harness::pin(0);
     let cfg = Config::new().arena_bytes(64 << 20).backing(Backing::None).front_cache(mode != Mode::PcpPair);
-    let cfg = if std::env::var_os("FASTPATH_DEFAULT").is_some() { Config::new() } else { cfg };
     let a = match PageAllocator::new(cfg) {
         Ok(a) => a,
         Err(e) => {
