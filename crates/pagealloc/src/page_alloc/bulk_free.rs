@@ -14,9 +14,9 @@ use crate::types::{Order, Pfn, PAGEBLOCK_ORDER};
 use crate::vmevent::VmEvent;
 use crate::zone;
 
-/// The flags a fast bulk free accepts: exactly an allocated head with
-/// nothing to forbid the free or to wake (`UPTODATE` may be set).
-const FAST_MASK: u32 = flags::HEAD | flags::NO_RAW_FREE | flags::WAITERS;
+// The fast claims compare the flags word with exactly `HEAD`: a word with
+// any bit that forbids a raw free, or a waiter to wake, never matches.
+const _: () = assert!(flags::HEAD & (flags::NO_RAW_FREE | flags::WAITERS) == 0);
 
 impl Core {
     /// Free order-0 pages in one pass. Invalid entries (the same classes as
@@ -197,10 +197,9 @@ impl Claims {
         debug_assert!(end - start <= GIVE_CHUNK && GIVE_CHUNK <= 64);
         // Everything the pass reads of the allocator, in locals.
         let (descs, pageblocks) = (inner.mm.descs(), &*inner.pageblocks);
-        // A fast free's old flags: an allocated head with nothing that forbids
-        // the free and nobody to wake (the old design wakes on every free, so
-        // none of its frees is fast).
-        let fast = if inner.cfg.page_lock_waiters_bit { flags::HEAD } else { u32::MAX };
+        // Whether any free is fast: the old design wakes on every free, so
+        // none of its frees is.
+        let fast = inner.cfg.page_lock_waiters_bit;
         let (pfns, words) = batch;
         // Bit k: entry `start + k` needs the full checks.
         let mut aside = 0u64;
@@ -214,12 +213,15 @@ impl Claims {
                 aside |= 1 << (i - start);
                 continue;
             };
-            let (f, private) = (d.flags(), d.private_raw());
-            // The claim: one CAS from the word just checked (see `claim`); a
-            // word that changed meanwhile sends the entry to the full checks.
-            if f & FAST_MASK != fast
+            let private = d.private_raw();
+            // The claim: one CAS from exactly `HEAD` (an allocated head with
+            // nothing that forbids the free or asks for a wake-up), as the
+            // inline single free's; any other word (page-cache bits, lock
+            // state, misuse, a word changing meanwhile) sends the entry to
+            // the full checks.
+            if !fast
                 || private & page::ORDER_MASK != 0
-                || d.flags.compare_exchange(f, flags::PCP, Ordering::Acquire, Ordering::Relaxed).is_err()
+                || d.flags.compare_exchange(flags::HEAD, flags::PCP, Ordering::Acquire, Ordering::Relaxed).is_err()
             {
                 aside |= 1 << (i - start);
                 continue;
