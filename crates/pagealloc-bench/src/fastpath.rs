@@ -34,6 +34,15 @@ pub enum Mode {
     /// `alloc_pages_bulk_list` of 128 pages into a `Vec`, then `free_pages_bulk`
     /// (the list bulk form).
     List128,
+    /// The array form at bulk size 2: its per-call cost shows.
+    Bulk2,
+    /// The array form at bulk size 4.
+    Bulk4,
+    /// Seed 3's old list form at bulk size 2: `alloc_pages_bulk_linked`, the
+    /// chain walked and each page freed with `free_pages`, as `bench bulk`.
+    Linked2,
+    /// The same at bulk size 4.
+    Linked4,
 }
 
 impl Mode {
@@ -42,6 +51,8 @@ impl Mode {
         match self {
             Mode::Pair | Mode::PcpPair => 1,
             Mode::Bulk128 | Mode::List128 => BULK as u64,
+            Mode::Bulk2 | Mode::Linked2 => 2,
+            Mode::Bulk4 | Mode::Linked4 => 4,
         }
     }
 
@@ -51,6 +62,10 @@ impl Mode {
             Mode::PcpPair => "pcp-pair",
             Mode::Bulk128 => "bulk128",
             Mode::List128 => "list128",
+            Mode::Bulk2 => "bulk2",
+            Mode::Bulk4 => "bulk4",
+            Mode::Linked2 => "linked2",
+            Mode::Linked4 => "linked4",
         }
     }
 }
@@ -88,6 +103,18 @@ fn list_rounds(a: &PageAllocator, out: &mut Vec<Pfn>, rounds: u64) {
     }
 }
 
+#[inline(never)]
+fn linked_rounds(a: &PageAllocator, step: usize, rounds: u64) {
+    for _ in 0..rounds {
+        let c = a.alloc_pages_bulk_linked(Gfp::KERNEL, step);
+        assert_eq!(c.len(), step, "fastpath: linked form came back short");
+        for p in a.chain_iter(&c) {
+            a.free_pages(p, 0).expect("fastpath: free");
+        }
+        drop(c);
+    }
+}
+
 /// Run `pages / mode.pages()` rounds (at least one) of `mode` after the
 /// warm-up; the exit status.
 pub fn run(mode: Mode, pages: u64) -> i32 {
@@ -107,8 +134,8 @@ pub fn run(mode: Mode, pages: u64) -> i32 {
             pairs(a, WARM_ROUNDS);
             pairs(a, rounds);
         }
-        Mode::Bulk128 => {
-            let mut slots = vec![None; BULK];
+        Mode::Bulk128 | Mode::Bulk2 | Mode::Bulk4 => {
+            let mut slots = vec![None; mode.pages() as usize];
             array_rounds(a, &mut slots, WARM_ROUNDS);
             array_rounds(a, &mut slots, rounds);
         }
@@ -116,6 +143,11 @@ pub fn run(mode: Mode, pages: u64) -> i32 {
             let mut out = Vec::with_capacity(BULK);
             list_rounds(a, &mut out, WARM_ROUNDS);
             list_rounds(a, &mut out, rounds);
+        }
+        Mode::Linked2 | Mode::Linked4 => {
+            let step = mode.pages() as usize;
+            linked_rounds(a, step, WARM_ROUNDS);
+            linked_rounds(a, step, rounds);
         }
     }
     a.drain_all_pages();

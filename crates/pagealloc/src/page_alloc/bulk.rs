@@ -30,16 +30,10 @@ impl Core {
     pub(crate) fn alloc_pages_bulk(&self, gfp: Gfp, slots: &mut [Option<Pfn>]) -> usize {
         let len = slots.len();
         if len <= FRONT_BATCH {
-            // The holes from the front cache in one take, hottest page first
+            // The holes from the front cache in one pass, hottest page first
             // (populated slots are stepped over, so no separate pass looks for
             // the leading ones).
-            let mut hole = 0;
-            self.front_take_fast(gfp, len, |pages| {
-                let used;
-                (used, hole) = fill_holes(slots, pages);
-                used
-            });
-            if hole == len {
+            if self.front_fill_slots(gfp, slots) == len {
                 return len;
             }
         }
@@ -198,8 +192,10 @@ impl Core {
 /// check and one straight copy, which vectorise; the scalar pass handles the
 /// rest, and arrays of up to [`SMALL_SLOTS`] slots outright. The wide check
 /// is best where the slots were last written wide (a wide load of narrow
-/// fresh stores stalls on store forwarding), which is why
-/// `free_pages_bulk_slots` empties its slots with one memset.
+/// fresh stores stalls on store forwarding): `free_pages_bulk_slots`'s full
+/// path empties its slots with one memset; its inline path (a front-cache
+/// batch) empties each slot as it frees its page, which costs less than a
+/// memset call on the small arrays it serves.
 #[inline(always)]
 fn fill_holes(dst: &mut [Option<Pfn>], pages: &[u32]) -> (usize, usize) {
     // Without an early exit, so it vectorises.

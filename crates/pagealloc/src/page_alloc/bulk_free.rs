@@ -7,16 +7,16 @@
 use super::give::{set_list_type, Giver, GIVE_CHUNK};
 use super::Core;
 use crate::error::{BulkFreeError, FreeError};
-use crate::front::{Owner, FRONT_BATCH, FRONT_CAP};
+use crate::front::{Owner, FRONT_BATCH, FRONT_CAP, NR_STACKS};
 use crate::page::{self, flags};
 use crate::sync::Ordering;
 use crate::types::{Order, Pfn, PAGEBLOCK_ORDER};
 use crate::vmevent::VmEvent;
 use crate::zone;
 
-/// The flags a fast bulk free accepts: exactly an allocated head with
-/// nothing to forbid the free or to wake (`UPTODATE` may be set).
-const FAST_MASK: u32 = flags::HEAD | flags::NO_RAW_FREE | flags::WAITERS;
+// The fast claims compare the flags word with exactly `HEAD`: a word with
+// any bit that forbids a raw free, or a waiter to wake, never matches.
+const _: () = assert!(flags::HEAD & (flags::NO_RAW_FREE | flags::WAITERS) == 0);
 
 impl Core {
     /// Free order-0 pages in one pass. Invalid entries (the same classes as
@@ -30,7 +30,7 @@ impl Core {
         let n = pfns.len();
         let mut done = 0;
         if n <= FRONT_BATCH {
-            done = self.front_give_fast(n, |i| Some(pfns[i]));
+            done = self.front_give_fast(n, pfns);
             if done == n {
                 return Ok(());
             }
@@ -62,10 +62,8 @@ impl Core {
         let n = slots.len();
         let mut done = 0;
         if n <= FRONT_BATCH {
-            // Read in the loop, emptied after it in one sweep: every entry
-            // before `done` was freed or was a hole.
-            done = self.front_give_fast(n, |i| slots[i]);
-            slots[..done].fill(None);
+            // Each slot emptied as its page is pushed (holes stay holes).
+            done = self.front_give_fast(n, &mut *slots);
             if done == n {
                 return Ok(());
             }
@@ -201,10 +199,9 @@ impl Claims {
         // Everything the pass reads of the allocator, in locals.
         let (descs, pageblocks) = (inner.mm.descs(), &*inner.pageblocks);
         let zero = inner.reporting.zero_on_free;
-        // A fast free's old flags: an allocated head with nothing that forbids
-        // the free and nobody to wake (the old design wakes on every free, so
-        // none of its frees is fast).
-        let fast = if inner.cfg.page_lock_waiters_bit { flags::HEAD } else { u32::MAX };
+        // Whether any free is fast: the old design wakes on every free, so
+        // none of its frees is.
+        let fast = inner.cfg.page_lock_waiters_bit;
         let (pfns, words) = batch;
         // Bit k: entry `start + k` needs the full checks.
         let mut aside = 0u64;
@@ -218,12 +215,15 @@ impl Claims {
                 aside |= 1 << (i - start);
                 continue;
             };
-            let (f, private) = (d.flags(), d.private_raw());
-            // The claim: one CAS from the word just checked (see `claim`); a
-            // word that changed meanwhile sends the entry to the full checks.
-            if f & FAST_MASK != fast
+            let private = d.private_raw();
+            // The claim: one CAS from exactly `HEAD` (an allocated head with
+            // nothing that forbids the free or asks for a wake-up), as the
+            // inline single free's; any other word (page-cache bits, lock
+            // state, misuse, a word changing meanwhile) sends the entry to
+            // the full checks.
+            if !fast
                 || private & page::ORDER_MASK != 0
-                || d.flags.compare_exchange(f, flags::PCP, Ordering::Acquire, Ordering::Relaxed).is_err()
+                || d.flags.compare_exchange(flags::HEAD, flags::PCP, Ordering::Acquire, Ordering::Relaxed).is_err()
             {
                 aside |= 1 << (i - start);
                 continue;
@@ -271,90 +271,108 @@ impl Claims {
 
 impl Core {
     /// The inline part of order-0 frees: entries `0..n` (entry `i` is `get(i)`,
-    /// None is skipped) onto this thread's front cache, while each is a plain
-    /// allocated order-0 head (exactly `HEAD`, `UPTODATE` aside: no lock
-    /// state, no waiters, no owner) of a pcp-type pageblock whose stack takes
-    /// its zone; each is claimed with one CAS. Stops, changing nothing, at the
-    /// first entry that is not (or whose CAS fails); returns how many entries
-    /// it got through (every one of them freed or skipped). The full path
-    /// handles the rest, misuse included.
+    /// None is skipped) onto this thread's front cache, while each is what
+    /// the inline single free ([`Core::free0_front`]) takes: a plain
+    /// allocated order-0 head (exactly `HEAD`: no lock state, no waiters, no
+    /// owner) whose private word names a stack whose key its pageblock word
+    /// has, with room; each is claimed with one CAS. Stops, changing nothing,
+    /// at the first entry that is not (or whose CAS fails); returns how many
+    /// entries it got through (every one of them freed or skipped). The full
+    /// path handles the rest, misuse included.
     ///
-    /// The length of the stack being filled stays in a register while
-    /// consecutive pages go to the same stack (the usual case).
+    /// One handshake for the whole batch (the thread's last slot, as the
+    /// inline single free enters it), and per page the single free's checks:
+    /// the descriptor and pageblock word in one range check, the private
+    /// word as the stack index (an order-0 page's private word is its type's
+    /// index, so below `NR_STACKS` it also says order 0), the stack's key
+    /// against the word's (zone, type, isolation), the claim, the push.
     #[inline(always)]
-    pub(crate) fn front_give_fast(&self, n: usize, mut get: impl FnMut(usize) -> Option<Pfn>) -> usize {
-        if !self.front_free_inline {
-            return 0;
-        }
-        let Some(mut g) = self.fronts.current().and_then(Owner::enter) else {
+    pub(crate) fn front_give_fast(&self, n: usize, mut e: impl Entries) -> usize {
+        let Some(mut g) = self.fronts.enter_inline_free() else {
             return 0;
         };
         let (stacks, events) = g.split();
-        let (descs, mm) = (self.mm.descs(), &self.mm);
-        // A plain allocated order-0 head with nothing to wake: its descriptor,
-        // flags and private word, and its pageblock word (zone and type in
-        // one load).
-        let plain = |p: u64| {
-            let d = descs.get(p as usize)?;
-            let (f, private) = (d.flags(), d.private_raw());
-            if f & FAST_MASK != flags::HEAD || private & page::ORDER_MASK != 0 {
-                return None;
-            }
-            let (_, w) = mm.desc_and_block(p)?;
-            Some((d, f, private, w))
-        };
-        let (mut i, mut taken) = (0, 0u64);
-        // Outer loop: pick the stack for entry `i`; inner loop: fill it while
-        // entries go to it, its length in a register.
-        'pick: while i < n {
-            let Some(pfn) = get(i) else {
+        let mm = &self.mm;
+        // `taken` counts the pushes, in steps (the length a stack had when
+        // picked is `base`): one register less in the loop.
+        let (mut i, mut taken, mut base) = (0, 0u64, 0usize);
+        // The stack being filled (`t` its index, NR_STACKS before the
+        // first), its key, and its length, kept in a register while
+        // consecutive pages go to it (the usual case); written back when the
+        // stack changes and at the end.
+        let (mut t, mut key, mut len) = (NR_STACKS, 0u16, 0usize);
+        while i < n {
+            let Some(pfn) = e.get(i) else {
                 i += 1;
                 continue;
             };
-            let Some((_, _, _, w)) = plain(pfn.as_u64()) else {
+            let p = pfn.as_u64();
+            let Some((d, w)) = mm.desc_and_block(p) else {
                 break;
             };
-            let Some(t) = zone::pb_pcp_index(w) else {
-                break;
-            };
-            let s = &mut stacks[t];
-            if !self.stack_takes(s, w) {
-                break;
-            }
-            let (key, want) = (zone::pb_key(w), page::private_word_raw(Order::ZERO, t));
-            let mut len = s.len as usize;
-            while i < n && len < FRONT_CAP {
-                // A hole reads as u64::MAX, which `plain` refuses like any
-                // pfn out of range: no branch of its own in the loop.
-                let p = get(i).map_or(u64::MAX, Pfn::as_u64);
-                let claimed = plain(p).filter(|&(d, f, _, w)| {
-                    zone::pb_key(w) == key
-                        && d.flags.compare_exchange(f, flags::PCP, Ordering::Acquire, Ordering::Relaxed).is_ok()
-                });
-                let Some((d, _, private, _)) = claimed else {
+            let pt = d.private_raw() as usize;
+            if pt != t {
+                if let Some(s) = stacks.get_mut(t) {
                     s.len = len as u32;
-                    if get(i).is_none() {
-                        i += 1;
-                        continue 'pick;
-                    }
-                    if plain(p).is_some_and(|(_, _, _, w2)| zone::pb_key(w2) != key) {
-                        continue 'pick;
-                    }
-                    break 'pick;
-                };
-                if private != want {
-                    d.set_private_raw(want);
+                    taken += (len - base) as u64;
                 }
-                s.pfns[len] = p as u32;
-                len += 1;
-                taken += 1;
-                i += 1;
+                t = NR_STACKS;
+                let Some(s) = stacks.get(pt) else {
+                    break;
+                };
+                (t, key, len) = (pt, s.key, s.len as usize);
+                base = len;
             }
+            let Some(s) = stacks.get_mut(t) else {
+                break;
+            };
+            if key != zone::pb_key(w)
+                || len >= FRONT_CAP
+                || d.flags.compare_exchange(flags::HEAD, flags::PCP, Ordering::Acquire, Ordering::Relaxed).is_err()
+            {
+                break;
+            }
+            s.pfns[len] = p as u32;
+            len += 1;
+            e.consumed(i);
+            i += 1;
+        }
+        if let Some(s) = stacks.get_mut(t) {
             s.len = len as u32;
+            taken += (len - base) as u64;
         }
         if taken > 0 {
             events.add_owner(VmEvent::Pgfree, taken);
         }
         i
+    }
+}
+
+/// The entries of an inline bulk free: a list of pfns, or the array form's
+/// slots (emptied as their pages are freed).
+pub(crate) trait Entries {
+    /// Entry `i` (None: a hole, skipped).
+    fn get(&self, i: usize) -> Option<Pfn>;
+    /// Entry `i`'s page has been freed.
+    fn consumed(&mut self, i: usize);
+}
+
+impl Entries for &[Pfn] {
+    #[inline(always)]
+    fn get(&self, i: usize) -> Option<Pfn> {
+        Some(self[i])
+    }
+    #[inline(always)]
+    fn consumed(&mut self, _: usize) {}
+}
+
+impl Entries for &mut [Option<Pfn>] {
+    #[inline(always)]
+    fn get(&self, i: usize) -> Option<Pfn> {
+        self[i]
+    }
+    #[inline(always)]
+    fn consumed(&mut self, i: usize) {
+        self[i] = None;
     }
 }

@@ -10,7 +10,7 @@
 
 use super::{Core, Node};
 use crate::error::AllocError;
-use crate::front::{FrontStack, Owner, FRONT_BATCH};
+use crate::front::{FrontStack, FRONT_BATCH};
 use crate::pcp;
 use crate::types::{Gfp, MigrateType, Order, Pfn, ZoneIdx};
 use crate::zone::{AllocFlags, Zone};
@@ -180,10 +180,14 @@ impl Core {
     /// zeroing; returns how many were used.
     #[inline(always)]
     pub(crate) fn front_take_fast(&self, gfp: Gfp, n: usize, take: impl FnOnce(&[u32]) -> usize) -> usize {
-        if !self.front_alloc_inline || gfp.contains(Gfp::ZERO) || crate::failinject::armed() {
+        if gfp.contains(Gfp::ZERO) || crate::failinject::armed() {
             return 0;
         }
-        let Some(mut g) = self.fronts.current().and_then(Owner::enter) else {
+        // As the inline order-0 allocation: the thread's last slot, whose
+        // state checks allocator, `front_alloc_inline` and nesting in one
+        // compare (no registry lookup; a miss takes the full path, which
+        // looks up and registers).
+        let Some(mut g) = self.fronts.enter_inline_alloc() else {
             return 0;
         };
         let (stacks, events) = g.split();
@@ -202,6 +206,43 @@ impl Core {
         s.len = (len - used) as u32;
         events.add_owner(s.alloc_ev, used as u64);
         used
+    }
+
+    /// The inline part of the array form: the holes of `slots` filled from
+    /// this thread's front cache in one pass (hottest page first, populated
+    /// slots stepped over), each page marked allocated as it is placed, the
+    /// stack's length in a register. Stops when the stack runs dry; returns
+    /// the index of the first hole left (`slots.len()` when none). Applies
+    /// where [`Core::front_take_fast`] does; elsewhere returns 0.
+    #[inline(always)]
+    pub(crate) fn front_fill_slots(&self, gfp: Gfp, slots: &mut [Option<Pfn>]) -> usize {
+        if gfp.contains(Gfp::ZERO) || crate::failinject::armed() {
+            return 0;
+        }
+        let Some(mut g) = self.fronts.enter_inline_alloc() else {
+            return 0;
+        };
+        let (stacks, events) = g.split();
+        let s = &mut stacks[gfp.migratetype().index()];
+        let descs = self.mm.descs();
+        let top = s.len as usize;
+        let mut len = top;
+        let mut i = 0;
+        while i < slots.len() {
+            if slots[i].is_none() {
+                if len == 0 {
+                    break;
+                }
+                let p = s.pfns[len - 1];
+                len -= 1;
+                descs[p as usize].set_flags(crate::page::flags::HEAD);
+                slots[i] = Some(Pfn::from_u32(p));
+            }
+            i += 1;
+        }
+        s.len = len as u32;
+        events.add_owner(s.alloc_ev, (top - len) as u64);
+        i
     }
 
     /// Up to `n` order-0 pages from this thread's front cache, refilled from

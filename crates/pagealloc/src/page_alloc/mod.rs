@@ -72,9 +72,6 @@ pub(crate) struct Core {
     pub(crate) pcp_on: bool,
     /// Whether order-0 pages go through thread front caches.
     pub(crate) front_on: bool,
-    /// Whether the inline front-cache allocation path applies (cache on, one
-    /// node: no node choice to make).
-    pub(crate) front_alloc_inline: bool,
     /// Whether the inline front-cache free path applies (cache on, frees wake
     /// waiters only when the waiters bit says so, and no type is cached on
     /// the page at free: seed 2's old design).
@@ -203,7 +200,6 @@ impl Core {
             pcp,
             pcp_on,
             front_on,
-            front_alloc_inline,
             front_free_inline,
             fronts: Fronts::new(id, (front_alloc_inline, front_free_inline)),
             reporting: crate::reporting::Reporting::new(&cfg),
