@@ -6,39 +6,12 @@ use pagealloc::stats::events::VmEvent;
 use pagealloc::{
     AllocError, Backing, Config, FreeError, Gfp, MovableOps, PageAllocator, Pfn, PAGEBLOCK_PAGES, PAGE_SIZE,
 };
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-/// An owner of movable pages: pfn -> (key, isolated). Page `pfn` holds the
-/// words `key * 0x9e37_79b9 + i`.
-#[derive(Default)]
-struct Owner {
-    pages: Mutex<HashMap<u64, (u64, bool)>>,
-}
-
-impl MovableOps for Owner {
-    fn isolate(&self, pfn: Pfn) -> bool {
-        match self.pages.lock().unwrap().get_mut(&pfn.as_u64()) {
-            Some(e) if !e.1 => {
-                e.1 = true;
-                true
-            }
-            _ => false,
-        }
-    }
-    fn migrate(&self, from: Pfn, to: Pfn) -> bool {
-        let mut m = self.pages.lock().unwrap();
-        let Some((k, iso)) = m.remove(&from.as_u64()) else { return false };
-        assert!(iso, "migrate of a page not isolated");
-        m.insert(to.as_u64(), (k, false));
-        true
-    }
-    fn putback(&self, pfn: Pfn) {
-        if let Some(e) = self.pages.lock().unwrap().get_mut(&pfn.as_u64()) {
-            e.1 = false;
-        }
-    }
-}
+mod common;
+/// The owner of the moved pages; page `pfn` holds the words
+/// `key * 0x9e37_79b9 + i`.
+use common::TrackingOwner as Owner;
 
 fn base(a: &PageAllocator, pfn: u64) -> *mut u64 {
     a.page_address(Pfn::new(pfn)).expect("backed arena").as_ptr().cast::<u64>()

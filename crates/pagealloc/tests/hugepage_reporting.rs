@@ -4,6 +4,8 @@
 //! packs the live pages into few pageblocks and the rest is released. Data
 //! survives every move (checksummed), conservation holds.
 
+mod common;
+
 use pagealloc::{Backing, Config, FreeError, Gfp, MovableOps, PageAllocator, Pfn, PAGEBLOCK_PAGES, PAGE_SIZE};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -93,8 +95,11 @@ fn free_all(a: &PageAllocator, o: &Owner) {
     a.check_invariants().unwrap();
 }
 
+/// Hugepage backing; kcompactd's proactive compaction off, so that the
+/// compaction these tests see is the reporter's (with it on, kcompactd may
+/// pack the pages first and leave the reporter nothing to compact).
 fn huge(bytes: u64) -> Config {
-    Config::new().arena_bytes(bytes).backing(Backing::HugePages)
+    Config::new().arena_bytes(bytes).backing(Backing::HugePages).compaction_proactiveness(0)
 }
 
 #[test]
@@ -208,36 +213,8 @@ fn refills_take_resident_free_memory_before_released_pageblocks() {
 }
 
 /// An owner whose user frees and allocates pages while migration may move
-/// them: pfn -> (key, isolated). The user takes only pages not isolated,
-/// under the map's lock, so isolation and the user never share a page.
-#[derive(Default)]
-struct Busy {
-    pages: Mutex<HashMap<u64, (u64, bool)>>,
-}
-
-impl MovableOps for Busy {
-    fn isolate(&self, pfn: Pfn) -> bool {
-        match self.pages.lock().unwrap().get_mut(&pfn.as_u64()) {
-            Some(e) if !e.1 => {
-                e.1 = true;
-                true
-            }
-            _ => false,
-        }
-    }
-    fn migrate(&self, from: Pfn, to: Pfn) -> bool {
-        let mut m = self.pages.lock().unwrap();
-        let Some((k, iso)) = m.remove(&from.as_u64()) else { return false };
-        assert!(iso, "migrate of a page not isolated");
-        m.insert(to.as_u64(), (k, false));
-        true
-    }
-    fn putback(&self, pfn: Pfn) {
-        if let Some(e) = self.pages.lock().unwrap().get_mut(&pfn.as_u64()) {
-            e.1 = false;
-        }
-    }
-}
+/// them (see `TrackingOwner`).
+use common::TrackingOwner as Busy;
 
 fn intact(a: &PageAllocator, p: u64, k: u64) -> bool {
     let b = base(a, p);
