@@ -157,8 +157,37 @@ fn pct(ctx: &Ctx, sorted: &[u64], p: f64) -> f64 {
     ctx.tsc.ns(sorted[i.min(sorted.len() - 1)] as f64)
 }
 
+/// Write this experiment's file of `pages` pages in the temporary directory
+/// and print the run's header line; None (noted, the experiment skipped) if
+/// it cannot be written.
+pub(crate) fn file_for(
+    ctx: &Ctx,
+    r: &mut ExperimentResult,
+    what: &str,
+    pages: u64,
+    arena: u64,
+    threads: usize,
+) -> Option<std::path::PathBuf> {
+    let path = std::env::temp_dir().join(format!("pagealloc-{what}-{}", std::process::id()));
+    if let Err(e) = make_file(&path, pages) {
+        r.notes.push(format!("could not write {}: {e}; experiment skipped", path.display()));
+        return None;
+    }
+    r.line(
+        ctx,
+        format!(
+            "# arena {} MiB, file {} MiB on {}, {threads} readers, {} repeats",
+            arena >> 20,
+            (pages * PAGE_SIZE as u64) >> 20,
+            std::env::temp_dir().display(),
+            ctx.repeats
+        ),
+    );
+    Some(path)
+}
+
 /// Write a file of `pages` pages (each page's bytes a function of its index).
-pub(crate) fn make_file(path: &std::path::Path, pages: u64) -> io::Result<()> {
+fn make_file(path: &std::path::Path, pages: u64) -> io::Result<()> {
     let mut w = io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
     let mut page = vec![0u8; PAGE_SIZE];
     for i in 0..pages {
@@ -189,21 +218,9 @@ impl Experiment for LruFileReadonce {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let arena_pages = ARENA / PAGE_SIZE as u64;
         let pages = 10 * arena_pages;
-        let path = std::env::temp_dir().join(format!("pagealloc-readonce-{}", std::process::id()));
-        if let Err(e) = make_file(&path, pages) {
-            r.notes.push(format!("could not write {}: {e}; experiment skipped", path.display()));
+        let Some(path) = file_for(ctx, &mut r, "readonce", pages, ARENA, threads) else {
             return r;
-        }
-        r.line(
-            ctx,
-            format!(
-                "# arena {} MiB, file {} MiB on {}, {threads} readers, {} repeats",
-                ARENA >> 20,
-                (pages * PAGE_SIZE as u64) >> 20,
-                std::env::temp_dir().display(),
-                ctx.repeats
-            ),
-        );
+        };
         r.line(
             ctx,
             format!("run file_pages secs errors kswapd_share_pct p50_ns p99_ns p999_ns max_ns {}", STATS.join(" ")),

@@ -18,7 +18,7 @@
 //! with lazily faulted anonymous memory the first touch of each frame, not
 //! the cache, dominates a cold pass.
 
-use super::lru_file_readonce::make_file;
+use super::lru_file_readonce::file_for;
 use crate::harness::{pin, Ctx, Experiment, ExperimentResult, Figure};
 use pagealloc::{Backing, Config, FileSource, PageAllocator, PageCache, PageCacheConfig, PageSource, PAGE_SIZE};
 use std::io;
@@ -129,21 +129,9 @@ impl Experiment for LruFileReadtwice {
         let mut r = ExperimentResult::new(self.name(), "lru-file-readtwice: a file of half the arena read twice", None);
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let pages = ARENA / PAGE_SIZE as u64 / 2;
-        let path = std::env::temp_dir().join(format!("pagealloc-readtwice-{}", std::process::id()));
-        if let Err(e) = make_file(&path, pages) {
-            r.notes.push(format!("could not write {}: {e}; experiment skipped", path.display()));
+        let Some(path) = file_for(ctx, &mut r, "readtwice", pages, ARENA, threads) else {
             return r;
-        }
-        r.line(
-            ctx,
-            format!(
-                "# arena {} MiB, file {} MiB on {}, {threads} readers, {} repeats",
-                ARENA >> 20,
-                (pages * PAGE_SIZE as u64) >> 20,
-                std::env::temp_dir().display(),
-                ctx.repeats
-            ),
-        );
+        };
         r.line(ctx, "variant#repeat pages pass1_s pass2_s pass2_hit_pct errors");
         let mut fig: std::collections::BTreeMap<(&str, &str), Vec<f64>> = Default::default();
         for rep in 0..ctx.repeats {
