@@ -172,6 +172,19 @@ impl Core {
         false
     }
 
+    /// The inline allocation paths' entry: this thread's last front-cache
+    /// slot, whose state checks allocator, `front_alloc_inline` and nesting
+    /// in one compare (no registry lookup; a miss takes the full path, which
+    /// looks up and registers), when the request may be served inline (no
+    /// zeroing, no failure injection armed); else None.
+    #[inline(always)]
+    fn enter_inline_for(&self, gfp: Gfp) -> Option<crate::front::FrontGuard<'_>> {
+        if gfp.contains(Gfp::ZERO) || crate::failinject::armed() {
+            return None;
+        }
+        self.fronts.enter_inline_alloc()
+    }
+
     /// The inline part of small allocations: up to `n` pages off this
     /// thread's front cache, as many as it holds (no refill). `take` gets
     /// them in one slice, hottest last, and returns how many it used,
@@ -180,14 +193,7 @@ impl Core {
     /// zeroing; returns how many were used.
     #[inline(always)]
     pub(crate) fn front_take_fast(&self, gfp: Gfp, n: usize, take: impl FnOnce(&[u32]) -> usize) -> usize {
-        if gfp.contains(Gfp::ZERO) || crate::failinject::armed() {
-            return 0;
-        }
-        // As the inline order-0 allocation: the thread's last slot, whose
-        // state checks allocator, `front_alloc_inline` and nesting in one
-        // compare (no registry lookup; a miss takes the full path, which
-        // looks up and registers).
-        let Some(mut g) = self.fronts.enter_inline_alloc() else {
+        let Some(mut g) = self.enter_inline_for(gfp) else {
             return 0;
         };
         let (stacks, events) = g.split();
@@ -216,10 +222,7 @@ impl Core {
     /// where [`Core::front_take_fast`] does; elsewhere returns 0.
     #[inline(always)]
     pub(crate) fn front_fill_slots(&self, gfp: Gfp, slots: &mut [Option<Pfn>]) -> usize {
-        if gfp.contains(Gfp::ZERO) || crate::failinject::armed() {
-            return 0;
-        }
-        let Some(mut g) = self.fronts.enter_inline_alloc() else {
+        let Some(mut g) = self.enter_inline_for(gfp) else {
             return 0;
         };
         let (stacks, events) = g.split();
