@@ -59,15 +59,9 @@ pub trait PageSource: Send + Sync {
     fn nr_pages(&self) -> Option<u64> {
         None
     }
-    /// Whether misses read ahead (see the `readahead` module): off by
-    /// default, for files too (`FileSource`); a source opts in by returning
-    /// true (a wrapper of a `FileSource` that forwards `read_pages` and
-    /// `nr_pages` reads a window with one `preadv`). Not yet the default:
-    /// `pagealloc stress --pagecache` at 16 threads on 2 CPUs showed
-    /// reclaim scanning inactive pages that transiently hold extra
-    /// references far more often with readahead on, and page-cache
-    /// allocations failing (about 1% of operations); with it off the same
-    /// run is clean.
+    /// Whether misses read ahead (see the `readahead` module): true for
+    /// files (`FileSource`); a fill callback (the default) computes only the
+    /// pages asked for.
     fn readahead(&self) -> bool {
         false
     }
@@ -97,6 +91,9 @@ impl PageSource for FileSource {
     }
     fn sync(&self) -> io::Result<()> {
         self.0.sync_data()
+    }
+    fn readahead(&self) -> bool {
+        true
     }
     fn read_pages(&self, index: u64, bufs: &mut [&mut [u8]]) -> io::Result<()> {
         super::readahead::preadv_pages(&self.0, index, bufs)
@@ -398,28 +395,42 @@ impl Mapping {
         let _ = r.end_writeback();
     }
 
-    /// Referenced handles on every cached page (for whole-mapping walks).
-    fn all_pages(&self) -> Vec<PageHandle<'_>> {
+    /// The indexes cached now, sorted (no references taken).
+    fn cached_indexes(&self) -> Vec<u64> {
         let mut idx: Vec<u64> =
             self.m.shards.iter().flat_map(|s| s.read().keys().copied().collect::<Vec<_>>()).collect();
         idx.sort_unstable();
-        idx.into_iter().filter_map(|i| self.find_get(i)).collect()
+        idx
     }
 
     /// Write every dirty page back, wait for all writeback, sync the source
     /// (`vfs_fsync`). Returns the first error since the last fsync.
     ///
+    /// A page is referenced only while it is looked at (as the kernel's
+    /// writeback takes a batch of pages at a time): holding a reference on
+    /// every page of the mapping for the whole walk would keep reclaim from
+    /// freeing any of them meanwhile (reclaim frees only pages nobody else
+    /// references), which under memory pressure made concurrent fills fail.
+    ///
     /// # Errors
     /// A writeback or sync error of the source.
     pub fn fsync(&self) -> io::Result<()> {
-        let pages = self.all_pages();
-        for h in &pages {
+        let idx = self.cached_indexes();
+        let core = &self.alloc().core;
+        for &i in &idx {
+            let Some(h) = self.find_get(i) else { continue };
+            if core.mm.page(h.pfn.as_u64()).flags() & DIRTY == 0 {
+                continue;
+            }
             let r = self.alloc().page_ref(h.pfn).map_err(io::Error::other)?;
             let _ = r.lock(None, None);
             Self::writeback_locked(&self.cache, &self.m, h.pfn, h.index);
         }
-        for h in &pages {
-            let _ = self.alloc().page_ref(h.pfn).map_err(io::Error::other)?.wait_writeback(None, None);
+        // Writeback others (reclaim) started on pages of this mapping.
+        for &i in &idx {
+            if let Some(h) = self.find_get(i) {
+                let _ = self.alloc().page_ref(h.pfn).map_err(io::Error::other)?.wait_writeback(None, None);
+            }
         }
         if let Some(e) = self.m.wb_error.lock().take() {
             return Err(e);
@@ -442,8 +453,7 @@ impl Mapping {
 
     /// Drop every page (`truncate_inode_pages`).
     pub fn truncate(&self) {
-        let idx: Vec<u64> = self.m.shards.iter().flat_map(|s| s.read().keys().copied().collect::<Vec<_>>()).collect();
-        for i in idx {
+        for i in self.cached_indexes() {
             self.delete(i);
         }
     }

@@ -1,5 +1,6 @@
 //! On-demand readahead (the kernel's mm/readahead.c, reduced to its context
-//! readahead), for sources that ask for it (`PageSource::readahead`): a miss at `index` whose preceding pages are cached is taken
+//! readahead), for sources that ask for it (`PageSource::readahead`; files
+//! do): a miss at `index` whose preceding pages are cached is taken
 //! as a sequential stream, and the fill reads a window of pages starting at
 //! `index` with one call to the source (one `preadv` for a file) instead of
 //! one read per page.

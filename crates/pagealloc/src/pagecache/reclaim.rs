@@ -136,10 +136,11 @@ fn shrink_inactive(c: &CacheInner, n: usize, nr: usize, direct: bool) -> u64 {
             continue;
         };
         if f & DIRTY != 0 {
-            Mapping::writeback_locked(c, &m, pfn, index); // unlocks
-                                                          // The write is synchronous: unless someone dirtied or locked the
-                                                          // page meanwhile (or the write failed), it is clean now and goes
-                                                          // the way of a clean page in this same pass.
+            // Written back, and unlocked. The write is synchronous: unless
+            // someone dirtied or locked the page meanwhile (or the write
+            // failed), it is clean now and goes the way of a clean page in
+            // this same pass.
+            Mapping::writeback_locked(c, &m, pfn, index);
             if !r.try_lock().unwrap_or(false) {
                 back.push(p);
                 continue;

@@ -144,8 +144,10 @@ fn file_write_fsync_reclaim_reread() {
     let disk = std::fs::read(&dir).unwrap();
     assert_eq!(&disk[..4], b"head");
     assert_eq!(&disk[50..50 + data.len()], &data[..]);
-    // Clean now: reclaim drops it; a read comes back from the file.
-    assert_eq!(pc.shrink(64), 1);
+    // The write's miss at page 0 read the file's 4 pages ahead. Clean now:
+    // reclaim drops them; a read comes back from the file.
+    assert_eq!(m.nr_pages(), 4, "readahead: the whole 4-page file in one window");
+    assert_eq!(pc.shrink(64), 4);
     assert_eq!(m.nr_pages(), 0);
     let mut back = vec![0u8; data.len()];
     m.read(50, &mut back).unwrap();
