@@ -14,9 +14,10 @@ use std::time::Instant;
 /// The experiment.
 pub struct Contig;
 
-/// An owner of movable pages that knows where they are.
+/// An owner of movable pages that knows where they are (abstract frames:
+/// the allocator moves no bytes). Also proactive-compaction's.
 #[derive(Default)]
-struct Owner(Mutex<HashSet<u64>>);
+pub(crate) struct Owner(pub(crate) Mutex<HashSet<u64>>);
 
 impl MovableOps for Owner {
     fn migrate(&self, from: Pfn, to: Pfn) -> bool {

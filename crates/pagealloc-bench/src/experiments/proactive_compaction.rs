@@ -9,27 +9,14 @@
 
 use crate::harness::{Ctx, Experiment, ExperimentResult, Figure, Plot};
 use pagealloc::stats::events::VmEvent;
-use pagealloc::{Config, Gfp, MovableOps, PageAllocator, Pfn, NR_ORDERS};
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use pagealloc::{Config, Gfp, PageAllocator, Pfn, NR_ORDERS};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The experiment.
 pub struct ProactiveCompaction;
 
-/// An owner of movable pages that knows where they are.
-#[derive(Default)]
-struct Owner(Mutex<HashSet<u64>>);
-
-impl MovableOps for Owner {
-    fn migrate(&self, from: Pfn, to: Pfn) -> bool {
-        let mut m = self.0.lock().unwrap();
-        m.remove(&from.as_u64()) && m.insert(to.as_u64())
-    }
-    fn copies_data(&self) -> bool {
-        true // abstract frames: no bytes to copy
-    }
-}
+use super::contig::Owner;
 
 const SAMPLE_MS: u64 = 100;
 const ORDERS: [usize; 7] = [0, 2, 4, 6, 8, 9, 10];
