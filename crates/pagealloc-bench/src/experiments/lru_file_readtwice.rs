@@ -11,7 +11,11 @@
 //! `page_lock_waiters_bit` (off: every unlock of a filled page looks up the
 //! hashed wait queue; on: only when the waiters bit is set), both with
 //! readahead; `new-no-readahead` is `new` reading one page per miss; `kernel` is the
-//! same readers with `pread` through the kernel's own page cache. Every
+//! same readers with `pread` through the kernel's own page cache. After the
+//! two passes, warm random 4 KiB reads of every page in a scattered order:
+//! ours through a lookup that hands back a referenced page (8 bytes read
+//! through it) and with a 4 KiB copy into the reader's buffer, the kernel's
+//! `pread` of the same pages; targets 3x and 1.5x the kernel's. Every
 //! variant's first pass starts after `posix_fadvise(DONTNEED)` (cold: the
 //! file's pages come from the disk, for our cache too). Our arena is
 //! populated up front (`Backing::Resident`), as a buffer pool's memory is:
@@ -61,6 +65,17 @@ struct Passes {
     secs: [f64; 2],
     fills2: Option<u64>,
     errors: u64,
+    /// Warm random 4 KiB reads, seconds for the whole file: through a
+    /// lookup that hands back a referenced page (ours; NaN for the kernel),
+    /// and with a copy into the reader's buffer (ours: `Mapping::read`; the
+    /// kernel: `pread`).
+    random: [f64; 2],
+}
+
+/// Read `i` of a pass in random order: an odd multiplier permutes the
+/// indexes of a power-of-two file.
+fn scatter(i: u64, pages: u64) -> u64 {
+    i.wrapping_mul(0x9e37_79b1) % pages
 }
 
 /// `threads` readers each read their share of `pages` pages with `read`;
@@ -98,7 +113,13 @@ fn ours(path: &std::path::Path, pages: u64, threads: usize, waiters_bit: bool, r
     let before = src.1.load(Ordering::Relaxed);
     let (s2, e2) = pass(pages, threads, read);
     let fills2 = src.1.load(Ordering::Relaxed) - before;
-    Passes { secs: [s1, s2], fills2: Some(fills2), errors: e1 + e2 }
+    // Warm random reads: a referenced page handed back (8 bytes read through
+    // it, under its lock), then a 4 KiB copy out of the cache.
+    let look =
+        |i: u64, _: &mut [u8]| m.get(scatter(i, pages)).map(|h| std::hint::black_box(h.read(0, &mut [0u8; 8]))).is_ok();
+    let (r0, e3) = pass(pages, threads, look);
+    let (r1, e4) = pass(pages, threads, |i, buf| read(scatter(i, pages), buf));
+    Passes { secs: [s1, s2], fills2: Some(fills2), errors: e1 + e2 + e3 + e4, random: [r0, r1] }
 }
 
 /// Drop the file's pages from the kernel's page cache, so that a first pass
@@ -117,7 +138,8 @@ fn kernel(path: &std::path::Path, pages: u64, threads: usize) -> Passes {
     let read = |i: u64, buf: &mut [u8]| f.read_exact_at(buf, i * PAGE_SIZE as u64).is_ok();
     let (s1, e1) = pass(pages, threads, read);
     let (s2, e2) = pass(pages, threads, read);
-    Passes { secs: [s1, s2], fills2: None, errors: e1 + e2 }
+    let (r1, e3) = pass(pages, threads, |i, buf| read(scatter(i, pages), buf));
+    Passes { secs: [s1, s2], fills2: None, errors: e1 + e2 + e3, random: [f64::NAN, r1] }
 }
 
 impl Experiment for LruFileReadtwice {
@@ -132,7 +154,7 @@ impl Experiment for LruFileReadtwice {
         let Some(path) = file_for(ctx, &mut r, "readtwice", pages, ARENA, threads) else {
             return r;
         };
-        r.line(ctx, "variant#repeat pages pass1_s pass2_s pass2_hit_pct errors");
+        r.line(ctx, "variant#repeat pages pass1_s pass2_s pass2_hit_pct random_lookup_s random_copy_s errors");
         let mut fig: std::collections::BTreeMap<(&str, &str), Vec<f64>> = Default::default();
         for rep in 0..ctx.repeats {
             for variant in ["old", "new", "new-no-readahead", "kernel"] {
@@ -143,9 +165,20 @@ impl Experiment for LruFileReadtwice {
                 let read = pages / threads as u64 * threads as u64;
                 let hit = p.fills2.map(|f| 100.0 * read.saturating_sub(f) as f64 / read as f64);
                 let hit_s = hit.map_or("-".to_string(), |h| format!("{h:.2}"));
-                r.line(ctx, format!("{variant}#{rep} {read} {:.4} {:.4} {hit_s} {}", p.secs[0], p.secs[1], p.errors));
+                r.line(
+                    ctx,
+                    format!(
+                        "{variant}#{rep} {read} {:.4} {:.4} {hit_s} {:.4} {:.4} {}",
+                        p.secs[0], p.secs[1], p.random[0], p.random[1], p.errors
+                    ),
+                );
                 fig.entry((variant, "pass1")).or_default().push(p.secs[0]);
                 fig.entry((variant, "pass2")).or_default().push(p.secs[1]);
+                for (k, name) in [(0, "random-lookup"), (1, "random-copy")] {
+                    if p.random[k].is_finite() {
+                        fig.entry((variant, name)).or_default().push(p.random[k] * 1e9 / read as f64);
+                    }
+                }
                 if let Some(h) = hit {
                     fig.entry((variant, "hit")).or_default().push(h);
                 }
@@ -158,6 +191,7 @@ impl Experiment for LruFileReadtwice {
         for ((variant, m), v) in fig {
             let f = match m {
                 "hit" => Figure::new("second-pass-hits", variant, "%", v).higher_better(),
+                q @ ("random-lookup" | "random-copy") => Figure::new(format!("warm-{q}-4k"), variant, "ns/read", v),
                 p => Figure::new(format!("elapsed-{p}"), variant, "s", v),
             };
             r.figures.push(f.param("threads", threads as u64));
@@ -167,7 +201,23 @@ impl Experiment for LruFileReadtwice {
         let (ours2, kernel2) = (val("elapsed-pass2", "new"), val("elapsed-pass2", "kernel"));
         let (ours1, kernel1) = (val("elapsed-pass1", "new"), val("elapsed-pass1", "kernel"));
         let no_ra1 = val("elapsed-pass1", "new-no-readahead");
+        // Warm random 4 KiB reads against the kernel's pread of the same
+        // pages from its own cache (the same readers, the same order).
+        let pread = val("warm-random-copy-4k", "kernel");
+        let (look, copy) = (val("warm-random-lookup-4k", "new"), val("warm-random-copy-4k", "new"));
         r.target("second pass served from the cache, % of pages (median of runs)", hit, 95.0, hit >= 95.0);
+        r.target(
+            "warm random 4 KiB: referenced-page lookup vs the kernel's pread, x faster",
+            pread / look,
+            3.0,
+            pread >= 3.0 * look,
+        );
+        r.target(
+            "warm random 4 KiB: copy out of the cache vs the kernel's pread, x faster",
+            pread / copy,
+            1.5,
+            pread >= 1.5 * copy,
+        );
         r.notes.push(format!(
             "warm second pass: ours {:.1} ms, the kernel's pread {:.1} ms ({:.2}x); cold first pass: ours {:.1} ms \
              ({:.1} ms without readahead), the kernel's {:.1} ms ({:.2}x its throughput) (medians)",
