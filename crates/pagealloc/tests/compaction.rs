@@ -3,39 +3,13 @@
 //! pages out and refuse pinned ones.
 
 use pagealloc::stats::events::VmEvent;
-use pagealloc::{
-    AllocError, Backing, Config, FreeError, Gfp, MovableOps, PageAllocator, Pfn, PAGEBLOCK_PAGES, PAGE_SIZE,
-};
+use pagealloc::{AllocError, Backing, Config, FreeError, Gfp, MovableOps, PageAllocator, Pfn, PAGEBLOCK_PAGES};
 use std::sync::{Arc, Mutex};
 
 mod common;
 /// The owner of the moved pages; page `pfn` holds the words
 /// `key * 0x9e37_79b9 + i`.
-use common::TrackingOwner as Owner;
-
-fn base(a: &PageAllocator, pfn: u64) -> *mut u64 {
-    a.page_address(Pfn::new(pfn)).expect("backed arena").as_ptr().cast::<u64>()
-}
-
-fn pattern(key: u64, i: usize) -> u64 {
-    key.wrapping_mul(0x9e37_79b9) + i as u64
-}
-
-fn fill(a: &PageAllocator, pfn: u64, key: u64) {
-    let b = base(a, pfn);
-    for i in 0..PAGE_SIZE / 8 {
-        // SAFETY: the frame is inside the arena and allocated to this test's
-        // owner, which has not registered it yet: nothing else touches it.
-        unsafe { b.add(i).write(pattern(key, i)) };
-    }
-}
-
-fn intact(a: &PageAllocator, pfn: u64, key: u64) -> bool {
-    let b = base(a, pfn);
-    // SAFETY: the frame is inside the arena and allocated to an owner of this
-    // test; the allocator at most reads it (copying) while the test reads it.
-    (0..PAGE_SIZE / 8).all(|i| unsafe { b.add(i).read() } == pattern(key, i))
-}
+use common::{fill, intact, TrackingOwner as Owner};
 
 /// Every page of every owner still holds its data: the number of violations.
 fn violations(a: &PageAllocator, o: &Owner) -> usize {

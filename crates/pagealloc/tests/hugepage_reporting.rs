@@ -5,8 +5,9 @@
 //! survives every move (checksummed), conservation holds.
 
 mod common;
+use common::{fill, intact};
 
-use pagealloc::{Backing, Config, FreeError, Gfp, MovableOps, PageAllocator, Pfn, PAGEBLOCK_PAGES, PAGE_SIZE};
+use pagealloc::{Backing, Config, FreeError, Gfp, MovableOps, PageAllocator, Pfn, PAGEBLOCK_PAGES};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -27,32 +28,8 @@ impl MovableOps for Owner {
     }
 }
 
-fn base(a: &PageAllocator, pfn: u64) -> *mut u64 {
-    a.page_address(Pfn::new(pfn)).expect("backed arena").as_ptr().cast::<u64>()
-}
-
-fn pattern(key: u64, i: usize) -> u64 {
-    key.wrapping_mul(0x9e37_79b9) + i as u64
-}
-
-fn fill(a: &PageAllocator, pfn: u64, key: u64) {
-    let b = base(a, pfn);
-    for i in 0..PAGE_SIZE / 8 {
-        // SAFETY: the frame is allocated to this test and not registered yet.
-        unsafe { b.add(i).write(pattern(key, i)) };
-    }
-}
-
 fn violations(a: &PageAllocator, o: &Owner) -> usize {
-    let m = o.pages.lock().unwrap();
-    m.iter()
-        .filter(|(&p, &k)| {
-            let b = base(a, p);
-            // SAFETY: an allocated frame of the owner; the allocator at most
-            // copies it while this reads.
-            !(0..PAGE_SIZE / 8).all(|i| unsafe { b.add(i).read() } == pattern(k, i))
-        })
-        .count()
+    o.pages.lock().unwrap().iter().filter(|(&p, &k)| !intact(a, p, k)).count()
 }
 
 fn reported(a: &PageAllocator) -> u64 {
@@ -215,13 +192,6 @@ fn refills_take_resident_free_memory_before_released_pageblocks() {
 /// An owner whose user frees and allocates pages while migration may move
 /// them (see `TrackingOwner`).
 use common::TrackingOwner as Busy;
-
-fn intact(a: &PageAllocator, p: u64, k: u64) -> bool {
-    let b = base(a, p);
-    // SAFETY: a page the caller took out of the owner's map (nobody else
-    // touches it) or one not isolated while the caller holds the map's lock.
-    (0..PAGE_SIZE / 8).all(|i| unsafe { b.add(i).read() } == pattern(k, i))
-}
 
 #[test]
 fn the_reporter_compacts_while_the_owner_frees_and_allocates() {

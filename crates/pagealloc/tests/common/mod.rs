@@ -1,6 +1,9 @@
-//! Test support shared by the integration tests that move pages.
+//! Test support shared by the integration tests that move pages: a
+//! tracking owner and the checksummed page contents the moves must keep.
+// Each test crate includes this module and uses part of it.
+#![allow(dead_code)]
 
-use pagealloc::{MovableOps, Pfn};
+use pagealloc::{MovableOps, PageAllocator, Pfn, PAGE_SIZE};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -35,4 +38,33 @@ impl MovableOps for TrackingOwner {
             e.1 = false;
         }
     }
+}
+
+/// The first word of page `pfn` (the arena is backed).
+pub fn base(a: &PageAllocator, pfn: u64) -> *mut u64 {
+    a.page_address(Pfn::new(pfn)).expect("backed arena").as_ptr().cast::<u64>()
+}
+
+/// Word `i` of a page holding key `key`.
+pub fn pattern(key: u64, i: usize) -> u64 {
+    key.wrapping_mul(0x9e37_79b9) + i as u64
+}
+
+/// Write key `key`'s pattern into page `pfn`.
+pub fn fill(a: &PageAllocator, pfn: u64, key: u64) {
+    let b = base(a, pfn);
+    for i in 0..PAGE_SIZE / 8 {
+        // SAFETY: the frame is inside the arena and allocated to the calling
+        // test's owner, which has not registered it yet: nothing else
+        // touches it.
+        unsafe { b.add(i).write(pattern(key, i)) };
+    }
+}
+
+/// Whether page `pfn` still holds key `key`'s pattern.
+pub fn intact(a: &PageAllocator, pfn: u64, key: u64) -> bool {
+    let b = base(a, pfn);
+    // SAFETY: the frame is inside the arena and allocated to an owner of the
+    // calling test; the allocator at most reads it (copying) meanwhile.
+    (0..PAGE_SIZE / 8).all(|i| unsafe { b.add(i).read() } == pattern(key, i))
 }
