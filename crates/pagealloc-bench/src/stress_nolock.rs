@@ -170,13 +170,13 @@ pub fn run(threads: usize, secs: f64, arena_mb: u64) -> i32 {
     let timer = {
         let (stop, sent) = (stop.clone(), sent.clone());
         std::thread::spawn(move || {
-            let mut k = 0;
+            let (mut k, mut next) = (0, Instant::now());
             while !stop.load(Ordering::Relaxed) {
                 // SAFETY: the workers are joined only after this thread stops.
                 unsafe { libc::pthread_kill(targets[k % targets.len()] as libc::pthread_t, libc::SIGUSR1) };
                 k += 1;
                 sent.fetch_add(1, Ordering::Relaxed);
-                std::thread::sleep(Duration::from_micros(50));
+                pace(&mut next);
             }
         })
     };
@@ -229,6 +229,10 @@ pub fn run(threads: usize, secs: f64, arena_mb: u64) -> i32 {
         a.event_count(VmEvent::NolockDeferred),
         trylock_fail as f64 / (tried + frees).max(1) as f64,
     );
+    println!(
+        "stress --nolock-signal: {ok} handler allocations (issue 19's target, at least 1000000 in the run: {})",
+        if ok >= 1_000_000 { "met" } else { "missed" }
+    );
     let mut failed = Vec::new();
     if BAD.load(Ordering::Relaxed) != 0 {
         failed.push(format!("{} no-lock calls failed unexpectedly", BAD.load(Ordering::Relaxed)));
@@ -255,4 +259,18 @@ pub fn run(threads: usize, secs: f64, arena_mb: u64) -> i32 {
     }
     println!("stress: {} passed, {} failed", 6 - failed.len(), failed.len());
     i32::from(!failed.is_empty())
+}
+
+/// Waits for the next 50 us tick on absolute deadlines: a sleep's overshoot
+/// (about as long as the period itself here) is caught up by returning at
+/// once, so the signal rate holds at one per 50 us whenever the timer thread
+/// has a CPU; a backlog over 10 ms (the thread was descheduled) is dropped.
+fn pace(next: &mut Instant) {
+    *next += Duration::from_micros(50);
+    let now = Instant::now();
+    if *next > now {
+        std::thread::sleep(*next - now);
+    } else if now - *next > Duration::from_millis(10) {
+        *next = now;
+    }
 }

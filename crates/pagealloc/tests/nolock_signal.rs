@@ -159,11 +159,20 @@ fn signal_handler_nolock_alloc_free_against_normal_api() {
         let (stop, sent) = (stop.clone(), sent.clone());
         let target = target as u64;
         std::thread::spawn(move || {
+            // Absolute deadlines: a sleep's overshoot is caught up (a
+            // backlog over 10 ms, a descheduled timer, is dropped).
+            let mut next = Instant::now();
             while !stop.load(Ordering::Relaxed) {
                 // SAFETY: the worker is joined only after this thread stops.
                 unsafe { libc::pthread_kill(target as libc::pthread_t, libc::SIGUSR1) };
                 sent.fetch_add(1, Ordering::Relaxed);
-                std::thread::sleep(Duration::from_micros(50));
+                next += Duration::from_micros(50);
+                let now = Instant::now();
+                if next > now {
+                    std::thread::sleep(next - now);
+                } else if now - next > Duration::from_millis(10) {
+                    next = now;
+                }
             }
         })
     };
