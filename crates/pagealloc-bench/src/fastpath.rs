@@ -43,13 +43,17 @@ pub enum Mode {
     Linked2,
     /// The same at bulk size 4.
     Linked4,
+    /// The order-0 pair with the per-CPU lists off (`bench buddy`'s hot pair):
+    /// the zone lock and the buddy lists alone, one page kept allocated so
+    /// the pair neither splits nor merges.
+    BuddyPair,
 }
 
 impl Mode {
     /// Pages allocated and freed by one round.
     fn pages(self) -> u64 {
         match self {
-            Mode::Pair | Mode::PcpPair => 1,
+            Mode::Pair | Mode::PcpPair | Mode::BuddyPair => 1,
             Mode::Bulk128 | Mode::List128 => BULK as u64,
             Mode::Bulk2 | Mode::Linked2 => 2,
             Mode::Bulk4 | Mode::Linked4 => 4,
@@ -66,6 +70,7 @@ impl Mode {
             Mode::Bulk4 => "bulk4",
             Mode::Linked2 => "linked2",
             Mode::Linked4 => "linked4",
+            Mode::BuddyPair => "buddy-pair",
         }
     }
 }
@@ -77,9 +82,9 @@ const BULK: usize = 128;
 const WARM_ROUNDS: u64 = 1000;
 
 #[inline(never)]
-fn pairs(a: &PageAllocator, rounds: u64) {
+fn pairs(a: &PageAllocator, gfp: Gfp, rounds: u64) {
     for _ in 0..rounds {
-        let p = a.alloc_pages(Gfp::KERNEL, 0).expect("fastpath: alloc");
+        let p = a.alloc_pages(gfp, 0).expect("fastpath: alloc");
         a.free_pages(black_box(p), 0).expect("fastpath: free");
     }
 }
@@ -120,7 +125,11 @@ fn linked_rounds(a: &PageAllocator, step: usize, rounds: u64) {
 pub fn run(mode: Mode, pages: u64) -> i32 {
     let rounds = (pages / mode.pages()).max(1);
     crate::harness::pin(0);
-    let cfg = Config::new().arena_bytes(64 << 20).backing(Backing::None).front_cache(mode != Mode::PcpPair);
+    let cfg = Config::new()
+        .arena_bytes(64 << 20)
+        .backing(Backing::None)
+        .front_cache(mode != Mode::PcpPair)
+        .pcp_lists(mode != Mode::BuddyPair);
     let a = match PageAllocator::new(cfg) {
         Ok(a) => a,
         Err(e) => {
@@ -131,8 +140,14 @@ pub fn run(mode: Mode, pages: u64) -> i32 {
     let a = black_box(&a);
     match mode {
         Mode::Pair | Mode::PcpPair => {
-            pairs(a, WARM_ROUNDS);
-            pairs(a, rounds);
+            pairs(a, Gfp::KERNEL, WARM_ROUNDS);
+            pairs(a, Gfp::KERNEL, rounds);
+        }
+        Mode::BuddyPair => {
+            let pin = a.alloc_pages(Gfp::MOVABLE, 0).expect("fastpath: alloc");
+            pairs(a, Gfp::MOVABLE, WARM_ROUNDS);
+            pairs(a, Gfp::MOVABLE, rounds);
+            a.free_pages(pin, 0).expect("fastpath: free");
         }
         Mode::Bulk128 | Mode::Bulk2 | Mode::Bulk4 => {
             let mut slots = vec![None; mode.pages() as usize];

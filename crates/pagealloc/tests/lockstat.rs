@@ -1,7 +1,9 @@
-//! Zone-lock statistics: every acquisition counted once in each histogram,
-//! per-CPU drains counted with their pages, nothing counted when off.
+//! Zone-lock statistics: every acquisition counted once in the wait
+//! histogram, holds sampled (every drain and contended hold timed, one
+//! uncontended hold in `LOCKSTAT_SAMPLE`), per-CPU drains counted with their
+//! pages, nothing counted when off.
 
-use pagealloc::{Config, DrainMode, Gfp, PageAllocator, LOCKSTAT_BUCKETS};
+use pagealloc::{Config, DrainMode, Gfp, PageAllocator, LOCKSTAT_BUCKETS, LOCKSTAT_SAMPLE};
 
 fn churn(a: &PageAllocator) -> u64 {
     let mut held = Vec::new();
@@ -21,7 +23,7 @@ fn churn(a: &PageAllocator) -> u64 {
 }
 
 #[test]
-fn every_hold_is_counted_once_and_drains_carry_their_pages() {
+fn every_acquisition_counted_every_drain_timed_with_its_pages() {
     for mode in [DrainMode::SinglePass, DrainMode::TwoPass] {
         let a = PageAllocator::new(Config::small(16 << 20).percpu_pagelist_high_fraction(8).drain_mode(mode)).unwrap();
         let pcp_drains = churn(&a);
@@ -30,11 +32,22 @@ fn every_hold_is_counted_once_and_drains_carry_their_pages() {
         assert!(z.enabled);
         assert_eq!(z.wait_hist.len(), LOCKSTAT_BUCKETS);
         assert!(z.acquisitions > 0);
-        assert_eq!(z.hold_hist.iter().sum::<u64>(), z.acquisitions, "{mode:?}");
+        assert_eq!(z.hold_hist.iter().sum::<u64>(), z.hold_samples, "{mode:?}");
         assert_eq!(z.wait_hist.iter().sum::<u64>(), z.acquisitions, "{mode:?}");
         assert!(z.hold_ticks > 0 && z.drain_hold_ticks <= z.hold_ticks);
-        // Every per-CPU drain that gave pages back is one counted drain.
-        assert!(z.drains > 0 && z.drains <= z.acquisitions);
+        // Every per-CPU drain that gave pages back is one counted (timed) drain.
+        assert!(z.drains > 0 && z.drains <= z.hold_samples);
+        // Single-threaded: nothing waited, so the sampled holds are the
+        // drains plus one uncontended hold in LOCKSTAT_SAMPLE.
+        assert_eq!(z.wait_hist[0], z.acquisitions, "{mode:?}");
+        let sampled = z.acquisitions.div_ceil(LOCKSTAT_SAMPLE);
+        assert!(z.hold_samples <= sampled + z.drains, "{mode:?}: {} timed of {}", z.hold_samples, z.acquisitions);
+        assert!(
+            z.hold_samples >= z.drains.max(sampled / 2),
+            "{mode:?}: {} timed of {}",
+            z.hold_samples,
+            z.acquisitions
+        );
         assert!(z.drains <= pcp_drains, "{} drains counted, {pcp_drains} pcp_drain events", z.drains);
         assert!(z.drain_pages >= z.drains);
         let text = r.to_string();
@@ -67,6 +80,6 @@ fn switching_at_run_time_keeps_the_sums() {
     churn(&a);
     let z = &a.lockstat().zones[0];
     assert!(z.enabled && z.acquisitions > before);
-    assert_eq!(z.hold_hist.iter().sum::<u64>(), z.acquisitions);
+    assert_eq!(z.hold_hist.iter().sum::<u64>(), z.hold_samples);
     assert_eq!(z.wait_hist.iter().sum::<u64>(), z.acquisitions);
 }

@@ -285,7 +285,7 @@ impl PcpLists {
         let (freed, mut g) = match mode {
             // Today's design: pick and merge under one zone-lock hold.
             DrainMode::SinglePass => {
-                let g = zone.lock(mm);
+                let g = zone.lock_drain(mm);
                 (self.pick(nr, first, &mut scratch), g)
             }
             // Seed 1: pick off the lists first, then take the zone lock to merge.
@@ -294,7 +294,7 @@ impl PcpLists {
                 if runs_early {
                     coalesce_runs(mm, &mut scratch, |_, _| true);
                 }
-                (freed, zone.lock(mm))
+                (freed, zone.lock_drain(mm))
             }
         };
         let check_isolate = cached_mt && zone.stats.block_count[MigrateType::Isolate.index()].get_racy() != 0;
