@@ -81,12 +81,24 @@ const BULK: usize = 128;
 /// Rounds run before the counted ones (per mode, whatever the iteration count).
 const WARM_ROUNDS: u64 = 1000;
 
-#[inline(never)]
-fn pairs(a: &PageAllocator, gfp: Gfp, rounds: u64) {
+/// The pair loop; each caller passes a constant `gfp`, folded in.
+#[inline(always)]
+fn pair_loop(a: &PageAllocator, gfp: Gfp, rounds: u64) {
     for _ in 0..rounds {
         let p = a.alloc_pages(gfp, 0).expect("fastpath: alloc");
         a.free_pages(black_box(p), 0).expect("fastpath: free");
     }
+}
+
+#[inline(never)]
+fn pairs(a: &PageAllocator, rounds: u64) {
+    pair_loop(a, Gfp::KERNEL, rounds);
+}
+
+/// `pairs` for `Gfp::MOVABLE` (`bench buddy`'s pair).
+#[inline(never)]
+fn movable_pairs(a: &PageAllocator, rounds: u64) {
+    pair_loop(a, Gfp::MOVABLE, rounds);
 }
 
 #[inline(never)]
@@ -140,13 +152,13 @@ pub fn run(mode: Mode, pages: u64) -> i32 {
     let a = black_box(&a);
     match mode {
         Mode::Pair | Mode::PcpPair => {
-            pairs(a, Gfp::KERNEL, WARM_ROUNDS);
-            pairs(a, Gfp::KERNEL, rounds);
+            pairs(a, WARM_ROUNDS);
+            pairs(a, rounds);
         }
         Mode::BuddyPair => {
             let pin = a.alloc_pages(Gfp::MOVABLE, 0).expect("fastpath: alloc");
-            pairs(a, Gfp::MOVABLE, WARM_ROUNDS);
-            pairs(a, Gfp::MOVABLE, rounds);
+            movable_pairs(a, WARM_ROUNDS);
+            movable_pairs(a, rounds);
             a.free_pages(pin, 0).expect("fastpath: free");
         }
         Mode::Bulk128 | Mode::Bulk2 | Mode::Bulk4 => {
