@@ -21,7 +21,10 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// One window to read.
+/// The smallest read a window is cut into for several workers.
+const MIN_CHUNK: usize = 16;
+
+/// One window (or part of one) to read.
 struct Job {
     m: Arc<MappingInner>,
     start: u64,
@@ -66,13 +69,22 @@ impl RaPool {
     }
 
     /// Read the locked window `pages` (indexes `start..`) of `m`: queued for
-    /// a worker, or inline when there is none.
+    /// the workers, or inline when there are none. With several workers the
+    /// window is cut into one read per worker (at least [`MIN_CHUNK`] pages
+    /// each), read at once, as the kernel submits a window as several bios:
+    /// a device with a queue (and `O_DIRECT`, where the kernel reads nothing
+    /// ahead) then has more than one read in flight.
     pub(crate) fn submit(&self, c: &Arc<CacheInner>, m: &Arc<MappingInner>, start: u64, pages: Vec<Pfn>) {
         let mut q = self.q.lock();
         if q.workers > 0 {
-            q.jobs.push_back(Job { m: m.clone(), start, pages });
+            let chunk = pages.len().div_ceil(q.workers).max(MIN_CHUNK);
+            let mut at = start;
+            for part in pages.chunks(chunk) {
+                q.jobs.push_back(Job { m: m.clone(), start: at, pages: part.to_vec() });
+                at += part.len() as u64;
+            }
             drop(q);
-            self.cv.notify_one();
+            self.cv.notify_all();
             return;
         }
         drop(q);
