@@ -12,9 +12,10 @@
 //! Variants: `new` is the page cache's default readahead (128 KiB windows,
 //! the next one started at a marker and read inline by the reader that
 //! reaches it); `new-worker` the same windows read by one worker thread;
-//! `new-ra1m` inline windows up to 1 MiB; `new-direct` 1 MiB windows over
+//! `new-ra1m` inline windows up to 1 MiB; `new-direct` 4 MiB windows over
 //! `O_DIRECT` (no copy through the kernel's page cache, nothing read ahead
-//! by the kernel), each cut in 4 reads for 4 workers; `kernel`
+//! by the kernel), each cut in 8 reads of 512 KiB for 8 workers (so the
+//! device has several reads in flight); `kernel`
 //! `pread` through the kernel's page cache with its own readahead (the
 //! device's `read_ahead_kb`).
 
@@ -34,7 +35,7 @@ fn settings(v: &str) -> (Readahead, bool) {
     match v {
         "new-worker" => (Readahead { workers: 1, ..Readahead::default() }, false),
         "new-ra1m" => (Readahead { max_pages: 256, workers: 0 }, false),
-        "new-direct" => (Readahead { max_pages: 256, workers: 4 }, true),
+        "new-direct" => (Readahead { max_pages: 1024, workers: 8 }, true),
         _ => (Readahead::default(), false),
     }
 }
