@@ -38,6 +38,11 @@
 //! of an asynchronous window hold one more, the read's, put when the read
 //! ends. A marker is a hint: a lost or stale one (slot reused by another
 //! stream, page reclaimed) costs a synchronous window later, never data.
+//!
+//! Lock order: a stream slot's lock is taken first and held while the next
+//! window's pages are allocated and inserted (zone, shard and LRU locks
+//! nest inside it); nothing takes a slot's lock while holding another lock,
+//! and the read itself runs after it is dropped.
 
 use super::mapping::{page_bytes, Mapping, MappingInner};
 use super::{CacheInner, PageHandle};
