@@ -67,7 +67,10 @@ pub const PAGE_DESC_SIZE: usize = std::mem::size_of::<page::PageDesc>();
 pub use allocator::PageLockGuard;
 pub use compaction::{CompactOutcome, FragIndexReport};
 pub use movable::{MobilityCensus, MovableId, MovableOps};
-pub use pagecache::{FileSource, FillFn, Mapping, PageCache, PageCacheConfig, PageHandle, PageSource};
+pub use pagecache::{
+    DirectFileSource, FileSource, FillFn, IoMode, Mapping, PageCache, PageCacheConfig, PageHandle, PageSource,
+    Readahead, RA_MAX_LIMIT, RA_MAX_PAGES,
+};
 pub use pagelock::CancelToken;
 pub use pages::Pages;
 pub use types::{

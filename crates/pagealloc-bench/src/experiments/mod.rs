@@ -3,7 +3,9 @@
 pub mod buddy;
 pub mod bulk;
 pub mod burst_idle;
+pub mod cold_seq;
 pub mod contig;
+pub mod dd;
 pub mod hugepage;
 pub mod hugepage_fault;
 pub mod lru_file_readonce;
@@ -44,6 +46,7 @@ pub fn on_demand() -> Vec<Box<dyn Experiment>> {
         Box::new(reporting_cost::ReportingCost),
         Box::new(lru_file_readonce::LruFileReadonce),
         Box::new(lru_file_readtwice::LruFileReadtwice),
+        Box::new(dd::Dd),
         Box::new(proactive_compaction::ProactiveCompaction),
     ]
 }

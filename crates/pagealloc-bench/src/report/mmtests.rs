@@ -206,6 +206,28 @@ fn perl_f(x: f64, width: usize) -> String {
     }
 }
 
+/// Compare.pm's two header rows: after `indent` spaces, each run's name
+/// split at its first '-' (the part before on the first row, after on the
+/// second), right-aligned in `width` columns; without a '-', the first row
+/// loses the name's last character, as `substr($name, 0, -1)` does.
+pub fn header_rows(names: &[&str], indent: usize, width: usize) -> String {
+    let mut s = String::new();
+    for row in 0..2 {
+        s.push_str(&" ".repeat(indent));
+        for name in names {
+            let part = match name.find('-') {
+                Some(i) if row == 0 => &name[..i],
+                Some(i) => &name[i + 1..],
+                None if row == 0 => &name[..name.len().saturating_sub(1)],
+                None => name,
+            };
+            let _ = write!(s, "{part:>width$}");
+        }
+        s.push('\n');
+    }
+    s
+}
+
 /// What `compare-mmtests.pl -b pagealloc -n <names>` prints for the runs
 /// `(name, pagealloc.log)`, the first being the baseline.
 pub fn compare(runs: &[(&str, &str)]) -> String {
@@ -220,22 +242,8 @@ pub fn compare(runs: &[(&str, &str)]) -> String {
     let (field, cmp) = (12usize, 7usize);
     let stat_w = STATS.iter().map(|s| s.len()).max().unwrap_or(0);
     let op_w = ops.iter().map(|o| o.len()).max().unwrap_or(0);
-    let mut s = String::new();
-    // Header: each name split at its first '-' (without one, the first row
-    // loses the name's last character, as substr($name, 0, -1) does).
-    for row in 0..2 {
-        s.push_str(&" ".repeat(stat_w + op_w + 1));
-        for (name, _) in runs {
-            let part = match name.find('-') {
-                Some(i) if row == 0 => &name[..i],
-                Some(i) => &name[i + 1..],
-                None if row == 0 => &name[..name.len().saturating_sub(1)],
-                None => name,
-            };
-            let _ = write!(s, "{part:>w$}", w = field + cmp + 4);
-        }
-        s.push('\n');
-    }
+    let names: Vec<&str> = runs.iter().map(|(n, _)| *n).collect();
+    let mut s = header_rows(&names, stat_w + op_w + 1, field + cmp + 4);
     for (si, stat) in STATS.iter().enumerate() {
         for op in ops {
             let _ = write!(s, "{stat:<stat_w$} {op:<op_w$}");

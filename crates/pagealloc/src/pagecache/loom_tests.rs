@@ -176,6 +176,36 @@ fn loom_pagecache_fill_races_waiter() {
     });
 }
 
+/// An asynchronous readahead window (issue 16, `readahead`): the reader that
+/// claimed a marker inserts the window's page locked with the read's
+/// reference (`alloc_insert(.., 3)`) and another thread (a readahead worker)
+/// reads it, sets `UPTODATE`, unlocks it and puts the read's reference
+/// (`read_window(.., put = true)`), while a reader `get`s the same index. The
+/// reader must return (no lost wakeup) the same page, up to date, with the
+/// source's bytes; the read's reference is gone afterwards (only the cache
+/// holds the page once the handle drops).
+#[test]
+fn loom_pagecache_async_window_races_reader() {
+    model(|| {
+        let (a, cache, m) = world();
+        let pfn = m.alloc_insert(0, 3).unwrap().unwrap();
+        let (c, mi) = (m.cache.clone(), m.m.clone());
+        let t = loom::thread::spawn(move || {
+            super::readahead::read_window(&c, &mi, 0, &[pfn], true).unwrap();
+        });
+        let m2 = again(&cache);
+        let h = m2.get(0).unwrap();
+        assert_eq!(h.pfn(), pfn, "the reader filled a second page");
+        assert!(a.core.mm.page(pfn.as_u64()).flags() & UPTODATE != 0);
+        check_held(&a, &h);
+        drop(h);
+        t.join().unwrap();
+        a.core.lru_add_drain_all();
+        assert_eq!(a.page_count(pfn), 1, "the read's reference was put");
+        conserved(&a, cache, 1);
+    });
+}
+
 /// A lookup (`find_get`, then reading the bytes under the page lock) against
 /// migration of the same page (isolate from the LRU, try-lock, freeze from
 /// 2, copy, publish the target locked, replace the map entry, free the

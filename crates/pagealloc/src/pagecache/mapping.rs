@@ -119,6 +119,8 @@ pub(crate) struct MappingInner {
     shards: [RwLock<HashMap<u64, u32>>; SHARDS],
     pub(super) source: Arc<dyn PageSource>,
     nr: AtomicU64,
+    /// Readahead streams and their markers (`readahead`).
+    pub(super) ra: super::readahead::RaStreams,
     /// The first writeback error since the last fsync.
     wb_error: Mutex<Option<io::Error>>,
 }
@@ -131,6 +133,7 @@ impl MappingInner {
             shards: std::array::from_fn(|_| RwLock::new(HashMap::new())),
             source,
             nr: AtomicU64::new(0),
+            ra: super::readahead::RaStreams::new(),
             wb_error: Mutex::new(None),
         }
     }
@@ -232,6 +235,8 @@ impl Mapping {
     pub fn get(&self, index: u64) -> io::Result<PageHandle<'_>> {
         loop {
             if let Some(h) = self.find_get(index) {
+                // A stream's marker starts its next window before we wait.
+                self.ra_hit(index);
                 let r = self.alloc().page_ref(h.pfn).map_err(io::Error::other)?;
                 if !r.uptodate() {
                     let _ = r.lock(None, None);
@@ -256,7 +261,9 @@ impl Mapping {
     /// free: under many concurrent readers and writers, the pages one
     /// reclaimer frees are often taken by the others first. It retries (up
     /// to `FILL_RETRIES` times, yielding to kswapd and the other
-    /// reclaimers in between) and fails only then.
+    /// reclaimers in between) and fails only then. Pages read ahead retry
+    /// alike: a failed allocation counts as `pgalloc_fail`, which the
+    /// file benches hold at 0.
     ///
     /// # Errors
     /// `OutOfMemory` when no page could be had.
@@ -278,8 +285,9 @@ impl Mapping {
 
     /// Allocate a page for `index`, lock it, insert it and add it to the
     /// LRU, with `refs` references (the cache's, the LRU batch's, and the
-    /// caller's if it keeps a handle). `Ok(None)` if `index` was cached
-    /// already (nothing changed).
+    /// caller's if it keeps a handle, or the read's for a page read ahead
+    /// asynchronously). `Ok(None)` if `index` was cached already (nothing
+    /// changed).
     ///
     /// # Errors
     /// `OutOfMemory` if no page could be had.

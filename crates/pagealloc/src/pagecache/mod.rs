@@ -53,19 +53,23 @@
 //! Lock order: see `vmscan`'s module doc (page lock, mapping shard, LRU,
 //! per-CPU batch, per-CPU lists and zone).
 
+mod direct;
 mod handle;
 mod kswapd;
 #[cfg(all(test, loom))]
 mod loom_tests;
 mod mapping;
 mod migrate;
+mod ra_worker;
 mod readahead;
 mod reclaim;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
+pub use direct::{DirectFileSource, IoMode};
 pub use handle::PageHandle;
 pub use mapping::{FileSource, FillFn, Mapping, PageSource};
+pub use readahead::{Readahead, RA_MAX_LIMIT, RA_MAX_PAGES};
 
 use crate::allocator::PageAllocator;
 use crate::error::ConfigError;
@@ -103,6 +107,8 @@ pub(crate) struct CacheInner {
     pub(crate) kswapd: kswapd::Kswapd,
     /// Failed page allocations a fill retried (`Mapping::alloc_cache_page`).
     pub(crate) fill_retries: AtomicU64,
+    /// Readahead settings and workers (`readahead`, `ra_worker`).
+    pub(crate) ra: ra_worker::RaPool,
 }
 
 impl CacheInner {
@@ -150,8 +156,10 @@ impl PageCache {
             ids: RwLock::new(HashMap::new()),
             kswapd: kswapd::Kswapd::new(nodes),
             fill_retries: AtomicU64::new(0),
+            ra: ra_worker::RaPool::new(),
             alloc,
         });
+        ra_worker::configure(&inner, Readahead::default());
         let shrinker_id = inner.alloc.core.vmscan.register(Arc::new(reclaim::CacheShrinker(Arc::downgrade(&inner))));
         inner.alloc.core.mobility.set_lru_ops(Some(Arc::new(migrate::CacheMigrator(Arc::downgrade(&inner)))));
         crate::compaction::kcompactd::start(&inner.alloc.core);
@@ -197,6 +205,29 @@ impl PageCache {
         true
     }
 
+    /// Change the readahead settings (window size, worker threads; the
+    /// default is [`Readahead::default`]). Windows in flight finish first.
+    ///
+    /// # Errors
+    /// `ConfigError::Invalid` for settings out of range (nothing changes).
+    pub fn set_readahead(&self, ra: Readahead) -> Result<(), ConfigError> {
+        ra.validate()?;
+        ra_worker::configure(&self.inner, ra);
+        Ok(())
+    }
+
+    /// The readahead settings now.
+    #[must_use]
+    pub fn readahead(&self) -> Readahead {
+        self.inner.ra.settings()
+    }
+
+    /// Readahead windows started at a stream's marker so far (racy).
+    #[must_use]
+    pub fn async_readahead_windows(&self) -> u64 {
+        self.inner.ra.async_windows.load(Ordering::Relaxed)
+    }
+
     /// Page allocations for fills that failed once and were retried
     /// (racy; see `Mapping`'s fills).
     #[must_use]
@@ -220,6 +251,7 @@ impl PageCache {
 impl Drop for PageCache {
     fn drop(&mut self) {
         self.inner.kswapd.stop(&self.inner.alloc);
+        self.inner.ra.stop();
         self.inner.alloc.core.vmscan.unregister(self.shrinker_id);
         self.inner.alloc.core.mobility.set_lru_ops(None);
         let ids: Vec<u64> = self.inner.ids.read().keys().copied().collect();

@@ -73,7 +73,17 @@ pub(crate) fn shrink(c: &CacheInner, nr: u64, nid: Option<u32>, direct: bool) ->
         if active > inactive {
             shrink_active(c, n, nr as usize);
         }
-        freed += shrink_inactive(c, n, nr as usize, direct);
+        let mut f = shrink_inactive(c, n, nr as usize, direct);
+        // A pass that freed nothing may only have taken second chances
+        // away (a sequential reader leaves every page it read referenced
+        // once, the tail included): scan on, up to the list's length, as
+        // the kernel's falling reclaim priority scans more of the list.
+        let mut scanned = nr.max(1);
+        while f == 0 && scanned < inactive {
+            f = shrink_inactive(c, n, nr as usize, direct);
+            scanned += nr.max(1);
+        }
+        freed += f;
         if freed >= nr {
             break;
         }
