@@ -18,6 +18,16 @@
 //!   hold counts (wait and hold both) exactly when counting was on as the lock
 //!   was taken, whatever happens to the switch before it is released, so the
 //!   sums above hold across switches.
+//!
+//! The per-CPU list locks (one per zone per CPU) have a [`PcpLockStat`] each,
+//! inside the data the lock protects (plain integers, read under the lock). Those locks are taken with `try_lock` on
+//! every path but the remote drain (`drain_all_pages`), so an acquisition
+//! waits for nothing except there: only blocking acquisitions record a wait,
+//! and a report counts every other acquisition as a wait of zero ticks
+//! (bucket 0), which keeps `sum(wait_hist) == sum(hold_hist) == acquisitions`
+//! in the report without a store per try-lock. A try-lock that fails is not
+//! an acquisition (the `pcp_trylock_fail` event counts those frees). Holds
+//! taken by `check_invariants` are not counted.
 
 use crate::sync::{LockedCounter, RelaxedFlag};
 
@@ -129,6 +139,102 @@ impl LockStat {
     }
 }
 
+/// One per-CPU list lock's counters (see the module doc): plain integers
+/// inside the lock's data (`PcpLists`), so counting a hold is two
+/// read-modify-writes of memory the holder owns; reports read them under
+/// the lock.
+#[derive(Debug, Clone)]
+pub(crate) struct PcpLockStat {
+    hold_ticks: u64,
+    /// Holds by `ilog2(ticks | 1)`: slot `j` is report bucket `j + 1` (a
+    /// hold of 0 ticks, which two TSC reads never measure, would land in
+    /// bucket 1). Indexed without a bound check or clamp.
+    hold_log: [u64; 64],
+    /// Blocking acquisitions (remote drains), each with its wait.
+    waits: u64,
+    wait_ticks: u64,
+    wait_hist: [u64; LOCKSTAT_BUCKETS],
+}
+
+impl Default for PcpLockStat {
+    fn default() -> Self {
+        Self { hold_ticks: 0, hold_log: [0; 64], waits: 0, wait_ticks: 0, wait_hist: [0; LOCKSTAT_BUCKETS] }
+    }
+}
+
+impl PcpLockStat {
+    /// Count one hold of `hold` ticks. Caller holds the lock (`&mut`).
+    #[inline(always)]
+    pub(crate) fn held(&mut self, hold: u64) {
+        self.hold_ticks = self.hold_ticks.wrapping_add(hold);
+        self.hold_log[(hold | 1).ilog2() as usize] += 1;
+    }
+
+    /// Count one blocking acquisition that waited `wait` ticks.
+    #[inline]
+    pub(crate) fn waited(&mut self, wait: u64) {
+        self.waits += 1;
+        self.wait_ticks = self.wait_ticks.wrapping_add(wait);
+        self.wait_hist[bucket(wait)] += 1;
+    }
+
+    /// A copy for reports (the try-lock acquisitions as zero waits), taken
+    /// under the lock; `zone` gives the zone's identity and switch.
+    pub(crate) fn read(&self, zone: &ZoneLockStat, cpu: usize) -> PcpLockStatReport {
+        let mut hold_hist = vec![0u64; LOCKSTAT_BUCKETS];
+        for (j, &n) in self.hold_log.iter().enumerate() {
+            hold_hist[(j + 1).min(LOCKSTAT_BUCKETS - 1)] += n;
+        }
+        let mut wait_hist = self.wait_hist.to_vec();
+        let acquisitions: u64 = hold_hist.iter().sum();
+        // A blocking acquisition's hold is counted at its release: a report
+        // taken under the lock sees every wait's hold.
+        wait_hist[0] += acquisitions.saturating_sub(self.waits);
+        PcpLockStatReport {
+            zone: zone.zone,
+            nid: zone.nid,
+            name: zone.name,
+            cpu,
+            enabled: zone.enabled,
+            acquisitions,
+            blocking: self.waits,
+            wait_ticks: self.wait_ticks,
+            hold_ticks: self.hold_ticks,
+            wait_hist,
+            hold_hist,
+        }
+    }
+}
+
+/// One CPU's list lock for one zone, read without the lock
+/// (`PageAllocator::lockstat`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PcpLockStatReport {
+    /// Zone index in the allocator.
+    pub zone: usize,
+    /// Node of the zone.
+    pub nid: u32,
+    /// Zone name.
+    pub name: &'static str,
+    /// CPU slot.
+    pub cpu: usize,
+    /// Whether counting was on.
+    pub enabled: bool,
+    /// Times the lock was taken (sum of `hold_hist`).
+    pub acquisitions: u64,
+    /// Of those, the blocking ones (remote drains); the others are try-locks
+    /// that waited for nothing.
+    pub blocking: u64,
+    /// Ticks the blocking acquisitions waited, summed.
+    pub wait_ticks: u64,
+    /// Ticks the lock was held, summed.
+    pub hold_ticks: u64,
+    /// Wait times, log2 buckets of ticks (try-locks in bucket 0).
+    pub wait_hist: Vec<u64>,
+    /// Hold times, log2 buckets of ticks.
+    pub hold_hist: Vec<u64>,
+}
+
 /// One zone's lock statistics, read without the lock (`PageAllocator::lockstat`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ZoneLockStat {
@@ -163,6 +269,20 @@ pub struct ZoneLockStat {
 pub struct LockStatReport {
     /// Per zone.
     pub zones: Vec<ZoneLockStat>,
+    /// Per zone and CPU: the per-CPU list locks, zone-major.
+    pub pcp: Vec<PcpLockStatReport>,
+}
+
+/// Write one histogram table: wait and hold per bucket, up to the last
+/// non-empty bucket.
+fn write_hists(f: &mut std::fmt::Formatter<'_>, wait: &[u64], hold: &[u64]) -> std::fmt::Result {
+    writeln!(f, "  {:>16} {:>14} {:>14}", "ticks <", "wait", "hold")?;
+    let last = (0..LOCKSTAT_BUCKETS).rev().find(|&i| wait[i] != 0 || hold[i] != 0);
+    for i in 0..=last.unwrap_or(0) {
+        let bound = if i == LOCKSTAT_BUCKETS - 1 { "inf".to_string() } else { (1u64 << i).to_string() };
+        writeln!(f, "  {:>16} {:>14} {:>14}", bound, wait[i], hold[i])?;
+    }
+    Ok(())
 }
 
 impl std::fmt::Display for LockStatReport {
@@ -186,12 +306,29 @@ impl std::fmt::Display for LockStatReport {
             writeln!(f, "  drain_pages       {}", z.drain_pages)?;
             writeln!(f, "  drain_hold_avg    {:.1}", per(z.drain_hold_ticks, z.drains))?;
             writeln!(f, "  drain_hold_page   {:.2}", per(z.drain_hold_ticks, z.drain_pages))?;
-            writeln!(f, "  {:>16} {:>14} {:>14}", "ticks <", "wait", "hold")?;
-            let last = (0..LOCKSTAT_BUCKETS).rev().find(|&i| z.wait_hist[i] != 0 || z.hold_hist[i] != 0);
-            for i in 0..=last.unwrap_or(0) {
-                let bound = if i == LOCKSTAT_BUCKETS - 1 { "inf".to_string() } else { (1u64 << i).to_string() };
-                writeln!(f, "  {:>16} {:>14} {:>14}", bound, z.wait_hist[i], z.hold_hist[i])?;
-            }
+            write_hists(f, &z.wait_hist, &z.hold_hist)?;
+        }
+        let per = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+        for p in self.pcp.iter().filter(|p| p.acquisitions != 0) {
+            writeln!(
+                f,
+                "Node {}, zone {:>8} cpu {} pcp lock ({unit}; counting {})",
+                p.nid,
+                p.name,
+                p.cpu,
+                if p.enabled { "on" } else { "off" }
+            )?;
+            writeln!(f, "  acquisitions      {}", p.acquisitions)?;
+            writeln!(f, "  blocking          {}", p.blocking)?;
+            writeln!(f, "  wait_total        {}", p.wait_ticks)?;
+            writeln!(f, "  wait_avg          {:.1}", per(p.wait_ticks, p.acquisitions))?;
+            writeln!(f, "  hold_total        {}", p.hold_ticks)?;
+            writeln!(f, "  hold_avg          {:.1}", per(p.hold_ticks, p.acquisitions))?;
+            write_hists(f, &p.wait_hist, &p.hold_hist)?;
+        }
+        let idle = self.pcp.iter().filter(|p| p.acquisitions == 0).count();
+        if idle != 0 {
+            writeln!(f, "pcp locks never taken while counting: {idle} (zone, cpu) sets, not shown")?;
         }
         Ok(())
     }
@@ -224,6 +361,25 @@ mod tests {
         assert_eq!(r.hold_hist.iter().sum::<u64>(), 2);
         assert_eq!(r.hold_hist[bucket(100)], 1);
         assert_eq!((r.drains, r.drain_hold_ticks, r.drain_pages, r.hold_ticks), (1, 300, 7, 400));
-        assert!(LockStatReport { zones: vec![r] }.to_string().contains("drain_hold_page   42.86"));
+        assert!(LockStatReport { zones: vec![r], pcp: vec![] }.to_string().contains("drain_hold_page   42.86"));
+    }
+
+    #[test]
+    fn pcp_try_locks_count_as_zero_waits() {
+        let mut s = PcpLockStat::default();
+        s.held(10);
+        s.held(1000);
+        s.waited(50);
+        s.held(3);
+        let z = LockStat::new(true).read(0, 0, "Normal");
+        let r = s.read(&z, 1);
+        assert_eq!((r.acquisitions, r.blocking, r.wait_ticks, r.hold_ticks), (3, 1, 50, 1013));
+        assert_eq!(r.wait_hist.iter().sum::<u64>(), 3);
+        assert_eq!((r.wait_hist[0], r.wait_hist[bucket(50)]), (2, 1));
+        assert_eq!(r.hold_hist.iter().sum::<u64>(), 3);
+        assert_eq!(r.hold_hist[bucket(1000)], 1);
+        let text = LockStatReport { zones: vec![z], pcp: vec![r] }.to_string();
+        assert!(text.contains("cpu 1 pcp lock"), "{text}");
+        assert!(text.contains("hold_avg          337.7"), "{text}");
     }
 }
