@@ -226,13 +226,14 @@ impl Experiment for PcpFlush {
                 r.line(
                     ctx,
                     format!(
-                        "{v}: pcp lock zone {} cpu {}: {} acquisitions ({} blocking), hold avg {:.1} {}, \
-                         median bucket < {med}",
+                        "{v}: pcp lock zone {} cpu {}: {} acquisitions ({} blocking), {} holds timed: hold avg {:.1} \
+                         {}, median bucket < {med}",
                         p.zone,
                         p.cpu,
                         p.acquisitions,
                         p.blocking,
-                        p.hold_ticks as f64 / p.acquisitions as f64,
+                        p.timed,
+                        p.hold_ticks as f64 / p.timed.max(1) as f64,
                         pagealloc::tick_unit()
                     ),
                 );

@@ -1,45 +1,42 @@
 //! The per-CPU list lock's guard: the futex guard plus the hold timing of
 //! the lock statistics (`crate::lockstat`'s per-CPU part).
 //!
-//! Invariants: a hold is timed exactly when counting was on as the lock was
-//! taken (`entered != 0`, a tick count with its low bit set), and its time
+//! Invariants: a hold is timed exactly when it was sampled (or, for a
+//! blocking acquisition, when counting was on) as the lock was taken
+//! (`entered != 0`, a tick count with its low bit set), and its time
 //! is written to the set's `PcpLockStat` (inside the locked `PcpLists`)
 //! before the lock goes (the guard's own drop runs before its futex guard's). With counting off, taking the
 //! lock costs one load and one predictable branch more than the bare futex
 //! lock, and releasing it one predictable branch; the clock is never read.
 
 use super::PcpLists;
-use crate::lockstat::ticks;
 use crate::sync::FutexGuard;
 use std::ops::{Deref, DerefMut};
 
 /// Proof that a set's list lock is held; dropping it counts the hold (when
-/// timed) and unlocks.
+/// timed) and unlocks. One word, as the bare futex guard: the timing state
+/// lives in the locked data.
 #[must_use = "the lock is released as soon as the guard is dropped"]
 pub(crate) struct PcpGuard<'a> {
     l: FutexGuard<'a, PcpLists>,
-    /// When the lock was taken, low bit set (0: not timed).
-    entered: u64,
 }
 
 impl<'a> PcpGuard<'a> {
-    /// Wrap a freshly taken lock of `pcp`; `timed`: counting is on.
+    /// Wrap a freshly taken (try-)lock: counted, and timed when sampled.
     #[inline(always)]
-    pub(super) fn new(l: FutexGuard<'a, PcpLists>, timed: bool) -> Self {
-        let entered = if timed { ticks() | 1 } else { 0 };
-        Self { l, entered }
+    pub(super) fn new(mut l: FutexGuard<'a, PcpLists>) -> Self {
+        l.lockstat.acquired();
+        Self { l }
     }
 
-    /// Wrap a lock of `pcp` taken by a blocking wait that began at tick
-    /// `t0` (0: not timed): the wait is counted now, the hold at release.
+    /// Wrap a lock taken by a blocking wait that began at tick `t0` (0: not
+    /// counted, statistics off): the wait is counted now, the hold at release.
     #[inline]
     pub(super) fn waited(mut l: FutexGuard<'a, PcpLists>, t0: u64) -> Self {
-        if t0 == 0 {
-            return Self { l, entered: 0 };
+        if t0 != 0 {
+            l.lockstat.waited(t0);
         }
-        let t1 = ticks() | 1;
-        l.lockstat.waited(t1.saturating_sub(t0));
-        Self { l, entered: t1 }
+        Self { l }
     }
 }
 
@@ -62,9 +59,6 @@ impl Drop for PcpGuard<'_> {
     #[inline(always)]
     fn drop(&mut self) {
         // Still under the lock: `l` is dropped after this body.
-        if self.entered != 0 {
-            let hold = ticks().saturating_sub(self.entered);
-            self.l.lockstat.held(hold);
-        }
+        self.l.lockstat.released();
     }
 }

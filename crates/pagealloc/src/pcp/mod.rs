@@ -187,7 +187,7 @@ impl Pcp {
                 next_list: 0,
                 last_decay: Instant::now(),
                 scratch: Vec::with_capacity(cap),
-                lockstat: Default::default(),
+                lockstat: crate::lockstat::PcpLockStat::new(false, 1),
             }),
             count_racy: LockedCounter::new(0),
             high_racy: LockedCounter::new(high as u64),

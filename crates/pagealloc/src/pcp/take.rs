@@ -30,7 +30,8 @@ pub(crate) struct PcpSet {
     nr_cpus: usize,
     /// The allocator's id, for failure injection's per-allocator targeting.
     alloc_id: u64,
-    /// Lock statistics on (`Config::lock_stats`, `set_lock_stats`).
+    /// Lock statistics on (`Config::lock_stats`, `set_lock_stats`): read by
+    /// blocking acquisitions (try-locks go by their set's own switch).
     stats_on: RelaxedFlag,
 }
 
@@ -51,6 +52,10 @@ impl PcpSet {
             for _ in 0..nr_cpus {
                 pcps.push(CachePadded::new(Pcp::new(batch, lo, hi)));
             }
+        }
+        for (i, p) in pcps.iter().enumerate() {
+            // Each set its own sampling gaps.
+            p.lists.lock().lockstat = crate::lockstat::PcpLockStat::new(cfg.lock_stats, i as u32 + 1);
         }
         Self { pcps: pcps.into_boxed_slice(), nr_cpus, alloc_id, stats_on: RelaxedFlag::new(cfg.lock_stats) }
     }
@@ -83,7 +88,7 @@ impl PcpSet {
     #[inline(always)]
     pub(crate) fn try_lock<'a>(&self, pcp: &'a Pcp) -> Option<PcpGuard<'a>> {
         let l = pcp.lists.try_lock().filter(|_| crate::failinject::trylock_ok(self.alloc_id))?;
-        Some(PcpGuard::new(l, self.stats_on.get()))
+        Some(PcpGuard::new(l))
     }
 
     /// Take a set's lock, waiting for it (remote drains only: never on a
@@ -95,9 +100,12 @@ impl PcpSet {
     }
 
     /// Switch the per-CPU locks' statistics (a hold in progress counts as it
-    /// started).
+    /// started): each set's switch under its lock (waited for, not counted).
     pub(crate) fn set_lock_stats(&self, on: bool) {
         self.stats_on.set(on);
+        for p in self.pcps.iter() {
+            p.lists.lock().lockstat.set_enabled(on);
+        }
     }
 
     /// Every set's lock statistics, zone-major, each read under its lock
