@@ -178,7 +178,7 @@ impl Core {
     /// looks up and registers), when the request may be served inline (no
     /// zeroing, no failure injection armed); else None.
     #[inline(always)]
-    fn enter_inline_for(&self, gfp: Gfp) -> Option<crate::front::FrontGuard<'_>> {
+    pub(super) fn enter_inline_for(&self, gfp: Gfp) -> Option<crate::front::FrontGuard<'_>> {
         if gfp.contains(Gfp::ZERO) || crate::failinject::armed() {
             return None;
         }
