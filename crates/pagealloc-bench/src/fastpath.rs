@@ -125,7 +125,10 @@ fn linked_rounds(a: &PageAllocator, step: usize, rounds: u64) {
 pub fn run(mode: Mode, pages: u64) -> i32 {
     let rounds = (pages / mode.pages()).max(1);
     crate::harness::pin(0);
-    let cfg = Config::new().arena_bytes(64 << 20).backing(Backing::None).front_cache(!matches!(mode, Mode::PcpPair | Mode::PcpPairNostats))
+    let cfg = Config::new()
+        .arena_bytes(64 << 20)
+        .backing(Backing::None)
+        .front_cache(!matches!(mode, Mode::PcpPair | Mode::PcpPairNostats))
         .lock_stats(mode != Mode::PcpPairNostats);
     let a = match PageAllocator::new(cfg) {
         Ok(a) => a,
