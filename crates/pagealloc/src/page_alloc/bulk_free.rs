@@ -307,15 +307,28 @@ impl Core {
             }
             i += 1;
         };
-        let Some((d, _)) = mm.desc_and_block(first.as_u64()) else {
+        // The first page picks the stack and is freed here; the loop takes
+        // the rest while they go to the same stack.
+        let p = first.as_u64();
+        let Some((d, w)) = mm.desc_and_block(p) else {
             return i;
         };
         let t = d.private_raw() as usize;
         let Some(s) = stacks.get_mut(t) else {
             return i;
         };
-        let (key, base) = (s.key, s.len as usize);
-        let mut len = base;
+        let key = s.key;
+        let mut len = s.len as usize;
+        if key != zone::pb_key(w)
+            || len >= FRONT_CAP
+            || d.flags.compare_exchange(flags::HEAD, flags::PCP, Ordering::Acquire, Ordering::Relaxed).is_err()
+        {
+            return i;
+        }
+        s.pfns[len] = p as u32;
+        len += 1;
+        e.consumed(i);
+        i += 1;
         while i < n {
             let Some(pfn) = e.get(i) else {
                 i += 1;
@@ -337,10 +350,10 @@ impl Core {
             e.consumed(i);
             i += 1;
         }
+        // The stack's length in memory is still the one it had on entry.
+        let taken = len - s.len as usize;
         s.len = len as u32;
-        if len > base {
-            events.add_owner(VmEvent::Pgfree, (len - base) as u64);
-        }
+        events.add_owner(VmEvent::Pgfree, taken as u64);
         i
     }
 }
