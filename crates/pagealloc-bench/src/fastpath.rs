@@ -28,6 +28,10 @@ pub enum Mode {
     Pair,
     /// The same pair with the front cache off: the per-CPU lists' fast path.
     PcpPair,
+    /// `pcp-pair` with lock statistics off (`Config::lock_stats(false)`):
+    /// what the statistics' switch costs when off, and (against `pcp-pair`)
+    /// what counting costs.
+    PcpPairNostats,
     /// `alloc_pages_bulk` filling 128 empty slots, then `free_pages_bulk_slots`
     /// on them (the array bulk form).
     Bulk128,
@@ -53,7 +57,7 @@ impl Mode {
     /// Pages allocated and freed by one round.
     fn pages(self) -> u64 {
         match self {
-            Mode::Pair | Mode::PcpPair | Mode::BuddyPair => 1,
+            Mode::Pair | Mode::PcpPair | Mode::PcpPairNostats | Mode::BuddyPair => 1,
             Mode::Bulk128 | Mode::List128 => BULK as u64,
             Mode::Bulk2 | Mode::Linked2 => 2,
             Mode::Bulk4 | Mode::Linked4 => 4,
@@ -64,6 +68,7 @@ impl Mode {
         match self {
             Mode::Pair => "pair",
             Mode::PcpPair => "pcp-pair",
+            Mode::PcpPairNostats => "pcp-pair-nostats",
             Mode::Bulk128 => "bulk128",
             Mode::List128 => "list128",
             Mode::Bulk2 => "bulk2",
@@ -140,7 +145,8 @@ pub fn run(mode: Mode, pages: u64) -> i32 {
     let cfg = Config::new()
         .arena_bytes(64 << 20)
         .backing(Backing::None)
-        .front_cache(mode != Mode::PcpPair)
+        .front_cache(!matches!(mode, Mode::PcpPair | Mode::PcpPairNostats))
+        .lock_stats(mode != Mode::PcpPairNostats)
         .pcp_lists(mode != Mode::BuddyPair);
     let a = match PageAllocator::new(cfg) {
         Ok(a) => a,
@@ -151,7 +157,7 @@ pub fn run(mode: Mode, pages: u64) -> i32 {
     };
     let a = black_box(&a);
     match mode {
-        Mode::Pair | Mode::PcpPair => {
+        Mode::Pair | Mode::PcpPair | Mode::PcpPairNostats => {
             pairs(a, WARM_ROUNDS);
             pairs(a, rounds);
         }

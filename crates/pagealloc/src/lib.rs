@@ -59,7 +59,9 @@ pub use config::{Backing, Config, DrainMode, ReportCallback};
 pub use cpu::{pin_to_cpu, possible_cpus};
 pub use error::{AllocError, BulkFreeError, ConfigError, FreeError, InvariantError, PageStateError, WaitError};
 pub use invariants::{Fragmentation, ZoneCensus};
-pub use lockstat::{tick_unit, LockStatReport, ZoneLockStat, LOCKSTAT_BUCKETS, LOCKSTAT_SAMPLE};
+pub use lockstat::{
+    tick_unit, LockStatReport, PcpLockStatReport, ZoneLockStat, LOCKSTAT_BUCKETS, LOCKSTAT_SAMPLE, PCP_HOLD_SAMPLE,
+};
 pub use page_alloc::bulk_linked::{ChainIter, PageChain};
 pub use reporting::ReportPass;
 /// Bytes in one page descriptor (at most 16).

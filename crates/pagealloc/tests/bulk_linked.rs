@@ -70,3 +70,48 @@ fn another_allocators_chain_is_refused_whole() {
     a.check_invariants().unwrap();
     b.check_invariants().unwrap();
 }
+
+#[test]
+fn a_small_chain_comes_off_the_front_cache_hottest_first() {
+    let a = allocator();
+    // Four pages freed one at a time go on this thread's front cache, the
+    // last one freed on top; the chain gives them back in the order single
+    // allocations would: the hottest first.
+    let pages: Vec<Pfn> = (0..4).map(|_| a.alloc_pages(Gfp::KERNEL, 0).unwrap()).collect();
+    for &p in &pages {
+        a.free_pages(p, 0).unwrap();
+    }
+    let c = a.alloc_pages_bulk_linked(Gfp::KERNEL, 4);
+    let got: Vec<Pfn> = a.chain_iter(&c).collect();
+    let want: Vec<Pfn> = pages.iter().rev().copied().collect();
+    assert_eq!(got, want);
+    // Each page allocated exactly once: a single free of one succeeds, the
+    // chain's free then refuses that one and frees the rest.
+    a.free_pages(got[1], 0).unwrap();
+    let e = a.free_pages_bulk_linked(c).unwrap_err();
+    assert_eq!(e.rejected.len(), 1);
+    a.check_invariants().unwrap();
+}
+
+#[test]
+fn a_small_array_of_two_types_is_freed_whole() {
+    let a = allocator();
+    a.drain_all_pages();
+    let free0 = a.nr_free_pages();
+    for _ in 0..50 {
+        // Alternating types: the inline free takes the first page's stack
+        // and leaves the rest to the full path; every page is freed.
+        let mut slots: Vec<Option<Pfn>> = (0..8)
+            .map(|i| Some(a.alloc_pages(if i % 2 == 0 { Gfp::KERNEL } else { Gfp::MOVABLE }, 0).unwrap()))
+            .collect();
+        let pfns: Vec<Pfn> = slots.iter().flatten().copied().collect();
+        a.free_pages_bulk_slots(&mut slots).unwrap();
+        assert!(slots.iter().all(Option::is_none));
+        for p in pfns {
+            assert!(a.free_pages(p, 0).is_err(), "page {p:?} still allocated");
+        }
+    }
+    a.drain_all_pages();
+    a.check_invariants().unwrap();
+    assert_eq!(a.nr_free_pages(), free0, "pages lost or made up");
+}

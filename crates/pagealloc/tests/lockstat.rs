@@ -1,9 +1,10 @@
 //! Zone-lock statistics: every acquisition counted once in the wait
 //! histogram, holds sampled (every drain and contended hold timed, one
 //! uncontended hold in `LOCKSTAT_SAMPLE`), per-CPU drains counted with their
-//! pages, nothing counted when off.
+//! pages, nothing counted when off; the per-CPU list locks likewise (one
+//! try-lock hold in `PCP_HOLD_SAMPLE` timed, every blocking one).
 
-use pagealloc::{Config, DrainMode, Gfp, PageAllocator, LOCKSTAT_BUCKETS, LOCKSTAT_SAMPLE};
+use pagealloc::{Config, DrainMode, Gfp, PageAllocator, LOCKSTAT_BUCKETS, LOCKSTAT_SAMPLE, PCP_HOLD_SAMPLE};
 
 fn churn(a: &PageAllocator) -> u64 {
     let mut held = Vec::new();
@@ -82,4 +83,59 @@ fn switching_at_run_time_keeps_the_sums() {
     assert!(z.enabled && z.acquisitions > before);
     assert_eq!(z.hold_hist.iter().sum::<u64>(), z.hold_samples);
     assert_eq!(z.wait_hist.iter().sum::<u64>(), z.acquisitions);
+}
+
+/// Per-CPU list locks: sums over every (zone, CPU) set.
+fn pcp_totals(a: &PageAllocator) -> (u64, u64, u64) {
+    let r = a.lockstat();
+    for p in &r.pcp {
+        assert_eq!(p.hold_hist.len(), LOCKSTAT_BUCKETS);
+        assert_eq!(p.hold_hist.iter().sum::<u64>(), p.timed, "zone {} cpu {}", p.zone, p.cpu);
+        assert_eq!(p.wait_hist.iter().sum::<u64>(), p.acquisitions, "zone {} cpu {}", p.zone, p.cpu);
+        assert!(p.blocking <= p.timed && p.timed <= p.acquisitions);
+        assert_eq!(p.timed == 0, p.hold_ticks == 0, "zone {} cpu {}", p.zone, p.cpu);
+    }
+    assert_eq!(r.pcp.len(), r.zones.len() * a.pcp_report().iter().filter(|p| p.zone == 0).count());
+    r.pcp.iter().fold((0, 0, 0), |(n, b, t), p| (n + p.acquisitions, b + p.blocking, t + p.timed))
+}
+
+#[test]
+fn pcp_locks_count_every_hold_once() {
+    // Front cache off: every order-0 allocation and free takes its CPU's
+    // list lock once (try-lock, no wait); drain_all_pages takes every set's
+    // lock once, waiting for it (blocking).
+    let a = PageAllocator::new(Config::small(16 << 20).percpu_pagelist_high_fraction(8).front_cache(false)).unwrap();
+    let sets = a.pcp_report().len() as u64;
+    let (n0, b0, _) = pcp_totals(&a);
+    assert_eq!((n0, b0), (0, 0));
+    churn(&a);
+    let (n, b, t) = pcp_totals(&a);
+    // 4 rounds of 3000 allocations and 3000 frees, then one order-3 pair
+    // (the lists keep order 3; orders 4..6 go to the buddy).
+    assert_eq!(b, sets, "one blocking acquisition per set per drain_all_pages");
+    assert_eq!(n - b, 4 * 3000 * 2 + 2, "try-lock acquisitions");
+    // Every blocking hold and about one try-lock hold in PCP_HOLD_SAMPLE timed.
+    let expect = (n - b) / PCP_HOLD_SAMPLE as u64;
+    assert!(t >= b + expect * 2 / 3 && t <= b + expect * 3 / 2, "{t} holds timed of {n}");
+    let text = a.lockstat().to_string();
+    assert!(text.contains("pcp lock"), "{text}");
+}
+
+#[test]
+fn pcp_locks_with_the_front_cache_and_the_switch() {
+    let a = PageAllocator::new(Config::small(16 << 20).percpu_pagelist_high_fraction(8)).unwrap();
+    churn(&a);
+    let (n, b, _) = pcp_totals(&a);
+    assert!(n > b && b > 0, "the front cache's refills and flushes take the lists' locks ({n}, {b})");
+    a.set_lock_stats(false);
+    churn(&a);
+    assert_eq!(pcp_totals(&a).0, n, "counted while off");
+    assert!(a.lockstat().pcp.iter().all(|p| !p.enabled));
+    a.set_lock_stats(true);
+    churn(&a);
+    assert!(pcp_totals(&a).0 > n);
+
+    let off = PageAllocator::new(Config::small(16 << 20).lock_stats(false).front_cache(false)).unwrap();
+    churn(&off);
+    assert_eq!(pcp_totals(&off), (0, 0, 0));
 }

@@ -11,7 +11,7 @@ impl PageAllocator {
     /// (the kernel's old list form of the bulk allocator: one per-CPU lock
     /// hold, each page threaded onto the chain as it is taken). Fewer on
     /// shortage: see [`PageChain::len`].
-    #[inline]
+    #[inline(always)]
     pub fn alloc_pages_bulk_linked(&self, gfp: Gfp, nr: usize) -> PageChain {
         self.core.alloc_pages_bulk_linked(gfp, nr)
     }

@@ -140,21 +140,26 @@ impl PageAllocator {
         }
     }
 
-    /// Zone-lock statistics per zone (wait and hold histograms, per-CPU
-    /// drains' hold time and pages), read without locks. Counted only with
-    /// `Config::lock_stats` on (the default). `to_string()` gives the text.
+    /// Lock statistics, read without locks: per zone, the zone lock's wait
+    /// and hold histograms and the per-CPU drains' hold time and pages; per
+    /// zone and CPU, the per-CPU list lock's wait and hold histograms.
+    /// Counted only with `Config::lock_stats` on (the default). `to_string()`
+    /// gives the text.
     pub fn lockstat(&self) -> crate::lockstat::LockStatReport {
-        crate::lockstat::LockStatReport {
-            zones: self.core.zones.iter().map(|z| z.lockstat.read(z.idx.get(), z.nid, z.ztype.name())).collect(),
-        }
+        let zones: Vec<_> =
+            self.core.zones.iter().map(|z| z.lockstat.read(z.idx.get(), z.nid, z.ztype.name())).collect();
+        let pcp = self.core.pcp.lockstat(&zones);
+        crate::lockstat::LockStatReport { zones, pcp }
     }
 
-    /// Switch zone-lock statistics on or off at run time (every zone; a hold
-    /// in progress counts as it started). What was counted stays.
+    /// Switch lock statistics (zone locks and per-CPU list locks) on or off
+    /// at run time (a hold in progress counts as it started). What was
+    /// counted stays.
     pub fn set_lock_stats(&self, on: bool) {
         for z in &self.core.zones {
             z.lockstat.on.set(on);
         }
+        self.core.pcp.set_lock_stats(on);
     }
 
     /// One event counter, summed over CPUs (lock-free).

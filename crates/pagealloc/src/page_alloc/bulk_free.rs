@@ -7,7 +7,7 @@
 use super::give::{set_list_type, Giver, GIVE_CHUNK};
 use super::Core;
 use crate::error::{BulkFreeError, FreeError};
-use crate::front::{Owner, FRONT_BATCH, FRONT_CAP, NR_STACKS};
+use crate::front::{Owner, FRONT_BATCH, FRONT_CAP};
 use crate::page::{self, flags};
 use crate::sync::Ordering;
 use crate::types::{Order, Pfn, PAGEBLOCK_ORDER};
@@ -274,18 +274,21 @@ impl Core {
     /// None is skipped) onto this thread's front cache, while each is what
     /// the inline single free ([`Core::free0_front`]) takes: a plain
     /// allocated order-0 head (exactly `HEAD`: no lock state, no waiters, no
-    /// owner) whose private word names a stack whose key its pageblock word
-    /// has, with room; each is claimed with one CAS. Stops, changing nothing,
-    /// at the first entry that is not (or whose CAS fails); returns how many
+    /// owner) whose private word names the stack of the batch's first page
+    /// and whose pageblock word has that stack's key, with room; each is
+    /// claimed with one CAS. Stops, changing nothing, at the first entry
+    /// that is not (or whose CAS fails: a page of another stack too, which
+    /// a batch from one bulk allocation does not have); returns how many
     /// entries it got through (every one of them freed or skipped). The full
     /// path handles the rest, misuse included.
     ///
     /// One handshake for the whole batch (the thread's last slot, as the
     /// inline single free enters it), and per page the single free's checks:
     /// the descriptor and pageblock word in one range check, the private
-    /// word as the stack index (an order-0 page's private word is its type's
-    /// index, so below `NR_STACKS` it also says order 0), the stack's key
-    /// against the word's (zone, type, isolation), the claim, the push.
+    /// word against the stack's index (an order-0 page's private word is its
+    /// type's index, so it also says order 0), the stack's key against the
+    /// word's (zone, type, isolation), the claim, the push. The stack's key
+    /// and length stay in registers.
     #[inline(always)]
     pub(crate) fn front_give_fast(&self, n: usize, mut e: impl Entries) -> usize {
         let Some(mut g) = self.fronts.enter_inline_free() else {
@@ -293,14 +296,39 @@ impl Core {
         };
         let (stacks, events) = g.split();
         let mm = &self.mm;
-        // `taken` counts the pushes, in steps (the length a stack had when
-        // picked is `base`): one register less in the loop.
-        let (mut i, mut taken, mut base) = (0, 0u64, 0usize);
-        // The stack being filled (`t` its index, NR_STACKS before the
-        // first), its key, and its length, kept in a register while
-        // consecutive pages go to it (the usual case); written back when the
-        // stack changes and at the end.
-        let (mut t, mut key, mut len) = (NR_STACKS, 0u16, 0usize);
+        // Holes before the first page are stepped over.
+        let mut i = 0;
+        let first = loop {
+            if i == n {
+                return n;
+            }
+            if let Some(pfn) = e.get(i) {
+                break pfn;
+            }
+            i += 1;
+        };
+        // The first page picks the stack and is freed here; the loop takes
+        // the rest while they go to the same stack.
+        let p = first.as_u64();
+        let Some((d, w)) = mm.desc_and_block(p) else {
+            return i;
+        };
+        let t = d.private_raw() as usize;
+        let Some(s) = stacks.get_mut(t) else {
+            return i;
+        };
+        let key = s.key;
+        let mut len = s.len as usize;
+        if key != zone::pb_key(w)
+            || len >= FRONT_CAP
+            || d.flags.compare_exchange(flags::HEAD, flags::PCP, Ordering::Acquire, Ordering::Relaxed).is_err()
+        {
+            return i;
+        }
+        s.pfns[len] = p as u32;
+        len += 1;
+        e.consumed(i);
+        i += 1;
         while i < n {
             let Some(pfn) = e.get(i) else {
                 i += 1;
@@ -310,23 +338,8 @@ impl Core {
             let Some((d, w)) = mm.desc_and_block(p) else {
                 break;
             };
-            let pt = d.private_raw() as usize;
-            if pt != t {
-                if let Some(s) = stacks.get_mut(t) {
-                    s.len = len as u32;
-                    taken += (len - base) as u64;
-                }
-                t = NR_STACKS;
-                let Some(s) = stacks.get(pt) else {
-                    break;
-                };
-                (t, key, len) = (pt, s.key, s.len as usize);
-                base = len;
-            }
-            let Some(s) = stacks.get_mut(t) else {
-                break;
-            };
-            if key != zone::pb_key(w)
+            if d.private_raw() as usize != t
+                || key != zone::pb_key(w)
                 || len >= FRONT_CAP
                 || d.flags.compare_exchange(flags::HEAD, flags::PCP, Ordering::Acquire, Ordering::Relaxed).is_err()
             {
@@ -337,13 +350,10 @@ impl Core {
             e.consumed(i);
             i += 1;
         }
-        if let Some(s) = stacks.get_mut(t) {
-            s.len = len as u32;
-            taken += (len - base) as u64;
-        }
-        if taken > 0 {
-            events.add_owner(VmEvent::Pgfree, taken);
-        }
+        // The stack's length in memory is still the one it had on entry.
+        let taken = len - s.len as usize;
+        s.len = len as u32;
+        events.add_owner(VmEvent::Pgfree, taken as u64);
         i
     }
 }

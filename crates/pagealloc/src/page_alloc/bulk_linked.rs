@@ -94,19 +94,64 @@ impl Core {
     }
 
     /// Up to `nr` order-0 pages, linked into a chain (fewer on shortage).
-    #[inline]
+    ///
+    /// A small request that this thread's front cache can fill is handled
+    /// inline in the caller (as the other forms' are); the rest is a call.
+    #[inline(always)]
     pub(crate) fn alloc_pages_bulk_linked(&self, gfp: Gfp, nr: usize) -> PageChain {
         let mut c = PageChain { owner: self.id, head: NIL, tail: NIL, len: 0 };
         if nr <= FRONT_BATCH {
-            // A small request from this thread's front cache, inline, as the
-            // other forms do.
-            self.front_take_fast(gfp, nr, |pages| {
-                for &p in pages.iter().rev() {
-                    self.chain_push(&mut c, p);
-                }
-                pages.len()
-            });
+            self.front_take_chain(gfp, nr, &mut c);
+            if c.len == nr {
+                return c;
+            }
         }
+        self.alloc_pages_bulk_linked_slow(gfp, nr, c)
+    }
+
+    /// The inline part: up to `nr` pages off this thread's front cache (no
+    /// refill), each marked allocated and linked as it is taken, in one pass
+    /// with the chain's ends in registers, hottest page first (as the
+    /// kernel's list got the page it popped first). `c` must be empty.
+    /// Applies where [`Core::front_take_fast`] does; elsewhere takes none.
+    #[inline(always)]
+    fn front_take_chain(&self, gfp: Gfp, nr: usize, c: &mut PageChain) {
+        debug_assert!(c.len == 0);
+        let Some(mut g) = self.enter_inline_for(gfp) else {
+            return;
+        };
+        let (stacks, events) = g.split();
+        let s = &mut stacks[gfp.migratetype().index()];
+        let len = s.len as usize;
+        let k = nr.min(len);
+        if k == 0 {
+            return;
+        }
+        // Hottest last in the slice: it goes first on the chain.
+        let pages = &s.pfns[len - k..len];
+        let descs = self.mm.descs();
+        let mut prev = NIL;
+        // Every page but the coldest links to the next colder one.
+        for j in (0..k).rev() {
+            let p = pages[j];
+            debug_assert!((p as usize) < descs.len());
+            // SAFETY: every pfn on a stack is one of this allocator's pages
+            // (the front cache's invariant), so below nr_pages.
+            let d = unsafe { descs.get_unchecked(p as usize) };
+            d.set_flags(flags::HEAD);
+            d.prev.set(prev);
+            d.next.set(pages.get(j.wrapping_sub(1)).copied().unwrap_or(NIL));
+            prev = p;
+        }
+        (c.head, c.tail, c.len) = (pages[k - 1], pages[0], k);
+        s.len = (len - k) as u32;
+        events.add_owner(s.alloc_ev, k as u64);
+    }
+
+    /// Everything [`Core::alloc_pages_bulk_linked`]'s inline part left, onto
+    /// the chain it started.
+    #[inline(never)]
+    fn alloc_pages_bulk_linked_slow(&self, gfp: Gfp, nr: usize, mut c: PageChain) -> PageChain {
         if nr - c.len > 1 {
             let want = nr - c.len;
             self.bulk_fast(gfp, want, |pages| {

@@ -80,7 +80,7 @@ impl Core {
     /// wait, as the kernel's do).
     pub(crate) fn drain_pcp(&self, zi: ZoneIdx, cpu: usize) {
         let pcp = self.pcp.get(zi, cpu);
-        let mut l = pcp.lists.lock();
+        let mut l = self.pcp.lock(pcp);
         l.drain_all(&self.zones[zi], &self.mm, &self.cfg);
         l.publish(pcp);
     }

@@ -178,7 +178,7 @@ impl Core {
     /// looks up and registers), when the request may be served inline (no
     /// zeroing, no failure injection armed); else None.
     #[inline(always)]
-    fn enter_inline_for(&self, gfp: Gfp) -> Option<crate::front::FrontGuard<'_>> {
+    pub(super) fn enter_inline_for(&self, gfp: Gfp) -> Option<crate::front::FrontGuard<'_>> {
         if gfp.contains(Gfp::ZERO) || crate::failinject::armed() {
             return None;
         }
@@ -228,7 +228,9 @@ impl Core {
         let (stacks, events) = g.split();
         let s = &mut stacks[gfp.migratetype().index()];
         let descs = self.mm.descs();
-        let top = s.len as usize;
+        // A stack never holds more than its array (the front cache's
+        // invariant); the bound lets the pops go unchecked.
+        let top = (s.len as usize).min(s.pfns.len());
         let mut len = top;
         let mut i = 0;
         while i < slots.len() {
@@ -238,7 +240,10 @@ impl Core {
                 }
                 let p = s.pfns[len - 1];
                 len -= 1;
-                descs[p as usize].set_flags(crate::page::flags::HEAD);
+                debug_assert!((p as usize) < descs.len());
+                // SAFETY: every pfn on a stack is one of this allocator's
+                // pages (the front cache's invariant), so below nr_pages.
+                unsafe { descs.get_unchecked(p as usize) }.set_flags(crate::page::flags::HEAD);
                 slots[i] = Some(Pfn::from_u32(p));
             }
             i += 1;

@@ -8,8 +8,7 @@
 use super::Core;
 use crate::front::{FrontStack, FRONT_BATCH};
 use crate::page::{self, PageDesc};
-use crate::pcp::{self, Pcp, PcpLists};
-use crate::sync::FutexGuard;
+use crate::pcp::{self, Pcp, PcpGuard};
 use crate::types::Order;
 use crate::zone::{self, Zone};
 
@@ -21,7 +20,7 @@ pub(crate) const GIVE_CHUNK: usize = 64;
 struct Held<'a> {
     z: &'a Zone,
     pcp: &'a Pcp,
-    l: FutexGuard<'a, PcpLists>,
+    l: PcpGuard<'a>,
     n: u32,
 }
 

@@ -33,8 +33,10 @@
 //! `high` less a batch), so streams of allocations and frees cross the zone
 //! lock in large, well-aligned batches.
 
+mod guard;
 mod take;
 
+pub(crate) use guard::PcpGuard;
 pub(crate) use take::PcpSet;
 
 use crate::config::DrainMode;
@@ -163,6 +165,8 @@ pub(crate) struct PcpLists {
     /// Scratch for drains and refills (block keys; kept to avoid allocating
     /// on those paths). Empty between uses.
     pub(crate) scratch: Vec<u64>,
+    /// Hold and wait times of this lock (`crate::lockstat`).
+    pub(crate) lockstat: crate::lockstat::PcpLockStat,
 }
 
 impl Pcp {
@@ -190,6 +194,7 @@ impl Pcp {
                 last_decay: Instant::now(),
                 drains_unchecked: 0,
                 scratch: Vec::with_capacity(cap),
+                lockstat: crate::lockstat::PcpLockStat::new(false, 1),
             }),
             count_racy: LockedCounter::new(0),
             high_racy: LockedCounter::new(high as u64),

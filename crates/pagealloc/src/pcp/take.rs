@@ -13,11 +13,12 @@
 //! head and is refused), and the pcp lock the caller holds keeps every
 //! checker and drainer out until they are listed.
 
-use super::{block_key, unkey, Pcp, PcpLists, NR_PCP_LISTS};
+use super::{block_key, unkey, Pcp, PcpGuard, PcpLists, NR_PCP_LISTS};
 use crate::config::Config;
+use crate::lockstat::{ticks, PcpLockStatReport};
 use crate::memmap::MemMap;
 use crate::page::flags;
-use crate::sync::FutexGuard;
+use crate::sync::RelaxedFlag;
 use crate::types::{Gfp, MigrateType, Order, ZoneIdx, PAGEBLOCK_ORDER};
 use crate::vmevent::VmEvent;
 use crate::zone::{AllocFlags, Wmark, Zone};
@@ -29,6 +30,9 @@ pub(crate) struct PcpSet {
     nr_cpus: usize,
     /// The allocator's id, for failure injection's per-allocator targeting.
     alloc_id: u64,
+    /// Lock statistics on (`Config::lock_stats`, `set_lock_stats`): read by
+    /// blocking acquisitions (try-locks go by their set's own switch).
+    stats_on: RelaxedFlag,
 }
 
 impl PcpSet {
@@ -49,7 +53,11 @@ impl PcpSet {
                 pcps.push(CachePadded::new(Pcp::new(batch, lo, hi)));
             }
         }
-        Self { pcps: pcps.into_boxed_slice(), nr_cpus, alloc_id }
+        for (i, p) in pcps.iter().enumerate() {
+            // Each set its own sampling gaps.
+            p.lists.lock().lockstat = crate::lockstat::PcpLockStat::new(cfg.lock_stats, i as u32 + 1);
+        }
+        Self { pcps: pcps.into_boxed_slice(), nr_cpus, alloc_id, stats_on: RelaxedFlag::new(cfg.lock_stats) }
     }
 
     /// CPU slots per zone.
@@ -76,9 +84,36 @@ impl PcpSet {
     }
 
     /// Try to take a set's lock (fault injection may say no). Never waits.
+    /// The hold is timed when lock statistics are on.
     #[inline(always)]
-    pub(crate) fn try_lock<'a>(&self, pcp: &'a Pcp) -> Option<FutexGuard<'a, PcpLists>> {
-        pcp.lists.try_lock().filter(|_| crate::failinject::trylock_ok(self.alloc_id))
+    pub(crate) fn try_lock<'a>(&self, pcp: &'a Pcp) -> Option<PcpGuard<'a>> {
+        let l = pcp.lists.try_lock().filter(|_| crate::failinject::trylock_ok(self.alloc_id))?;
+        Some(PcpGuard::new(l))
+    }
+
+    /// Take a set's lock, waiting for it (remote drains only: never on a
+    /// path a signal handler may run). Wait and hold are timed when lock
+    /// statistics are on.
+    pub(crate) fn lock<'a>(&self, pcp: &'a Pcp) -> PcpGuard<'a> {
+        let t0 = if self.stats_on.get() { ticks() | 1 } else { 0 };
+        PcpGuard::waited(pcp.lists.lock(), t0)
+    }
+
+    /// Switch the per-CPU locks' statistics (a hold in progress counts as it
+    /// started): each set's switch under its lock (waited for, not counted).
+    pub(crate) fn set_lock_stats(&self, on: bool) {
+        self.stats_on.set(on);
+        for p in self.pcps.iter() {
+            p.lists.lock().lockstat.set_enabled(on);
+        }
+    }
+
+    /// Every set's lock statistics, zone-major, each read under its lock
+    /// (waited for, not counted); `zones` gives each zone's identity and
+    /// switch.
+    pub(crate) fn lockstat(&self, zones: &[crate::lockstat::ZoneLockStat]) -> Vec<PcpLockStatReport> {
+        let n = self.nr_cpus;
+        self.pcps.iter().enumerate().map(|(i, p)| p.lists.lock().lockstat.read(&zones[i / n], i % n)).collect()
     }
 }
 
