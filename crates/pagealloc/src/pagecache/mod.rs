@@ -50,6 +50,11 @@
 //! reuse, fill vs a reader waiting on the page lock, and a lookup, a write
 //! and a delete each against migration.
 //!
+//! Dirty pages: a flusher thread and dirty limits (`writeback`, with the
+//! settings in `vmscan::dirty`): writers are throttled at `dirty_ratio`, the
+//! flusher writes the oldest dirty pages back above
+//! `dirty_background_ratio`.
+//!
 //! Lock order: see `vmscan`'s module doc (page lock, mapping shard, LRU,
 //! per-CPU batch, per-CPU lists and zone).
 
@@ -63,9 +68,13 @@ mod readahead;
 mod reclaim;
 #[cfg(all(test, not(loom)))]
 mod tests;
+mod writeback;
+#[cfg(all(test, not(loom)))]
+mod writeback_tests;
 
 pub use handle::PageHandle;
 pub use mapping::{FileSource, FillFn, Mapping, PageSource};
+pub use writeback::WritebackStats;
 
 use crate::allocator::PageAllocator;
 use crate::error::ConfigError;
@@ -103,16 +112,21 @@ pub(crate) struct CacheInner {
     pub(crate) kswapd: kswapd::Kswapd,
     /// Failed page allocations a fill retried (`Mapping::alloc_cache_page`).
     pub(crate) fill_retries: AtomicU64,
+    /// The dirty queue, the flusher and throttling counters (`writeback`).
+    pub(crate) writeback: writeback::Writeback,
 }
 
 impl CacheInner {
     pub(crate) fn owner_word(slot: usize, index: u64) -> u64 {
         ((slot as u64 + 1) << INDEX_BITS) | index
     }
+    /// (slot, index) of an owner word, or None for 0.
+    pub(crate) fn split_owner(w: u64) -> Option<(usize, u64)> {
+        (w != 0).then(|| ((w >> INDEX_BITS) as usize - 1, w & ((1 << INDEX_BITS) - 1)))
+    }
     /// (slot, index) of a cached page, or None.
     pub(crate) fn owner_of(&self, pfn: u64) -> Option<(usize, u64)> {
-        let w = self.owners[pfn as usize].load(Ordering::Acquire);
-        (w != 0).then(|| ((w >> INDEX_BITS) as usize - 1, w & ((1 << INDEX_BITS) - 1)))
+        Self::split_owner(self.owners[pfn as usize].load(Ordering::Acquire))
     }
     pub(crate) fn mapping_at(&self, slot: usize) -> Option<Arc<MappingInner>> {
         self.slots.read().get(slot).cloned().flatten()
@@ -150,6 +164,7 @@ impl PageCache {
             ids: RwLock::new(HashMap::new()),
             kswapd: kswapd::Kswapd::new(nodes),
             fill_retries: AtomicU64::new(0),
+            writeback: writeback::Writeback::new(),
             alloc,
         });
         let shrinker_id = inner.alloc.core.vmscan.register(Arc::new(reclaim::CacheShrinker(Arc::downgrade(&inner))));
@@ -158,6 +173,10 @@ impl PageCache {
         if cfg.kswapd {
             kswapd::start(&inner);
         }
+        // The flusher (not under loom, whose models drive writeback
+        // themselves; `loom_tests` models its wakeup).
+        #[cfg(not(loom))]
+        writeback::start(&inner);
         Ok(Self { inner, shrinker_id })
     }
 
@@ -210,6 +229,14 @@ impl PageCache {
         self.inner.slots.read().iter().flatten().map(|m| m.nr_pages()).sum()
     }
 
+    /// The flusher's and throttled writers' counters, and the high-water
+    /// marks of `nr_dirty + nr_writeback` (this crate's own report; the
+    /// thresholds themselves are in `vmstat`).
+    #[must_use]
+    pub fn writeback_stats(&self) -> WritebackStats {
+        self.inner.writeback.stats()
+    }
+
     /// Reclaim up to `nr` pages now as direct reclaim would; returns pages
     /// freed.
     pub fn shrink(&self, nr: u64) -> u64 {
@@ -219,6 +246,7 @@ impl PageCache {
 
 impl Drop for PageCache {
     fn drop(&mut self) {
+        self.inner.writeback.stop();
         self.inner.kswapd.stop(&self.inner.alloc);
         self.inner.alloc.core.vmscan.unregister(self.shrinker_id);
         self.inner.alloc.core.mobility.set_lru_ops(None);
