@@ -1,7 +1,7 @@
 //! `pagealloc stress --pagecache`: issue 16's page-cache soak. A page cache
 //! with kswapd (and kcompactd's proactive compaction) over a small arena, one
 //! mapping backed by a real file on tmpfs (`/dev/shm`) twice the arena, and
-//! worker threads that look up, read, write (single pages and bursts of 16),
+//! worker threads that look up, read, write (single pages and bursts of 64),
 //! fsync and delete pages while one more thread asks for reclaim through the
 //! shrinker, compacts (page-cache pages migrate) and switches the dirty
 //! ratios between the kernel's defaults and a tight pair every second (the
@@ -139,10 +139,10 @@ fn worker(sh: &Shared, t: u64, mut rng: u64) {
                     }
                 }
             }
-            // A burst: new versions of up to 16 consecutive own pages
+            // A burst: new versions of up to 64 consecutive own pages
             // (dirty pages pile up: the flusher and throttling hold them).
             80..=84 => {
-                for step in 0..16u64.min(own_count - k) {
+                for step in 0..64u64.min(own_count - k) {
                     let (kk, i) = ((k + step) as usize, mine + step * sh.threads);
                     let v = own.version[kk] + 1;
                     page_image(i, v, &mut buf);
@@ -189,7 +189,7 @@ fn worker(sh: &Shared, t: u64, mut rng: u64) {
 /// The dirty ratios the pressure thread switches between at run time
 /// (background, limit; percent): the kernel's defaults and a tight pair
 /// under which writers are throttled often.
-const DIRTY_RATIOS: [(u32, u32); 2] = [(10, 20), (2, 5)];
+const DIRTY_RATIOS: [(u32, u32); 2] = [(10, 20), (1, 1)];
 
 /// Reclaim through the shrinker and compaction, and switch the dirty ratios
 /// every second, until stopped.
