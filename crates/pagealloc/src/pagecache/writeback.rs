@@ -400,11 +400,20 @@ pub(crate) fn dirtied(c: &CacheInner, owner_word: u64) {
     }
     let (bg, limit) = lim.cached();
     let (dirty, writeback) = dirty_now(c);
-    wb.max_dirty.fetch_max(dirty + writeback, Ordering::Relaxed);
-    wb.limit_min.fetch_min(limit, Ordering::Relaxed);
-    wb.limit_max.fetch_max(limit, Ordering::Relaxed);
+    // High-water marks: a load first, so that writers share the lines
+    // read-only until a mark actually moves.
+    let raise = |a: &AtomicU64, v: u64| {
+        if v > a.load(Ordering::Relaxed) {
+            a.fetch_max(v, Ordering::Relaxed);
+        }
+    };
+    raise(&wb.max_dirty, dirty + writeback);
+    raise(&wb.limit_max, limit);
+    if limit < wb.limit_min.load(Ordering::Relaxed) {
+        wb.limit_min.fetch_min(limit, Ordering::Relaxed);
+    }
     if dirty + writeback > limit {
-        wb.max_over_limit.fetch_max(dirty + writeback - limit, Ordering::Relaxed);
+        raise(&wb.max_over_limit, dirty + writeback - limit);
     }
     if dirty > bg {
         wb.wake.wake();
