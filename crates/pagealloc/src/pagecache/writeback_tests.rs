@@ -230,3 +230,64 @@ fn caches_with_flushers_start_and_stop_cleanly() {
     }
     all_back(&a);
 }
+
+/// zoneinfo's per-zone counts over two nodes with a Movable zone each: per
+/// node, the zones' `nr_zone_inactive_file` + `nr_zone_active_file` equal the
+/// node's `nr_inactive_file` + `nr_active_file`, and their
+/// `nr_zone_write_pending` the node's `nr_dirty` + `nr_writeback`; over all
+/// nodes, vmstat's totals. Pages land in more than one zone.
+#[test]
+fn zoneinfo_per_zone_counts_add_up_to_the_nodes_and_vmstat() {
+    let cfg = Config::small(16 << 20).nodes(2).movable_zone_bytes(2 << 20).backing(crate::Backing::Anonymous);
+    let a = Arc::new(PageAllocator::new(cfg).unwrap());
+    let pc = PageCache::new(a.clone(), PageCacheConfig { kswapd: false }).unwrap();
+    a.set_dirty_ratios(100, 100).unwrap(); // no flusher work: exact dirty counts
+    let m = pc.mapping(
+        1,
+        Arc::new(FillFn(|_: u64, buf: &mut [u8]| {
+            buf.fill(3);
+            Ok(())
+        })),
+    );
+    let n = a.managed_pages() * 3 / 4;
+    for i in 0..n {
+        drop(m.get(i).unwrap());
+    }
+    drop(m.get(0).unwrap()); // page 0 active
+    for i in (0..n).step_by(7) {
+        m.write(i * PAGE_SIZE as u64, &[9; 16]).unwrap();
+    }
+    a.lru_add_drain_all();
+    a.core.vmscan.check(&a.core.mm).unwrap();
+    let zi = a.zoneinfo();
+    let stat = |z: &crate::stats::report::ZoneInfoZone, k: &str| z.stats.iter().find(|s| s.0 == k).unwrap().1;
+    let node = |z: &crate::stats::report::ZoneInfoZone, k: &str| z.node_stats.iter().find(|s| s.0 == k).map(|s| s.1);
+    let mut used_zones = 0;
+    let mut totals = [0u64; 3];
+    for nid in 0..2 {
+        let zs: Vec<_> = zi.zones.iter().filter(|z| z.nid == nid).collect();
+        assert!(zs.len() >= 2, "node {nid} has a Movable zone");
+        let sum = |k: &str| zs.iter().map(|z| stat(z, k)).sum::<u64>();
+        let first = zs[0];
+        let lru = sum("nr_zone_inactive_file") + sum("nr_zone_active_file");
+        assert_eq!(sum("nr_zone_inactive_file"), node(first, "nr_inactive_file").unwrap(), "node {nid}");
+        assert_eq!(sum("nr_zone_active_file"), node(first, "nr_active_file").unwrap(), "node {nid}");
+        let dirty = node(first, "nr_dirty").unwrap() + node(first, "nr_writeback").unwrap();
+        assert_eq!(sum("nr_zone_write_pending"), dirty, "node {nid}");
+        used_zones +=
+            zs.iter().filter(|z| stat(z, "nr_zone_inactive_file") + stat(z, "nr_zone_active_file") > 0).count();
+        totals[0] += lru;
+        totals[1] += dirty;
+        totals[2] += sum("nr_zone_active_file");
+    }
+    let vm = a.vmstat();
+    assert_eq!(totals[0], vm.get("nr_inactive_file").unwrap() + vm.get("nr_active_file").unwrap());
+    assert_eq!(totals[0], n, "every cached page counted in exactly one zone");
+    assert_eq!(totals[1], vm.get("nr_dirty").unwrap() + vm.get("nr_writeback").unwrap());
+    assert_eq!(totals[1], n.div_ceil(7));
+    assert_eq!(totals[2], 1);
+    assert!(used_zones >= 2, "pages in more than one zone ({used_zones})");
+    drop(m);
+    drop(pc);
+    all_back(&a);
+}
