@@ -24,8 +24,8 @@
 //!   `nr_dirty + nr_writeback` is at or above the dirty limit is throttled:
 //!   it wakes the flusher and writes back the oldest dirty pages itself until
 //!   below the limit (waiting a little when all of them are already being
-//!   written by others), for at most [`MAX_PAUSE`] (the kernel's cap on one
-//!   pause), then goes on. Concurrent writers may each pass the check before
+//!   written by others); if writeback makes no progress for [`MAX_PAUSE`]
+//!   (the kernel's cap on one pause; failing writes), it goes on, counted. Concurrent writers may each pass the check before
 //!   any of them dirties its page, so `nr_dirty + nr_writeback` stays at most
 //!   the limit plus one page per concurrent writer (the slack the tests
 //!   allow).
@@ -61,8 +61,8 @@ use std::time::{Duration, Instant};
 const FLUSH_BATCH: usize = 32;
 /// Pages a throttled writer writes back per round.
 const THROTTLE_BATCH: usize = 8;
-/// The longest a writer is throttled for one page (the kernel's
-/// `MAX_PAUSE`, 200 ms); past it the writer goes on (counted).
+/// The longest a throttled writer waits with no writeback progress (the
+/// kernel's `MAX_PAUSE`, 200 ms); past it the writer goes on (counted).
 pub(crate) const MAX_PAUSE: Duration = Duration::from_millis(200);
 /// Stale entries the dirty queue may hold beyond twice the dirty pages.
 const COMPACT_SLACK: usize = 1024;
@@ -157,7 +157,8 @@ pub struct WritebackStats {
     pub throttle_written: u64,
     /// Pauses of throttled writers that found nothing to write themselves.
     pub throttle_waits: u64,
-    /// Throttled writers let go after `MAX_PAUSE` (200 ms) over the limit.
+    /// Throttled writers let go after `MAX_PAUSE` (200 ms) over the limit
+    /// with no writeback progress.
     pub throttle_timeouts: u64,
     /// Flusher passes that found `nr_dirty` above the background threshold.
     pub flusher_runs: u64,
@@ -358,7 +359,7 @@ fn get_ref(c: &CacheInner, m: &MappingInner, index: u64) -> Option<Pfn> {
 
 /// Pop up to `nr` entries from the front of the dirty queue and write back
 /// those pages that are still cached there and dirty; returns the pages
-/// written back.
+/// written back and clean (a failed write does not count).
 pub(crate) fn write_oldest(c: &CacheInner, nr: usize) -> u64 {
     let batch: Vec<u64> = {
         let mut q = c.writeback.queue.lock();
@@ -378,7 +379,11 @@ pub(crate) fn write_oldest(c: &CacheInner, nr: usize) -> u64 {
             // Still this mapping's page (not deleted meanwhile) and dirty.
             if c.owners[p as usize].load(Ordering::Acquire) == w && core.mm.page(p).flags() & DIRTY != 0 {
                 Mapping::writeback_locked(c, &m, pfn, index);
-                written += 1;
+                // A failed write leaves it dirty (and queued again): not
+                // progress.
+                if core.mm.page(p).flags() & DIRTY == 0 {
+                    written += 1;
+                }
             } else {
                 let _ = r.unlock();
             }
@@ -437,12 +442,22 @@ pub(crate) fn balance_dirty_pages(c: &CacheInner) {
         return;
     }
     wb.throttled.fetch_add(1, Ordering::Relaxed);
-    let start = Instant::now();
+    // The pause is counted from the last progress (a page this writer wrote
+    // back, or fewer dirty + writeback pages than it last saw), so that a
+    // writer preempted on a busy machine is not let through while writeback
+    // still moves: only writeback that stalls (failing writes) lets it go.
+    let mut start = Instant::now();
     let mut idle = 0u32;
+    let mut last = u64::MAX;
     while over(limit) {
         wb.wake.wake();
         let n = write_oldest(c, THROTTLE_BATCH);
         wb.throttle_written.fetch_add(n, Ordering::Relaxed);
+        let (d, w) = dirty_now(c);
+        if n > 0 || d + w < last {
+            start = Instant::now();
+        }
+        last = d + w;
         if n > 0 || !over(limit) {
             idle = 0;
             continue;

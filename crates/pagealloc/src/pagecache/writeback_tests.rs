@@ -189,20 +189,23 @@ fn the_dirty_queue_stays_bounded_under_fsync() {
     all_back(&a);
 }
 
+/// A source whose writes all fail.
+struct Failing;
+
+impl PageSource for Failing {
+    fn read_page(&self, _: u64, buf: &mut [u8]) -> io::Result<()> {
+        buf.fill(0);
+        Ok(())
+    }
+    fn write_page(&self, _: u64, _: &[u8]) -> io::Result<()> {
+        Err(io::Error::other("disk on fire"))
+    }
+}
+
 /// A failing write leaves the page dirty and queued again; the flusher's
 /// pass ends (it visits each entry once) instead of spinning on it.
 #[test]
 fn a_failing_writeback_requeues_the_page_and_the_flusher_pass_ends() {
-    struct Failing;
-    impl PageSource for Failing {
-        fn read_page(&self, _: u64, buf: &mut [u8]) -> io::Result<()> {
-            buf.fill(0);
-            Ok(())
-        }
-        fn write_page(&self, _: u64, _: &[u8]) -> io::Result<()> {
-            Err(io::Error::other("disk on fire"))
-        }
-    }
     let pc = cache(8, false);
     let a = pc.allocator().clone();
     a.set_dirty_ratios(0, 50).unwrap();
@@ -287,6 +290,30 @@ fn zoneinfo_per_zone_counts_add_up_to_the_nodes_and_vmstat() {
     assert_eq!(totals[1], n.div_ceil(7));
     assert_eq!(totals[2], 1);
     assert!(used_zones >= 2, "pages in more than one zone ({used_zones})");
+    drop(m);
+    drop(pc);
+    all_back(&a);
+}
+
+/// Over the dirty limit with every write failing, writeback makes no
+/// progress: a throttled writer is let go after `MAX_PAUSE` (counted), it
+/// does not hang.
+#[test]
+fn a_writer_over_the_limit_with_failing_writeback_goes_on_after_max_pause() {
+    let pc = cache(8, false);
+    let a = pc.allocator().clone();
+    a.set_dirty_ratios(0, 1).unwrap();
+    let limit = a.dirty_thresholds().limit;
+    let m = pc.mapping(1, Arc::new(Failing));
+    let t = Instant::now();
+    for i in 0..limit + 2 {
+        m.write(i * PAGE_SIZE as u64, &[1; 8]).unwrap();
+    }
+    let st = pc.writeback_stats();
+    assert!(st.throttle_timeouts >= 1, "{st}");
+    assert!(t.elapsed() >= writeback::MAX_PAUSE, "let go only after a pause");
+    assert!(t.elapsed() < Duration::from_secs(15), "no hang");
+    m.truncate();
     drop(m);
     drop(pc);
     all_back(&a);
