@@ -123,10 +123,16 @@ impl PageAllocator {
             ("nr_dirty", g.nr_dirty.load(std::sync::atomic::Ordering::Relaxed)),
             ("nr_writeback", g.nr_writeback.load(std::sync::atomic::Ordering::Relaxed)),
         ]);
-        // The dirty thresholds, where Linux prints them (after the node
+        // Pages dirtied and written (Linux's node stats after `nr_dirty`),
+        // then the dirty thresholds, where Linux prints them (after the node
         // stats, before the events).
         let t = self.dirty_thresholds();
-        items.extend([("nr_dirty_threshold", t.limit), ("nr_dirty_background_threshold", t.background)]);
+        items.extend([
+            ("nr_dirtied", self.core.vmscan.dirty.dirtied.load(std::sync::atomic::Ordering::Relaxed)),
+            ("nr_written", g.nr_written.load(std::sync::atomic::Ordering::Relaxed)),
+            ("nr_dirty_threshold", t.limit),
+            ("nr_dirty_background_threshold", t.background),
+        ]);
         let ev = self.core.event_totals();
         items.extend(crate::vmevent::VMSTAT_ORDER.iter().map(|&e| (e.name(), ev[e as usize])));
         VmStat { items }

@@ -395,6 +395,9 @@ impl Mapping {
         // SAFETY: see `page_bytes`: under writeback with a reference held;
         // writers wait for writeback to end before touching the bytes.
         let res = m.source.write_page(index, unsafe { &*page_bytes(&cache.alloc, pfn) });
+        if res.is_ok() {
+            core.vmscan.gauges.nr_written.fetch_add(1, Ordering::Relaxed);
+        }
         if let Err(e) = res {
             if d.flags.fetch_or(DIRTY, Ordering::Relaxed) & DIRTY == 0 {
                 core.vmscan.gauges.dirty(zone, true);

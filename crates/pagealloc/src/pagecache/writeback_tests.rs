@@ -78,7 +78,9 @@ fn dirty_ratios_are_validated_and_reported_in_vmstat() {
     // Linux's position: right after the node stats, before the events.
     let keys: Vec<&str> = vm.items.iter().map(|(k, _)| *k).collect();
     let at = |k: &str| keys.iter().position(|x| *x == k).unwrap();
-    assert_eq!(at("nr_dirty_threshold"), at("nr_writeback") + 1);
+    assert_eq!(at("nr_dirtied"), at("nr_writeback") + 1);
+    assert_eq!(at("nr_written"), at("nr_dirtied") + 1);
+    assert_eq!(at("nr_dirty_threshold"), at("nr_written") + 1);
     assert_eq!(at("nr_dirty_background_threshold"), at("nr_dirty_threshold") + 1);
     a.set_dirty_ratios(30, 20).unwrap();
     let t = a.dirty_thresholds();
@@ -157,6 +159,9 @@ fn the_flusher_brings_dirty_pages_below_the_background_threshold() {
     assert!(nr_dirty(&a) <= t.background, "flusher left {} dirty, background {}", nr_dirty(&a), t.background);
     let st = pc.writeback_stats();
     assert!(st.flusher_runs > 0 && st.flusher_written >= n - t.background, "{st}");
+    let vm = a.vmstat();
+    assert_eq!(vm.get("nr_dirtied"), Some(n), "each page dirtied once");
+    assert!(vm.get("nr_written").unwrap() >= st.flusher_written, "{st} {vm:?}");
     // The flusher wrote the oldest pages first: page 0 is clean and in the file.
     let on_disk = std::fs::read(&f.0).unwrap();
     assert!(on_disk.len() >= PAGE_SIZE && on_disk[..PAGE_SIZE] == image(0, 7)[..], "page 0 not written back");

@@ -383,9 +383,9 @@ fn every_report_parses_and_agrees_after_random_workloads() {
         let vm = parse_vmstat(&a.vmstat().to_string());
         let get = |k: &str| vm.iter().find(|(n, _)| n == k).unwrap_or_else(|| panic!("no {k}")).1;
         assert_eq!(get("nr_free_pages"), a.nr_free_pages());
-        // free pages, free pages in blocks, the four page-cache gauges, the
-        // two dirty thresholds, events
-        assert_eq!(vm.len(), 2 + 4 + 2 + VmEvent::ALL.iter().filter(|e| e.in_vmstat()).count());
+        // free pages, free pages in blocks, the four page-cache gauges,
+        // nr_dirtied and nr_written, the two dirty thresholds, events
+        assert_eq!(vm.len(), 2 + 4 + 2 + 2 + VmEvent::ALL.iter().filter(|e| e.in_vmstat()).count());
         let pcp = a.pcpstat();
         assert_eq!(
             pcp.nr_reserved_highatomic,

@@ -102,6 +102,8 @@ pub(crate) fn as_reclaimer<R>(f: impl FnOnce() -> R) -> Option<R> {
 pub(crate) struct Gauges {
     pub(crate) nr_dirty: AtomicU64,
     pub(crate) nr_writeback: AtomicU64,
+    /// Pages whose writeback ended with a successful write (`nr_written`).
+    pub(crate) nr_written: AtomicU64,
     /// Per zone: [dirty, writeback].
     zones: Box<[[AtomicU64; 2]]>,
 }
@@ -111,6 +113,7 @@ impl Gauges {
         Self {
             nr_dirty: AtomicU64::new(0),
             nr_writeback: AtomicU64::new(0),
+            nr_written: AtomicU64::new(0),
             zones: (0..nr_zones).map(|_| [AtomicU64::new(0), AtomicU64::new(0)]).collect(),
         }
     }
