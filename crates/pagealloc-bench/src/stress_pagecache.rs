@@ -1,9 +1,13 @@
 //! `pagealloc stress --pagecache`: issue 16's page-cache soak. A page cache
 //! with kswapd (and kcompactd's proactive compaction) over a small arena, one
 //! mapping backed by a real file on tmpfs (`/dev/shm`) twice the arena, and
-//! worker threads that look up, read, write, fsync and delete pages while one
-//! more thread asks for reclaim through the shrinker and compacts (page-cache
-//! pages migrate).
+//! worker threads that look up, read, write (single pages and bursts of 64),
+//! fsync and delete pages while one more thread asks for reclaim through the
+//! shrinker, compacts (page-cache pages migrate) and switches the dirty
+//! ratios between the kernel's defaults and a tight pair every second (the
+//! flusher writes back, writers are throttled). `nr_dirty + nr_writeback`
+//! above the highest dirty limit in force plus one page per writer is a
+//! violation.
 //!
 //! Every page carries its own check: its index, a version, and bytes that are
 //! a function of both. Thread `t` alone writes the indexes `i` with
@@ -135,8 +139,24 @@ fn worker(sh: &Shared, t: u64, mut rng: u64) {
                     }
                 }
             }
+            // A burst: new versions of up to 64 consecutive own pages
+            // (dirty pages pile up: the flusher and throttling hold them).
+            80..=84 => {
+                for step in 0..64u64.min(own_count - k) {
+                    let (kk, i) = ((k + step) as usize, mine + step * sh.threads);
+                    let v = own.version[kk] + 1;
+                    page_image(i, v, &mut buf);
+                    match sh.mapping.write(i * PAGE_SIZE as u64, &buf) {
+                        Ok(_) => {
+                            own.version[kk] = v;
+                            own.dirty[kk] = true;
+                        }
+                        Err(e) => sh.io_error(format!("write of page {i} failed: {e}"), &e),
+                    }
+                }
+            }
             // Write a new version of an own page (whole page: one locked write).
-            60..=84 => {
+            60..=79 => {
                 let v = own.version[k as usize] + 1;
                 page_image(mine, v, &mut buf);
                 match sh.mapping.write(mine * PAGE_SIZE as u64, &buf) {
@@ -166,7 +186,13 @@ fn worker(sh: &Shared, t: u64, mut rng: u64) {
     sh.ops.fetch_add(n, Ordering::Relaxed);
 }
 
-/// Reclaim through the shrinker and compaction, until stopped.
+/// The dirty ratios the pressure thread switches between at run time
+/// (background, limit; percent): the kernel's defaults and a tight pair
+/// under which writers are throttled often.
+const DIRTY_RATIOS: [(u32, u32); 2] = [(10, 20), (1, 1)];
+
+/// Reclaim through the shrinker and compaction, and switch the dirty ratios
+/// every second, until stopped.
 fn pressure(sh: &Shared, pc: &PageCache) -> (u64, u64) {
     let (mut shrunk, mut migrated) = (0, 0);
     let mut round = 0u64;
@@ -174,6 +200,12 @@ fn pressure(sh: &Shared, pc: &PageCache) -> (u64, u64) {
         shrunk += pc.shrink(256);
         if round.is_multiple_of(4) {
             migrated += pc.allocator().compact_memory().migrated;
+        }
+        if round.is_multiple_of(50) {
+            let (b, r) = DIRTY_RATIOS[(round / 50 % 2) as usize];
+            if let Err(e) = pc.allocator().set_dirty_ratios(b, r) {
+                sh.violation(format!("valid dirty ratios ({b}, {r}) refused: {e}"));
+            }
         }
         round += 1;
         std::thread::sleep(Duration::from_millis(20));
@@ -274,6 +306,18 @@ pub fn run(args: &StressArgs) -> i32 {
     .map(|k| format!("{k} {}", vm(k)))
     .collect();
     println!("stress --pagecache: reclaim: {}", reclaim.join(", "));
+    // Dirty limits: never above the highest limit in force by more than one
+    // page per writer (see `pagecache::writeback`).
+    let wb = pc.writeback_stats();
+    println!("stress --pagecache: writeback: {}", wb.to_string().lines().collect::<Vec<_>>().join(", "));
+    if wb.max_dirty > wb.limit_range.1 + threads {
+        eprintln!(
+            "stress --pagecache: VIOLATION: nr_dirty + nr_writeback reached {}, over the highest dirty limit {} \
+             plus one page per writer",
+            wb.max_dirty, wb.limit_range.1
+        );
+        violations += 1;
+    }
     drop(sh);
     drop(pc);
     a.lru_add_drain_all();

@@ -79,6 +79,7 @@ pub use types::{
     CpuId, Gfp, MigrateType, NodeId, Pfn, ZoneType, MAX_ORDER, MIGRATE_PCPTYPES, MIGRATE_TYPES, NR_ORDERS,
     PAGEBLOCK_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE,
 };
+pub use vmscan::dirty::{DirtyThresholds, DEFAULT_DIRTY_BACKGROUND_RATIO, DEFAULT_DIRTY_RATIO};
 pub use vmscan::{ShrinkControl, Shrinker, LRU_BATCH};
 
 // The allocator is shared between threads (it is meant to sit in an `Arc` or a

@@ -13,6 +13,7 @@ pub mod lru_file_readtwice;
 pub mod page_fault1;
 pub mod page_lock;
 pub mod pagealloc_micro;
+pub mod pagecache_map;
 pub mod pagetypeinfo;
 pub mod pcp_flush;
 pub mod proactive_compaction;
@@ -47,6 +48,7 @@ pub fn on_demand() -> Vec<Box<dyn Experiment>> {
         Box::new(lru_file_readonce::LruFileReadonce),
         Box::new(lru_file_readtwice::LruFileReadtwice),
         Box::new(dd::Dd),
+        Box::new(pagecache_map::PagecacheMap),
         Box::new(proactive_compaction::ProactiveCompaction),
     ]
 }

@@ -9,6 +9,7 @@
 
 mod bulk_linked;
 mod compaction;
+mod dirty;
 mod lock_api;
 mod nolock;
 mod pageref_api;

@@ -56,8 +56,23 @@ impl PageAllocator {
                     } else {
                         seen.push(z.nid);
                         let (inactive, active) = inner.vmscan.lru_sizes(z.nid as usize);
-                        vec![("nr_inactive_file", inactive), ("nr_active_file", active)]
+                        let (dirty, writeback) = inner
+                            .zones
+                            .iter()
+                            .filter(|y| y.nid == z.nid)
+                            .map(|y| inner.vmscan.gauges.zone(y.idx.get()))
+                            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+                        vec![
+                            ("nr_inactive_file", inactive),
+                            ("nr_active_file", active),
+                            ("nr_dirty", dirty),
+                            ("nr_writeback", writeback),
+                        ]
                     };
+                    // Per zone, in Linux's order (its anon and unevictable
+                    // lists we do not have).
+                    let (zi, za) = inner.vmscan.zone_lru_sizes(z.nid as usize, z.idx.get());
+                    let (zd, zw) = inner.vmscan.gauges.zone(z.idx.get());
                     let [min, low, high] = z.wmark;
                     ZoneInfoZone {
                         nid: z.nid,
@@ -77,6 +92,9 @@ impl PageAllocator {
                         stats: vec![
                             ("nr_free_pages", c.nr_free_pages),
                             ("nr_free_pages_blocks", c.free_pages_blocks()),
+                            ("nr_zone_inactive_file", zi),
+                            ("nr_zone_active_file", za),
+                            ("nr_zone_write_pending", zd + zw),
                         ],
                         pagesets: inner.pcp_report(z),
                         start_pfn: z.start,
@@ -104,6 +122,16 @@ impl PageAllocator {
             ("nr_active_file", active),
             ("nr_dirty", g.nr_dirty.load(std::sync::atomic::Ordering::Relaxed)),
             ("nr_writeback", g.nr_writeback.load(std::sync::atomic::Ordering::Relaxed)),
+        ]);
+        // Pages dirtied and written (Linux's node stats after `nr_dirty`),
+        // then the dirty thresholds, where Linux prints them (after the node
+        // stats, before the events).
+        let t = self.dirty_thresholds();
+        items.extend([
+            ("nr_dirtied", self.core.vmscan.dirty.dirtied.load(std::sync::atomic::Ordering::Relaxed)),
+            ("nr_written", g.nr_written.load(std::sync::atomic::Ordering::Relaxed)),
+            ("nr_dirty_threshold", t.limit),
+            ("nr_dirty_background_threshold", t.background),
         ]);
         let ev = self.core.event_totals();
         items.extend(crate::vmevent::VMSTAT_ORDER.iter().map(|&e| (e.name(), ev[e as usize])));

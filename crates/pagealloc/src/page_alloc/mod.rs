@@ -190,6 +190,7 @@ impl Core {
             front_on && cfg.nodes == 1 && !cfg.init_on_alloc && !cfg.page_group_by_mobility_disabled;
         let front_free_inline =
             front_on && cfg.page_lock_waiters_bit && !cfg.pcp_migratetype_cache && !cfg.init_on_free;
+        let nr_zones = zones.len();
         let core = Core {
             id,
             mm,
@@ -203,7 +204,7 @@ impl Core {
             front_free_inline,
             fronts: Fronts::new(id, (front_alloc_inline, front_free_inline)),
             reporting: crate::reporting::Reporting::new(&cfg),
-            vmscan: Vmscan::new(cfg.nodes as usize, nr_cpus),
+            vmscan: Vmscan::new(cfg.nodes as usize, nr_zones, nr_cpus),
             nolock: nolock::NoLock::default(),
             mobility: crate::movable::Mobility::new(nblocks as usize, cfg.nodes as usize),
             cfg,

@@ -60,7 +60,7 @@ impl Core {
         }
         let old = d.flags.fetch_and(!(DIRTY | ACTIVE | REFERENCED), Ordering::Relaxed);
         if old & DIRTY != 0 {
-            self.vmscan.gauges.nr_dirty.fetch_sub(1, Ordering::Relaxed);
+            self.vmscan.gauges.dirty(self.zone_of(p).idx.get(), false);
         }
     }
 

@@ -129,6 +129,7 @@ pub(crate) fn balance_node(c: &CacheInner, nid: usize) -> u64 {
         return 0;
     }
     a.core.events.count(VmEvent::Pageoutrun, 1);
+    a.core.vmscan.kswapd.set_busy(nid, true);
     let freed = crate::vmscan::as_reclaimer(|| {
         let mut freed = 0;
         while below_high(a, nid) && !c.kswapd.stop.load(Ordering::Acquire) {
@@ -141,6 +142,7 @@ pub(crate) fn balance_node(c: &CacheInner, nid: usize) -> u64 {
         freed
     })
     .unwrap_or(0);
+    a.core.vmscan.kswapd.set_busy(nid, false);
     a.core.vmscan.kswapd.decay(nid);
     freed
 }

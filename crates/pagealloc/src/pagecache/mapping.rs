@@ -324,7 +324,7 @@ impl Mapping {
             let core = &self.alloc().core;
             let old = core.mm.page(p).flags.fetch_and(!DIRTY, Ordering::Relaxed);
             if old & DIRTY != 0 {
-                core.vmscan.gauges.nr_dirty.fetch_sub(1, Ordering::Relaxed);
+                core.vmscan.gauges.dirty(core.zone_of(p).idx.get(), false);
             }
             let _ = core.put_page(Pfn::new(p));
         }
@@ -359,6 +359,12 @@ impl Mapping {
             let at = pos + done as u64;
             let (index, off) = (at / PAGE_SIZE as u64, (at % PAGE_SIZE as u64) as usize);
             let h = self.get(index)?;
+            let core = &self.alloc().core;
+            if core.mm.page(h.pfn.as_u64()).flags() & DIRTY == 0 {
+                // About to dirty a clean page: over the dirty limit, wait
+                // (holding no page lock).
+                super::writeback::balance_dirty_pages(&self.cache);
+            }
             let r = self.alloc().page_ref(h.pfn).map_err(io::Error::other)?;
             let _ = r.lock(None, None);
             let _ = r.wait_writeback(None, None);
@@ -366,11 +372,14 @@ impl Mapping {
             // SAFETY: see `page_bytes`: locked, referenced, not under writeback.
             let dst = unsafe { &mut *page_bytes(self.alloc(), h.pfn) };
             dst[off..off + n].copy_from_slice(&data[done..done + n]);
-            let core = &self.alloc().core;
-            if core.mm.page(h.pfn.as_u64()).flags.fetch_or(DIRTY, Ordering::Relaxed) & DIRTY == 0 {
-                core.vmscan.gauges.nr_dirty.fetch_add(1, Ordering::Relaxed);
+            let newly = core.mm.page(h.pfn.as_u64()).flags.fetch_or(DIRTY, Ordering::Relaxed) & DIRTY == 0;
+            if newly {
+                core.vmscan.gauges.dirty(core.zone_of(h.pfn.as_u64()).idx.get(), true);
             }
             let _ = r.unlock();
+            if newly {
+                super::writeback::dirtied(&self.cache, CacheInner::owner_word(self.m.slot, index));
+            }
             done += n;
         }
         Ok(done)
@@ -386,20 +395,26 @@ impl Mapping {
             let _ = r.unlock();
             return;
         }
-        core.vmscan.gauges.nr_dirty.fetch_sub(1, Ordering::Relaxed);
+        let zone = core.zone_of(pfn.as_u64()).idx.get();
+        core.vmscan.gauges.dirty(zone, false);
         let _ = r.set_writeback();
-        core.vmscan.gauges.nr_writeback.fetch_add(1, Ordering::Relaxed);
+        core.vmscan.gauges.writeback(zone, true);
         let _ = r.unlock();
         // SAFETY: see `page_bytes`: under writeback with a reference held;
         // writers wait for writeback to end before touching the bytes.
         let res = m.source.write_page(index, unsafe { &*page_bytes(&cache.alloc, pfn) });
+        if res.is_ok() {
+            core.vmscan.gauges.nr_written.fetch_add(1, Ordering::Relaxed);
+        }
         if let Err(e) = res {
             if d.flags.fetch_or(DIRTY, Ordering::Relaxed) & DIRTY == 0 {
-                core.vmscan.gauges.nr_dirty.fetch_add(1, Ordering::Relaxed);
+                core.vmscan.gauges.dirty(zone, true);
+                // Dirty again: queued again for the flusher.
+                cache.writeback.push(CacheInner::owner_word(m.slot, index));
             }
             m.wb_error.lock().get_or_insert(e);
         }
-        core.vmscan.gauges.nr_writeback.fetch_sub(1, Ordering::Relaxed);
+        core.vmscan.gauges.writeback(zone, false);
         let _ = r.end_writeback();
     }
 

@@ -107,8 +107,14 @@ pub(crate) fn migrate(c: &CacheInner, from: u64, to: u64) -> Moved {
     }
     c.owners[from as usize].store(0, Ordering::Release);
     // The dirty, active and referenced state moved with the data (the
-    // `nr_dirty` gauge counts the page once, now `to`).
-    d.flags.fetch_and(!(DIRTY | ACTIVE | REFERENCED), Ordering::Relaxed);
+    // `nr_dirty` gauge counts the page once, now `to`, in `to`'s zone).
+    if d.flags.fetch_and(!(DIRTY | ACTIVE | REFERENCED), Ordering::Relaxed) & DIRTY != 0 {
+        let (zf, zt) = (core.zone_of(from).idx.get(), core.zone_of(to).idx.get());
+        if zf != zt {
+            core.vmscan.gauges.dirty(zf, false);
+            core.vmscan.gauges.dirty(zt, true);
+        }
+    }
     let _ = r.unlock();
     core.free_unreferenced_to_buddy(&[from]);
     if let Ok(tr) = c.alloc.page_ref(Pfn::new(to)) {

@@ -50,6 +50,11 @@
 //! reuse, fill vs a reader waiting on the page lock, and a lookup, a write
 //! and a delete each against migration.
 //!
+//! Dirty pages: a flusher thread and dirty limits (`writeback`, with the
+//! settings in `vmscan::dirty`): writers are throttled at `dirty_ratio`, the
+//! flusher writes the oldest dirty pages back above
+//! `dirty_background_ratio`.
+//!
 //! Lock order: see `vmscan`'s module doc (page lock, mapping shard, LRU,
 //! per-CPU batch, per-CPU lists and zone).
 
@@ -65,11 +70,15 @@ mod readahead;
 mod reclaim;
 #[cfg(all(test, not(loom)))]
 mod tests;
+mod writeback;
+#[cfg(all(test, not(loom)))]
+mod writeback_tests;
 
 pub use direct::{DirectFileSource, IoMode};
 pub use handle::PageHandle;
 pub use mapping::{FileSource, FillFn, Mapping, PageSource};
 pub use readahead::{Readahead, RA_MAX_LIMIT, RA_MAX_PAGES};
+pub use writeback::WritebackStats;
 
 use crate::allocator::PageAllocator;
 use crate::error::ConfigError;
@@ -109,16 +118,21 @@ pub(crate) struct CacheInner {
     pub(crate) fill_retries: AtomicU64,
     /// Readahead settings and workers (`readahead`, `ra_worker`).
     pub(crate) ra: ra_worker::RaPool,
+    /// The dirty queue, the flusher and throttling counters (`writeback`).
+    pub(crate) writeback: writeback::Writeback,
 }
 
 impl CacheInner {
     pub(crate) fn owner_word(slot: usize, index: u64) -> u64 {
         ((slot as u64 + 1) << INDEX_BITS) | index
     }
+    /// (slot, index) of an owner word, or None for 0.
+    pub(crate) fn split_owner(w: u64) -> Option<(usize, u64)> {
+        (w != 0).then(|| ((w >> INDEX_BITS) as usize - 1, w & ((1 << INDEX_BITS) - 1)))
+    }
     /// (slot, index) of a cached page, or None.
     pub(crate) fn owner_of(&self, pfn: u64) -> Option<(usize, u64)> {
-        let w = self.owners[pfn as usize].load(Ordering::Acquire);
-        (w != 0).then(|| ((w >> INDEX_BITS) as usize - 1, w & ((1 << INDEX_BITS) - 1)))
+        Self::split_owner(self.owners[pfn as usize].load(Ordering::Acquire))
     }
     pub(crate) fn mapping_at(&self, slot: usize) -> Option<Arc<MappingInner>> {
         self.slots.read().get(slot).cloned().flatten()
@@ -157,6 +171,7 @@ impl PageCache {
             kswapd: kswapd::Kswapd::new(nodes),
             fill_retries: AtomicU64::new(0),
             ra: ra_worker::RaPool::new(),
+            writeback: writeback::Writeback::new(),
             alloc,
         });
         ra_worker::configure(&inner, Readahead::default());
@@ -166,6 +181,10 @@ impl PageCache {
         if cfg.kswapd {
             kswapd::start(&inner);
         }
+        // The flusher (not under loom, whose models drive writeback
+        // themselves; `loom_tests` models its wakeup).
+        #[cfg(not(loom))]
+        writeback::start(&inner);
         Ok(Self { inner, shrinker_id })
     }
 
@@ -241,6 +260,14 @@ impl PageCache {
         self.inner.slots.read().iter().flatten().map(|m| m.nr_pages()).sum()
     }
 
+    /// The flusher's and throttled writers' counters, and the high-water
+    /// marks of `nr_dirty + nr_writeback` (this crate's own report; the
+    /// thresholds themselves are in `vmstat`).
+    #[must_use]
+    pub fn writeback_stats(&self) -> WritebackStats {
+        self.inner.writeback.stats()
+    }
+
     /// Reclaim up to `nr` pages now as direct reclaim would; returns pages
     /// freed.
     pub fn shrink(&self, nr: u64) -> u64 {
@@ -250,6 +277,7 @@ impl PageCache {
 
 impl Drop for PageCache {
     fn drop(&mut self) {
+        self.inner.writeback.stop();
         self.inner.kswapd.stop(&self.inner.alloc);
         self.inner.ra.stop();
         self.inner.alloc.core.vmscan.unregister(self.shrinker_id);

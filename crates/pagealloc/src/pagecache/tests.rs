@@ -102,7 +102,14 @@ fn second_access_activates_and_aging_deactivates() {
     assert_eq!(a.lru_sizes(0), (19, 1));
     // zoneinfo's per-node section says the same, as the kernel's does.
     let zi = a.zoneinfo();
-    assert_eq!(zi.zones[0].node_stats, vec![("nr_inactive_file", 19), ("nr_active_file", 1)]);
+    assert_eq!(
+        zi.zones[0].node_stats,
+        vec![("nr_inactive_file", 19), ("nr_active_file", 1), ("nr_dirty", 0), ("nr_writeback", 0)]
+    );
+    // And per zone (one zone here), where Linux prints them.
+    let zs = &zi.zones[0].stats;
+    assert!(zs.contains(&("nr_zone_inactive_file", 19)) && zs.contains(&("nr_zone_active_file", 1)), "{zs:?}");
+    assert!(zs.contains(&("nr_zone_write_pending", 0)), "{zs:?}");
     assert!(zi.to_string().contains("  per-node stats\n      nr_inactive_file 19\n      nr_active_file 1\n"));
     assert_eq!(a.event_count(VmEvent::Pgactivate), 1);
     a.check_invariants().unwrap();

@@ -383,8 +383,9 @@ fn every_report_parses_and_agrees_after_random_workloads() {
         let vm = parse_vmstat(&a.vmstat().to_string());
         let get = |k: &str| vm.iter().find(|(n, _)| n == k).unwrap_or_else(|| panic!("no {k}")).1;
         assert_eq!(get("nr_free_pages"), a.nr_free_pages());
-        // free pages, free pages in blocks, the four page-cache gauges, events
-        assert_eq!(vm.len(), 2 + 4 + VmEvent::ALL.iter().filter(|e| e.in_vmstat()).count());
+        // free pages, free pages in blocks, the four page-cache gauges,
+        // nr_dirtied and nr_written, the two dirty thresholds, events
+        assert_eq!(vm.len(), 2 + 4 + 2 + 2 + VmEvent::ALL.iter().filter(|e| e.in_vmstat()).count());
         let pcp = a.pcpstat();
         assert_eq!(
             pcp.nr_reserved_highatomic,
@@ -431,8 +432,8 @@ fn formats_match_the_kernel_byte_for_byte() {
     let zi = a.zoneinfo().to_string();
     assert!(
         zi.starts_with(
-            "Node 0, zone   Normal\n  per-node stats\n      nr_inactive_file 0\n      nr_active_file 0\n  \
-             pages free     4096\n        boost    0\n        min      "
+            "Node 0, zone   Normal\n  per-node stats\n      nr_inactive_file 0\n      nr_active_file 0\n      \
+             nr_dirty     0\n      nr_writeback 0\n  pages free     4096\n        boost    0\n        min      "
         ),
         "{zi}"
     );
@@ -873,10 +874,21 @@ fn reports_hold_linux_6_18s_line_shapes_and_key_order() {
     let zoneinfo = a.zoneinfo().to_string();
     let cpu_group = ["cpu", "count", "high", "batch", "high_min", "high_max", "threshold"];
     holds_against("zoneinfo", &zoneinfo, proc618::ZONEINFO, &zi, "zone", &cpu_group);
-    // Our zone statistics are the kernel's first two, our per-node ones its
-    // LRU sizes, and nothing of ours.
+    // Our zone statistics are the kernel's first two and its per-zone file
+    // LRU and write-pending counts, our per-node ones its LRU sizes, dirty
+    // and writeback pages, and nothing of ours.
     let stats: Vec<String> = zoneinfo.lines().filter_map(|l| shape(l, zi[5].1)).flatten().collect();
-    let ours = ["nr_free_pages", "nr_free_pages_blocks", "nr_inactive_file", "nr_active_file"];
+    let ours = [
+        "nr_free_pages",
+        "nr_free_pages_blocks",
+        "nr_inactive_file",
+        "nr_active_file",
+        "nr_dirty",
+        "nr_writeback",
+        "nr_zone_inactive_file",
+        "nr_zone_active_file",
+        "nr_zone_write_pending",
+    ];
     assert!(!stats.is_empty() && stats.iter().all(|k| ours.contains(&k.as_str())), "{stats:?}");
     // The per-node section once per node, on its first zone, before `pages free`.
     let zones: Vec<&str> = zoneinfo.split("Node ").skip(1).collect();

@@ -8,13 +8,22 @@ use crate::page::flags::{ACTIVE, LRU, REF_MASK};
 use crate::pageref;
 use crate::sync::{AtomicU64, Ordering};
 
-/// The two lists and their lengths.
+/// The two lists and their lengths, in all and per zone.
 #[derive(Debug, Default)]
 pub(crate) struct NodeLru {
     inactive: PfnList,
     active: PfnList,
     nr_inactive: AtomicU64,
     nr_active: AtomicU64,
+    /// Per zone (global zone index; grown on demand): pages on the
+    /// (inactive, active) list (`nr_zone_inactive_file`,
+    /// `nr_zone_active_file`). Their sums equal the two counters above.
+    per_zone: Vec<[u64; 2]>,
+}
+
+/// The zone (global index) of `pfn`, from its pageblock word.
+fn zone_ix(mm: &MemMap, pfn: u64) -> usize {
+    mm.desc_and_block(pfn).map_or(0, |(_, w)| crate::zone::pb_zone(w).get())
 }
 
 /// Which list.
@@ -28,6 +37,21 @@ impl NodeLru {
     /// Racy (inactive, active) lengths.
     pub(crate) fn sizes_racy(&self) -> (u64, u64) {
         (self.nr_inactive.load(Ordering::Relaxed), self.nr_active.load(Ordering::Relaxed))
+    }
+
+    /// Count `pfn` on (`+1`) or off (`-1`) list `w` of its zone.
+    fn count_zone(&mut self, mm: &MemMap, pfn: u64, w: Which, on: bool) {
+        let z = zone_ix(mm, pfn);
+        if self.per_zone.len() <= z {
+            self.per_zone.resize(z + 1, [0; 2]);
+        }
+        let c = &mut self.per_zone[z][w as usize];
+        *c = if on { *c + 1 } else { c.saturating_sub(1) };
+    }
+
+    /// Zone `z`'s (inactive, active) pages on these lists.
+    pub(crate) fn zone_sizes(&self, z: usize) -> (u64, u64) {
+        self.per_zone.get(z).map_or((0, 0), |c| (c[0], c[1]))
     }
 
     fn list(&mut self, w: Which) -> (&mut PfnList, &AtomicU64) {
@@ -47,6 +71,7 @@ impl NodeLru {
         let (l, n) = self.list(w);
         l.push_head(mm, pfn);
         n.fetch_add(1, Ordering::Relaxed);
+        self.count_zone(mm, pfn, w, true);
     }
 
     /// Take `pfn` off its list if it is on one (`LRU` set): the last
@@ -60,6 +85,7 @@ impl NodeLru {
         let (l, n) = self.list(w);
         l.remove(mm, pfn);
         n.fetch_sub(1, Ordering::Relaxed);
+        self.count_zone(mm, pfn, w, false);
         true
     }
 
@@ -87,6 +113,8 @@ impl NodeLru {
         d.flags.fetch_or(ACTIVE, Ordering::Relaxed);
         self.active.push_head(mm, pfn);
         self.nr_active.fetch_add(1, Ordering::Relaxed);
+        self.count_zone(mm, pfn, Which::Inactive, false);
+        self.count_zone(mm, pfn, Which::Active, true);
         true
     }
 
@@ -96,6 +124,7 @@ impl NodeLru {
     /// head. Returns the pages scanned past and the pages isolated in `out`.
     pub(crate) fn isolate(&mut self, mm: &MemMap, w: Which, nr: usize, out: &mut Vec<u64>) -> u64 {
         let mut scanned = 0;
+        let first = out.len();
         let (l, n) = self.list(w);
         while scanned < nr as u64 {
             let Some(p) = l.last() else { break };
@@ -109,6 +138,9 @@ impl NodeLru {
             } else {
                 l.push_head(mm, p);
             }
+        }
+        for &p in &out[first..] {
+            self.count_zone(mm, p, w, false);
         }
         scanned
     }
@@ -134,6 +166,10 @@ impl NodeLru {
             if c != n.load(Ordering::Relaxed) {
                 return Err(format!("list length {c}, counter {}", n.load(Ordering::Relaxed)));
             }
+        }
+        let (i, a) = self.per_zone.iter().fold((0, 0), |s, z| (s.0 + z[0], s.1 + z[1]));
+        if (i, a) != self.sizes_racy() {
+            return Err(format!("per-zone counts sum to ({i}, {a}), lists hold {:?}", self.sizes_racy()));
         }
         Ok(())
     }

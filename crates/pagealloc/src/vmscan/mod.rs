@@ -30,8 +30,12 @@
 //! 5. per-CPU page lists and the zone lock (the allocator's own, taken by the
 //!    frees reclaim does, with none of the above held).
 //!
+//! The page cache's dirty queue lock (`pagecache::writeback`) is a leaf: held
+//! only to push or pop entries, with nothing taken under it.
+//!
 //! Allocation never happens under 2..4; shrinkers are called with none held.
 
+pub(crate) mod dirty;
 pub(crate) mod lru;
 pub(crate) mod wake;
 
@@ -90,11 +94,50 @@ pub(crate) fn as_reclaimer<R>(f: impl FnOnce() -> R) -> Option<R> {
 }
 
 /// Gauges the page cache keeps (the kernel's node stats `nr_dirty`,
-/// `nr_writeback`).
-#[derive(Debug, Default)]
+/// `nr_writeback`, and per zone `nr_zone_write_pending`): totals, read by
+/// writers' throttling and `vmstat`, and per zone (global zone index),
+/// read by `zoneinfo`. Change them only through [`Gauges::dirty`] and
+/// [`Gauges::writeback`], which keep the two in step.
+#[derive(Debug)]
 pub(crate) struct Gauges {
     pub(crate) nr_dirty: AtomicU64,
     pub(crate) nr_writeback: AtomicU64,
+    /// Pages whose writeback ended with a successful write (`nr_written`).
+    pub(crate) nr_written: AtomicU64,
+    /// Per zone: [dirty, writeback].
+    zones: Box<[[AtomicU64; 2]]>,
+}
+
+impl Gauges {
+    fn new(nr_zones: usize) -> Self {
+        Self {
+            nr_dirty: AtomicU64::new(0),
+            nr_writeback: AtomicU64::new(0),
+            nr_written: AtomicU64::new(0),
+            zones: (0..nr_zones).map(|_| [AtomicU64::new(0), AtomicU64::new(0)]).collect(),
+        }
+    }
+    fn add(total: &AtomicU64, zone: Option<&AtomicU64>, up: bool) {
+        for c in std::iter::once(total).chain(zone) {
+            if up {
+                c.fetch_add(1, Ordering::Relaxed);
+            } else {
+                c.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+    /// One dirty page more (`up`) or less in zone `zone`.
+    pub(crate) fn dirty(&self, zone: usize, up: bool) {
+        Self::add(&self.nr_dirty, self.zones.get(zone).map(|z| &z[0]), up);
+    }
+    /// One page under writeback more (`up`) or less in zone `zone`.
+    pub(crate) fn writeback(&self, zone: usize, up: bool) {
+        Self::add(&self.nr_writeback, self.zones.get(zone).map(|z| &z[1]), up);
+    }
+    /// Zone `zone`'s (dirty, writeback) pages (racy).
+    pub(crate) fn zone(&self, zone: usize) -> (u64, u64) {
+        self.zones.get(zone).map_or((0, 0), |z| (z[0].load(Ordering::Relaxed), z[1].load(Ordering::Relaxed)))
+    }
 }
 
 /// See the module doc.
@@ -111,18 +154,21 @@ pub(crate) struct Vmscan {
     pub(crate) cache_attached: crate::sync::AtomicBool,
     /// Per-node kswapd wakeups (the threads are the page cache's).
     pub(crate) kswapd: wake::KswapdWake,
+    /// Dirty limits (`dirty_ratio`, `dirty_background_ratio`).
+    pub(crate) dirty: dirty::DirtyLimits,
 }
 
 impl Vmscan {
-    pub(crate) fn new(nr_nodes: usize, nr_cpus: usize) -> Self {
+    pub(crate) fn new(nr_nodes: usize, nr_zones: usize, nr_cpus: usize) -> Self {
         Self {
             lrus: (0..nr_nodes).map(|_| CachePadded::new(Mutex::new(NodeLru::default()))).collect(),
             batches: (0..nr_cpus).map(|_| CachePadded::new(Mutex::new(Vec::with_capacity(LRU_BATCH)))).collect(),
             shrinkers: RwLock::new(Vec::new()),
             next_shrinker: AtomicU64::new(1),
-            gauges: Gauges::default(),
+            gauges: Gauges::new(nr_zones),
             cache_attached: crate::sync::AtomicBool::new(false),
             kswapd: wake::KswapdWake::new(nr_nodes),
+            dirty: dirty::DirtyLimits::default(),
         }
     }
 
@@ -195,6 +241,12 @@ impl Vmscan {
     /// are returned to the caller, who must put them.
     pub(crate) fn take_batch(&self, slot: usize) -> Vec<u32> {
         std::mem::take(&mut *self.batches[slot % self.batches.len()].lock())
+    }
+
+    /// Zone `z`'s (inactive, active) LRU pages (`z` a global zone index on
+    /// node `nid`).
+    pub(crate) fn zone_lru_sizes(&self, nid: usize, z: usize) -> (u64, u64) {
+        self.lrus.get(nid).map_or((0, 0), |l| l.lock().zone_sizes(z))
     }
 
     /// Racy LRU list sizes of node `nid`: (inactive, active).

@@ -13,7 +13,10 @@
 //! it was reclaiming. `sleep` tests `woken` under the mutex that wakers
 //! notify under, so a wake cannot fall between its test and its wait. A set
 //! `woken` also tells the slow path that kswapd has been woken but has not
-//! started yet ([`KswapdWake::pending`]), and the per-node boost
+//! started yet ([`KswapdWake::pending`]); `busy`, set by kswapd for the
+//! length of a run, tells it that kswapd is reclaiming
+//! ([`KswapdWake::active`]: the slow path then gives way to it before
+//! reclaiming itself), and the per-node boost
 //! ([`KswapdWake::boost`]) moves kswapd's thresholds up after direct
 //! reclaim.
 
@@ -23,6 +26,8 @@ use std::time::Duration;
 
 struct NodeWake {
     woken: AtomicBool,
+    /// kswapd is in a run (reclaiming toward the high watermark).
+    busy: AtomicBool,
     /// Pages kswapd reclaims beyond the high watermark, and wakes that much
     /// above the low one (see [`KswapdWake::boost`]).
     boost: AtomicU64,
@@ -46,6 +51,7 @@ impl KswapdWake {
             nodes: (0..nr_nodes)
                 .map(|_| NodeWake {
                     woken: AtomicBool::new(false),
+                    busy: AtomicBool::new(false),
                     boost: AtomicU64::new(0),
                     order: AtomicU32::new(0),
                     lock: Mutex::new(()),
@@ -147,6 +153,20 @@ impl KswapdWake {
         if let Some(w) = self.nodes.get(nid) {
             let _ = w.boost.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| (b > 0).then(|| b - b.div_ceil(16)));
         }
+    }
+
+    /// kswapd of node `nid` starts (`true`) or ends a run.
+    pub(crate) fn set_busy(&self, nid: usize, on: bool) {
+        if let Some(w) = self.nodes.get(nid) {
+            w.busy.store(on, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether node `nid`'s kswapd is woken or in a run: reclaim for the
+    /// node is under way or about to be (racy).
+    #[inline]
+    pub(crate) fn active(&self, nid: usize) -> bool {
+        self.nodes.get(nid).is_some_and(|w| w.woken.load(Ordering::Relaxed) || w.busy.load(Ordering::Relaxed))
     }
 
     /// Whether a wakeup of node `nid` is pending: kswapd was woken and has
