@@ -172,7 +172,9 @@ pub struct Config {
     /// finds the allocator idle for the delay, it first compacts the zones if
     /// their free memory outside whole free pageblocks adds up to at least two
     /// pageblocks (partly used 2 MiB pages that compaction could empty), then
-    /// releases the pageblocks that emptied. Default on.
+    /// releases the pageblocks that emptied; at its later passes of the same
+    /// idle period it compacts again while the last compaction migrated
+    /// pages (pages made movable meanwhile), at most 8 times. Default on.
     pub page_reporting_compact: bool,
     /// The kernel's `init_on_free`: zero every block when it is freed (before
     /// it reaches any free list or cache), so no tenant's data outlives its

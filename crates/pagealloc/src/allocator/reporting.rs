@@ -114,7 +114,20 @@ struct Idle {
     drained: bool,
     /// The counters moved at the last look (traffic now).
     moving: bool,
+    /// Compactions before release this idle period may still run: set at
+    /// the drain, one less after each compaction that migrated pages, 0
+    /// after one that migrated none and at new traffic. One compaction per
+    /// idle period was not enough: pages the owner made movable after it
+    /// (an owner still marking its pages when the idle period began, say
+    /// preempted under load) left partly used pageblocks resident for as
+    /// long as the process idled, since marking pages is no traffic.
+    compact_more: u32,
 }
+
+/// At most this many compactions before release in one idle period (each
+/// after the last made progress).
+#[cfg(not(loom))]
+const MAX_IDLE_COMPACTIONS: u32 = 8;
 
 #[cfg(not(loom))]
 impl Idle {
@@ -130,7 +143,7 @@ impl Idle {
         let ev = Self::traffic(c);
         self.moving = ev != self.events;
         if self.moving || self.since.is_none() {
-            (self.events, self.since, self.drained) = (ev, Some(now), false);
+            (self.events, self.since, self.drained, self.compact_more) = (ev, Some(now), false, 0);
             return false;
         }
         let delay = Duration::from_millis(c.reporting.delay_ms());
@@ -166,27 +179,29 @@ pub(crate) fn free_below_pageblock(c: &Core) -> u64 {
         .sum()
 }
 
-/// Compaction before release (`Config::page_reporting_compact`), once per
-/// idle period, when the reporter has just drained an allocator idle for the
-/// delay: with hugepage-granular reporting (order at least the pageblock's)
-/// and movable pages registered, if the free memory inside partly used
-/// pageblocks adds up to at least two pageblocks, compact every zone (the
-/// live movable pages move up into the fullest pageblocks at the zone's top,
-/// the pageblocks below empty and merge). True when it compacted; the caller
-/// then releases the emptied pageblocks. Pinned pages stay where they are
-/// (their pageblocks stay resident).
-pub(crate) fn compact_for_release(c: &Core) -> bool {
+/// Compaction before release (`Config::page_reporting_compact`), when the
+/// reporter has just drained an allocator idle for the delay, and again at
+/// its later passes of the same idle period while the last one made
+/// progress (see [`Idle::compact_more`]): with hugepage-granular reporting
+/// (order at least the pageblock's) and movable pages registered, if the
+/// free memory inside partly used pageblocks adds up to at least two
+/// pageblocks, compact every zone (the live movable pages move up into the
+/// fullest pageblocks at the zone's top, the pageblocks below empty and
+/// merge). The pages it migrated when it compacted (the caller then releases
+/// the emptied pageblocks), None when it did not. Pinned pages stay where
+/// they are (their pageblocks stay resident).
+pub(crate) fn compact_for_release(c: &Core) -> Option<u64> {
     let r = &c.reporting;
     if !c.cfg.page_reporting_compact || r.order() < Order::PAGEBLOCK || !c.mobility.any_registered() {
-        return false;
+        return None;
     }
     if free_below_pageblock(c) < 2 * PAGEBLOCK_PAGES {
-        return false;
+        return None;
     }
     let out = c.compact_memory();
     r.compactions.fetch_add(1, Ordering::Relaxed);
     r.compacted_pages.fetch_add(out.migrated, Ordering::Relaxed);
-    true
+    Some(out.migrated)
 }
 
 /// One wake of the reporter thread: advance the free clock, drain when idle
@@ -243,9 +258,19 @@ fn reporter_pass(c: &Core, idle: &mut Idle, all: bool, delay_ms: u64) -> Option<
         // larger blocks): one more pass, all ages.
         due = c.reporting.pass_timed(c.zones.as_slice(), &c.mm, true, || false).1;
     }
-    if (all || mid) && compact_for_release(c) {
-        // The pageblocks compaction emptied: released now.
-        due = c.reporting.pass_timed(c.zones.as_slice(), &c.mm, true, || false).1;
+    if all || mid {
+        idle.compact_more = MAX_IDLE_COMPACTIONS;
+    }
+    if idle.compact_more > 0 && !idle.moving {
+        if let Some(migrated) = compact_for_release(c) {
+            // Another compaction at the next pass only if this one moved
+            // something: pages made movable since (an owner that was still
+            // marking them when the idle period began) can move then; one
+            // that moves nothing ends the series until new traffic.
+            idle.compact_more = if migrated > 0 { idle.compact_more - 1 } else { 0 };
+            // The pageblocks compaction emptied: released now.
+            due = c.reporting.pass_timed(c.zones.as_slice(), &c.mm, true, || false).1;
+        }
     }
     due
 }
@@ -295,7 +320,7 @@ impl PageAllocator {
     /// Returns whether it compacted, and the pass. Per-CPU lists are drained
     /// by the compaction (not otherwise).
     pub fn compact_and_report_now(&self) -> (bool, ReportPass) {
-        let compacted = compact_for_release(&self.core);
+        let compacted = compact_for_release(&self.core).is_some();
         (compacted, self.core.reporting.pass(self.core.zones.as_slice(), &self.core.mm, true))
     }
 
