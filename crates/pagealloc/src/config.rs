@@ -196,6 +196,13 @@ pub struct Config {
     /// movable ones anywhere. Turns the inline front-cache allocation off.
     /// Default off (the kernel sets it when memory is too small to group).
     pub page_group_by_mobility_disabled: bool,
+    // --- Hugepage filler (issue 18) ---
+    /// With hugepage backing, per-CPU refills fill partly used pageblocks
+    /// before they split a wholly free one (Temeraire's filler in buddy
+    /// terms: best fit by free range), so live memory packs into few 2 MiB
+    /// pages and whole ones stay free for reporting. No effect with other
+    /// backings. Default on.
+    pub hugepage_filler: bool,
 }
 
 impl Default for Config {
@@ -231,6 +238,7 @@ impl Default for Config {
             init_on_free: false,
             compaction_proactiveness: 20,
             page_group_by_mobility_disabled: false,
+            hugepage_filler: true,
         }
     }
 }
@@ -311,6 +319,8 @@ setters! {
     compaction_proactiveness: u32,
     /// Set [`Config::page_group_by_mobility_disabled`].
     page_group_by_mobility_disabled: bool,
+    /// Set [`Config::hugepage_filler`].
+    hugepage_filler: bool,
 }
 
 impl Config {

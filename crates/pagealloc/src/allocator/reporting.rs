@@ -430,7 +430,7 @@ mod tests {
     fn the_reporter_looks_often_while_a_drain_is_pending_and_wakes_at_its_deadline() {
         let t0 = Instant::now();
         let ms = Duration::from_millis;
-        let mut idle = Idle { events: 7, since: Some(t0), drained: false, moving: false };
+        let mut idle = Idle { events: 7, since: Some(t0), drained: false, moving: false, compact_more: 0 };
         assert_eq!(idle.next_check(t0 + ms(50), 2000), Some(t0 + ms(150)), "every 100 ms with a 2 s delay");
         assert_eq!(idle.next_check(t0 + ms(1950), 2000), Some(t0 + ms(2000)), "the drain's deadline");
         assert_eq!(idle.next_check(t0 + ms(2500), 2000), Some(t0 + ms(2500)), "overdue: now");

@@ -157,10 +157,13 @@ pub(crate) struct PcpLists {
     /// Scratch for drains and refills (block keys; kept to avoid allocating
     /// on those paths). Empty between uses.
     pub(crate) scratch: Vec<u64>,
+    /// Refills fill partly used pageblocks first (`Config::hugepage_filler`
+    /// with hugepage backing; see `take::filler_run`).
+    pub(crate) filler: bool,
 }
 
 impl Pcp {
-    pub(crate) fn new(batch: u32, high_min: u32, high_max: u32) -> Self {
+    pub(crate) fn new(batch: u32, high_min: u32, high_max: u32, filler: bool) -> Self {
         // Each list can hold every page the set may hold plus one refill.
         // Room for a refill and a batch per list up front; lists grow with
         // use up to what `high` lets them hold. Reserving for `high_max` on
@@ -183,6 +186,7 @@ impl Pcp {
                 next_list: 0,
                 last_decay: Instant::now(),
                 scratch: Vec::with_capacity(cap),
+                filler,
             }),
             count_racy: LockedCounter::new(0),
             high_racy: LockedCounter::new(high as u64),

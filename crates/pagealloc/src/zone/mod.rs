@@ -19,9 +19,11 @@
 //!   length of every critical section (a seqcount for consistent snapshots).
 
 mod check;
+mod filler;
 mod table;
 
 pub(crate) use check::block_counts_agree;
+pub(crate) use filler::filler_counts_agree;
 pub(crate) use table::ZoneTable;
 
 use crate::list::PfnList;
@@ -104,6 +106,8 @@ pub(crate) fn pb_mt(w: u16) -> MigrateType {
 #[derive(Debug, Default)]
 pub(crate) struct FreeArea {
     pub(crate) lists: [[PfnList; MIGRATE_TYPES]; NR_ORDERS],
+    /// Free pages per pageblock, for the hugepage filler (see `filler`).
+    pub(crate) pb_free: filler::PageblockFree,
 }
 
 /// Counters readable without the zone lock.
@@ -214,6 +218,12 @@ impl Zone {
             lock_count: Default::default(),
             group_off: false,
         }
+    }
+
+    /// Count free pages per pageblock for the hugepage filler from now on
+    /// (before any page is freed into the zone).
+    pub(crate) fn enable_filler(&self) {
+        self.free.lock().pb_free.enable(self.nr_pageblocks());
     }
 
     #[inline(always)]
@@ -501,6 +511,7 @@ impl<'a> ZoneGuard<'a> {
             0
         };
         self.mm.page(pfn).set_buddy(order, mt, extra, free_clock());
+        self.filler_account(pfn, order, true);
         let l = &mut self.area.lists[order.idx()][mt.index()];
         if tail {
             l.push_tail(self.mm, pfn);
@@ -523,6 +534,7 @@ impl<'a> ZoneGuard<'a> {
         self.area.lists[order.idx()][mt.index()].remove(self.mm, pfn);
         d.clear();
         self.account(order, mt, false);
+        self.filler_account(pfn, order, false);
         reported
     }
 
