@@ -82,27 +82,30 @@ fn run_once(filler: bool, seed: u64) -> Outcome {
     let t = Instant::now();
     let mut moved = 0u64;
     for _ in 0..ROUNDS {
+        // Demand falls to a trough (three quarters of the short-lived pages
+        // freed, one long-lived page in twenty too) and climbs back to a
+        // peak drawn between a quarter and a half of the arena.
         let m = short.len() * 3 / 4;
         for _ in 0..m {
             let p = take_random(&mut short, &mut rng);
             a.free_pages(Pfn::new(p), 0).expect("free");
         }
-        for k in 0..m as u64 {
+        for _ in 0..long.len() / 20 {
+            let p = take_random(&mut long, &mut rng);
+            a.free_pages(Pfn::new(p), 0).expect("free");
+        }
+        let peak = n / 2 + rng.below(n / 2 + 1);
+        let mut k = 0u64;
+        while short.len() + long.len() < peak {
             let p = alloc_written(&a, k);
             if rng.below(16) == 0 {
                 long.push(p)
             } else {
                 short.push(p)
             }
+            k += 1;
         }
-        for _ in 0..long.len() / 20 {
-            let p = take_random(&mut long, &mut rng);
-            a.free_pages(Pfn::new(p), 0).expect("free");
-            let q = alloc_written(&a, p);
-            short.push(q);
-            moved += 1;
-        }
-        moved += m as u64;
+        moved += m as u64 + k;
     }
     let churn_ns = t.elapsed().as_nanos() as f64 / moved.max(1) as f64;
     let pfns: Vec<Pfn> = short.drain(..).map(Pfn::new).collect();
