@@ -42,6 +42,14 @@ impl PageblockFree {
     }
 }
 
+impl Zone {
+    /// Count free pages per pageblock for the hugepage filler from now on
+    /// (before any page is freed into the zone).
+    pub(crate) fn enable_filler(&self) {
+        self.free.lock().pb_free.enable(self.nr_pageblocks());
+    }
+}
+
 impl ZoneGuard<'_> {
     /// Count a block of `order` at `pfn` entering (`add`) or leaving the
     /// free lists.

@@ -21,10 +21,12 @@
 mod check;
 mod filler;
 mod table;
+mod wmark;
 
 pub(crate) use check::block_counts_agree;
 pub(crate) use filler::filler_counts_agree;
 pub(crate) use table::ZoneTable;
+pub(crate) use wmark::{clamp_min_free_kbytes, compute_watermarks, default_min_free_kbytes};
 
 use crate::list::PfnList;
 use crate::lockstat::{ticks, LockStat};
@@ -218,12 +220,6 @@ impl Zone {
             lock_count: Default::default(),
             group_off: false,
         }
-    }
-
-    /// Count free pages per pageblock for the hugepage filler from now on
-    /// (before any page is freed into the zone).
-    pub(crate) fn enable_filler(&self) {
-        self.free.lock().pb_free.enable(self.nr_pageblocks());
     }
 
     #[inline(always)]
@@ -585,29 +581,6 @@ impl Drop for ZoneGuard<'_> {
         // even value.
         self.zone.stats.seq.store(s.wrapping_add(1), Ordering::Release);
     }
-}
-
-/// Zone watermarks as the kernel's `__setup_per_zone_wmarks` computes them.
-///
-/// `min_pages` is the arena-wide minimum (min_free_kbytes in pages), shared out in
-/// proportion to managed pages; Movable zones get a small fixed minimum.
-pub(crate) fn compute_watermarks(zone: &Zone, min_pages: u64, lowmem_pages: u64, scale_factor: u32) -> [u64; 3] {
-    let managed = zone.managed;
-    let share = min_pages * managed / lowmem_pages.max(1);
-    let min = if zone.ztype == ZoneType::Movable { (managed / 1024).clamp(32, 128) } else { share };
-    let delta = (share / 4).max(managed * scale_factor as u64 / 10000);
-    [min, min + delta, min + 2 * delta]
-}
-
-/// The kernel's default `min_free_kbytes`: sqrt(lowmem_kbytes * 16), clamped.
-pub(crate) fn default_min_free_kbytes(lowmem_pages: u64) -> u64 {
-    let kbytes = lowmem_pages * 4;
-    ((kbytes * 16) as f64).sqrt() as u64
-}
-
-/// Clamp applied to `default_min_free_kbytes` (the kernel's 128 KiB..256 MiB).
-pub(crate) fn clamp_min_free_kbytes(k: u64) -> u64 {
-    k.clamp(128, 262_144)
 }
 
 #[cfg(test)]
