@@ -174,7 +174,8 @@ pub struct Config {
     /// pageblocks (partly used 2 MiB pages that compaction could empty), then
     /// releases the pageblocks that emptied; at its later passes of the same
     /// idle period it compacts again while the last compaction migrated
-    /// pages (pages made movable meanwhile), at most 8 times. Default on.
+    /// pages or pages were marked movable since, at most 8 times. Default
+    /// on.
     pub page_reporting_compact: bool,
     /// The kernel's `init_on_free`: zero every block when it is freed (before
     /// it reaches any free list or cache), so no tenant's data outlives its

@@ -115,17 +115,21 @@ struct Idle {
     /// The counters moved at the last look (traffic now).
     moving: bool,
     /// Compactions before release this idle period may still run: set at
-    /// the drain, one less after each compaction that migrated pages, 0
-    /// after one that migrated none and at new traffic. One compaction per
-    /// idle period was not enough: pages the owner made movable after it
-    /// (an owner still marking its pages when the idle period began, say
-    /// preempted under load) left partly used pageblocks resident for as
-    /// long as the process idled, since marking pages is no traffic.
+    /// the drain, one less after each compaction, 0 at new traffic. One
+    /// compaction per idle period was not enough: pages the owner made
+    /// movable after it (an owner still marking its pages when the idle
+    /// period began, say preempted under load) left partly used pageblocks
+    /// resident for as long as the process idled, since marking pages is no
+    /// traffic.
     compact_more: u32,
+    /// The last compaction of this idle period: the user's movable marks
+    /// before it and the pages it migrated. Another one runs when it moved
+    /// pages (more may move now) or the marks changed since; None: none yet.
+    last_compaction: Option<(u64, u64)>,
 }
 
 /// At most this many compactions before release in one idle period (each
-/// after the last made progress).
+/// after the last moved pages or pages were marked movable since).
 #[cfg(not(loom))]
 const MAX_IDLE_COMPACTIONS: u32 = 8;
 
@@ -144,6 +148,7 @@ impl Idle {
         self.moving = ev != self.events;
         if self.moving || self.since.is_none() {
             (self.events, self.since, self.drained, self.compact_more) = (ev, Some(now), false, 0);
+            self.last_compaction = None;
             return false;
         }
         let delay = Duration::from_millis(c.reporting.delay_ms());
@@ -181,11 +186,11 @@ pub(crate) fn free_below_pageblock(c: &Core) -> u64 {
 
 /// Compaction before release (`Config::page_reporting_compact`), when the
 /// reporter has just drained an allocator idle for the delay, and again at
-/// its later passes of the same idle period while the last one made
-/// progress (see [`Idle::compact_more`]): with hugepage-granular reporting
-/// (order at least the pageblock's) and movable pages registered, if the
-/// free memory inside partly used pageblocks adds up to at least two
-/// pageblocks, compact every zone (the live movable pages move up into the
+/// its later passes of the same idle period while the last one moved pages
+/// or pages were marked movable since (see [`Idle::compact_more`]): with
+/// hugepage-granular reporting (order at least the pageblock's) and movable
+/// pages registered, if the free memory inside partly used pageblocks adds
+/// up to at least two pageblocks, compact every zone (the live movable pages move up into the
 /// fullest pageblocks at the zone's top, the pageblocks below empty and
 /// merge). The pages it migrated when it compacted (the caller then releases
 /// the emptied pageblocks), None when it did not. Pinned pages stay where
@@ -259,17 +264,24 @@ fn reporter_pass(c: &Core, idle: &mut Idle, all: bool, delay_ms: u64) -> Option<
         due = c.reporting.pass_timed(c.zones.as_slice(), &c.mm, true, || false).1;
     }
     if all || mid {
-        idle.compact_more = MAX_IDLE_COMPACTIONS;
+        (idle.compact_more, idle.last_compaction) = (MAX_IDLE_COMPACTIONS, None);
     }
-    if idle.compact_more > 0 && !idle.moving {
-        if let Some(migrated) = compact_for_release(c) {
-            // Another compaction at the next pass only if this one moved
-            // something: pages made movable since (an owner that was still
-            // marking them when the idle period began) can move then; one
-            // that moves nothing ends the series until new traffic.
-            idle.compact_more = if migrated > 0 { idle.compact_more - 1 } else { 0 };
-            // The pageblocks compaction emptied: released now.
-            due = c.reporting.pass_timed(c.zones.as_slice(), &c.mm, true, || false).1;
+    let marks = c.reporting.movable_marks.load(Ordering::Relaxed);
+    // Again at a later pass of the idle period when the last compaction
+    // moved pages or pages were marked movable since: the pages an owner
+    // was still marking when the idle period began move then.
+    let again = idle.last_compaction.is_none_or(|(m, moved)| moved > 0 || m != marks);
+    if idle.compact_more > 0 && !idle.moving && again {
+        match compact_for_release(c) {
+            Some(migrated) => {
+                idle.compact_more -= 1;
+                idle.last_compaction = Some((marks, migrated));
+                // The pageblocks compaction emptied: released now.
+                due = c.reporting.pass_timed(c.zones.as_slice(), &c.mm, true, || false).1;
+            }
+            // Nothing to compact now (nothing registered, too few holes):
+            // look again once pages are marked.
+            None => idle.last_compaction = Some((marks, 0)),
         }
     }
     due
@@ -430,7 +442,8 @@ mod tests {
     fn the_reporter_looks_often_while_a_drain_is_pending_and_wakes_at_its_deadline() {
         let t0 = Instant::now();
         let ms = Duration::from_millis;
-        let mut idle = Idle { events: 7, since: Some(t0), drained: false, moving: false, compact_more: 0 };
+        let mut idle =
+            Idle { events: 7, since: Some(t0), drained: false, moving: false, compact_more: 0, last_compaction: None };
         assert_eq!(idle.next_check(t0 + ms(50), 2000), Some(t0 + ms(150)), "every 100 ms with a 2 s delay");
         assert_eq!(idle.next_check(t0 + ms(1950), 2000), Some(t0 + ms(2000)), "the drain's deadline");
         assert_eq!(idle.next_check(t0 + ms(2500), 2000), Some(t0 + ms(2500)), "overdue: now");
