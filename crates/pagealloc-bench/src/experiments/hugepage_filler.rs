@@ -18,6 +18,13 @@
 //! `released-mib`, `coverage` (the arena's AnonHugePages over its Rss from
 //! /proc/self/smaps), and `churn-ns` (the churn's ns per page allocated and
 //! freed, written once: the filler's cost).
+//!
+//! Found: 64 pageblocks with the filler against 65 without (24 would hold
+//! the live pages), the churn's cost within noise. Counted round by round,
+//! the long-lived pages are in those pageblocks after the first round
+//! already: at each trough every pageblock keeps short-lived survivors, all
+//! are about as full, and the new pages land in all of them. Front caches
+//! off: the same.
 
 use super::hugepage::smaps_range;
 use crate::harness::{stats, Ctx, Experiment, ExperimentResult, Figure};
