@@ -59,9 +59,11 @@
 //! writes: each write to a page not in the cache waits about a DRAM latency,
 //! and the writes overlap only as far as the core's windows reach past the
 //! instructions between them. A plain C loop over a 128 MiB hugepage buffer
-//! (one byte a 4 KiB page, lines evicted between rounds) shows it with no
-//! allocator at all: 12 ns a page alone, 16 with 4 stores to a hot line
-//! between writes, 18.5 with 6, 20 with 8; 21 with 8 hot loads. The inline
+//! (`scripts/mlp-floor.c`: one byte a 4 KiB page, lines evicted between
+//! rounds) shows it with no allocator at all: 10.5 ns a page alone, 13-14
+//! with 4 stores to a hot line between writes, 15.5-16.3 with 6, 16-17.5
+//! with 8, 18.6-19.4 with 8 hot loads (three runs; busier, 12, 16, 18.5,
+//! 20 and 21). The inline
 //! allocation makes 5 stores (slot state twice, stack length, the page's
 //! flags, the event count) and the loop 2 (the pfn and the vector's
 //! length). Tried without effect: descriptors on transparent hugepages
