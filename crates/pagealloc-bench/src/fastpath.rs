@@ -51,6 +51,10 @@ pub enum Mode {
     /// the zone lock and the buddy lists alone, one page kept allocated so
     /// the pair neither splits nor merges.
     BuddyPair,
+    /// page-fault1's allocator side (no budget): 32768 single order-0
+    /// allocations (128 MiB), then their bulk free in batches of 512, no
+    /// writes (`bench hugepage-fault`'s loop without the page memory).
+    Fault1,
 }
 
 impl Mode {
@@ -61,6 +65,7 @@ impl Mode {
             Mode::Bulk128 | Mode::List128 => BULK as u64,
             Mode::Bulk2 | Mode::Linked2 => 2,
             Mode::Bulk4 | Mode::Linked4 => 4,
+            Mode::Fault1 => FAULT1 as u64,
         }
     }
 
@@ -76,12 +81,17 @@ impl Mode {
             Mode::Linked2 => "linked2",
             Mode::Linked4 => "linked4",
             Mode::BuddyPair => "buddy-pair",
+            Mode::Fault1 => "fault1",
         }
     }
 }
 
 /// Pages per bulk round.
 const BULK: usize = 128;
+
+/// Pages per page-fault1 round (its 128 MiB) and its gather batch.
+const FAULT1: usize = 32768;
+const FAULT1_BATCH: usize = 512;
 
 /// Rounds run before the counted ones (per mode, whatever the iteration count).
 const WARM_ROUNDS: u64 = 1000;
@@ -137,13 +147,27 @@ fn linked_rounds(a: &PageAllocator, step: usize, rounds: u64) {
     }
 }
 
+#[inline(never)]
+fn fault1_rounds(a: &PageAllocator, out: &mut Vec<Pfn>, rounds: u64) {
+    for _ in 0..rounds {
+        for _ in 0..FAULT1 {
+            out.push(a.alloc_pages(Gfp::USER, 0).expect("fastpath: alloc"));
+        }
+        for b in out.chunks(FAULT1_BATCH) {
+            a.free_pages_bulk(b).expect("fastpath: free");
+        }
+        out.clear();
+    }
+}
+
 /// Run `pages / mode.pages()` rounds (at least one) of `mode` after the
 /// warm-up; the exit status.
 pub fn run(mode: Mode, pages: u64) -> i32 {
     let rounds = (pages / mode.pages()).max(1);
     crate::harness::pin(0);
+    let arena = if mode == Mode::Fault1 { 1 << 30 } else { 64 << 20 };
     let cfg = Config::new()
-        .arena_bytes(64 << 20)
+        .arena_bytes(arena)
         .backing(Backing::None)
         .front_cache(!matches!(mode, Mode::PcpPair | Mode::PcpPairNostats))
         .lock_stats(mode != Mode::PcpPairNostats)
@@ -181,6 +205,11 @@ pub fn run(mode: Mode, pages: u64) -> i32 {
             let step = mode.pages() as usize;
             linked_rounds(a, step, WARM_ROUNDS);
             linked_rounds(a, step, rounds);
+        }
+        Mode::Fault1 => {
+            let mut out = Vec::with_capacity(FAULT1);
+            fault1_rounds(a, &mut out, 3);
+            fault1_rounds(a, &mut out, rounds);
         }
     }
     a.drain_all_pages();

@@ -110,7 +110,7 @@ impl<'a> ZoneGuard<'a> {
     /// putting each upper half on `lists[..][mt]` (the kernel's `expand`).
     /// `reported`: the block's REPORTED mark, which every half keeps (and
     /// which [`ZoneGuard::took_reported`] remembers for the caller).
-    fn expand(&mut self, pfn: u64, low: Order, high: Order, mt: MigrateType, reported: bool) {
+    pub(crate) fn expand(&mut self, pfn: u64, low: Order, high: Order, mt: MigrateType, reported: bool) {
         self.took_reported = reported;
         for half in Order::ALL[low.idx()..high.idx()].iter().rev().copied() {
             self.add_to_free_list_marked(pfn + half.pages(), half, mt, false, reported);

@@ -172,7 +172,10 @@ pub struct Config {
     /// finds the allocator idle for the delay, it first compacts the zones if
     /// their free memory outside whole free pageblocks adds up to at least two
     /// pageblocks (partly used 2 MiB pages that compaction could empty), then
-    /// releases the pageblocks that emptied. Default on.
+    /// releases the pageblocks that emptied; at its later passes of the same
+    /// idle period it compacts again while the last compaction migrated
+    /// pages or pages were marked movable since, at most 8 times. Default
+    /// on.
     pub page_reporting_compact: bool,
     /// The kernel's `init_on_free`: zero every block when it is freed (before
     /// it reaches any free list or cache), so no tenant's data outlives its
@@ -194,6 +197,13 @@ pub struct Config {
     /// movable ones anywhere. Turns the inline front-cache allocation off.
     /// Default off (the kernel sets it when memory is too small to group).
     pub page_group_by_mobility_disabled: bool,
+    // --- Hugepage filler (issue 18) ---
+    /// With hugepage backing, per-CPU refills fill partly used pageblocks
+    /// before they split a wholly free one (Temeraire's filler in buddy
+    /// terms: best fit by free range), so live memory packs into few 2 MiB
+    /// pages and whole ones stay free for reporting. No effect with other
+    /// backings. Default on.
+    pub hugepage_filler: bool,
 }
 
 impl Default for Config {
@@ -229,6 +239,7 @@ impl Default for Config {
             init_on_free: false,
             compaction_proactiveness: 20,
             page_group_by_mobility_disabled: false,
+            hugepage_filler: true,
         }
     }
 }
@@ -309,6 +320,8 @@ setters! {
     compaction_proactiveness: u32,
     /// Set [`Config::page_group_by_mobility_disabled`].
     page_group_by_mobility_disabled: bool,
+    /// Set [`Config::hugepage_filler`].
+    hugepage_filler: bool,
 }
 
 impl Config {

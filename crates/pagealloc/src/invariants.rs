@@ -97,6 +97,7 @@ impl Core {
                 return Err((z.start, format!("{heads} pages marked free but {listed} on the free lists")));
             }
             crate::zone::block_counts_agree(z)?;
+            crate::zone::filler_counts_agree(&g)?;
             Ok(census)
         });
         let census = match checked {

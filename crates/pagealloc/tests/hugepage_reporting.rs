@@ -160,7 +160,9 @@ fn the_idle_reporter_compacts_then_releases_on_its_own() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let st = a.page_reporting_stats();
-    assert_eq!(st.compactions, 1, "once per idle period: {st:?}");
+    // One, or more when the owner was still marking its pages movable as
+    // the idle period began (see the test below).
+    assert!(st.compactions >= 1, "{st:?}");
     assert!(resident(&a) <= want_blocks * PAGEBLOCK_PAGES, "resident {} pages, {st:?}", resident(&a));
     assert_eq!(violations(&a, &o), 0);
     a.check_invariants().unwrap();
@@ -284,4 +286,81 @@ fn the_reporter_compacts_while_the_owner_frees_and_allocates() {
         a.free_pages(Pfn::new(*p), 0).unwrap();
     }
     a.check_invariants().unwrap();
+}
+
+/// The idle test's flake, made deterministic: the owner is preempted (here:
+/// waits) after registering only half of its live pages as movable, long
+/// enough for the reporter to find the allocator idle and compact; the
+/// compaction moves that half and leaves the pinned half's pageblocks partly
+/// used. When the owner has marked the rest movable, the reporter, still in
+/// the same idle period (marking pages movable is no allocation traffic),
+/// must compact again, because pages were marked since its last compaction
+/// (and while a compaction moves pages), until one moves nothing and no
+/// page was marked since.
+#[test]
+fn the_idle_reporter_compacts_again_when_pages_became_movable() {
+    let a = PageAllocator::new(huge(32 << 20).page_reporting_delay_ms(100)).unwrap();
+    let o = Arc::new(Owner::default());
+    let live = burst(&a, &o, false);
+    let id = a.register_movable_ops(o.clone());
+    let (first, rest) = live.split_at(live.len() / 2);
+    for &p in first {
+        a.set_page_movable(Pfn::new(p), id).unwrap();
+    }
+    let t0 = Instant::now();
+    // Under load the reporter may compact before the first half is marked
+    // (moving nothing): the marks since make it compact again.
+    while a.page_reporting_stats().compacted_pages == 0 && t0.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(a.page_reporting_stats().compacted_pages > 0, "{:?}", a.page_reporting_stats());
+    for &p in rest {
+        a.set_page_movable(Pfn::new(p), id).unwrap();
+    }
+    let want_blocks = (live.len() as u64).div_ceil(PAGEBLOCK_PAGES) + 1;
+    let resident = |a: &PageAllocator| a.managed_pages() - reported(a);
+    while resident(&a) > want_blocks * PAGEBLOCK_PAGES && t0.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let st = a.page_reporting_stats();
+    assert!(resident(&a) <= want_blocks * PAGEBLOCK_PAGES, "resident {} pages, {st:?}", resident(&a));
+    // The series ends: no compaction while nothing changes.
+    std::thread::sleep(Duration::from_millis(300));
+    let n = a.page_reporting_stats().compactions;
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(a.page_reporting_stats().compactions, n, "no compaction loop while idle");
+    assert_eq!(violations(&a, &o), 0);
+    a.check_invariants().unwrap();
+    free_all(&a, &o);
+}
+
+/// The same when the reporter's first compaction finds nothing movable yet
+/// (ops registered, no page marked) and moves nothing: the marks that follow
+/// still get a compaction in the same idle period.
+#[test]
+fn the_idle_reporter_compacts_after_an_empty_compaction_once_pages_are_marked() {
+    let a = PageAllocator::new(huge(32 << 20).page_reporting_delay_ms(100)).unwrap();
+    let o = Arc::new(Owner::default());
+    let live = burst(&a, &o, false);
+    let id = a.register_movable_ops(o.clone());
+    let t0 = Instant::now();
+    while a.page_reporting_stats().compactions == 0 && t0.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let st = a.page_reporting_stats();
+    assert!(st.compactions >= 1 && st.compacted_pages == 0, "nothing movable yet: {st:?}");
+    for &p in &live {
+        a.set_page_movable(Pfn::new(p), id).unwrap();
+    }
+    let want_blocks = (live.len() as u64).div_ceil(PAGEBLOCK_PAGES) + 1;
+    let resident = |a: &PageAllocator| a.managed_pages() - reported(a);
+    while resident(&a) > want_blocks * PAGEBLOCK_PAGES && t0.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let st = a.page_reporting_stats();
+    assert!(resident(&a) <= want_blocks * PAGEBLOCK_PAGES, "resident {} pages, {st:?}", resident(&a));
+    assert!(st.compacted_pages > 0, "{st:?}");
+    assert_eq!(violations(&a, &o), 0);
+    a.check_invariants().unwrap();
+    free_all(&a, &o);
 }

@@ -79,7 +79,9 @@ fn floor_round(b: &Buffer) -> f64 {
 
 /// One round of page-fault1 on `a`: ns a page, and the arena's smaps (Rss,
 /// AnonHugePages, KiB) while the pages are allocated and written.
-fn fault_round(a: &PageAllocator, pfns: &mut Vec<Pfn>, smaps: bool) -> (f64, (u64, u64)) {
+///
+/// Also the alloc + write half's ns a page (the rest is the bulk free).
+fn fault_round(a: &PageAllocator, pfns: &mut Vec<Pfn>, smaps: bool) -> (f64, f64, (u64, u64)) {
     let t = Instant::now();
     for _ in 0..NR_PAGES {
         let p = a.alloc_pages(Gfp::USER, 0).expect("hugepage: arena exhausted");
@@ -98,7 +100,7 @@ fn fault_round(a: &PageAllocator, pfns: &mut Vec<Pfn>, smaps: bool) -> (f64, (u6
     }
     pfns.clear();
     let ns = (mid + t2.elapsed()).as_nanos() as f64 / NR_PAGES as f64;
-    (ns, sm)
+    (ns, mid.as_nanos() as f64 / NR_PAGES as f64, sm)
 }
 
 /// Replay: the same writes in the order `addrs` gives.
@@ -116,7 +118,7 @@ fn replay_round(addrs: &[usize]) -> f64 {
 /// The hugepage case's loop taken apart: (the writes alone, replayed in the
 /// order the allocator hands the pages out; the allocator alone, no write),
 /// medians of `rounds` rounds, ns a page.
-fn decompose(a: &PageAllocator, rounds: usize) -> (f64, f64) {
+fn decompose(a: &PageAllocator, rounds: usize) -> (f64, f64, f64, f64, f64) {
     let mut v = Vec::with_capacity(NR_PAGES);
     for _ in 0..NR_PAGES {
         v.push(a.alloc_pages(Gfp::USER, 0).expect("hugepage: arena exhausted"));
@@ -127,20 +129,28 @@ fn decompose(a: &PageAllocator, rounds: usize) -> (f64, f64) {
     }
     v.clear();
     let writes: Vec<f64> = (0..rounds).map(|_| replay_round(&addrs)).collect();
-    let alone: Vec<f64> = (0..rounds)
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..NR_PAGES {
-                v.push(a.alloc_pages(Gfp::USER, 0).expect("hugepage: arena exhausted"));
-            }
-            for b in v.chunks(GATHER_BATCH) {
-                a.free_pages_bulk(b).expect("hugepage: bulk free");
-            }
-            v.clear();
-            t.elapsed().as_nanos() as f64 / NR_PAGES as f64
-        })
-        .collect();
-    (stats::median(&writes), stats::median(&alone))
+    let (mut alone, mut alone_alloc) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let t = Instant::now();
+        for _ in 0..NR_PAGES {
+            v.push(a.alloc_pages(Gfp::USER, 0).expect("hugepage: arena exhausted"));
+        }
+        let mid = t.elapsed();
+        for b in v.chunks(GATHER_BATCH) {
+            a.free_pages_bulk(b).expect("hugepage: bulk free");
+        }
+        v.clear();
+        alone.push(t.elapsed().as_nanos() as f64 / NR_PAGES as f64);
+        alone_alloc.push(mid.as_nanos() as f64 / NR_PAGES as f64);
+    }
+    let (mut whole, mut half) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let (x, h, _) = fault_round(a, &mut v, false);
+        whole.push(x);
+        half.push(h);
+    }
+    let med = |x: &[f64]| stats::median(x);
+    (med(&writes), med(&alone), med(&alone_alloc), med(&whole), med(&half))
 }
 
 /// Run part 2 into `r`.
@@ -158,11 +168,15 @@ pub fn run(ctx: &Ctx, r: &mut ExperimentResult) {
     let mut ns: Vec<Vec<f64>> = vec![Vec::new(); cases.len() + floors.len()];
     let mut cover: Vec<(u64, u64)> = vec![(0, 0); cases.len()];
     let mut pfns = Vec::with_capacity(NR_PAGES);
+    let mut halves: Vec<f64> = Vec::new();
     r.line(ctx, "# page-fault1, one thread, ns per page (alloc + write one byte + bulk free) by round");
     for round in 0..warm + rounds {
         let mut row = format!("round {round}");
         for (i, (_, a)) in cases.iter().enumerate() {
-            let (x, sm) = fault_round(a, &mut pfns, round + 1 == warm + rounds);
+            let (x, h, sm) = fault_round(a, &mut pfns, round + 1 == warm + rounds);
+            if i == 2 && round >= warm {
+                halves.push(h);
+            }
             row += &format!(" {x:.1}");
             if round >= warm {
                 ns[i].push(x);
@@ -182,17 +196,27 @@ pub fn run(ctx: &Ctx, r: &mut ExperimentResult) {
             r.line(ctx, row);
         }
     }
+    r.line(ctx, format!("# huge, this loop: alloc + write half {:.1} ns/page (median)", stats::median(&halves)));
     let names: Vec<&str> = cases.iter().map(|c| c.0).chain(floors.iter().map(|f| f.0)).collect();
     r.line(ctx, format!("# columns: {}", names.join(" ")));
     // Why the hugepage figure is above the floor: the same loop's two halves
     // apart, on the hugepage arena. The writes alone in the order the
     // allocator handed the pages out, and the allocator alone (no write).
-    let (writes, alone) = decompose(&cases[2].1, rounds);
+    let (writes, alone, alone_alloc, whole, half) = decompose(&cases[2].1, rounds);
     r.line(
         ctx,
         format!(
             "# huge, apart: the writes alone in allocation order {writes:.1} ns/page; alloc + bulk free without \
              writing {alone:.1} ns/page"
+        ),
+    );
+    r.line(
+        ctx,
+        format!(
+            "# huge, halves: without writing, alloc {alone_alloc:.1} + bulk free {:.1} ns/page; with the writes, \
+             alloc + write {half:.1} + bulk free {:.1} ns/page",
+            alone - alone_alloc,
+            whole - half
         ),
     );
     r.figures.push(Figure::new("writes-in-allocation-order", "huge", "ns", vec![writes]));

@@ -8,6 +8,7 @@ pub mod contig;
 pub mod dd;
 pub mod hugepage;
 pub mod hugepage_fault;
+pub mod hugepage_filler;
 pub mod lru_file_readonce;
 pub mod lru_file_readtwice;
 pub mod page_fault1;
@@ -44,6 +45,7 @@ pub fn on_demand() -> Vec<Box<dyn Experiment>> {
         Box::new(burst_idle::BurstIdle),
         Box::new(hugepage::Hugepage),
         Box::new(hugepage_fault::HugepageFault),
+        Box::new(hugepage_filler::HugepageFiller),
         Box::new(reporting_cost::ReportingCost),
         Box::new(lru_file_readonce::LruFileReadonce),
         Box::new(lru_file_readtwice::LruFileReadtwice),

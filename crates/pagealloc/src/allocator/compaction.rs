@@ -45,7 +45,10 @@ impl PageAllocator {
     /// Without changing anything: out of range, not allocated, or not an
     /// order-0 raw page ([`PageStateError::NotMovable`], also for an unknown id).
     pub fn set_page_movable(&self, pfn: Pfn, id: MovableId) -> Result<(), PageStateError> {
-        self.core.set_page_movable(pfn, id)
+        self.core.set_page_movable(pfn, id)?;
+        // Free page reporting's compaction before release looks at it.
+        self.core.reporting.movable_marks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 
     /// Make a movable page pinned again.

@@ -114,7 +114,24 @@ struct Idle {
     drained: bool,
     /// The counters moved at the last look (traffic now).
     moving: bool,
+    /// Compactions before release this idle period may still run: set at
+    /// the drain, one less after each compaction, 0 at new traffic. One
+    /// compaction per idle period was not enough: pages the owner made
+    /// movable after it (an owner still marking its pages when the idle
+    /// period began, say preempted under load) left partly used pageblocks
+    /// resident for as long as the process idled, since marking pages is no
+    /// traffic.
+    compact_more: u32,
+    /// The last compaction of this idle period: the user's movable marks
+    /// before it and the pages it migrated. Another one runs when it moved
+    /// pages (more may move now) or the marks changed since; None: none yet.
+    last_compaction: Option<(u64, u64)>,
 }
+
+/// At most this many compactions before release in one idle period (each
+/// after the last moved pages or pages were marked movable since).
+#[cfg(not(loom))]
+const MAX_IDLE_COMPACTIONS: u32 = 8;
 
 #[cfg(not(loom))]
 impl Idle {
@@ -130,7 +147,8 @@ impl Idle {
         let ev = Self::traffic(c);
         self.moving = ev != self.events;
         if self.moving || self.since.is_none() {
-            (self.events, self.since, self.drained) = (ev, Some(now), false);
+            (self.events, self.since, self.drained, self.compact_more) = (ev, Some(now), false, 0);
+            self.last_compaction = None;
             return false;
         }
         let delay = Duration::from_millis(c.reporting.delay_ms());
@@ -166,27 +184,29 @@ pub(crate) fn free_below_pageblock(c: &Core) -> u64 {
         .sum()
 }
 
-/// Compaction before release (`Config::page_reporting_compact`), once per
-/// idle period, when the reporter has just drained an allocator idle for the
-/// delay: with hugepage-granular reporting (order at least the pageblock's)
-/// and movable pages registered, if the free memory inside partly used
-/// pageblocks adds up to at least two pageblocks, compact every zone (the
-/// live movable pages move up into the fullest pageblocks at the zone's top,
-/// the pageblocks below empty and merge). True when it compacted; the caller
-/// then releases the emptied pageblocks. Pinned pages stay where they are
-/// (their pageblocks stay resident).
-pub(crate) fn compact_for_release(c: &Core) -> bool {
+/// Compaction before release (`Config::page_reporting_compact`), when the
+/// reporter has just drained an allocator idle for the delay, and again at
+/// its later passes of the same idle period while the last one moved pages
+/// or pages were marked movable since (see [`Idle::compact_more`]): with
+/// hugepage-granular reporting (order at least the pageblock's) and movable
+/// pages registered, if the free memory inside partly used pageblocks adds
+/// up to at least two pageblocks, compact every zone (the live movable pages move up into the
+/// fullest pageblocks at the zone's top, the pageblocks below empty and
+/// merge). The pages it migrated when it compacted (the caller then releases
+/// the emptied pageblocks), None when it did not. Pinned pages stay where
+/// they are (their pageblocks stay resident).
+pub(crate) fn compact_for_release(c: &Core) -> Option<u64> {
     let r = &c.reporting;
     if !c.cfg.page_reporting_compact || r.order() < Order::PAGEBLOCK || !c.mobility.any_registered() {
-        return false;
+        return None;
     }
     if free_below_pageblock(c) < 2 * PAGEBLOCK_PAGES {
-        return false;
+        return None;
     }
     let out = c.compact_memory();
     r.compactions.fetch_add(1, Ordering::Relaxed);
     r.compacted_pages.fetch_add(out.migrated, Ordering::Relaxed);
-    true
+    Some(out.migrated)
 }
 
 /// One wake of the reporter thread: advance the free clock, drain when idle
@@ -243,9 +263,26 @@ fn reporter_pass(c: &Core, idle: &mut Idle, all: bool, delay_ms: u64) -> Option<
         // larger blocks): one more pass, all ages.
         due = c.reporting.pass_timed(c.zones.as_slice(), &c.mm, true, || false).1;
     }
-    if (all || mid) && compact_for_release(c) {
-        // The pageblocks compaction emptied: released now.
-        due = c.reporting.pass_timed(c.zones.as_slice(), &c.mm, true, || false).1;
+    if all || mid {
+        (idle.compact_more, idle.last_compaction) = (MAX_IDLE_COMPACTIONS, None);
+    }
+    let marks = c.reporting.movable_marks.load(Ordering::Relaxed);
+    // Again at a later pass of the idle period when the last compaction
+    // moved pages or pages were marked movable since: the pages an owner
+    // was still marking when the idle period began move then.
+    let again = idle.last_compaction.is_none_or(|(m, moved)| moved > 0 || m != marks);
+    if idle.compact_more > 0 && !idle.moving && again {
+        match compact_for_release(c) {
+            Some(migrated) => {
+                idle.compact_more -= 1;
+                idle.last_compaction = Some((marks, migrated));
+                // The pageblocks compaction emptied: released now.
+                due = c.reporting.pass_timed(c.zones.as_slice(), &c.mm, true, || false).1;
+            }
+            // Nothing to compact now (nothing registered, too few holes):
+            // look again once pages are marked.
+            None => idle.last_compaction = Some((marks, 0)),
+        }
     }
     due
 }
@@ -295,7 +332,7 @@ impl PageAllocator {
     /// Returns whether it compacted, and the pass. Per-CPU lists are drained
     /// by the compaction (not otherwise).
     pub fn compact_and_report_now(&self) -> (bool, ReportPass) {
-        let compacted = compact_for_release(&self.core);
+        let compacted = compact_for_release(&self.core).is_some();
         (compacted, self.core.reporting.pass(self.core.zones.as_slice(), &self.core.mm, true))
     }
 
@@ -405,7 +442,8 @@ mod tests {
     fn the_reporter_looks_often_while_a_drain_is_pending_and_wakes_at_its_deadline() {
         let t0 = Instant::now();
         let ms = Duration::from_millis;
-        let mut idle = Idle { events: 7, since: Some(t0), drained: false, moving: false };
+        let mut idle =
+            Idle { events: 7, since: Some(t0), drained: false, moving: false, compact_more: 0, last_compaction: None };
         assert_eq!(idle.next_check(t0 + ms(50), 2000), Some(t0 + ms(150)), "every 100 ms with a 2 s delay");
         assert_eq!(idle.next_check(t0 + ms(1950), 2000), Some(t0 + ms(2000)), "the drain's deadline");
         assert_eq!(idle.next_check(t0 + ms(2500), 2000), Some(t0 + ms(2500)), "overdue: now");

@@ -176,6 +176,9 @@ impl Core {
         for z in &mut zones {
             z.lockstat.on.set(cfg.lock_stats);
             z.group_off = cfg.page_group_by_mobility_disabled;
+            if cfg.hugepage_filler && cfg.backing == crate::config::Backing::HugePages {
+                z.enable_filler();
+            }
         }
         let nodes = (0..cfg.nodes as usize).map(|nid| Node::build(nid, &nodes_zones, &zones)).collect();
         let mm = MemMap::new(pages, cfg.backing, pageblocks.clone())?;

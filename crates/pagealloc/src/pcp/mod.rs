@@ -167,10 +167,13 @@ pub(crate) struct PcpLists {
     pub(crate) scratch: Vec<u64>,
     /// Hold and wait times of this lock (`crate::lockstat`).
     pub(crate) lockstat: crate::lockstat::PcpLockStat,
+    /// Refills fill partly used pageblocks first (`Config::hugepage_filler`
+    /// with hugepage backing; see `take::filler_run`).
+    pub(crate) filler: bool,
 }
 
 impl Pcp {
-    pub(crate) fn new(batch: u32, high_min: u32, high_max: u32) -> Self {
+    pub(crate) fn new(batch: u32, high_min: u32, high_max: u32, filler: bool) -> Self {
         // Each list can hold every page the set may hold plus one refill.
         // Room for a refill and a batch per list up front; lists grow with
         // use up to what `high` lets them hold. Reserving for `high_max` on
@@ -195,6 +198,7 @@ impl Pcp {
                 drains_unchecked: 0,
                 scratch: Vec::with_capacity(cap),
                 lockstat: crate::lockstat::PcpLockStat::new(false, 1),
+                filler,
             }),
             count_racy: LockedCounter::new(0),
             high_racy: LockedCounter::new(high as u64),

@@ -40,6 +40,7 @@ impl PcpSet {
     /// formulas (or `cfg`'s overrides).
     pub(crate) fn new(zones: &[Zone], nr_cpus: usize, cfg: &Config, alloc_id: u64) -> Self {
         let mut pcps = Vec::with_capacity(zones.len() * nr_cpus);
+        let filler = cfg.hugepage_filler && cfg.backing == crate::config::Backing::HugePages;
         for z in zones {
             let batch = cfg.pcp_batch.unwrap_or_else(|| super::default_batch(z.managed)).max(1);
             let (lo, hi) = super::high_bounds(
@@ -50,7 +51,7 @@ impl PcpSet {
                 cfg.percpu_pagelist_high_fraction,
             );
             for _ in 0..nr_cpus {
-                pcps.push(CachePadded::new(Pcp::new(batch, lo, hi)));
+                pcps.push(CachePadded::new(Pcp::new(batch, lo, hi, filler)));
             }
         }
         for (i, p) in pcps.iter().enumerate() {
@@ -147,6 +148,23 @@ fn resident_run(g: &crate::zone::ZoneGuard<'_>, order: Order, mt: MigrateType, m
     run
 }
 
+/// The run size a refill takes next under the hugepage filler (issue 18):
+/// at most `max_run`, and no larger than the largest free block of `mt`
+/// below the pageblock order, when there is one. `rmqueue_smallest` then
+/// takes the smallest block that fits, so free memory inside partly used
+/// pageblocks (with hugepage backing: resident 2 MiB pages that already
+/// hold live pages) is used before a wholly free pageblock is split. This is
+/// Temeraire's filler in buddy terms: best fit by free range (its first
+/// criterion; among blocks of one order the list's order decides, not the
+/// pageblock's fullness, which nothing counts). Without such blocks,
+/// `max_run`.
+fn filler_run(g: &crate::zone::ZoneGuard<'_>, order: Order, mt: MigrateType, max_run: u32) -> u32 {
+    (order.get()..PAGEBLOCK_ORDER)
+        .rev()
+        .find(|&o| Order::new(o).is_some_and(|o| g.first_free(o, mt).is_some()))
+        .map_or(max_run, |o| max_run.min(o - order.get()))
+}
+
 impl PcpLists {
     /// Take up to `n` blocks of `order` from list `pi` (type `mt`) for zone
     /// `z`, refilling from the buddy while the zone is above the watermark of
@@ -231,11 +249,15 @@ impl PcpLists {
                 // request from this type's own lists in one piece (one list
                 // operation instead of one per block); only single blocks go
                 // through the fallback path.
-                let max_run = (n - got).ilog2().min(PAGEBLOCK_ORDER.saturating_sub(order.get()));
+                let mut max_run = (n - got).ilog2().min(PAGEBLOCK_ORDER.saturating_sub(order.get()));
+                if self.filler {
+                    max_run = filler_run(&g, order, mt, max_run);
+                }
                 let run = resident_run(&g, order, mt, max_run, &mut cap);
                 // Runs are at most the pageblock's order: always an order.
                 let up = |run: u32| order.raised(run).unwrap_or(order);
-                let (p, k) = match g.rmqueue_smallest(up(run), mt) {
+                let taken = if self.filler { g.rmqueue_fullest(up(run), mt) } else { g.rmqueue_smallest(up(run), mt) };
+                let (p, k) = match taken {
                     Some(p) if run > 0 => (p, up(run)),
                     Some(p) => (p, order),
                     None => match g.rmqueue_locked(order, mt) {

@@ -130,6 +130,10 @@ pub(crate) struct Reporting {
     /// (`allocator::reporting::compact_for_release`).
     pub(crate) compactions: AtomicU64,
     pub(crate) compacted_pages: AtomicU64,
+    /// Pages the user has marked movable (`set_page_movable`): the reporter
+    /// compacts again in an idle period when it changed since its last
+    /// compaction (marking pages is no allocation traffic).
+    pub(crate) movable_marks: AtomicU64,
     /// Fail every n-th release (0: never). For tests of the error path.
     fail_every: AtomicU32,
     fail_count: AtomicU32,
@@ -181,6 +185,7 @@ impl Reporting {
             zeroing_skipped: AtomicU64::new(0),
             compactions: AtomicU64::new(0),
             compacted_pages: AtomicU64::new(0),
+            movable_marks: AtomicU64::new(0),
             fail_every: AtomicU32::new(0),
             fail_count: AtomicU32::new(0),
             stop: AtomicBool::new(false),

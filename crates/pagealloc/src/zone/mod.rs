@@ -19,11 +19,15 @@
 //!   length of every critical section (a seqcount for consistent snapshots).
 
 mod check;
+mod filler;
 mod lock;
 mod table;
+mod wmark;
 
 pub(crate) use check::block_counts_agree;
+pub(crate) use filler::filler_counts_agree;
 pub(crate) use table::ZoneTable;
+pub(crate) use wmark::{clamp_min_free_kbytes, compute_watermarks, default_min_free_kbytes};
 
 use crate::list::PfnList;
 use crate::lockstat::{ticks, LockStat};
@@ -105,6 +109,8 @@ pub(crate) fn pb_mt(w: u16) -> MigrateType {
 #[derive(Debug, Default)]
 pub(crate) struct FreeArea {
     pub(crate) lists: [[PfnList; MIGRATE_TYPES]; NR_ORDERS],
+    /// Free pages per pageblock, for the hugepage filler (see `filler`).
+    pub(crate) pb_free: filler::PageblockFree,
 }
 
 /// Counters readable without the zone lock.
@@ -471,6 +477,7 @@ impl<'a> ZoneGuard<'a> {
             0
         };
         self.mm.page(pfn).set_buddy(order, mt, extra, free_clock());
+        self.filler_account(pfn, order, true);
         let l = &mut self.area.lists[order.idx()][mt.index()];
         if tail {
             l.push_tail(self.mm, pfn);
@@ -493,6 +500,7 @@ impl<'a> ZoneGuard<'a> {
         self.area.lists[order.idx()][mt.index()].remove(self.mm, pfn);
         d.clear();
         self.account(order, mt, false);
+        self.filler_account(pfn, order, false);
         reported
     }
 
@@ -543,29 +551,6 @@ impl Drop for ZoneGuard<'_> {
         // even value.
         self.zone.stats.seq.store(s.wrapping_add(1), Ordering::Release);
     }
-}
-
-/// Zone watermarks as the kernel's `__setup_per_zone_wmarks` computes them.
-///
-/// `min_pages` is the arena-wide minimum (min_free_kbytes in pages), shared out in
-/// proportion to managed pages; Movable zones get a small fixed minimum.
-pub(crate) fn compute_watermarks(zone: &Zone, min_pages: u64, lowmem_pages: u64, scale_factor: u32) -> [u64; 3] {
-    let managed = zone.managed;
-    let share = min_pages * managed / lowmem_pages.max(1);
-    let min = if zone.ztype == ZoneType::Movable { (managed / 1024).clamp(32, 128) } else { share };
-    let delta = (share / 4).max(managed * scale_factor as u64 / 10000);
-    [min, min + delta, min + 2 * delta]
-}
-
-/// The kernel's default `min_free_kbytes`: sqrt(lowmem_kbytes * 16), clamped.
-pub(crate) fn default_min_free_kbytes(lowmem_pages: u64) -> u64 {
-    let kbytes = lowmem_pages * 4;
-    ((kbytes * 16) as f64).sqrt() as u64
-}
-
-/// Clamp applied to `default_min_free_kbytes` (the kernel's 128 KiB..256 MiB).
-pub(crate) fn clamp_min_free_kbytes(k: u64) -> u64 {
-    k.clamp(128, 262_144)
 }
 
 #[cfg(test)]
