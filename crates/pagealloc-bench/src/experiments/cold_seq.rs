@@ -15,7 +15,12 @@
 //! `new-ra1m` inline windows up to 1 MiB; `new-direct` 4 MiB windows over
 //! `O_DIRECT` (no copy through the kernel's page cache, nothing read ahead
 //! by the kernel), each cut in 8 reads of 512 KiB for 8 workers (so the
-//! device has several reads in flight); `kernel`
+//! device has several reads in flight); `new-ref` the default readahead with
+//! each page taken in place as a referenced page (8 bytes read through it),
+//! as a buffer pool uses its pages: one copy of each page, the kernel page
+//! cache's into ours, as the kernel's `pread` makes one into the caller's
+//! buffer (the other variants copy each page twice: into ours, then out to
+//! the caller); `kernel`
 //! `pread` through the kernel's page cache with its own readahead (the
 //! device's `read_ahead_kb`).
 
@@ -28,7 +33,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// Our variants and the kernel, in the order of round 0.
-pub(crate) const VARIANTS: [&str; 5] = ["kernel", "new", "new-worker", "new-ra1m", "new-direct"];
+pub(crate) const VARIANTS: [&str; 6] = ["kernel", "new", "new-worker", "new-ra1m", "new-direct", "new-ref"];
 
 /// One variant's readahead and I/O mode.
 fn settings(v: &str) -> (Readahead, bool) {
@@ -82,7 +87,11 @@ fn one(pc: &PageCache, id: u64, v: &str, path: &Path, pages: u64, threads: usize
         (Arc::new(FileSource(f)), "buffered".into())
     };
     let m = pc.mapping(id, src);
-    let (s, e) = pass(pages, threads, |i, buf| m.read(i * PAGE_SIZE as u64, buf).is_ok());
+    let (s, e) = if v == "new-ref" {
+        pass(pages, threads, |i, _| m.get(i).map(|h| std::hint::black_box(h.read(0, &mut [0u8; 8]))).is_ok())
+    } else {
+        pass(pages, threads, |i, buf| m.read(i * PAGE_SIZE as u64, buf).is_ok())
+    };
     drop(m);
     pc.remove_mapping(id);
     (s, e, mode)
