@@ -127,9 +127,10 @@ impl LockStat {
     /// timed (one in [`LOCKSTAT_SAMPLE`]). Caller holds the lock.
     #[inline(always)]
     pub(crate) fn uncontended_locked(&self) -> bool {
+        // Its zero wait is not stored: `read` derives bucket 0 as the
+        // acquisitions no other bucket counts.
         let n = self.acquisitions.get_racy();
         self.acquisitions.add_locked(1);
-        self.wait_hist[0].add_locked(1);
         n.is_multiple_of(LOCKSTAT_SAMPLE)
     }
 
@@ -150,16 +151,21 @@ impl LockStat {
     /// A racy copy for reports.
     pub(crate) fn read(&self, zone: usize, nid: u32, name: &'static str) -> ZoneLockStat {
         let h = |a: &[LockedCounter; LOCKSTAT_BUCKETS]| a.iter().map(LockedCounter::get_racy).collect();
+        let acquisitions = self.acquisitions.get_racy();
+        let mut wait_hist: Vec<u64> = h(&self.wait_hist);
+        // Uncontended acquisitions (see `uncontended_locked`); racy reads
+        // may run a little apart, never below zero.
+        wait_hist[0] += acquisitions.saturating_sub(wait_hist.iter().sum());
         ZoneLockStat {
             zone,
             nid,
             name,
             enabled: self.on.get(),
-            acquisitions: self.acquisitions.get_racy(),
+            acquisitions,
             wait_ticks: self.wait_ticks.get_racy(),
             hold_ticks: self.hold_ticks.get_racy(),
             hold_samples: self.hold_samples.get_racy(),
-            wait_hist: h(&self.wait_hist),
+            wait_hist,
             hold_hist: h(&self.hold_hist),
             drains: self.drains.get_racy(),
             drain_hold_ticks: self.drain_hold_ticks.get_racy(),
