@@ -47,7 +47,7 @@ fn settings(v: &str) -> (Readahead, bool) {
 
 /// `threads` readers each read their contiguous share of `pages` pages with
 /// `read`; seconds and failed reads.
-fn pass(pages: u64, threads: usize, read: impl Fn(u64, &mut [u8]) -> bool + Sync) -> (f64, u64) {
+pub(crate) fn pass(pages: u64, threads: usize, read: impl Fn(u64, &mut [u8]) -> bool + Sync) -> (f64, u64) {
     let per = pages / threads as u64;
     let t = Instant::now();
     let errors = std::thread::scope(|s| {

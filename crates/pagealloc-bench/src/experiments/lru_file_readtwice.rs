@@ -29,16 +29,15 @@
 //! (issue 16): at least 0.9x the kernel's throughput for the default
 //! readahead (`new`).
 
-use super::cold_seq;
+use super::cold_seq::{self, pass};
 use super::lru_file_readonce::file_for;
-use crate::harness::{pin, Ctx, Experiment, ExperimentResult, Figure};
+use crate::harness::{Ctx, Experiment, ExperimentResult, Figure};
 use pagealloc::{Backing, Config, FileSource, PageAllocator, PageCache, PageCacheConfig, PageSource, PAGE_SIZE};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 /// The experiment.
 pub struct LruFileReadtwice;
@@ -86,27 +85,6 @@ struct Passes {
 /// indexes of a power-of-two file.
 fn scatter(i: u64, pages: u64) -> u64 {
     i.wrapping_mul(0x9e37_79b1) % pages
-}
-
-/// `threads` readers each read their share of `pages` pages with `read`;
-/// the seconds it took and the failed reads.
-fn pass(pages: u64, threads: usize, read: impl Fn(u64, &mut [u8]) -> bool + Sync) -> (f64, u64) {
-    let per = pages / threads as u64;
-    let t = Instant::now();
-    let errors = std::thread::scope(|s| {
-        let hs: Vec<_> = (0..threads)
-            .map(|k| {
-                let read = &read;
-                s.spawn(move || {
-                    pin(k);
-                    let mut buf = vec![0u8; PAGE_SIZE];
-                    (k as u64 * per..(k as u64 + 1) * per).filter(|&i| !read(i, &mut buf)).count() as u64
-                })
-            })
-            .collect();
-        hs.into_iter().map(|h| h.join().expect("reader")).sum()
-    });
-    (t.elapsed().as_secs_f64(), errors)
 }
 
 /// Both passes through our page cache over a fresh arena.

@@ -238,12 +238,7 @@ fn dropping_the_cache_waits_for_windows_in_flight() {
     drop(m);
     drop(pc);
     assert_eq!(src.calls().len(), 2, "the queued window was read, not dropped");
-    a.lru_add_drain_all();
-    a.drain_all_pages();
-    a.check_invariants().unwrap();
-    let c = a.census();
-    assert_eq!(c.allocated, 0, "{c:?}");
-    assert_eq!(c.free + c.pcp, a.managed_pages(), "{c:?}");
+    super::super::tests::all_back(&a);
 }
 
 #[test]

@@ -27,7 +27,7 @@ fn pattern_source() -> Arc<dyn PageSource> {
 }
 
 /// Everything is free again once the cache is gone and the lists drained.
-fn all_back(a: &PageAllocator) {
+pub(super) fn all_back(a: &PageAllocator) {
     a.lru_add_drain_all();
     a.drain_all_pages();
     a.check_invariants().unwrap();

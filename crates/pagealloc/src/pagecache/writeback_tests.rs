@@ -47,15 +47,7 @@ fn image(i: u64, v: u64) -> Vec<u8> {
     (0..PAGE_SIZE).map(|k| (seed >> ((k % 8) * 8)) as u8 ^ k as u8).collect()
 }
 
-/// Everything is free again once the cache is gone and the lists drained.
-fn all_back(a: &PageAllocator) {
-    a.lru_add_drain_all();
-    a.drain_all_pages();
-    a.check_invariants().unwrap();
-    let c = a.census();
-    assert_eq!(c.allocated, 0, "{c:?}");
-    assert_eq!(c.free + c.pcp, a.managed_pages(), "{c:?}");
-}
+use super::tests::all_back;
 
 fn nr_dirty(a: &PageAllocator) -> u64 {
     a.vmstat().get("nr_dirty").unwrap()
