@@ -132,6 +132,7 @@ impl Core {
         let err = |p: u64, s: String| Err((p, s));
         let mut listed = 0u64;
         let mut free_pages = 0u64;
+        let mut free_highatomic = 0u64;
         let mut reported = 0u64;
         for o in 0..NR_ORDERS {
             for mt in MigrateType::ALL {
@@ -181,11 +182,21 @@ impl Core {
                 if mt != MigrateType::Isolate {
                     free_pages += n << o;
                 }
+                if mt == MigrateType::HighAtomic {
+                    free_highatomic += n << o;
+                }
             }
         }
         let nr_free = z.stats.nr_free_pages.get_racy();
         if nr_free != free_pages {
             return err(z.start, format!("NR_FREE_PAGES = {nr_free} but non-isolated lists hold {free_pages}"));
+        }
+        let nr_fh = z.stats.nr_free_highatomic.get_racy();
+        if nr_fh != free_highatomic {
+            return err(
+                z.start,
+                format!("nr_free_highatomic = {nr_fh} but the HighAtomic lists hold {free_highatomic}"),
+            );
         }
         let nr_reported = z.stats.nr_reported.get_racy();
         if nr_reported != reported {

@@ -126,6 +126,9 @@ pub(crate) struct ZoneStats {
     pub(crate) block_count: [LockedCounter; MIGRATE_TYPES],
     /// Pages in HighAtomic-reserved pageblocks.
     pub(crate) nr_reserved_highatomic: LockedCounter,
+    /// Free pages on the HighAtomic lists (the kernel's `nr_free_highatomic`):
+    /// what a request without access to the reserve cannot use.
+    pub(crate) nr_free_highatomic: LockedCounter,
     /// Free pages in blocks marked REPORTED (released: not resident).
     pub(crate) nr_reported: LockedCounter,
     /// Events counted under this zone's lock.
@@ -290,7 +293,11 @@ impl Zone {
             min -= min / 2;
             min -= min / 4;
         } else {
-            free -= self.stats.nr_reserved_highatomic.get_racy() as i64;
+            // Only the reserve's free pages are out of reach (as the kernel
+            // since it counts `nr_free_highatomic`): subtracting the whole
+            // reserve failed order-0 requests with free pages in other blocks
+            // once the reserved blocks were in use.
+            free -= self.stats.nr_free_highatomic.get_racy() as i64;
         }
         if free <= (min + self.lowmem_reserve[highest as usize]) as i64 {
             return false;
@@ -437,10 +444,16 @@ impl<'a> ZoneGuard<'a> {
             if mt != MigrateType::Isolate {
                 s.nr_free_pages.add_locked(order.pages());
             }
+            if mt == MigrateType::HighAtomic {
+                s.nr_free_highatomic.add_locked(order.pages());
+            }
         } else {
             fb.sub_locked(1);
             if mt != MigrateType::Isolate {
                 s.nr_free_pages.sub_locked(order.pages());
+            }
+            if mt == MigrateType::HighAtomic {
+                s.nr_free_highatomic.sub_locked(order.pages());
             }
         }
     }
