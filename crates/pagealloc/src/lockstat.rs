@@ -175,8 +175,9 @@ impl LockStat {
 }
 
 /// Try-lock holds of a per-CPU list lock timed: one in this many on average
-/// (random gaps of 1 to `2 * PCP_HOLD_SAMPLE - 1` holds).
-pub const PCP_HOLD_SAMPLE: u32 = 64;
+/// (random gaps of 1 to `2 * PCP_HOLD_SAMPLE - 1` holds); the zone lock's
+/// rate, [`LOCKSTAT_SAMPLE`].
+pub const PCP_HOLD_SAMPLE: u32 = LOCKSTAT_SAMPLE as u32;
 
 /// `gap` and `countdown` while counting is off.
 const PCP_OFF: u32 = u32::MAX;

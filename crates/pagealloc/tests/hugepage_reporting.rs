@@ -64,6 +64,14 @@ fn burst(a: &PageAllocator, o: &Arc<Owner>, movable: bool) -> Vec<u64> {
     live
 }
 
+/// The end of a test: every page still in use holds its data, the
+/// allocator is consistent, then everything is freed.
+fn finish(a: &PageAllocator, o: &Owner) {
+    assert_eq!(violations(a, o), 0, "data intact in every page still in use");
+    a.check_invariants().unwrap();
+    free_all(a, o);
+}
+
 fn free_all(a: &PageAllocator, o: &Owner) {
     let pfns: Vec<u64> = o.pages.lock().unwrap().keys().copied().collect();
     for p in pfns {
@@ -107,9 +115,7 @@ fn compaction_before_release_packs_movable_pages_and_releases_whole_pageblocks()
         resident <= (used_blocks.len() as u64) * PAGEBLOCK_PAGES,
         "resident {resident} pages: only the live pages' pageblocks (before: {untouched} released untouched)"
     );
-    assert_eq!(violations(&a, &o), 0, "data intact after the moves");
-    a.check_invariants().unwrap();
-    free_all(&a, &o);
+    finish(&a, &o);
 }
 
 #[test]
@@ -124,8 +130,7 @@ fn pinned_pages_are_not_compacted_and_stay_where_they_are() {
     let now: HashSet<u64> = o.pages.lock().unwrap().keys().copied().collect();
     assert_eq!(now, live.iter().copied().collect::<HashSet<u64>>(), "pinned pages never move");
     assert!(a.free_pages_below_pageblock() >= 2 * PAGEBLOCK_PAGES, "the holes stay");
-    assert_eq!(violations(&a, &o), 0);
-    free_all(&a, &o);
+    finish(&a, &o);
 }
 
 #[test]
@@ -164,9 +169,7 @@ fn the_idle_reporter_compacts_then_releases_on_its_own() {
     // the idle period began (see the test below).
     assert!(st.compactions >= 1, "{st:?}");
     assert!(resident(&a) <= want_blocks * PAGEBLOCK_PAGES, "resident {} pages, {st:?}", resident(&a));
-    assert_eq!(violations(&a, &o), 0);
-    a.check_invariants().unwrap();
-    free_all(&a, &o);
+    finish(&a, &o);
 }
 
 #[test]
@@ -329,9 +332,7 @@ fn the_idle_reporter_compacts_again_when_pages_became_movable() {
     let n = a.page_reporting_stats().compactions;
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(a.page_reporting_stats().compactions, n, "no compaction loop while idle");
-    assert_eq!(violations(&a, &o), 0);
-    a.check_invariants().unwrap();
-    free_all(&a, &o);
+    finish(&a, &o);
 }
 
 /// The same when the reporter's first compaction finds nothing movable yet
@@ -360,7 +361,5 @@ fn the_idle_reporter_compacts_after_an_empty_compaction_once_pages_are_marked() 
     let st = a.page_reporting_stats();
     assert!(resident(&a) <= want_blocks * PAGEBLOCK_PAGES, "resident {} pages, {st:?}", resident(&a));
     assert!(st.compacted_pages > 0, "{st:?}");
-    assert_eq!(violations(&a, &o), 0);
-    a.check_invariants().unwrap();
-    free_all(&a, &o);
+    finish(&a, &o);
 }

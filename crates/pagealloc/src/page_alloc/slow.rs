@@ -61,10 +61,12 @@ impl Core {
             let z = &self.zones[zi];
             z.watermark_ok(order, af, gfp).then(|| z.rmqueue(&self.mm, order, gfp, af, false)).flatten()
         };
+        // Every zone of the list in turn; the first block found, prepared.
+        let take = || zl.iter().find_map(|&zi| try_zone(zi)).map(|p| self.prep_new_page(p, order, gfp, head));
         let (mut drained, mut gave_way) = (false, false);
         for round in 0..MAX_RECLAIM_ROUNDS {
-            if let Some(p) = zl.iter().find_map(|&zi| try_zone(zi)) {
-                return Ok(self.prep_new_page(p, order, gfp, head));
+            if let Some(p) = take() {
+                return Ok(p);
             }
             if round == 0 {
                 // ---- Direct compaction (issue 17): order > 0, unless Gfp::NO_COMPACT. ----
@@ -91,8 +93,8 @@ impl Core {
                         break;
                     }
                     std::thread::yield_now();
-                    if let Some(p) = zl.iter().find_map(|&zi| try_zone(zi)) {
-                        return Ok(self.prep_new_page(p, order, gfp, head));
+                    if let Some(p) = take() {
+                        return Ok(p);
                     }
                 }
             }
@@ -110,8 +112,8 @@ impl Core {
         // Out of rounds with reclaim still freeing pages that others took:
         // the parked pages are the last resort.
         if !drained && self.reclaim_parked(zl, gfp) {
-            if let Some(p) = zl.iter().find_map(|&zi| try_zone(zi)) {
-                return Ok(self.prep_new_page(p, order, gfp, head));
+            if let Some(p) = take() {
+                return Ok(p);
             }
         }
         self.events.count(VmEvent::AllocFail, 1);
