@@ -204,6 +204,15 @@ pub struct Config {
     /// pages and whole ones stay free for reporting. No effect with other
     /// backings. Default on.
     pub hugepage_filler: bool,
+    /// An order-0 allocation served by this thread's front cache prefetches
+    /// (for writing) the first line of the frame it will hand out
+    /// four allocations later, so that a caller
+    /// writing each page it gets finds the line on its way: page-fault1's
+    /// writes then overlap the allocator's own stores instead of queueing
+    /// behind them. No effect without backing memory. Default on; a caller
+    /// that never touches its pages' memory (a device writes them) saves a
+    /// useless line fill per allocation with it off.
+    pub prefetch_on_alloc: bool,
 }
 
 impl Default for Config {
@@ -240,6 +249,7 @@ impl Default for Config {
             compaction_proactiveness: 20,
             page_group_by_mobility_disabled: false,
             hugepage_filler: true,
+            prefetch_on_alloc: true,
         }
     }
 }
@@ -322,6 +332,8 @@ setters! {
     page_group_by_mobility_disabled: bool,
     /// Set [`Config::hugepage_filler`].
     hugepage_filler: bool,
+    /// Set [`Config::prefetch_on_alloc`].
+    prefetch_on_alloc: bool,
 }
 
 impl Config {

@@ -26,7 +26,8 @@
 //! order-0 pages allocated one at a time and one byte of each written, then
 //! freed in gather batches of 512 through `free_pages_bulk`; one thread),
 //! with 4 KiB backing populated up front (`Backing::Resident`, what
-//! page-fault1 runs on), 4 KiB anonymous backing, and hugepage backing;
+//! page-fault1 runs on), 4 KiB anonymous backing, and hugepage backing (with
+//! and without `Config::prefetch_on_alloc`), each variant in blocks of rounds;
 //! beside them the touch floor (the same writes to a resident 128 MiB
 //! buffer, 4 KiB and hugepage-backed). Figures `ns-per-page` per variant
 //! (median of the measured rounds, after warm-up rounds), and `coverage` for
@@ -71,6 +72,18 @@
 //! each front refill (32 prefetches at once: the refill slows as much as the
 //! writes gain), the inline allocation's event count left out (a hack, to
 //! see: 24.5-28.3 ns a page, no change).
+//!
+//! What brought it under 2x: two things. The variants used to take turns
+//! round by round, so each round found the descriptors and lists the other
+//! variants had evicted (27.9 ns a page in that order against 18.7 with the
+//! hugepage rounds run back to back, in one process); will-it-scale runs one
+//! testcase continuously, so the variants now run in blocks of 10 rounds,
+//! the first 2 after each switch unrecorded. And the inline allocation now
+//! prefetches the frame it will hand out four pops later
+//! (`Config::prefetch_on_alloc`): the write then finds its line arriving,
+//! instead of starting a DRAM round trip behind the allocator's stores. The
+//! `huge-no-prefetch` variant is the hugepage case with it off, in the same
+//! run.
 
 use super::burst_idle::shuffle;
 use crate::harness::{Ctx, Experiment, ExperimentResult, Figure};

@@ -56,6 +56,9 @@ impl Core {
         let (stacks, events) = g.split();
         let s = &mut stacks[gfp.migratetype().index()];
         let p = s.pop()?;
+        if self.prefetch_base != 0 {
+            crate::memmap::prefetch_frame(self.prefetch_base, s.ahead());
+        }
         // A page on stack `mt` has (order 0, type `mt`) in its private word
         // already (every way onto a stack stores it): one store of the flags.
         // SAFETY: every pfn on a stack is one of this allocator's pages (the

@@ -72,6 +72,9 @@ pub(crate) struct Core {
     pub(crate) pcp_on: bool,
     /// Whether order-0 pages go through thread front caches.
     pub(crate) front_on: bool,
+    /// The arena's base address when the inline allocation prefetches
+    /// frames (`Config::prefetch_on_alloc` with backing memory), else 0.
+    pub(crate) prefetch_base: usize,
     /// Whether the inline front-cache free path applies (cache on, frees wake
     /// waiters only when the waiters bit says so, and no type is cached on
     /// the page at free: seed 2's old design).
@@ -194,6 +197,7 @@ impl Core {
         let front_free_inline =
             front_on && cfg.page_lock_waiters_bit && !cfg.pcp_migratetype_cache && !cfg.init_on_free;
         let nr_zones = zones.len();
+        let prefetch_base = if cfg.prefetch_on_alloc { mm.prefetch_base() } else { 0 };
         let core = Core {
             id,
             mm,
@@ -204,6 +208,7 @@ impl Core {
             pcp,
             pcp_on,
             front_on,
+            prefetch_base,
             front_free_inline,
             fronts: Fronts::new(id, (front_alloc_inline, front_free_inline)),
             reporting: crate::reporting::Reporting::new(&cfg),
