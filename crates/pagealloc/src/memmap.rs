@@ -56,14 +56,15 @@ const HUGE: usize = 2 << 20;
 /// written, and a prefetch never faults, so any `pfn` is harmless.
 #[inline(always)]
 pub(crate) fn prefetch_frame(base: usize, pfn: u32) {
-    let a = base.wrapping_add(pfn as usize * PAGE_SIZE) as *const i8;
-    #[cfg(target_arch = "x86_64")]
+    // An address only, never dereferenced: no provenance needed.
+    let a = std::ptr::without_provenance::<i8>(base.wrapping_add(pfn as usize * PAGE_SIZE));
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
     // SAFETY: a prefetch instruction accesses no memory architecturally and
     // raises no fault whatever the address; SSE is part of x86-64.
     unsafe {
         std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_ET0 }>(a);
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
     let _ = a;
 }
 

@@ -71,3 +71,23 @@ fn a_paused_slot_refuses_its_owner() {
     drop(p);
     assert!(f.enter_inline_alloc().is_some());
 }
+
+#[test]
+fn the_prefetch_target_is_the_page_four_pops_ahead() {
+    let mut s = FrontStack { nid: 0, key: NO_KEY, alloc_ev: VmEvent::PgallocNormal, len: 0, pfns: [0; FRONT_CAP] };
+    for (i, p) in s.pfns.iter_mut().enumerate() {
+        *p = 1000 + i as u32;
+    }
+    s.len = 10;
+    // Pops hand out index 9, 8, 7, 6, ...: the fourth pop from now is index 6.
+    assert_eq!(s.ahead(), 1000 + 10 - PREFETCH_AHEAD as u32);
+    let mut popped = Vec::new();
+    for _ in 0..PREFETCH_AHEAD {
+        popped.push(s.pop().unwrap());
+    }
+    assert_eq!(popped.last(), Some(&(1000 + 10 - PREFETCH_AHEAD as u32)));
+    // Fewer pages than that on the stack: a stale slot inside the array
+    // (a hint's target only), never out of bounds.
+    s.len = 1;
+    assert_eq!(s.ahead(), 1000 + (FRONT_CAP + 1 - PREFETCH_AHEAD) as u32);
+}
