@@ -42,10 +42,12 @@ impl Core {
     /// [`Core::alloc_node`], which refills.
     ///
     /// Budget: with the free fast path, an alloc+free pair on a front-cache
-    /// hit is at most 70 instructions (x86-64, callgrind; the golden test in
+    /// hit is at most 73 instructions (x86-64, callgrind; the golden test in
     /// `scripts/fastpath-budget` holds it). No atomic read-modify-write: a
     /// thread-local load, the slot's enter/exit handshake (two stores and a
-    /// load), a pop and one store of the descriptor's flags.
+    /// load), a pop and one store of the descriptor's flags; with backing
+    /// memory and `Config::prefetch_on_alloc`, a prefetch of the frame four
+    /// pops ahead (without backing, one test skips it).
     #[inline(always)]
     pub(crate) fn alloc0_front(&self, gfp: Gfp, head: u32) -> Option<Pfn> {
         if gfp.contains(Gfp::ZERO) || crate::failinject::armed() {
