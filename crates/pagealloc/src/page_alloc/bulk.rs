@@ -42,6 +42,12 @@ impl Core {
 
     #[inline(never)]
     fn alloc_pages_bulk_slow(&self, gfp: Gfp, slots: &mut [Option<Pfn>]) -> usize {
+        if slots.len() > FRONT_BATCH && self.front_fill_slots(gfp, slots) == slots.len() {
+            // What this thread's front cache holds first, as the smaller
+            // requests and the single pages take it (the linked list form
+            // does the same); the per-CPU lists give the rest.
+            return slots.len();
+        }
         let gfp = gfp | self.reporting.alloc_extra; // init_on_alloc
         let lead = slots.iter().take_while(|s| s.is_some()).count();
         if lead == slots.len() {

@@ -152,15 +152,41 @@ impl Core {
     /// the chain it started.
     #[inline(never)]
     fn alloc_pages_bulk_linked_slow(&self, gfp: Gfp, nr: usize, mut c: PageChain) -> PageChain {
+        if c.len == 0 && nr > FRONT_BATCH {
+            // What this thread's front cache holds first, as the smaller
+            // requests and the single pages take it (the array form does
+            // the same); the per-CPU lists give the rest.
+            self.front_take_chain(gfp, nr, &mut c);
+        }
         if nr - c.len > 1 {
             let want = nr - c.len;
+            let descs = self.mm.descs();
             self.bulk_fast(gfp, want, |pages| {
                 // Hottest last in the slice: link it first, as the kernel's
-                // list got the page it popped first.
+                // list got the page it popped first. One pass with the
+                // chain's tail in a register: each page's links are stored
+                // once, and the old tail's `next` once.
                 let k = pages.len().min(nr - c.len);
-                for &p in pages[pages.len() - k..].iter().rev() {
-                    self.chain_push(&mut c, p);
+                if k == 0 {
+                    return 0;
                 }
+                let taken = &pages[pages.len() - k..];
+                let mut prev = c.tail;
+                for j in (0..k).rev() {
+                    let p = taken[j];
+                    let d = &descs[p as usize];
+                    d.prev.set(prev);
+                    d.next.set(if j == 0 { NIL } else { taken[j - 1] });
+                    prev = p;
+                }
+                let first = taken[k - 1];
+                if c.tail == NIL {
+                    c.head = first;
+                } else {
+                    descs[c.tail as usize].next.set(first);
+                }
+                c.tail = taken[0];
+                c.len += k;
                 k
             });
         }
