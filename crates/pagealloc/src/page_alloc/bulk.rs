@@ -64,7 +64,7 @@ impl Core {
         // With one hole left, the single-page path does it.
         if holes > 1 {
             let (mut from, len) = (lead, slots.len());
-            self.bulk_fast(gfp, holes, |pages| {
+            self.bulk_fast(gfp, holes, false, |pages| {
                 let dst = &mut slots[from..];
                 if all_holes {
                     let k = copy_hottest_first(dst, pages);
@@ -121,7 +121,7 @@ impl Core {
         // if even that cannot be had, the list grows as pages come.
         let _ = out.try_reserve(nr.min(self.mm.nr_pages() as usize));
         if nr > 1 {
-            self.bulk_fast(gfp, nr, |pages| {
+            self.bulk_fast(gfp, nr, false, |pages| {
                 out.extend(pages.iter().rev().map(|&p| Pfn::from_u32(p)));
                 pages.len()
             });
@@ -144,9 +144,17 @@ impl Core {
     /// refilled while fewer than `nr` have been taken, and a refill nobody
     /// takes from can leave a list over its `high`.
     /// Returns how many were used (0 when lists are off or busy, or no zone is
-    /// above its watermark).
+    /// above its watermark). `take_marks`: without `Gfp::ZERO`, `take` marks
+    /// each page it uses allocated itself (flags exactly `HEAD`, in the pass
+    /// that places it), so no second pass does.
     #[inline(always)]
-    pub(crate) fn bulk_fast(&self, gfp: Gfp, nr: usize, mut take: impl FnMut(&[u32]) -> usize) -> usize {
+    pub(crate) fn bulk_fast(
+        &self,
+        gfp: Gfp,
+        nr: usize,
+        take_marks: bool,
+        mut take: impl FnMut(&[u32]) -> usize,
+    ) -> usize {
         let inner = self;
         let mt = inner.alloc_mt(gfp);
         let (Some(pi), true) = (pcp::pindex(Order::ZERO, mt), inner.pcp_on) else {
@@ -163,10 +171,12 @@ impl Core {
         // (a page on stack or list `mt` already has private (0, mt)).
         let mut mark = |pages: &[u32]| {
             let used = take(pages).min(pages.len());
-            for &p in &pages[pages.len() - used..] {
-                if gfp.contains(Gfp::ZERO) {
+            if gfp.contains(Gfp::ZERO) {
+                for &p in &pages[pages.len() - used..] {
                     inner.prep_new_page(p as u64, Order::ZERO, gfp, flags::HEAD);
-                } else {
+                }
+            } else if !take_marks {
+                for &p in &pages[pages.len() - used..] {
                     descs[p as usize].set_flags(flags::HEAD);
                 }
             }

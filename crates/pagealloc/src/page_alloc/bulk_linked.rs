@@ -152,6 +152,8 @@ impl Core {
     /// the chain it started.
     #[inline(never)]
     fn alloc_pages_bulk_linked_slow(&self, gfp: Gfp, nr: usize, mut c: PageChain) -> PageChain {
+        let gfp = gfp | self.reporting.alloc_extra; // init_on_alloc
+        let zero = gfp.contains(Gfp::ZERO);
         if c.len == 0 && nr > FRONT_BATCH {
             // What this thread's front cache holds first, as the smaller
             // requests and the single pages take it (the array form does
@@ -161,11 +163,12 @@ impl Core {
         if nr - c.len > 1 {
             let want = nr - c.len;
             let descs = self.mm.descs();
-            self.bulk_fast(gfp, want, |pages| {
+            self.bulk_fast(gfp, want, true, |pages| {
                 // Hottest last in the slice: link it first, as the kernel's
                 // list got the page it popped first. One pass with the
-                // chain's tail in a register: each page's links are stored
-                // once, and the old tail's `next` once.
+                // chain's tail in a register: each page's links and flags
+                // (unless it is to be zeroed: bulk_fast preps it then) are
+                // stored once, and the old tail's `next` once.
                 let k = pages.len().min(nr - c.len);
                 if k == 0 {
                     return 0;
@@ -175,6 +178,9 @@ impl Core {
                 for j in (0..k).rev() {
                     let p = taken[j];
                     let d = &descs[p as usize];
+                    if !zero {
+                        d.set_flags(flags::HEAD);
+                    }
                     d.prev.set(prev);
                     d.next.set(if j == 0 { NIL } else { taken[j - 1] });
                     prev = p;
