@@ -296,7 +296,11 @@ impl Core {
     /// word against the stack's index (an order-0 page's private word is its
     /// type's index, so it also says order 0), the stack's key against the
     /// word's (zone, type, isolation), the claim, the push. The stack's key
-    /// and length stay in registers.
+    /// and length stay in registers. The first page is claimed before the
+    /// handshake (once claimed it is freed whatever follows: onto the stack,
+    /// or by the full path when the slot cannot be entered or its stack
+    /// does not take it), and each entry is read before the claim of the
+    /// one before it.
     #[inline(always)]
     pub(crate) fn front_give_fast(&self, n: usize, mut e: impl Entries) -> usize {
         if !self.front_free_inline {
@@ -324,6 +328,10 @@ impl Core {
             return i;
         };
         let t = d.private_raw() as usize;
+        // Each entry is read before the claim of the one before it: a load
+        // after a locked instruction waits for it, and the next claim's
+        // address would wait on that load.
+        let mut next = if i + 1 < n { e.get(i + 1) } else { None };
         if t >= NR_STACKS
             || d.flags.compare_exchange(flags::HEAD, flags::PCP, Ordering::Acquire, Ordering::Relaxed).is_err()
         {
@@ -348,14 +356,16 @@ impl Core {
         s.pfns[len] = p as u32;
         len += 1;
         while i < n {
-            let Some(pfn) = e.get(i) else {
+            let Some(pfn) = next else {
                 i += 1;
+                next = if i < n { e.get(i) } else { None };
                 continue;
             };
             let p = pfn.as_u64();
             let Some((d, w)) = mm.desc_and_block(p) else {
                 break;
             };
+            next = if i + 1 < n { e.get(i + 1) } else { None };
             if d.private_raw() as usize != t
                 || key != zone::pb_key(w)
                 || len >= FRONT_CAP

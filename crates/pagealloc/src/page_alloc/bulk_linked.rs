@@ -2,9 +2,10 @@
 //! the pages it returns are threaded onto a chain through their own
 //! descriptors (the 32-bit `next`/`prev` links, as `list_add_tail` threads
 //! `page->lru`), and the caller walks the chain back, one dependent descriptor
-//! load per page. Taken under one per-CPU lock hold through the same fast path
-//! as the array form ([`Core::bulk_fast`]); what it cannot fill comes one page
-//! at a time, as the kernel's fallback did.
+//! load per page. Taken from this thread's front cache first (what it holds),
+//! then under one per-CPU lock hold through the same fast path as the array
+//! form ([`Core::bulk_fast`]); what it cannot fill comes one page at a time,
+//! as the kernel's fallback did.
 //!
 //! Invariants:
 //! - A [`PageChain`] owns its pages: each is an allocated order-0 head of
