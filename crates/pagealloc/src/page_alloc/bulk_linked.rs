@@ -132,18 +132,22 @@ impl Core {
         let pages = &s.pfns[len - k..len];
         let descs = self.mm.descs();
         let mut prev = NIL;
-        // Every page but the coldest links to the next colder one.
-        for j in (0..k).rev() {
-            let p = pages[j];
+        // Every page but the coldest links to the next colder one; the
+        // coldest ends the chain.
+        let link = |p: u32, prev: u32, next: u32| {
             debug_assert!((p as usize) < descs.len());
             // SAFETY: every pfn on a stack is one of this allocator's pages
             // (the front cache's invariant), so below nr_pages.
             let d = unsafe { descs.get_unchecked(p as usize) };
             d.set_flags(flags::HEAD);
             d.prev.set(prev);
-            d.next.set(pages.get(j.wrapping_sub(1)).copied().unwrap_or(NIL));
-            prev = p;
+            d.next.set(next);
+        };
+        for j in (1..k).rev() {
+            link(pages[j], prev, pages[j - 1]);
+            prev = pages[j];
         }
+        link(pages[0], prev, NIL);
         (c.head, c.tail, c.len) = (pages[k - 1], pages[0], k);
         s.len = (len - k) as u32;
         events.add_owner(s.alloc_ev, k as u64);
