@@ -179,17 +179,22 @@ impl Core {
                     return 0;
                 }
                 let taken = &pages[pages.len() - k..];
-                let mut prev = c.tail;
-                for j in (0..k).rev() {
-                    let p = taken[j];
+                let link = |p: u32, prev: u32, next: u32| {
                     let d = &descs[p as usize];
                     if !zero {
                         d.set_flags(flags::HEAD);
                     }
                     d.prev.set(prev);
-                    d.next.set(if j == 0 { NIL } else { taken[j - 1] });
-                    prev = p;
+                    d.next.set(next);
+                };
+                // Each page but the coldest links to the next colder one
+                // (no test in the loop); the coldest ends the chain.
+                let mut prev = c.tail;
+                for j in (1..k).rev() {
+                    link(taken[j], prev, taken[j - 1]);
+                    prev = taken[j];
                 }
+                link(taken[0], prev, NIL);
                 let first = taken[k - 1];
                 if c.tail == NIL {
                     c.head = first;
