@@ -47,6 +47,11 @@ pub enum Mode {
     Linked2,
     /// The same at bulk size 4.
     Linked4,
+    /// The same at bulk size 64 (over the front cache's batch: the per-CPU
+    /// lists serve it).
+    Linked64,
+    /// The same at bulk size 128.
+    Linked128,
     /// The order-0 pair with the per-CPU lists off (`bench buddy`'s hot pair):
     /// the zone lock and the buddy lists alone, one page kept allocated so
     /// the pair neither splits nor merges.
@@ -65,6 +70,8 @@ impl Mode {
             Mode::Bulk128 | Mode::List128 => BULK as u64,
             Mode::Bulk2 | Mode::Linked2 => 2,
             Mode::Bulk4 | Mode::Linked4 => 4,
+            Mode::Linked64 => 64,
+            Mode::Linked128 => 128,
             Mode::Fault1 => FAULT1 as u64,
         }
     }
@@ -80,6 +87,8 @@ impl Mode {
             Mode::Bulk4 => "bulk4",
             Mode::Linked2 => "linked2",
             Mode::Linked4 => "linked4",
+            Mode::Linked64 => "linked64",
+            Mode::Linked128 => "linked128",
             Mode::BuddyPair => "buddy-pair",
             Mode::Fault1 => "fault1",
         }
@@ -201,7 +210,7 @@ pub fn run(mode: Mode, pages: u64) -> i32 {
             list_rounds(a, &mut out, WARM_ROUNDS);
             list_rounds(a, &mut out, rounds);
         }
-        Mode::Linked2 | Mode::Linked4 => {
+        Mode::Linked2 | Mode::Linked4 | Mode::Linked64 | Mode::Linked128 => {
             let step = mode.pages() as usize;
             linked_rounds(a, step, WARM_ROUNDS);
             linked_rounds(a, step, rounds);

@@ -273,10 +273,19 @@ fn init_on_alloc_zeroes_every_path_and_skips_released_blocks() {
         assert_eq!(a.alloc_pages_bulk(Gfp::MOVABLE, &mut slots), 20);
         let mut list = Vec::new();
         assert_eq!(a.alloc_pages_bulk_list(Gfp::MOVABLE, 100, &mut list), 100);
+        // The linked list form, within the front cache's batch and over it.
+        let mut linked = Vec::new();
+        for nr in [20, 100] {
+            let c = a.alloc_pages_bulk_linked(Gfp::MOVABLE, nr);
+            assert_eq!(c.len(), nr);
+            linked.extend(a.chain_iter(&c));
+            drop(c);
+        }
         let all: Vec<(Pfn, u32)> = single
             .into_iter()
             .chain(slots.into_iter().flatten().map(|p| (p, 0)))
             .chain(list.into_iter().map(|p| (p, 0)))
+            .chain(linked.into_iter().map(|p| (p, 0)))
             .collect();
         for &(p, o) in &all {
             assert!(all_bytes(&a, p, o, 0), "round {round}: {p:?} order {o} not zeroed");

@@ -440,8 +440,8 @@ impl Experiment for Bulk {
             "one thread pinned to CPU 0, default Config (front cache on); {total} pages per repeat and step, \
              {repeats} repeats, the median repeat printed; each bulk form frees with one call per step \
              (free_pages_bulk_slots for the array, free_pages_bulk for our Vec list); the list (old) is the kernel's: \
-             alloc_pages_bulk_linked threads the pages through their descriptors under one per-CPU lock hold, \
-             the caller walks the chain and frees each page with free_pages, as page_bench04_bulk's list \
+             alloc_pages_bulk_linked threads the pages through their descriptors (from the thread's front cache \
+             first, then under one per-CPU lock hold, as the array form takes them), the caller walks the chain and frees each page with free_pages, as page_bench04_bulk's list \
              variant does; ours-vec is the Vec list form (ours, not the seed's); at step 1 every form takes \
              the single-page path, as the kernel does. The seed's order (array faster than list at every step \
              2..128, list faster than single pages from step 4) compares figures timed alternately: at each \

@@ -2,9 +2,10 @@
 //! the pages it returns are threaded onto a chain through their own
 //! descriptors (the 32-bit `next`/`prev` links, as `list_add_tail` threads
 //! `page->lru`), and the caller walks the chain back, one dependent descriptor
-//! load per page. Taken under one per-CPU lock hold through the same fast path
-//! as the array form ([`Core::bulk_fast`]); what it cannot fill comes one page
-//! at a time, as the kernel's fallback did.
+//! load per page. Taken from this thread's front cache first (what it holds),
+//! then under one per-CPU lock hold through the same fast path as the array
+//! form ([`Core::bulk_fast`]); what it cannot fill comes one page at a time,
+//! as the kernel's fallback did.
 //!
 //! Invariants:
 //! - A [`PageChain`] owns its pages: each is an allocated order-0 head of
@@ -131,18 +132,22 @@ impl Core {
         let pages = &s.pfns[len - k..len];
         let descs = self.mm.descs();
         let mut prev = NIL;
-        // Every page but the coldest links to the next colder one.
-        for j in (0..k).rev() {
-            let p = pages[j];
+        // Every page but the coldest links to the next colder one; the
+        // coldest ends the chain.
+        let link = |p: u32, prev: u32, next: u32| {
             debug_assert!((p as usize) < descs.len());
             // SAFETY: every pfn on a stack is one of this allocator's pages
             // (the front cache's invariant), so below nr_pages.
             let d = unsafe { descs.get_unchecked(p as usize) };
             d.set_flags(flags::HEAD);
             d.prev.set(prev);
-            d.next.set(pages.get(j.wrapping_sub(1)).copied().unwrap_or(NIL));
-            prev = p;
+            d.next.set(next);
+        };
+        for j in (1..k).rev() {
+            link(pages[j], prev, pages[j - 1]);
+            prev = pages[j];
         }
+        link(pages[0], prev, NIL);
         (c.head, c.tail, c.len) = (pages[k - 1], pages[0], k);
         s.len = (len - k) as u32;
         events.add_owner(s.alloc_ev, k as u64);
@@ -152,15 +157,52 @@ impl Core {
     /// the chain it started.
     #[inline(never)]
     fn alloc_pages_bulk_linked_slow(&self, gfp: Gfp, nr: usize, mut c: PageChain) -> PageChain {
+        let gfp = gfp | self.reporting.alloc_extra; // init_on_alloc
+        let zero = gfp.contains(Gfp::ZERO);
+        if c.len == 0 && nr > FRONT_BATCH {
+            // What this thread's front cache holds first, as the smaller
+            // requests and the single pages take it (the array form does
+            // the same); the per-CPU lists give the rest.
+            self.front_take_chain(gfp, nr, &mut c);
+        }
         if nr - c.len > 1 {
             let want = nr - c.len;
-            self.bulk_fast(gfp, want, |pages| {
+            let descs = self.mm.descs();
+            self.bulk_fast(gfp, want, true, |pages| {
                 // Hottest last in the slice: link it first, as the kernel's
-                // list got the page it popped first.
+                // list got the page it popped first. One pass with the
+                // chain's tail in a register: each page's links and flags
+                // (unless it is to be zeroed: bulk_fast preps it then) are
+                // stored once, and the old tail's `next` once.
                 let k = pages.len().min(nr - c.len);
-                for &p in pages[pages.len() - k..].iter().rev() {
-                    self.chain_push(&mut c, p);
+                if k == 0 {
+                    return 0;
                 }
+                let taken = &pages[pages.len() - k..];
+                let link = |p: u32, prev: u32, next: u32| {
+                    let d = &descs[p as usize];
+                    if !zero {
+                        d.set_flags(flags::HEAD);
+                    }
+                    d.prev.set(prev);
+                    d.next.set(next);
+                };
+                // Each page but the coldest links to the next colder one
+                // (no test in the loop); the coldest ends the chain.
+                let mut prev = c.tail;
+                for j in (1..k).rev() {
+                    link(taken[j], prev, taken[j - 1]);
+                    prev = taken[j];
+                }
+                link(taken[0], prev, NIL);
+                let first = taken[k - 1];
+                if c.tail == NIL {
+                    c.head = first;
+                } else {
+                    descs[c.tail as usize].next.set(first);
+                }
+                c.tail = taken[0];
+                c.len += k;
                 k
             });
         }

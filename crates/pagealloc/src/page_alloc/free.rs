@@ -82,7 +82,7 @@ impl Core {
     /// from exactly `HEAD` but could not keep.
     #[cold]
     #[inline(never)]
-    fn finish_free_cold(&self, p: u64) {
+    pub(super) fn finish_free_cold(&self, p: u64) {
         self.finish_free(Pfn::new(p), Order::ZERO, flags::HEAD);
     }
 

@@ -128,10 +128,22 @@ impl Core {
         g.finish();
     }
 
-    /// Move the oldest half of a full stack to the per-CPU lists.
+    /// Move the oldest half of a full stack to the per-CPU lists. When every
+    /// page's pageblock still has the stack's key (the usual case), the half
+    /// joins the list of the stack's type in one run: each page's private
+    /// word names that type already (the front cache's invariant), so
+    /// neither the words nor the runs are looked at again.
     #[cold]
     pub(crate) fn front_flush(&self, s: &mut FrontStack) {
-        self.give_claimed(&s.pfns[..FRONT_BATCH], false);
+        let half = &s.pfns[..FRONT_BATCH];
+        let same = half.iter().fold(true, |a, &p| a & (zone::pb_key(self.pageblock_word_racy(p as u64)) == s.key));
+        if same {
+            let mut g = Giver::new(self, false);
+            g.give(s.key, half);
+            g.finish();
+        } else {
+            self.give_claimed(half, false);
+        }
         s.pfns.copy_within(FRONT_BATCH.., 0);
         s.len -= FRONT_BATCH as u32;
     }
