@@ -12,6 +12,14 @@ fn allocator() -> PageAllocator {
     PageAllocator::new(Config::small(16 << 20)).unwrap()
 }
 
+/// A fresh allocator, drained, and its free page count (what `end` checks).
+fn start() -> (PageAllocator, u64) {
+    let a = allocator();
+    a.drain_all_pages();
+    let free0 = a.nr_free_pages();
+    (a, free0)
+}
+
 /// After a drain, `n` single pages allocated and freed: this thread's
 /// front cache then holds exactly them (an empty stack refills in batches
 /// of 32, so 64 allocations leave it empty and 64 frees fill it without a
@@ -34,9 +42,7 @@ fn end(a: &PageAllocator, free0: u64) {
 
 #[test]
 fn a_large_linked_request_takes_the_front_cache_first() {
-    let a = allocator();
-    a.drain_all_pages();
-    let free0 = a.nr_free_pages();
+    let (a, free0) = start();
     for nr in [33usize, 64, 128, 200] {
         let cached = fill_front(&a, 64);
         let c = a.alloc_pages_bulk_linked(Gfp::KERNEL, nr);
@@ -63,9 +69,7 @@ fn a_large_linked_request_takes_the_front_cache_first() {
 
 #[test]
 fn a_large_array_request_takes_the_front_cache_first() {
-    let a = allocator();
-    a.drain_all_pages();
-    let free0 = a.nr_free_pages();
+    let (a, free0) = start();
     for n in [33usize, 64, 128] {
         let cached = fill_front(&a, 64);
         let mut slots = vec![None; n];
@@ -125,9 +129,7 @@ fn a_large_array_free_fills_the_front_cache_first() {
 
 #[test]
 fn a_small_bulk_free_onto_a_full_stack_frees_every_page() {
-    let a = allocator();
-    a.drain_all_pages();
-    let free0 = a.nr_free_pages();
+    let (a, free0) = start();
     for n in [1usize, 2, 4, 32] {
         // Allocated first, then the stack filled to its 64: the batch's first
         // page is claimed before the cache is entered and then finds no room.
@@ -156,9 +158,7 @@ fn a_small_bulk_free_onto_a_full_stack_frees_every_page() {
 
 #[test]
 fn a_small_bulk_free_with_a_bad_entry_after_the_first_frees_the_rest_and_reports_it() {
-    let a = allocator();
-    a.drain_all_pages();
-    let free0 = a.nr_free_pages();
+    let (a, free0) = start();
     let mut slots = vec![None; 4];
     assert_eq!(a.alloc_pages_bulk(Gfp::KERNEL, &mut slots), 4);
     // Entry 2 is entry 0 again: the first is claimed and freed, the copy

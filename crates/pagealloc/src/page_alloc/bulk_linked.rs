@@ -129,28 +129,41 @@ impl Core {
             return;
         }
         // Hottest last in the slice: it goes first on the chain.
-        let pages = &s.pfns[len - k..len];
+        let run = &s.pfns[len - k..len];
+        self.link_run(NIL, run, true);
+        (c.head, c.tail, c.len) = (run[k - 1], run[0], k);
+        s.len = (len - k) as u32;
+        events.add_owner(s.alloc_ev, k as u64);
+    }
+
+    /// Link `run` (a front-cache stack's or per-CPU slice's pages, hottest
+    /// last) into a chain segment, hottest first, after the page `prev`
+    /// (`NIL`: the segment starts the chain): one pass, each page but the
+    /// coldest linked to the next colder one with no test in the loop, the
+    /// coldest ending the chain. `mark`: each page's flags are stored as
+    /// allocated (`HEAD`) in the same pass. The caller links `prev` to the
+    /// hottest page and updates the chain's ends. `run` is not empty.
+    #[inline(always)]
+    fn link_run(&self, prev: u32, run: &[u32], mark: bool) {
         let descs = self.mm.descs();
-        let mut prev = NIL;
-        // Every page but the coldest links to the next colder one; the
-        // coldest ends the chain.
         let link = |p: u32, prev: u32, next: u32| {
             debug_assert!((p as usize) < descs.len());
-            // SAFETY: every pfn on a stack is one of this allocator's pages
-            // (the front cache's invariant), so below nr_pages.
+            // SAFETY: every pfn on a front-cache stack or a per-CPU list is
+            // one of this allocator's pages (their invariants), so below
+            // nr_pages.
             let d = unsafe { descs.get_unchecked(p as usize) };
-            d.set_flags(flags::HEAD);
+            if mark {
+                d.set_flags(flags::HEAD);
+            }
             d.prev.set(prev);
             d.next.set(next);
         };
-        for j in (1..k).rev() {
-            link(pages[j], prev, pages[j - 1]);
-            prev = pages[j];
+        let mut prev = prev;
+        for j in (1..run.len()).rev() {
+            link(run[j], prev, run[j - 1]);
+            prev = run[j];
         }
-        link(pages[0], prev, NIL);
-        (c.head, c.tail, c.len) = (pages[k - 1], pages[0], k);
-        s.len = (len - k) as u32;
-        events.add_owner(s.alloc_ev, k as u64);
+        link(run[0], prev, NIL);
     }
 
     /// Everything [`Core::alloc_pages_bulk_linked`]'s inline part left, onto
@@ -167,41 +180,23 @@ impl Core {
         }
         if nr - c.len > 1 {
             let want = nr - c.len;
-            let descs = self.mm.descs();
             self.bulk_fast(gfp, want, true, |pages| {
-                // Hottest last in the slice: link it first, as the kernel's
-                // list got the page it popped first. One pass with the
-                // chain's tail in a register: each page's links and flags
-                // (unless it is to be zeroed: bulk_fast preps it then) are
-                // stored once, and the old tail's `next` once.
+                // Hottest last in the slice: linked first, as the kernel's
+                // list got the page it popped first; flags stored in the
+                // same pass unless the page is to be zeroed (bulk_fast
+                // preps it then).
                 let k = pages.len().min(nr - c.len);
                 if k == 0 {
                     return 0;
                 }
-                let taken = &pages[pages.len() - k..];
-                let link = |p: u32, prev: u32, next: u32| {
-                    let d = &descs[p as usize];
-                    if !zero {
-                        d.set_flags(flags::HEAD);
-                    }
-                    d.prev.set(prev);
-                    d.next.set(next);
-                };
-                // Each page but the coldest links to the next colder one
-                // (no test in the loop); the coldest ends the chain.
-                let mut prev = c.tail;
-                for j in (1..k).rev() {
-                    link(taken[j], prev, taken[j - 1]);
-                    prev = taken[j];
-                }
-                link(taken[0], prev, NIL);
-                let first = taken[k - 1];
+                let run = &pages[pages.len() - k..];
+                self.link_run(c.tail, run, !zero);
                 if c.tail == NIL {
-                    c.head = first;
+                    c.head = run[k - 1];
                 } else {
-                    descs[c.tail as usize].next.set(first);
+                    self.mm.page(c.tail as u64).next.set(run[k - 1]);
                 }
-                c.tail = taken[0];
+                c.tail = run[0];
                 c.len += k;
                 k
             });

@@ -50,11 +50,8 @@ impl Core {
     /// pops ahead (without backing, one test skips it).
     #[inline(always)]
     pub(crate) fn alloc0_front(&self, gfp: Gfp, head: u32) -> Option<Pfn> {
-        if gfp.contains(Gfp::ZERO) || crate::failinject::armed() {
-            return None;
-        }
         // The slot's state also says whether `front_alloc_inline` is on.
-        let mut g = self.fronts.enter_inline_alloc()?;
+        let mut g = self.enter_inline_for(gfp)?;
         let (stacks, events) = g.split();
         let s = &mut stacks[gfp.migratetype().index()];
         let p = s.pop()?;
