@@ -214,6 +214,16 @@ impl Core {
                 Some(pfn) => self.claim(pfn, Order::ZERO, false),
                 None => Err(FreeError::OutOfRange { pfn: start, nr_pages: self.mm.nr_pages() }),
             };
+            // A page reallocated at another order while its claim ran
+            // (see `claim`) is not this range's: given back, the free refused.
+            let claimed = claimed.and_then(|c| {
+                if c.order == Order::ZERO {
+                    return Ok(c.old);
+                }
+                let pfn = Pfn::new(s + i);
+                self.unclaim(pfn, c.old);
+                Err(FreeError::WrongOrder { pfn, order: 0, actual: c.order.get() })
+            });
             match claimed {
                 Ok(old) => olds.push(old),
                 Err(e) => {

@@ -162,9 +162,14 @@ impl PageDesc {
 
     /// Overwrite the flags. Only for pages nobody else may legitimately touch:
     /// free pages, or the allocated head being freed after its checks.
+    /// Release: an allocation stores the private word first and then
+    /// `HEAD` here, so a claim whose CAS reads that `HEAD` (acquire) reads
+    /// the block's private word as the allocation left it (the claim's
+    /// check that the block did not change under it relies on this). A
+    /// plain store on x86-64.
     #[inline(always)]
     pub(crate) fn set_flags(&self, f: u32) {
-        self.flags.store(f, Ordering::Relaxed)
+        self.flags.store(f, Ordering::Release)
     }
 
     /// The order in the private word, as stored: a lockless reader may see

@@ -248,6 +248,44 @@ mod loom_models {
         });
     }
 
+    /// A stale free of an order-1 block racing its owner's free and two
+    /// order-0 allocations at the same pfns: the stale free may only free
+    /// the block as it is when its claim lands (never at the order it read
+    /// before), so the page after it, which the owner holds, is never handed
+    /// out again. (Before the claim read the private word again, the stale
+    /// free freed pfn 0 as order 1, pfn 1 with it.)
+    #[test]
+    fn stale_free_races_reallocation_at_another_order() {
+        loom::model(|| {
+            let a =
+                PageAllocator::new(Config::small(2 << 20).nr_cpus(Some(1)).min_free_kbytes(Some(0)).pcp_lists(false))
+                    .unwrap();
+            let p = a.alloc_pages(Gfp::MOVABLE, 1).unwrap();
+            let b = a.clone();
+            let t = loom::thread::spawn(move || b.free_pages(p, 1).is_ok());
+            let mine = a.free_pages(p, 1).is_ok();
+            let x = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+            let y = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+            let theirs = t.join().unwrap();
+            assert!(mine || theirs, "one of the two frees of the block took it");
+            let z = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+            let w = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+            // Both frees succeeded only if the stale one landed on x, the
+            // reallocated pfn, and freed it as it was (order 0): x may be
+            // handed out again then, never y.
+            let x_freed = mine && theirs;
+            for q in [z, w] {
+                assert!(q != y && (x_freed || q != x), "a held page was handed out again: {q:?} (held {x:?} {y:?})");
+            }
+            a.check_invariants().unwrap();
+            for q in [y, z, w] {
+                a.free_pages(q, 0).unwrap();
+            }
+            assert_eq!(a.free_pages(x, 0).is_ok(), !x_freed, "x is ours unless the stale free took it");
+            assert_eq!(a.nr_free_pages(), a.managed_pages());
+        });
+    }
+
     #[test]
     fn isolation_races_frees() {
         loom::model(|| {

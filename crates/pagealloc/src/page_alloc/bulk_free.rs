@@ -112,6 +112,7 @@ impl Core {
             woken: Vec::new(),
             // Which old flags call for a wake-up: waiters, or every free without the bit.
             wake: if inner.cfg.page_lock_waiters_bit { flags::WAITERS } else { flags::HEAD },
+            changed: Vec::new(),
         };
         if !(len - start <= FRONT_BATCH && inner.front_on && claims.free_to_front(inner, &mut get, start, len)) {
             let mut giver = Giver::new(inner, true);
@@ -127,6 +128,9 @@ impl Core {
         for p in claims.woken {
             inner.wake_freed(p);
         }
+        for (p, old) in claims.changed {
+            inner.free_changed(p, old);
+        }
         claims.rejected
     }
 }
@@ -136,6 +140,10 @@ struct Claims {
     rejected: Vec<(usize, FreeError)>,
     woken: Vec<Pfn>,
     wake: u32,
+    /// Pages claimed whose block changed under the claim (freed and
+    /// reallocated at another order or type meanwhile: see `claim`), freed
+    /// as they are once the lists are let go.
+    changed: Vec<(u64, u32)>,
 }
 
 impl Claims {
@@ -160,9 +168,13 @@ impl Claims {
                 continue;
             };
             match inner.claim(pfn, Order::ZERO, false) {
-                Ok(old) => {
+                Ok(c) if c.order != Order::ZERO => {
+                    self.changed.push((pfn.as_u64(), c.old));
+                    continue;
+                }
+                Ok(c) => {
                     inner.init_on_free(pfn.as_u64(), Order::ZERO);
-                    if old & self.wake != 0 {
+                    if c.old & self.wake != 0 {
                         self.woken.push(pfn);
                     }
                 }
@@ -236,6 +248,11 @@ impl Claims {
                 aside |= 1 << (i - start);
                 continue;
             }
+            if d.private_raw() != private {
+                // Freed and reallocated since the word was read (see `claim`).
+                self.changed.push((p, flags::HEAD));
+                continue;
+            }
             if zero {
                 inner.init_on_free(p, Order::ZERO);
             }
@@ -262,9 +279,10 @@ impl Claims {
     #[inline(never)]
     fn free_checked(&mut self, inner: &Core, giver: &mut Giver<'_>, i: usize, pfn: Pfn) {
         match inner.claim(pfn, Order::ZERO, false) {
-            Ok(old) => {
+            Ok(c) if c.order != Order::ZERO => self.changed.push((pfn.as_u64(), c.old)),
+            Ok(c) => {
                 inner.init_on_free(pfn.as_u64(), Order::ZERO);
-                if old & self.wake != 0 {
+                if c.old & self.wake != 0 {
                     self.woken.push(pfn);
                 }
                 let p = pfn.as_u64();
@@ -337,9 +355,14 @@ impl Core {
         {
             return i;
         }
-        // Claimed: from here on the page is freed whatever happens.
+        // Claimed: from here on the page is freed whatever happens (as it
+        // is now, if it changed since its word was read: see `claim`).
         e.consumed(i);
         i += 1;
+        if d.private_raw() as usize != t {
+            self.free_changed(p, flags::HEAD);
+            return i;
+        }
         let Some(mut g) = self.fronts.enter_inline_free() else {
             self.finish_free_cold(p);
             return i;
@@ -373,10 +396,20 @@ impl Core {
             {
                 break;
             }
-            s.pfns[len] = p as u32;
-            len += 1;
             e.consumed(i);
             i += 1;
+            if d.private_raw() as usize != t {
+                // Changed under the claim: freed as it is, after the stack
+                // is let go.
+                let taken = len - s.len as usize;
+                s.len = len as u32;
+                events.add_owner(VmEvent::Pgfree, taken as u64);
+                drop(g);
+                self.free_changed(p, flags::HEAD);
+                return i;
+            }
+            s.pfns[len] = p as u32;
+            len += 1;
         }
         // The stack's length in memory is still the one it had on entry.
         let taken = len - s.len as usize;

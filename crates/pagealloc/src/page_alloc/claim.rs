@@ -17,6 +17,22 @@
 //!
 //! The old flags are returned: a set `WAITERS` means someone may wait on the
 //! page, and the freer wakes them.
+//!
+//! # The block a claim lands on
+//!
+//! The CAS compares the flags word only, and the order lives in the private
+//! word: between the checks and the CAS the block may be freed and its pfn
+//! handed out again at another order (or type) with the very same flags
+//! word (a stale free racing its owner's free and a reallocation: an ABA).
+//! Freeing it at the order the checks read would free pages that belong to
+//! somebody else, `Pages` handles' frames included. So every claim reads
+//! the private word again once it holds the block (nobody else writes it
+//! then; the allocation's `set_flags` is a release store after its private
+//! word, the claim's CAS an acquire) and, where it changed, frees the block
+//! as it is now: [`Claim::order`] here, [`Core::free_changed`] for the
+//! inline claims. Conservation holds; the stale free took somebody's raw
+//! block, as a stale free landing a moment later would have. Loom model:
+//! `tests::loom_models::stale_free_races_reallocation_at_another_order`.
 
 use super::Core;
 use crate::error::FreeError;
@@ -31,11 +47,22 @@ pub(crate) fn checked_order(pfn: Pfn, order: u32) -> Result<Order, FreeError> {
     Order::new(order).ok_or(FreeError::InvalidOrder { pfn, order })
 }
 
+/// What a claim took: the flags word it replaced, and the block's order
+/// when it landed (the order asked for, unless the block changed under the
+/// claim: see the module doc).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Claim {
+    pub(crate) old: u32,
+    pub(crate) order: Order,
+}
+
 impl Core {
     /// Claim the allocated block `pfn` of `order` for freeing (see the module
     /// doc). `owned`: the caller is the `Pages` handle that owns the block.
+    /// The caller frees [`Claim::order`], which is `order` unless the block
+    /// was freed and reallocated at another order while the checks ran.
     #[inline(always)]
-    pub(crate) fn claim(&self, pfn: Pfn, order: Order, owned: bool) -> Result<u32, FreeError> {
+    pub(crate) fn claim(&self, pfn: Pfn, order: Order, owned: bool) -> Result<Claim, FreeError> {
         let d = self.checked_head(pfn, order)?;
         let mut old = d.flags();
         loop {
@@ -44,10 +71,30 @@ impl Core {
             // that left the word as we read it: their writes to the page
             // happen before its next owner's.
             match d.flags.compare_exchange(old, flags::PCP, Ordering::Acquire, Ordering::Relaxed) {
-                Ok(_) => return Ok(old),
+                Ok(_) => break,
                 Err(cur) => old = cur,
             }
         }
+        // Held: the private word is ours now. The order the checks read, or
+        // the block as it was reallocated meanwhile.
+        let order = match d.order() {
+            o if o == order.get() => order,
+            o => claimed_order(o),
+        };
+        Ok(Claim { old, order })
+    }
+
+    /// A page claimed as order 0 (the claim replaced flags word `old`)
+    /// whose private word changed between the checks and the claim: the pfn
+    /// was freed and handed out again meanwhile, at another order or type.
+    /// It is freed as it is now (see the module doc). Cold: only a stale
+    /// free racing a reallocation gets here.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn free_changed(&self, p: u64, old: u32) {
+        let order = claimed_order(self.mm.page(p).order());
+        self.init_on_free(p, order);
+        self.finish_free(Pfn::new(p), order, old);
     }
 
     /// The range, order and alignment checks; the descriptor of `pfn`.
@@ -137,4 +184,12 @@ fn check_word(pfn: Pfn, order: Order, d: &PageDesc, f: u32, owned: bool) -> Resu
         return Err(if owned { FreeError::NotAllocated { pfn } } else { FreeError::Owned { pfn } });
     }
     Ok(())
+}
+
+/// The order in the private word of a block just claimed: an allocated
+/// head's word holds the order it was allocated at (every allocation stores
+/// it before the release store of `HEAD` that the claim's CAS read).
+#[inline(always)]
+fn claimed_order(o: u32) -> Order {
+    Order::new(o).expect("an allocated head's private word holds its order")
 }

@@ -56,7 +56,13 @@ impl Core {
         if d.flags.compare_exchange(flags::HEAD, flags::PCP, Ordering::Acquire, Ordering::Relaxed).is_err() {
             return false;
         }
-        // Claimed: from here on the page is ours to put anywhere.
+        // Claimed: from here on the page is ours to put anywhere. Its
+        // private word is ours too: one that changed since it was read is a
+        // pfn freed and handed out again meanwhile (see `claim`).
+        if d.private_raw() as usize != t {
+            self.free_changed(p, flags::HEAD);
+            return true;
+        }
         let Some(mut g) = self.fronts.enter_inline_free() else {
             self.finish_free_cold(p);
             return true;
@@ -107,9 +113,9 @@ impl Core {
     #[inline(always)]
     fn free_slow_body(&self, pfn: Pfn, order: u32, owned: bool) -> Result<(), FreeError> {
         let order = super::claim::checked_order(pfn, order)?;
-        let old = self.claim(pfn, order, owned)?;
-        self.init_on_free(pfn.as_u64(), order);
-        self.finish_free(pfn, order, old);
+        let c = self.claim(pfn, order, owned)?;
+        self.init_on_free(pfn.as_u64(), c.order);
+        self.finish_free(pfn, c.order, c.old);
         Ok(())
     }
 
@@ -117,7 +123,7 @@ impl Core {
     /// replaced): the block where it goes, its waiters woken, the no-lock
     /// frees' parked blocks put back.
     #[inline(always)]
-    fn finish_free(&self, pfn: Pfn, order: Order, old: u32) {
+    pub(crate) fn finish_free(&self, pfn: Pfn, order: Order, old: u32) {
         self.free_claimed(pfn.as_u64(), order);
         if old & flags::WAITERS != 0 || !self.cfg.page_lock_waiters_bit {
             self.wake_freed(pfn);

@@ -121,7 +121,7 @@ impl Core {
     /// errors are exactly those of a locked free.
     pub(crate) fn free_nolock(&self, pfn: Pfn, order: u32) -> Result<(), FreeError> {
         let order = super::claim::checked_order(pfn, order)?;
-        let old = self.claim(pfn, order, false)?;
+        let super::claim::Claim { old, order } = self.claim(pfn, order, false)?;
         let p = pfn.as_u64();
         self.init_on_free(p, order);
         let cpu = crate::cpu::current_cpu() as usize;

@@ -75,7 +75,14 @@ impl Core {
         let mut wake = Vec::new();
         for &p in pfns {
             self.unlist_and_clean(p);
-            if let Ok(old) = self.claim(Pfn::new(p), Order::ZERO, false) {
+            if let Ok(c) = self.claim(Pfn::new(p), Order::ZERO, false) {
+                if c.order != Order::ZERO {
+                    // Reallocated at another order meanwhile: freed as it is.
+                    self.init_on_free(p, c.order);
+                    self.finish_free(Pfn::new(p), c.order, c.old);
+                    continue;
+                }
+                let old = c.old;
                 self.init_on_free(p, Order::ZERO);
                 claimed.push(p);
                 if old & crate::page::flags::WAITERS != 0 || !self.cfg.page_lock_waiters_bit {

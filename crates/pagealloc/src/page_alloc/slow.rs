@@ -116,6 +116,22 @@ impl Core {
                 return Ok(p);
             }
         }
+        // Every check so far read the zone counters without the lock, and a
+        // free or an allocation in progress on another thread changes them
+        // piece by piece under it (a merge takes each buddy off its list
+        // before the merged block goes on): one preempted there shows the
+        // zone nearly empty while it is not. Before failing, each zone once
+        // more with its lock held, where the counters are exact (loom model
+        // `tests::loom_models::stale_free_races_reallocation_at_another_order`
+        // found an order-0 request failing on an all-free arena).
+        let locked = zl.iter().find_map(|&zi| {
+            let z = &self.zones[zi];
+            let g = z.lock(&self.mm);
+            z.watermark_ok(order, af, gfp).then(|| z.rmqueue_in(g, order, gfp, af, false)).flatten()
+        });
+        if let Some(p) = locked {
+            return Ok(self.prep_new_page(p, order, gfp, head));
+        }
         self.events.count(VmEvent::AllocFail, 1);
         Err(AllocError::NoMemory { order: order.get() })
     }
