@@ -38,6 +38,14 @@ pub(crate) const fn armed() -> bool {
     false
 }
 
+/// The window between a free's checks of a page and the CAS that claims it
+/// (see `page_alloc::claim`): with the feature and [`set_claim_window`]
+/// set, the thread yields the CPU there, so a test can make other threads
+/// free and reallocate the page meanwhile. Nothing without the feature.
+#[cfg(not(feature = "fail-inject"))]
+#[inline(always)]
+pub(crate) const fn claim_window() {}
+
 /// `false` when this per-CPU trylock must report "busy" (always `true` without
 /// the feature).
 #[cfg(not(feature = "fail-inject"))]
@@ -202,6 +210,27 @@ mod enabled {
         // Count against `alloc_times` without overshooting it under races.
         let limit = ALLOC_TIMES.load(Ordering::Relaxed);
         ALLOC_INJECTED.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |k| (k < limit).then_some(k + 1)).is_ok()
+    }
+
+    /// Yields in every free's claim window (between its checks and its CAS).
+    static CLAIM_YIELDS: AtomicU64 = AtomicU64::new(0);
+
+    /// Make every free yield the CPU `yields` times between its checks of a
+    /// page and the CAS that claims it (0: off), on every allocator and
+    /// independently of [`configure`]: a stale free then races the page's
+    /// free and reallocation by other threads far more often than it
+    /// would (the claim must land on the block as it is by then).
+    pub fn set_claim_window(yields: u32) {
+        CLAIM_YIELDS.store(yields as u64, Ordering::Relaxed);
+    }
+
+    /// The claim window's hook (see [`set_claim_window`]).
+    #[inline]
+    pub(crate) fn claim_window() {
+        let n = CLAIM_YIELDS.load(Ordering::Relaxed);
+        for _ in 0..n {
+            std::thread::yield_now();
+        }
     }
 
     /// `false` when this per-CPU trylock must report "busy".

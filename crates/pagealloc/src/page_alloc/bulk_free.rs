@@ -241,10 +241,7 @@ impl Claims {
             // inline single free's; any other word (page-cache bits, lock
             // state, misuse, a word changing meanwhile) sends the entry to
             // the full checks.
-            if !fast
-                || private & page::ORDER_MASK != 0
-                || d.flags.compare_exchange(flags::HEAD, flags::PCP, Ordering::Acquire, Ordering::Relaxed).is_err()
-            {
+            if !fast || private & page::ORDER_MASK != 0 || head_claim_fails(d) {
                 aside |= 1 << (i - start);
                 continue;
             }
@@ -350,9 +347,7 @@ impl Core {
         // after a locked instruction waits for it, and the next claim's
         // address would wait on that load.
         let mut next = if i + 1 < n { e.get(i + 1) } else { None };
-        if t >= NR_STACKS
-            || d.flags.compare_exchange(flags::HEAD, flags::PCP, Ordering::Acquire, Ordering::Relaxed).is_err()
-        {
+        if t >= NR_STACKS || head_claim_fails(d) {
             return i;
         }
         // Claimed: from here on the page is freed whatever happens (as it
@@ -389,11 +384,7 @@ impl Core {
                 break;
             };
             next = if i + 1 < n { e.get(i + 1) } else { None };
-            if d.private_raw() as usize != t
-                || key != zone::pb_key(w)
-                || len >= FRONT_CAP
-                || d.flags.compare_exchange(flags::HEAD, flags::PCP, Ordering::Acquire, Ordering::Relaxed).is_err()
-            {
+            if d.private_raw() as usize != t || key != zone::pb_key(w) || len >= FRONT_CAP || head_claim_fails(d) {
                 break;
             }
             e.consumed(i);
@@ -426,6 +417,14 @@ pub(crate) trait Entries {
     fn get(&self, i: usize) -> Option<Pfn>;
     /// Entry `i`'s page has been freed.
     fn consumed(&mut self, i: usize);
+}
+
+/// The inline claims' CAS, from exactly `HEAD` to `PCP`; true when it
+/// failed (the claim window's hook first: see `failinject::claim_window`).
+#[inline(always)]
+fn head_claim_fails(d: &page::PageDesc) -> bool {
+    crate::failinject::claim_window();
+    d.flags.compare_exchange(flags::HEAD, flags::PCP, Ordering::Acquire, Ordering::Relaxed).is_err()
 }
 
 impl Entries for &[Pfn] {

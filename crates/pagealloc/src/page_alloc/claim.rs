@@ -67,6 +67,7 @@ impl Core {
         let mut old = d.flags();
         loop {
             check_word(pfn, order, d, old, owned).map_err(|e| self.refine(e, pfn, order))?;
+            crate::failinject::claim_window();
             // Acquire: pairs with the Release of an unlock or end of writeback
             // that left the word as we read it: their writes to the page
             // happen before its next owner's.

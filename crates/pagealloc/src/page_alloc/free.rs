@@ -53,6 +53,7 @@ impl Core {
         // Acquire: as in `claim`. Exactly HEAD: an allocated order-0 head
         // with no lock state, no waiters and no owner. The claim comes before
         // the handshake, keeping the atomic ahead of its stores.
+        crate::failinject::claim_window();
         if d.flags.compare_exchange(flags::HEAD, flags::PCP, Ordering::Acquire, Ordering::Relaxed).is_err() {
             return false;
         }
