@@ -218,7 +218,7 @@ fn stale_frees_racing_reallocation_never_free_a_held_frame() {
                     recent[i % 64].store(p.as_u64(), Ordering::Relaxed);
                     i += 1;
                 }
-                if i % 512 == 0 {
+                if i.is_multiple_of(512) {
                     a.drain_local_pages();
                 }
             }
