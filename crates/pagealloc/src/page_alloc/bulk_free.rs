@@ -129,7 +129,7 @@ impl Core {
             inner.wake_freed(p);
         }
         for (p, old) in claims.changed {
-            inner.free_changed(p, old);
+            inner.free_as_is(p, old);
         }
         claims.rejected
     }
@@ -355,11 +355,11 @@ impl Core {
         e.consumed(i);
         i += 1;
         if d.private_raw() as usize != t {
-            self.free_changed(p, flags::HEAD);
+            self.free_as_is(p, flags::HEAD);
             return i;
         }
         let Some(mut g) = self.fronts.enter_inline_free() else {
-            self.finish_free_cold(p);
+            self.free_as_is(p, flags::HEAD);
             return i;
         };
         let (stacks, events) = g.split();
@@ -368,7 +368,7 @@ impl Core {
         let mut len = s.len as usize;
         if key != zone::pb_key(w) || len >= FRONT_CAP {
             drop(g);
-            self.finish_free_cold(p);
+            self.free_as_is(p, flags::HEAD);
             return i;
         }
         s.pfns[len] = p as u32;
@@ -396,7 +396,7 @@ impl Core {
                 s.len = len as u32;
                 events.add_owner(VmEvent::Pgfree, taken as u64);
                 drop(g);
-                self.free_changed(p, flags::HEAD);
+                self.free_as_is(p, flags::HEAD);
                 return i;
             }
             s.pfns[len] = p as u32;

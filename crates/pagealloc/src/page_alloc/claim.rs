@@ -29,7 +29,7 @@
 //! the private word again once it holds the block (nobody else writes it
 //! then; the allocation's `set_flags` is a release store after its private
 //! word, the claim's CAS an acquire) and, where it changed, frees the block
-//! as it is now: [`Claim::order`] here, [`Core::free_changed`] for the
+//! as it is now: [`Claim::order`] here, [`Core::free_as_is`] for the
 //! inline claims. Conservation holds; the stale free took somebody's raw
 //! block, as a stale free landing a moment later would have. Loom model:
 //! `tests::loom_models::stale_free_races_reallocation_at_another_order`.
@@ -85,14 +85,15 @@ impl Core {
         Ok(Claim { old, order })
     }
 
-    /// A page claimed as order 0 (the claim replaced flags word `old`)
-    /// whose private word changed between the checks and the claim: the pfn
-    /// was freed and handed out again meanwhile, at another order or type.
-    /// It is freed as it is now (see the module doc). Cold: only a stale
-    /// free racing a reallocation gets here.
+    /// Free a page an order-0 claim holds (it replaced flags word `old`) by
+    /// the full path, at the order its private word says now: the inline
+    /// paths' way out for a page they claimed but cannot keep (no slot, a
+    /// full stack, another key), and for one whose private word changed
+    /// between the checks and the claim (the pfn was freed and handed out
+    /// again meanwhile, at another order or type: see the module doc).
     #[cold]
     #[inline(never)]
-    pub(crate) fn free_changed(&self, p: u64, old: u32) {
+    pub(crate) fn free_as_is(&self, p: u64, old: u32) {
         let order = claimed_order(self.mm.page(p).order());
         self.init_on_free(p, order);
         self.finish_free(Pfn::new(p), order, old);

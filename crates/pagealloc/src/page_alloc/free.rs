@@ -61,11 +61,11 @@ impl Core {
         // private word is ours too: one that changed since it was read is a
         // pfn freed and handed out again meanwhile (see `claim`).
         if d.private_raw() as usize != t {
-            self.free_changed(p, flags::HEAD);
+            self.free_as_is(p, flags::HEAD);
             return true;
         }
         let Some(mut g) = self.fronts.enter_inline_free() else {
-            self.finish_free_cold(p);
+            self.free_as_is(p, flags::HEAD);
             return true;
         };
         let (stacks, events) = g.split();
@@ -76,21 +76,13 @@ impl Core {
         let len = s.len as usize;
         if s.key != zone::pb_key(w) || len >= FRONT_CAP {
             drop(g);
-            self.finish_free_cold(p);
+            self.free_as_is(p, flags::HEAD);
             return true;
         }
         s.pfns[len] = p as u32;
         s.len = len as u32 + 1;
         events.add_owner(crate::vmevent::VmEvent::Pgfree, 1);
         true
-    }
-
-    /// [`Core::finish_free`] of an order-0 page the inline free claimed
-    /// from exactly `HEAD` but could not keep.
-    #[cold]
-    #[inline(never)]
-    pub(super) fn finish_free_cold(&self, p: u64) {
-        self.finish_free(Pfn::new(p), Order::ZERO, flags::HEAD);
     }
 
     /// [`Core::free_slow`] of a raw free the inline path did not take. Cold
