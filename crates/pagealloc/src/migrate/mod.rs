@@ -97,12 +97,26 @@ impl Core {
             if cur & (flags::OWNED | flags::ISOLATED_MIGRATE) != 0 {
                 return Err(E::NotMovable { pfn });
             }
+            crate::failinject::claim_window();
             // Release: the id recorded above is seen by whoever isolates.
-            match d.flags.compare_exchange(cur, cur | flags::MOVABLE_OPS, Ordering::Release, Ordering::Relaxed) {
-                Ok(_) => return Ok(()),
+            // Acquire: the private word read below is the one the block's
+            // allocation stored before its release store of HEAD.
+            match d.flags.compare_exchange(cur, cur | flags::MOVABLE_OPS, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => break,
                 Err(c) => cur = c,
             }
         }
+        // The order was read before the CAS, which compares the flags word
+        // only: a pfn freed and handed out again meanwhile as a larger block
+        // reads HEAD again (as in `page_alloc::claim`). Such a block is not
+        // marked: the mark comes off again (unless the word moved on, when
+        // the compactor's own check after its CAS refuses the block).
+        if d.order() != 0 {
+            let marked = cur | flags::MOVABLE_OPS;
+            let _ = d.flags.compare_exchange(marked, cur, Ordering::Relaxed, Ordering::Relaxed);
+            return Err(E::NotMovable { pfn });
+        }
+        Ok(())
     }
 
     /// Unmark a movable page (it becomes pinned). Refused while it is being
@@ -137,8 +151,17 @@ impl Core {
         if d.order() != 0 {
             return Moved::Busy;
         }
+        crate::failinject::claim_window();
         // Acquire: pairs with the Release of set_page_movable (the ops id).
         if d.flags.compare_exchange(REGISTERED, ISOLATED, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            return Moved::Busy;
+        }
+        // Isolated: the order again, as a claim reads it after its CAS (see
+        // `page_alloc::claim`): the page may have been freed and handed out
+        // again as a larger block, marked by a stale `set_page_movable`,
+        // since the check above. Not this order-0 move's to make.
+        if d.order() != 0 {
+            self.unisolate(p);
             return Moved::Busy;
         }
         let Some(id) = self.mobility.page_id(p) else {
