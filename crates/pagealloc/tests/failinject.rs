@@ -176,6 +176,28 @@ fn stress_with_injection_loses_nothing() {
     assert_eq!(a.nr_free_pages(), a.managed_pages(), "pages leaked under injection");
 }
 
+/// The arena of the stale-call races: 4 MiB, two CPUs, no reserve, no
+/// reporter thread.
+fn race_config() -> Config {
+    Config::new().arena_bytes(4 << 20).nr_cpus(Some(2)).min_free_kbytes(Some(0)).page_reporting(false)
+}
+
+/// A xorshift step: the races' cheap per-thread choices.
+fn xorshift(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
+/// Consistent, and every page free once the caches are drained.
+fn whole(a: &PageAllocator) {
+    a.check_invariants().unwrap();
+    a.drain_all_pages();
+    a.check_invariants().unwrap();
+    assert_eq!(a.nr_free_pages(), a.managed_pages(), "every page free again");
+}
+
 /// Stale raw frees at every order racing owners who free and reallocate
 /// the same pfns at other orders, and `Pages` handles whose frames carry
 /// their owner's mark: a free lands on the block as it is when its claim
@@ -192,12 +214,7 @@ fn stress_with_injection_loses_nothing() {
 fn stale_frees_racing_reallocation_never_free_a_held_frame() {
     let _s = serial();
     failinject::set_claim_window(1);
-    let a = Arc::new(
-        PageAllocator::new(
-            Config::new().arena_bytes(4 << 20).nr_cpus(Some(2)).min_free_kbytes(Some(0)).page_reporting(false),
-        )
-        .unwrap(),
-    );
+    let a = Arc::new(PageAllocator::new(race_config()).unwrap());
     let stop = Arc::new(AtomicBool::new(false));
     // The pfns owners freed last, for the stale freers to aim at.
     let recent: Arc<Vec<AtomicU64>> = Arc::new((0..64).map(|_| AtomicU64::new(0)).collect());
@@ -208,9 +225,7 @@ fn stale_frees_racing_reallocation_never_free_a_held_frame() {
             let mut x = t + 1;
             let mut i = 0usize;
             while !stop.load(Ordering::Relaxed) {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
+                xorshift(&mut x);
                 let order = (x % 3) as u32;
                 if let Ok(p) = a.alloc_pages(Gfp::MOVABLE, order) {
                     // A stale free may have taken it already: its own free
@@ -230,9 +245,7 @@ fn stale_frees_racing_reallocation_never_free_a_held_frame() {
         hs.push(std::thread::spawn(move || {
             let mut x = 99 + t;
             while !stop.load(Ordering::Relaxed) {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
+                xorshift(&mut x);
                 let p = Pfn::new(recent[(x % 64) as usize].load(Ordering::Relaxed));
                 let _ = a.free_pages(p, ((x >> 8) % 3) as u32);
             }
@@ -270,10 +283,7 @@ fn stale_frees_racing_reallocation_never_free_a_held_frame() {
     for m in markers {
         assert!(m.join().unwrap() > 0);
     }
-    a.check_invariants().unwrap();
-    a.drain_all_pages();
-    a.check_invariants().unwrap();
-    assert_eq!(a.nr_free_pages(), a.managed_pages(), "every page free again");
+    whole(&a);
 }
 
 /// Takes every migration and remembers the targets (raw pages it then owns).
@@ -301,17 +311,7 @@ impl MovableOps for Accept {
 fn stale_movable_marks_racing_reallocation_never_move_a_larger_block() {
     let _s = serial();
     failinject::set_claim_window(1);
-    let a = Arc::new(
-        PageAllocator::new(
-            Config::new()
-                .arena_bytes(4 << 20)
-                .nr_cpus(Some(2))
-                .min_free_kbytes(Some(0))
-                .page_reporting(false)
-                .compaction_proactiveness(0),
-        )
-        .unwrap(),
-    );
+    let a = Arc::new(PageAllocator::new(race_config().compaction_proactiveness(0)).unwrap());
     let ops = Arc::new(Accept(Mutex::new(Vec::new())));
     let id = a.register_movable_ops(ops.clone());
     let stop = Arc::new(AtomicBool::new(false));
@@ -326,9 +326,7 @@ fn stale_movable_marks_racing_reallocation_never_move_a_larger_block() {
             // fragmented, so the compactor has marked pages to move.
             let mut live = std::collections::VecDeque::new();
             while !stop.load(Ordering::Relaxed) {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
+                xorshift(&mut x);
                 let order = (x % 3) as u32;
                 if let Ok(p) = a.alloc_pages(Gfp::MOVABLE, order) {
                     recent[i % 64].store(p.as_u64(), Ordering::Relaxed);
@@ -358,9 +356,7 @@ fn stale_movable_marks_racing_reallocation_never_move_a_larger_block() {
         hs.push(std::thread::spawn(move || {
             let mut x = 7u64;
             while !stop.load(Ordering::Relaxed) {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
+                xorshift(&mut x);
                 let p = Pfn::new(recent[(x % 64) as usize].load(Ordering::Relaxed));
                 let _ = a.set_page_movable(p, id);
             }
@@ -389,8 +385,5 @@ fn stale_movable_marks_racing_reallocation_never_move_a_larger_block() {
         let _ = a.clear_page_movable(Pfn::new(p));
         let _ = a.free_pages(Pfn::new(p), 0);
     }
-    a.check_invariants().unwrap();
-    a.drain_all_pages();
-    a.check_invariants().unwrap();
-    assert_eq!(a.nr_free_pages(), a.managed_pages(), "every page free again");
+    whole(&a);
 }
