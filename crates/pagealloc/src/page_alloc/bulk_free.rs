@@ -4,6 +4,7 @@
 //! rest through the full checks; bad entries are reported by index and
 //! change nothing.
 
+use super::claim::{claim_head, HeadClaim};
 use super::give::{set_list_type, Giver, GIVE_CHUNK};
 use super::Core;
 use crate::error::{BulkFreeError, FreeError};
@@ -241,14 +242,18 @@ impl Claims {
             // inline single free's; any other word (page-cache bits, lock
             // state, misuse, a word changing meanwhile) sends the entry to
             // the full checks.
-            if !fast || private & page::ORDER_MASK != 0 || head_claim_fails(d) {
-                aside |= 1 << (i - start);
-                continue;
-            }
-            if d.private_raw() != private {
-                // Freed and reallocated since the word was read (see `claim`).
-                self.changed.push((p, flags::HEAD));
-                continue;
+            let claimed =
+                if fast && private & page::ORDER_MASK == 0 { claim_head(d, private) } else { HeadClaim::Refused };
+            match claimed {
+                HeadClaim::Refused => {
+                    aside |= 1 << (i - start);
+                    continue;
+                }
+                HeadClaim::Changed => {
+                    self.changed.push((p, flags::HEAD));
+                    continue;
+                }
+                HeadClaim::Held => {}
             }
             if zero {
                 inner.init_on_free(p, Order::ZERO);
@@ -347,14 +352,18 @@ impl Core {
         // after a locked instruction waits for it, and the next claim's
         // address would wait on that load.
         let mut next = if i + 1 < n { e.get(i + 1) } else { None };
-        if t >= NR_STACKS || head_claim_fails(d) {
+        if t >= NR_STACKS {
+            return i;
+        }
+        let claimed = claim_head(d, t as u32);
+        if claimed == HeadClaim::Refused {
             return i;
         }
         // Claimed: from here on the page is freed whatever happens (as it
         // is now, if it changed since its word was read: see `claim`).
         e.consumed(i);
         i += 1;
-        if d.private_raw() as usize != t {
+        if claimed == HeadClaim::Changed {
             self.free_as_is(p, flags::HEAD);
             return i;
         }
@@ -384,12 +393,16 @@ impl Core {
                 break;
             };
             next = if i + 1 < n { e.get(i + 1) } else { None };
-            if d.private_raw() as usize != t || key != zone::pb_key(w) || len >= FRONT_CAP || head_claim_fails(d) {
+            if d.private_raw() as usize != t || key != zone::pb_key(w) || len >= FRONT_CAP {
+                break;
+            }
+            let claimed = claim_head(d, t as u32);
+            if claimed == HeadClaim::Refused {
                 break;
             }
             e.consumed(i);
             i += 1;
-            if d.private_raw() as usize != t {
+            if claimed == HeadClaim::Changed {
                 // Changed under the claim: freed as it is, after the stack
                 // is let go.
                 let taken = len - s.len as usize;
@@ -417,14 +430,6 @@ pub(crate) trait Entries {
     fn get(&self, i: usize) -> Option<Pfn>;
     /// Entry `i`'s page has been freed.
     fn consumed(&mut self, i: usize);
-}
-
-/// The inline claims' CAS, from exactly `HEAD` to `PCP`; true when it
-/// failed (the claim window's hook first: see `failinject::claim_window`).
-#[inline(always)]
-fn head_claim_fails(d: &page::PageDesc) -> bool {
-    crate::failinject::claim_window();
-    d.flags.compare_exchange(flags::HEAD, flags::PCP, Ordering::Acquire, Ordering::Relaxed).is_err()
 }
 
 impl Entries for &[Pfn] {

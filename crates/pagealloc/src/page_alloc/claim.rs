@@ -29,8 +29,8 @@
 //! the private word again once it holds the block (nobody else writes it
 //! then; the allocation's `set_flags` is a release store after its private
 //! word, the claim's CAS an acquire) and, where it changed, frees the block
-//! as it is now: [`Claim::order`] here, [`Core::free_as_is`] for the
-//! inline claims. Conservation holds; the stale free took somebody's raw
+//! as it is now: [`Claim::order`] here, [`claim_head`] and
+//! [`Core::free_as_is`] for the inline claims. Conservation holds; the stale free took somebody's raw
 //! block, as a stale free landing a moment later would have. Loom model:
 //! `tests::loom_models::stale_free_races_reallocation_at_another_order`.
 
@@ -54,6 +54,35 @@ pub(crate) fn checked_order(pfn: Pfn, order: u32) -> Result<Order, FreeError> {
 pub(crate) struct Claim {
     pub(crate) old: u32,
     pub(crate) order: Order,
+}
+
+/// What an inline claim ([`claim_head`]) got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HeadClaim {
+    /// The word was not exactly `HEAD`: nothing changed, the full path
+    /// decides.
+    Refused,
+    /// Held, its private word still the one the caller checked.
+    Held,
+    /// Held, but its private word changed since the caller read it (freed
+    /// and handed out again meanwhile): free it with [`Core::free_as_is`].
+    Changed,
+}
+
+/// The inline claims' CAS, from exactly `HEAD` (an allocated head with no
+/// lock state, no waiters and no owner) to `PCP`, then the page's private
+/// word again against `word`, the one the caller read and checked before
+/// (see the module doc). Acquire: as in [`Core::claim`].
+#[inline(always)]
+pub(crate) fn claim_head(d: &PageDesc, word: u32) -> HeadClaim {
+    crate::failinject::claim_window();
+    if d.flags.compare_exchange(flags::HEAD, flags::PCP, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        return HeadClaim::Refused;
+    }
+    if d.private_raw() != word {
+        return HeadClaim::Changed;
+    }
+    HeadClaim::Held
 }
 
 impl Core {

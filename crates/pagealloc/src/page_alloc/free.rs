@@ -4,12 +4,12 @@
 //! (pcp orders), or the buddy lists (everything else, isolated and reserved
 //! pageblocks, and a busy per-CPU lock, which is never waited for).
 
+use super::claim::{claim_head, HeadClaim};
 use super::Core;
 use crate::error::FreeError;
 use crate::front::{FrontStack, Owner, Stacks, FRONT_CAP, NR_STACKS};
 use crate::page::flags;
 use crate::pcp;
-use crate::sync::Ordering;
 use crate::types::{MigrateType, Order, Pfn};
 use crate::zone::{self, Zone};
 
@@ -50,17 +50,14 @@ impl Core {
         if t >= NR_STACKS {
             return false;
         }
-        // Acquire: as in `claim`. Exactly HEAD: an allocated order-0 head
-        // with no lock state, no waiters and no owner. The claim comes before
-        // the handshake, keeping the atomic ahead of its stores.
-        crate::failinject::claim_window();
-        if d.flags.compare_exchange(flags::HEAD, flags::PCP, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        // The claim comes before the handshake, keeping the atomic ahead of
+        // its stores. Claimed, the page is ours to put anywhere (as it is
+        // now, if it changed since its word was read).
+        let claimed = claim_head(d, t as u32);
+        if claimed == HeadClaim::Refused {
             return false;
         }
-        // Claimed: from here on the page is ours to put anywhere. Its
-        // private word is ours too: one that changed since it was read is a
-        // pfn freed and handed out again meanwhile (see `claim`).
-        if d.private_raw() as usize != t {
+        if claimed == HeadClaim::Changed {
             self.free_as_is(p, flags::HEAD);
             return true;
         }
