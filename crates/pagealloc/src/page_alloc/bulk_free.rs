@@ -4,7 +4,7 @@
 //! rest through the full checks; bad entries are reported by index and
 //! change nothing.
 
-use super::claim::{claim_head, HeadClaim};
+use super::claim::{changed_under_claim, claim_head};
 use super::give::{set_list_type, Giver, GIVE_CHUNK};
 use super::Core;
 use crate::error::{BulkFreeError, FreeError};
@@ -242,18 +242,13 @@ impl Claims {
             // inline single free's; any other word (page-cache bits, lock
             // state, misuse, a word changing meanwhile) sends the entry to
             // the full checks.
-            let claimed =
-                if fast && private & page::ORDER_MASK == 0 { claim_head(d, private) } else { HeadClaim::Refused };
-            match claimed {
-                HeadClaim::Refused => {
-                    aside |= 1 << (i - start);
-                    continue;
-                }
-                HeadClaim::Changed => {
-                    self.changed.push((p, flags::HEAD));
-                    continue;
-                }
-                HeadClaim::Held => {}
+            if !fast || private & page::ORDER_MASK != 0 || !claim_head(d) {
+                aside |= 1 << (i - start);
+                continue;
+            }
+            if changed_under_claim(d, private) {
+                self.changed.push((p, flags::HEAD));
+                continue;
             }
             if zero {
                 inner.init_on_free(p, Order::ZERO);
@@ -352,18 +347,14 @@ impl Core {
         // after a locked instruction waits for it, and the next claim's
         // address would wait on that load.
         let mut next = if i + 1 < n { e.get(i + 1) } else { None };
-        if t >= NR_STACKS {
-            return i;
-        }
-        let claimed = claim_head(d, t as u32);
-        if claimed == HeadClaim::Refused {
+        if t >= NR_STACKS || !claim_head(d) {
             return i;
         }
         // Claimed: from here on the page is freed whatever happens (as it
         // is now, if it changed since its word was read: see `claim`).
         e.consumed(i);
         i += 1;
-        if claimed == HeadClaim::Changed {
+        if changed_under_claim(d, t as u32) {
             self.free_as_is(p, flags::HEAD);
             return i;
         }
@@ -393,16 +384,12 @@ impl Core {
                 break;
             };
             next = if i + 1 < n { e.get(i + 1) } else { None };
-            if d.private_raw() as usize != t || key != zone::pb_key(w) || len >= FRONT_CAP {
-                break;
-            }
-            let claimed = claim_head(d, t as u32);
-            if claimed == HeadClaim::Refused {
+            if d.private_raw() as usize != t || key != zone::pb_key(w) || len >= FRONT_CAP || !claim_head(d) {
                 break;
             }
             e.consumed(i);
             i += 1;
-            if claimed == HeadClaim::Changed {
+            if changed_under_claim(d, t as u32) {
                 // Changed under the claim: freed as it is, after the stack
                 // is let go.
                 let taken = len - s.len as usize;

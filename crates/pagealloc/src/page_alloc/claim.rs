@@ -29,7 +29,7 @@
 //! the private word again once it holds the block (nobody else writes it
 //! then; the allocation's `set_flags` is a release store after its private
 //! word, the claim's CAS an acquire) and, where it changed, frees the block
-//! as it is now: [`Claim::order`] here, [`claim_head`] and
+//! as it is now: [`Claim::order`] here, [`changed_under_claim`] and
 //! [`Core::free_as_is`] for the inline claims. Conservation holds; the stale free took somebody's raw
 //! block, as a stale free landing a moment later would have. Loom model:
 //! `tests::loom_models::stale_free_races_reallocation_at_another_order`.
@@ -56,33 +56,23 @@ pub(crate) struct Claim {
     pub(crate) order: Order,
 }
 
-/// What an inline claim ([`claim_head`]) got.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum HeadClaim {
-    /// The word was not exactly `HEAD`: nothing changed, the full path
-    /// decides.
-    Refused,
-    /// Held, its private word still the one the caller checked.
-    Held,
-    /// Held, but its private word changed since the caller read it (freed
-    /// and handed out again meanwhile): free it with [`Core::free_as_is`].
-    Changed,
+/// The inline claims' CAS, from exactly `HEAD` (an allocated head with no
+/// lock state, no waiters and no owner) to `PCP`; false (nothing changed)
+/// for any other word. Acquire: as in [`Core::claim`]. A page it took is
+/// then checked with [`changed_under_claim`].
+#[inline(always)]
+pub(crate) fn claim_head(d: &PageDesc) -> bool {
+    crate::failinject::claim_window();
+    d.flags.compare_exchange(flags::HEAD, flags::PCP, Ordering::Acquire, Ordering::Relaxed).is_ok()
 }
 
-/// The inline claims' CAS, from exactly `HEAD` (an allocated head with no
-/// lock state, no waiters and no owner) to `PCP`, then the page's private
-/// word again against `word`, the one the caller read and checked before
-/// (see the module doc). Acquire: as in [`Core::claim`].
+/// After [`claim_head`] took the page: has its private word changed from
+/// `word`, the one the caller read and checked before the CAS (the pfn
+/// freed and handed out again meanwhile: see the module doc)? Such a page
+/// is freed with [`Core::free_as_is`].
 #[inline(always)]
-pub(crate) fn claim_head(d: &PageDesc, word: u32) -> HeadClaim {
-    crate::failinject::claim_window();
-    if d.flags.compare_exchange(flags::HEAD, flags::PCP, Ordering::Acquire, Ordering::Relaxed).is_err() {
-        return HeadClaim::Refused;
-    }
-    if d.private_raw() != word {
-        return HeadClaim::Changed;
-    }
-    HeadClaim::Held
+pub(crate) fn changed_under_claim(d: &PageDesc, word: u32) -> bool {
+    d.private_raw() != word
 }
 
 impl Core {

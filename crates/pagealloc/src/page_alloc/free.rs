@@ -4,12 +4,12 @@
 //! (pcp orders), or the buddy lists (everything else, isolated and reserved
 //! pageblocks, and a busy per-CPU lock, which is never waited for).
 
-use super::claim::{claim_head, HeadClaim};
 use super::Core;
 use crate::error::FreeError;
 use crate::front::{FrontStack, Owner, Stacks, FRONT_CAP, NR_STACKS};
 use crate::page::flags;
 use crate::pcp;
+use crate::sync::Ordering;
 use crate::types::{MigrateType, Order, Pfn};
 use crate::zone::{self, Zone};
 
@@ -53,11 +53,14 @@ impl Core {
         // The claim comes before the handshake, keeping the atomic ahead of
         // its stores. Claimed, the page is ours to put anywhere (as it is
         // now, if it changed since its word was read).
-        let claimed = claim_head(d, t as u32);
-        if claimed == HeadClaim::Refused {
+        // `claim::claim_head` and `claim::changed_under_claim` written out:
+        // through the helpers the same instructions cost `bench bulk`'s pair
+        // 6.10 ns against 5.90 (its loop laid out differently).
+        crate::failinject::claim_window();
+        if d.flags.compare_exchange(flags::HEAD, flags::PCP, Ordering::Acquire, Ordering::Relaxed).is_err() {
             return false;
         }
-        if claimed == HeadClaim::Changed {
+        if d.private_raw() as usize != t {
             self.free_as_is(p, flags::HEAD);
             return true;
         }
