@@ -79,6 +79,39 @@
 // `pagealloc_config.drain_mode`: seed 1's two-pass drain.
 #define PAGEALLOC_DRAIN_TWO_PASS 1
 
+// Pages per front-cache stack.
+#define PAGEALLOC__STACK_CAP 64
+
+// Front-cache stacks per thread cache.
+#define PAGEALLOC__STACKS 4
+
+// A slot's state during an operation.
+#define PAGEALLOC__BUSY 0
+
+// A descriptor's flags: an allocated head; the same claimed by a free.
+#define PAGEALLOC__FLAG_HEAD (1 << 9)
+
+#define PAGEALLOC__FLAG_PCP (1 << 10)
+
+// pfn >> this = pageblock word index.
+#define PAGEALLOC__PAGEBLOCK_ORDER 9
+
+// The pageblock word bits a stack's key compares.
+#define PAGEALLOC__PB_KEY_MASK 65295
+
+// The stacks of the three request types (`Gfp::migratetype`'s indexes).
+#define PAGEALLOC__STACK_UNMOVABLE 0
+
+#define PAGEALLOC__STACK_MOVABLE 1
+
+#define PAGEALLOC__STACK_RECLAIMABLE 2
+
+// The event counter a free onto a stack adds to.
+#define PAGEALLOC__EV_PGFREE 2
+
+// The gfp flags the inline allocation serves (every flag but ZERO).
+#define PAGEALLOC__INLINE_GFP 279
+
 // What a call did. `PAGEALLOC_OK` (0) is success; every other value is an
 // error whose message (naming the pfn where there is one) is available from
 // `pagealloc_last_error_message` on the same thread.
@@ -191,6 +224,76 @@ typedef struct pagealloc_config {
   bool pagetypeinfo_walk_lists;
 } pagealloc_config;
 
+// One front-cache stack (read and written by its thread's inline calls only).
+typedef struct pagealloc_front_stack {
+  // The pages, coldest first.
+  uint32_t pfns[64];
+  // How many.
+  uint32_t len;
+  // The node of the stack's zone.
+  uint32_t nid;
+  // The pageblock key a page must have to join the stack.
+  uint16_t key;
+  // The event counter an allocation from the stack adds to.
+  uint8_t alloc_ev;
+  // Padding.
+  uint8_t pad;
+} pagealloc_front_stack;
+
+// A thread's front-cache slot (the inline calls use `state`, `drain_req`,
+// `stacks` and `events`, from the slot's own thread only).
+typedef struct pagealloc_front_slot {
+  // The allocator's id between operations, `PAGEALLOC__BUSY` during one.
+  uint64_t state;
+  // Set while a drainer holds the slot.
+  uint8_t drain_req;
+  // The library's own words.
+  uint8_t reserved[15];
+  // One stack per request type (and one that never takes a page).
+  struct pagealloc_front_stack stacks[4];
+  // Event counters, written by the slot's thread only.
+  uint64_t events[35];
+} pagealloc_front_slot;
+
+// A page descriptor (the inline calls read `flags` and `private_word`).
+typedef struct pagealloc_page_desc {
+  // The flags word.
+  uint32_t flags;
+  // The order and type word.
+  uint32_t private_word;
+  // List links.
+  uint32_t next;
+  // List links.
+  uint32_t prev;
+} pagealloc_page_desc;
+
+// A thread cache: what the header-inline calls need. Made by
+// `pagealloc_tcache_create` for its calling thread; read its fields only
+// through `pagealloc_inline.h`.
+typedef struct pagealloc_tcache {
+  // The making thread's thread pointer.
+  const void *thread;
+  // The allocator, for every call the inline path does not serve.
+  const struct pagealloc *handle;
+  // The thread's slot.
+  struct pagealloc_front_slot *slot;
+  // The page descriptors, by pfn.
+  struct pagealloc_page_desc *descs;
+  // The pageblock words.
+  const uint16_t *blocks;
+  // Pages in the arena.
+  uint64_t nr_pages;
+  // The state an allocation enters from (never matches when the inline
+  // path is off).
+  uint64_t alloc_key;
+  // The state a free enters from.
+  uint64_t free_key;
+  // The arena's address for the prefetch (0: none).
+  size_t prefetch_base;
+  // What keeps the slot alive (opaque).
+  void *holder;
+} pagealloc_tcache;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -222,7 +325,8 @@ enum pagealloc_status pagealloc_create(const struct pagealloc_config *cfg,
 
 // Destroy an allocator and unmap its arena. NULL is a no-op (returns
 // `PAGEALLOC_OK`), like `free(NULL)`; a pointer that is not a handle is
-// `PAGEALLOC_ERR_INVALID_ARGUMENT`.
+// `PAGEALLOC_ERR_INVALID_ARGUMENT`; one with thread caches not yet
+// destroyed (`pagealloc_tcache_create`) is `PAGEALLOC_ERR_BUSY`, and stays.
 //
 // Thread safety: NOT safe concurrently with any other call on this handle.
 // Every other thread must be done with the handle (and its page addresses)
@@ -615,6 +719,50 @@ enum pagealloc_status pagealloc_last_error(void);
 // "(not a pagealloc status)" for other values.
 // Thread safety: safe from any thread.
 const char *pagealloc_status_name(int32_t code);
+
+// Make a thread cache for the calling thread on allocator `a`, in `*out`.
+// Use it with `pagealloc_inline.h`'s `pagealloc_tc_alloc_page` and
+// `pagealloc_tc_free_page` on this thread; destroy it with
+// `pagealloc_tcache_destroy` before the thread exits and before
+// `pagealloc_destroy` (which refuses while any exists). Where the front
+// cache is off (or the platform has no inline path) the cache still works:
+// every inline call then takes the full path.
+//
+// Errors: `PAGEALLOC_ERR_INVALID_ARGUMENT` (bad handle, NULL `out`),
+// `PAGEALLOC_ERR_BUSY` (the thread is exiting).
+// Thread safety: safe to call concurrently on one allocator.
+//
+// # Safety
+// `a` is a live handle (or NULL); `out` is NULL or writable.
+enum pagealloc_status pagealloc_tcache_create(const struct pagealloc *a,
+                                              struct pagealloc_tcache **out);
+
+// Destroy a thread cache (NULL: a no-op). Its pages stay in the thread's
+// front cache, where the thread's other calls (and drains) find them.
+//
+// Thread safety: any thread, but not concurrently with a call using `tc`.
+//
+// # Safety
+// `tc` is NULL or a live thread cache, used by no call now or later.
+enum pagealloc_status pagealloc_tcache_destroy(struct pagealloc_tcache *tc);
+
+// `pagealloc_tc_alloc` past its inline hit: `pagealloc_alloc_pages(a,
+// gfp_flags, 0)`'s pfn, or `PAGEALLOC_HOLE` when it failed (the calling
+// thread's last error says why).
+// Thread safety: as `pagealloc_alloc_pages`.
+//
+// # Safety
+// `a` is a live handle (or NULL).
+uint64_t pagealloc_tc_alloc_slow(const struct pagealloc *a, uint32_t gfp_flags);
+
+// Internal to `pagealloc_inline.h`: free an order-0 page whose claim the
+// inline free holds (it replaced the page's flags word, exactly HEAD, by
+// PCP) and could not push. Never call it yourself.
+//
+// # Safety
+// `a` is the live handle of the caller's thread cache; the caller holds
+// `pfn`'s claim, which this consumes.
+enum pagealloc_status pagealloc__tc_free_claimed(const struct pagealloc *a, uint64_t pfn);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -212,9 +212,9 @@ fn ffi_bulk(h: *const Handle, bulk: usize, n: u64) -> f64 {
     t.elapsed().as_nanos() as f64 / (n * bulk as u64) as f64
 }
 
-/// "best X ns" from the C program's line.
-fn run_c(exe: &Path, n: u64) -> Option<f64> {
-    let o = Command::new(exe).args([n.to_string(), SUB.to_string()]).output().ok()?;
+/// "best X ns" from the C program's line (`mode`: its `call` or `inline` loop).
+fn run_c(exe: &Path, n: u64, mode: &str) -> Option<f64> {
+    let o = Command::new(exe).args([n.to_string(), SUB.to_string(), mode.to_string()]).output().ok()?;
     let s = String::from_utf8_lossy(&o.stdout);
     s.split("best ").nth(1)?.split(' ').next()?.parse().ok()
 }
@@ -284,13 +284,16 @@ fn main() {
     rust_pairs(&a, n / 10 + 1);
     ffi_pairs(h, n / 10 + 1);
 
-    let (mut r, mut rc, mut f, mut cc) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut r, mut rc, mut f, mut cc, mut ci) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..rounds {
         r.push(best_of(|| rust_pairs(&a, n)));
         rc.push(best_of(|| rust_call_pairs(&a, n)));
         f.push(best_of(|| ffi_pairs(h, n)));
-        if let Some(x) = c.as_deref().and_then(|e| run_c(e, n)) {
+        if let Some(x) = c.as_deref().and_then(|e| run_c(e, n, "call")) {
             cc.push(x);
+        }
+        if let Some(x) = c.as_deref().and_then(|e| run_c(e, n, "inline")) {
+            ci.push(x);
         }
     }
     let best = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
@@ -316,6 +319,14 @@ fn main() {
             best(&cc),
             median(&mut cc.clone()),
             median(&mut cc.clone()) - median(&mut r.clone())
+        );
+    }
+    if !ci.is_empty() {
+        println!(
+            "  C inline (tcache){:6.2} / {:6.2}   (+{:.2} ns per pair over rust, median; own process)",
+            best(&ci),
+            median(&mut ci.clone()),
+            median(&mut ci.clone()) - median(&mut r.clone())
         );
     }
     println!("bulk alloc+free through the array form, ns per page (best of {rounds} rounds)");

@@ -32,6 +32,9 @@
 #![allow(non_camel_case_types)]
 
 mod status;
+mod tcache;
+
+pub use tcache::*;
 
 use std::ffi::{c_char, c_void};
 use std::mem::MaybeUninit;
@@ -223,6 +226,9 @@ const MAGIC: u32 = 0x7061_6c63; // "palc"
 pub struct pagealloc {
     magic: u32,
     inner: PageAllocator,
+    /// Thread caches made on this handle and not yet destroyed
+    /// (`pagealloc_destroy` refuses while there are any).
+    tcaches: std::sync::atomic::AtomicUsize,
 }
 
 /// The allocator behind a handle, or `PAGEALLOC_ERR_INVALID_ARGUMENT`.
@@ -383,14 +389,15 @@ pub unsafe extern "C" fn pagealloc_create(
             unsafe { cfg.read_unaligned() }.to_rust()?
         };
         let inner = PageAllocator::new(c).map_err(config_err)?;
-        o.write(Box::into_raw(Box::new(pagealloc { magic: MAGIC, inner })));
+        o.write(Box::into_raw(Box::new(pagealloc { magic: MAGIC, inner, tcaches: Default::default() })));
         Ok(())
     })
 }
 
 /// Destroy an allocator and unmap its arena. NULL is a no-op (returns
 /// `PAGEALLOC_OK`), like `free(NULL)`; a pointer that is not a handle is
-/// `PAGEALLOC_ERR_INVALID_ARGUMENT`.
+/// `PAGEALLOC_ERR_INVALID_ARGUMENT`; one with thread caches not yet
+/// destroyed (`pagealloc_tcache_create`) is `PAGEALLOC_ERR_BUSY`, and stays.
 ///
 /// Thread safety: NOT safe concurrently with any other call on this handle.
 /// Every other thread must be done with the handle (and its page addresses)
@@ -407,6 +414,14 @@ pub unsafe extern "C" fn pagealloc_destroy(a: *mut pagealloc) -> pagealloc_statu
         }
         // SAFETY: a handle (checked as far as it can be) by the caller's contract.
         unsafe { handle(a) }?;
+        // SAFETY: as above.
+        let live = unsafe { (*a).tcaches.load(std::sync::atomic::Ordering::Acquire) };
+        if live != 0 {
+            return Err(fail(
+                PAGEALLOC_ERR_BUSY,
+                format_args!("{live} thread caches of this allocator are not destroyed yet"),
+            ));
+        }
         // SAFETY: as above; made by Box::into_raw in pagealloc_create, and the
         // caller gives up the handle. The magic is cleared first so that a
         // stale copy of the pointer is more likely to be refused.

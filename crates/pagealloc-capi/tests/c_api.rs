@@ -104,6 +104,27 @@ fn c_api_test_shared() {
     assert!(out.contains("checks passed"), "{out}");
 }
 
+fn tcache_test() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/tcache_test.c")
+}
+
+/// Thread caches and the header-inline fast path: results, bad inputs, and a
+/// race of owners, drains, stale frees and a foreign thread (1 s).
+#[test]
+fn c_tcache_test_static() {
+    let exe = build(&tcache_test(), "tcache_test_static", Link::Static);
+    let out = check("tcache_test (static)", Command::new(&exe).arg("1").output().expect("run tcache_test"));
+    assert!(out.contains("checks passed") && out.contains("race: "), "{out}");
+    eprint!("{out}");
+}
+
+#[test]
+fn c_tcache_test_shared() {
+    let exe = build(&tcache_test(), "tcache_test_shared", Link::Shared);
+    let out = check("tcache_test (shared)", shared(&exe).arg("1").output().expect("run tcache_test"));
+    assert!(out.contains("checks passed"), "{out}");
+}
+
 #[test]
 fn c_example_page_fault1_runs() {
     let exe = build(&root().join("examples/c/page_fault1.c"), "page_fault1", Link::Static);
@@ -114,8 +135,10 @@ fn c_example_page_fault1_runs() {
 #[test]
 fn c_example_pair_cost_runs() {
     let exe = build(&root().join("examples/c/pair_cost.c"), "pair_cost", Link::Static);
-    let out = check("pair_cost", Command::new(&exe).args(["10000", "2"]).output().expect("run pair_cost"));
-    assert!(out.contains("C API pair: best"), "{out}");
+    for mode in ["call", "inline"] {
+        let out = check("pair_cost", Command::new(&exe).args(["10000", "2", mode]).output().expect("run pair_cost"));
+        assert!(out.contains(&format!("C API pair ({mode}): best")), "{out}");
+    }
 }
 
 #[test]
@@ -124,7 +147,8 @@ fn header_compiles_as_cpp() {
     let src = out_dir().join("header.cpp");
     std::fs::write(
         &src,
-        "#include \"pagealloc.h\"\nint main() { pagealloc_config c; return pagealloc_config_default(&c) == PAGEALLOC_OK ? 0 : 1; }\n",
+        "#include \"pagealloc_inline.h\"\nint main() { pagealloc_config c; uint64_t p = pagealloc_tc_alloc(nullptr, 0); \
+         return pagealloc_config_default(&c) == PAGEALLOC_OK && pagealloc_tc_free_page(nullptr, p) != PAGEALLOC_OK ? 0 : 1; }\n",
     )
     .expect("write header.cpp");
     let Ok(o) = Command::new(&cxx)

@@ -54,6 +54,9 @@ mod vmevent;
 mod vmscan;
 mod zone;
 
+#[cfg(not(loom))]
+#[doc(hidden)]
+pub use allocator::{front_abi, FrontView, ThreadFront};
 pub use allocator::{PageAllocator, ReportingStats, ZoneResidency};
 pub use config::{Backing, Config, DrainMode, ReportCallback};
 pub use cpu::{pin_to_cpu, possible_cpus};

@@ -106,6 +106,13 @@ impl MemMap {
         &self.descs
     }
 
+    /// The pageblock table's first word (as `u16`s: `AtomicU16` has their
+    /// layout), for the C API's header-inline fast path.
+    #[cfg(not(loom))]
+    pub(crate) fn blocks_ptr(&self) -> *const u16 {
+        self.blocks.as_ptr().cast()
+    }
+
     /// The descriptor of `pfn` and its pageblock's word, with one range
     /// check (None out of range).
     #[inline(always)]

@@ -191,6 +191,7 @@ impl LockedCounter {
 
 /// An `UnsafeCell` that loom can watch for unsynchronised access.
 #[derive(Debug)]
+#[repr(transparent)]
 pub(crate) struct UnsafeCell<T>(#[cfg(not(loom))] std::cell::UnsafeCell<T>, #[cfg(loom)] loom::cell::UnsafeCell<T>);
 
 impl<T> UnsafeCell<T> {

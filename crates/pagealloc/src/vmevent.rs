@@ -201,8 +201,10 @@ fn vmstat_order_lists_every_vmstat_event() {
     assert!(VMSTAT_ORDER.iter().all(|e| e.in_vmstat()));
 }
 
-/// One writer's block of counters.
+/// One writer's block of counters (`u64`s in a row: the C fast path adds
+/// to a front-cache slot's, see `front::raw`).
 #[derive(Debug)]
+#[repr(transparent)]
 pub(crate) struct EventCounters([LockedCounter; NR_VM_EVENTS]);
 
 impl Default for EventCounters {

@@ -16,6 +16,10 @@ mod pageref_api;
 mod reporting;
 mod reports;
 mod services;
+#[cfg(not(loom))]
+mod thread_front;
+#[cfg(not(loom))]
+pub use thread_front::{front_abi, FrontView, ThreadFront};
 
 pub use lock_api::PageLockGuard;
 pub use reporting::{ReportingStats, ZoneResidency};

@@ -81,13 +81,19 @@ pub(crate) const FRONT_BATCH: usize = 32;
 /// A slot's state during an operation (no allocator has id 0).
 const BUSY: u64 = 0;
 /// An inline key no slot's state equals (ids count up from 1).
-const NEVER: u64 = u64::MAX;
+pub(crate) const NEVER: u64 = u64::MAX;
+/// The state of a slot whose thread has exited: no key equals it, and a
+/// drainer does not wait for it (the C API's thread caches may still point
+/// to the slot; see [`raw`]).
+const DEAD: u64 = u64::MAX - 1;
 
 /// A stack key no pageblock word matches (a stack that never adopted a zone).
 pub(crate) const NO_KEY: u16 = u16::MAX;
 
-/// One stack of order-0 pages of one pcp type, all from one zone.
+/// One stack of order-0 pages of one pcp type, all from one zone. `repr(C)`:
+/// the C API's header-inline fast path reads it (see [`raw`]).
 #[derive(Debug)]
+#[repr(C)]
 pub(crate) struct FrontStack {
     pub(crate) pfns: [u32; FRONT_CAP],
     pub(crate) len: u32,
@@ -154,10 +160,11 @@ pub(crate) const NR_STACKS: usize = MIGRATE_PCPTYPES + 1;
 /// The stacks of one slot.
 pub(crate) type Stacks = [FrontStack; NR_STACKS];
 
-/// A thread's front cache for one allocator.
+/// A thread's front cache for one allocator. `repr(C)`: the C API's
+/// header-inline fast path reaches the protocol words, stacks and counters
+/// from the slot's address (see [`raw`]).
+#[repr(C)]
 pub(crate) struct FrontSlot {
-    /// The allocator's id (0 in [`tls`]'s placeholder, which no allocator has).
-    id: u64,
     /// Written only by the owner thread: `id` between its operations,
     /// [`BUSY`] during one. Comparing it with the
     /// allocator's id checks at once that the thread's last slot is this
@@ -168,6 +175,8 @@ pub(crate) struct FrontSlot {
     orphaned: AtomicBool,
     /// The allocator is gone: the thread may forget the slot.
     detached: AtomicBool,
+    /// The allocator's id (0 in [`tls`]'s placeholder, which no allocator has).
+    id: u64,
     stacks: UnsafeCell<Stacks>,
     /// Event counters written only by the owner (inside a guard).
     events: EventCounters,
@@ -352,6 +361,19 @@ impl Fronts {
         self.enter_last(self.inline_keys.1)
     }
 
+    /// The keys the inline order-0 allocation and free compare a slot's
+    /// state with (the allocator's id, or [`NEVER`] where that path is off).
+    pub(crate) fn inline_keys(&self) -> (u64, u64) {
+        self.inline_keys
+    }
+
+    /// The calling thread's slot, registered on first use, held for as long
+    /// as the caller keeps it (the C API's thread caches; see [`raw`]).
+    #[cfg(not(loom))]
+    pub(crate) fn current_shared(&self) -> Option<Arc<FrontSlot>> {
+        tls::current_shared(self.id, || self.register())
+    }
+
     #[inline(always)]
     fn enter_last(&self, key: u64) -> Option<FrontGuard<'_>> {
         #[cfg(not(loom))]
@@ -516,6 +538,9 @@ pub(crate) fn available() -> bool {
 
 #[cfg(not(any(loom, miri)))]
 mod membarrier;
+
+#[cfg(not(loom))]
+pub(crate) mod raw;
 
 mod tls;
 

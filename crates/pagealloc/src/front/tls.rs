@@ -14,6 +14,9 @@ impl Drop for ThreadSlots {
         #[cfg(not(loom))]
         LAST.set(placeholder());
         for (_, s) in self.0.drain(..) {
+            // The thread's last write of `state` (it is the only writer): a
+            // C thread cache left pointing here misses from now on.
+            s.state.store(super::DEAD, crate::sync::Ordering::Release);
             s.orphaned.store(true, crate::sync::Ordering::Release);
         }
     }
@@ -87,6 +90,14 @@ pub(super) unsafe fn last<'a>() -> &'a FrontSlot {
     // SAFETY: LAST points to the placeholder (static) or to a slot this
     // thread's SLOTS holds; the rest is this function's contract.
     unsafe { LAST.get().as_ref() }
+}
+
+/// This thread's slot for allocator `id` as a shared handle, registering
+/// one on first use (see [`current`]). None while the thread is exiting.
+#[cfg(not(loom))]
+pub(super) fn current_shared(id: u64, register: impl FnOnce() -> Option<Arc<FrontSlot>>) -> Option<Arc<FrontSlot>> {
+    lookup(id, register)?;
+    SLOTS.try_with(|s| s.borrow().0.iter().find(|(i, _)| *i == id).map(|(_, s)| s.clone())).ok().flatten()
 }
 
 #[cold]

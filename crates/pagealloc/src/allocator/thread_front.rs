@@ -1,0 +1,174 @@
+//! One thread's front cache as raw memory, for a fast path written in C: the
+//! C API's header-inline `pagealloc_tc_alloc_page` / `pagealloc_tc_free_page`
+//! (crates/pagealloc-capi, `include/pagealloc_inline.h`).
+//!
+//! A [`ThreadFront`] holds the calling thread's slot (and the allocator's
+//! core) alive and gives, in a [`FrontView`], every address and key the C
+//! path needs. That path does what the inline Rust paths do, in the same
+//! order, on the same words: the slot handshake of `front::raw`, the
+//! descriptor's flags word (a release store of `HEAD` on allocation; on free
+//! the claim, a compare-and-swap from exactly `HEAD` to `PCP` with acquire,
+//! then the private word read again), the stack, the owner's event counters.
+//! A free it claimed but cannot push goes to [`PageAllocator::free_claimed_order0`].
+//! The layouts it relies on are [`front_abi`]'s constants, asserted by the C
+//! API crate against its own declarations.
+//!
+//! Invariant: a view is used only by the thread that made it (the C side
+//! checks its thread pointer on every call), so the slot keeps one owner.
+
+use super::PageAllocator;
+use crate::front::{FrontSlot, NEVER};
+use crate::page::flags;
+use crate::page_alloc::Core;
+use std::sync::Arc;
+
+/// The addresses and keys of one thread's front cache (see the module doc).
+#[doc(hidden)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct FrontView {
+    /// The slot (`front_abi::SLOT_*` locate its words), or null: no front cache.
+    pub slot: *mut u8,
+    /// The page descriptors (`DESC_SIZE` bytes each, by pfn).
+    pub descs: *const u8,
+    /// The pageblock words (by `pfn >> PAGEBLOCK_ORDER`).
+    pub blocks: *const u16,
+    /// Pages in the arena: a pfn is valid below it.
+    pub nr_pages: u64,
+    /// The state an order-0 allocation may enter from (`u64::MAX`: never).
+    pub alloc_key: u64,
+    /// The same for an order-0 free.
+    pub free_key: u64,
+    /// The arena's address for the allocation's prefetch, 0 for none.
+    pub prefetch_base: usize,
+}
+
+/// A thread's front cache, held for a fast path outside Rust.
+#[doc(hidden)]
+pub struct ThreadFront {
+    _slot: Option<Arc<FrontSlot>>,
+    _core: Arc<Core>,
+    /// What the fast path uses (keys that never match when the cache is off).
+    pub view: FrontView,
+}
+
+// SAFETY: the raw pointers point into the slot and the core, which the two
+// Arcs keep alive; who may write through them is the protocol's rule (the
+// owner thread), which the C side enforces, not this value.
+unsafe impl Send for ThreadFront {}
+
+/// The layouts a fast path outside Rust relies on.
+#[doc(hidden)]
+pub mod front_abi {
+    use crate::front::raw as fr;
+    /// A slot's state during an operation.
+    pub const STATE_BUSY: u64 = fr::STATE_BUSY;
+    /// A slot's size and its words' offsets: the state (`u64`), the
+    /// drainer's flag (one byte), the stacks, the event counters (`u64`s).
+    pub const SLOT_SIZE: usize = fr::SLOT_SIZE;
+    pub const SLOT_STATE: usize = fr::SLOT_STATE;
+    pub const SLOT_DRAIN_REQ: usize = fr::SLOT_DRAIN_REQ;
+    pub const SLOT_STACKS: usize = fr::SLOT_STACKS;
+    pub const SLOT_EVENTS: usize = fr::SLOT_EVENTS;
+    pub const NR_EVENTS: usize = fr::NR_EVENTS;
+    /// Pages per stack, and stacks per slot.
+    pub const STACK_CAP: usize = fr::STACK_CAP;
+    pub const STACKS: usize = fr::STACKS;
+    /// A stack's size and its fields' offsets: `pfns` (`u32`s), `len` (`u32`),
+    /// `key` (`u16`), `alloc_ev` (`u8`).
+    pub const STACK_SIZE: usize = fr::STACK_SIZE;
+    pub const STACK_PFNS: usize = fr::STACK_PFNS;
+    pub const STACK_LEN: usize = fr::STACK_LEN;
+    pub const STACK_KEY: usize = fr::STACK_KEY;
+    pub const STACK_ALLOC_EV: usize = fr::STACK_ALLOC_EV;
+    /// The counter a free onto a stack adds to.
+    pub const EV_PGFREE: usize = fr::EV_PGFREE;
+    /// A descriptor's size and its flags and private words' offsets.
+    pub const DESC_SIZE: usize = std::mem::size_of::<crate::page::PageDesc>();
+    pub const DESC_FLAGS: usize = crate::page::DESC_FLAGS_OFFSET;
+    pub const DESC_PRIVATE: usize = crate::page::DESC_PRIVATE_OFFSET;
+    /// Flags words: an allocated head, and one claimed by a free.
+    pub const FLAG_HEAD: u32 = crate::page::flags::HEAD;
+    pub const FLAG_PCP: u32 = crate::page::flags::PCP;
+    /// Pageblock words: the shift from pfn to word, and the key bits a stack
+    /// compares (zone, type, isolation).
+    pub const PAGEBLOCK_ORDER: u32 = crate::types::PAGEBLOCK_ORDER;
+    pub const PB_KEY_MASK: u16 = crate::zone::PB_KEY_MASK;
+    /// The gfp flags the inline allocation serves (every known one but ZERO).
+    pub const INLINE_GFP: u32 = crate::types::Gfp::all().bits() & !crate::types::Gfp::ZERO.bits();
+}
+
+impl PageAllocator {
+    /// The calling thread's front cache for a fast path outside Rust (the C
+    /// API's thread caches). None while the thread is exiting. With the
+    /// front cache off, a view whose keys never match (every call misses).
+    #[doc(hidden)]
+    #[must_use]
+    pub fn thread_front(&self) -> Option<ThreadFront> {
+        let c = &self.core;
+        let (ak, fk) = c.fronts.inline_keys();
+        let on = c.front_on && !cfg!(feature = "fail-inject");
+        let slot = if on { Some(c.fronts.current_shared()?) } else { None };
+        let view = FrontView {
+            slot: slot.as_ref().map_or(std::ptr::null_mut(), |s| s.base()),
+            descs: c.mm.descs().as_ptr().cast(),
+            blocks: c.mm.blocks_ptr(),
+            nr_pages: c.mm.nr_pages(),
+            alloc_key: if on { ak } else { NEVER },
+            free_key: if on && c.front_free_inline { fk } else { NEVER },
+            prefetch_base: c.prefetch_base,
+        };
+        Some(ThreadFront { _slot: slot, _core: c.clone(), view })
+    }
+
+    /// Free an order-0 page whose claim the caller holds, where it goes now
+    /// (the C fast path's free when its stack cannot take the page, or the
+    /// page changed under the claim).
+    ///
+    /// # Safety
+    /// The caller's compare-and-swap replaced `pfn`'s flags word, exactly
+    /// `HEAD`, with `PCP`, and nothing has freed it since: the claim is the
+    /// caller's to hand over, once.
+    #[doc(hidden)]
+    pub unsafe fn free_claimed_order0(&self, pfn: u64) {
+        if pfn < self.core.mm.nr_pages() {
+            self.core.free_as_is(pfn, flags::HEAD);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::front_abi as abi;
+    use crate::{Config, PageAllocator};
+
+    /// The view names this thread's slot and the allocator's keys, and a page
+    /// pushed through the raw words (as the C path does) comes back from the
+    /// Rust inline allocation.
+    #[test]
+    fn a_view_reaches_the_slot_the_rust_paths_use() {
+        let a = PageAllocator::new(Config::new().arena_bytes(8 << 20)).unwrap();
+        let p = a.alloc_pages(crate::Gfp::KERNEL, 0).unwrap();
+        let Some(t) = a.thread_front() else { return };
+        let v = t.view;
+        if v.free_key == u64::MAX {
+            return; // no front cache here (no membarrier)
+        }
+        a.free_pages(p, 0).unwrap(); // onto the stack through Rust
+                                     // SAFETY: the view's words are this thread's slot, alive in `t`; no
+                                     // operation is running on it (we are between calls), so reading the
+                                     // stack of type 0 is what the owner may do.
+        unsafe {
+            assert_eq!(*v.slot.add(abi::SLOT_STATE).cast::<u64>(), v.alloc_key);
+            let st = v.slot.add(abi::SLOT_STACKS).add(crate::Gfp::KERNEL.migratetype().index() * abi::STACK_SIZE);
+            let len = *st.add(abi::STACK_LEN).cast::<u32>();
+            assert!(len >= 1);
+            let top = *st.add(abi::STACK_PFNS).cast::<u32>().add(len as usize - 1);
+            assert_eq!(u64::from(top), p.as_u64());
+        }
+        assert_eq!(a.alloc_pages(crate::Gfp::KERNEL, 0).unwrap(), p);
+        a.free_pages(p, 0).unwrap();
+        drop(t);
+        a.check_invariants().unwrap();
+    }
+}
