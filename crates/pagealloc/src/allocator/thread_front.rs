@@ -171,4 +171,37 @@ mod tests {
         drop(t);
         a.check_invariants().unwrap();
     }
+
+    /// A view kept past its thread's exit: the slot reads a state no key
+    /// matches (so a stale C cache misses), a drain takes the pages it held,
+    /// and the view's memory stays valid after the drain forgot the slot.
+    #[test]
+    fn a_view_outliving_its_thread_never_matches_a_key() {
+        let a = PageAllocator::new(Config::new().arena_bytes(8 << 20)).unwrap();
+        a.drain_all_pages();
+        let free0 = a.nr_free_pages();
+        let t = std::thread::scope(|s| {
+            s.spawn(|| {
+                let t = a.thread_front();
+                let p = a.alloc_pages(crate::Gfp::KERNEL, 0).unwrap();
+                a.free_pages(p, 0).unwrap();
+                t
+            })
+            .join()
+            .unwrap()
+        });
+        let Some(t) = t else { panic!("a running thread gets a view") };
+        let v = t.view;
+        if v.slot.is_null() {
+            return; // no front cache here (no membarrier)
+        }
+        a.drain_all_pages();
+        a.drain_all_pages(); // the second forgets the orphaned slot
+        // SAFETY: `t` holds the slot; its thread is gone, so nobody writes it.
+        let state = unsafe { *v.slot.add(abi::SLOT_STATE).cast::<u64>() };
+        assert!(state != v.alloc_key && state != v.free_key && state != abi::STATE_BUSY, "state {state:#x}");
+        assert_eq!(a.nr_free_pages(), free0);
+        drop(t);
+        a.check_invariants().unwrap();
+    }
 }

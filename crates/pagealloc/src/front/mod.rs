@@ -363,6 +363,7 @@ impl Fronts {
 
     /// The keys the inline order-0 allocation and free compare a slot's
     /// state with (the allocator's id, or [`NEVER`] where that path is off).
+    #[cfg(not(loom))]
     pub(crate) fn inline_keys(&self) -> (u64, u64) {
         self.inline_keys
     }
