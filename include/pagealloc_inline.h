@@ -40,7 +40,14 @@ extern "C" {
 /* The thread pointer the library recorded in the tcache (x86-64: fs:0). On
  * other targets the tcache's keys never match, so this value is not used. */
 static inline const void *pagealloc__thread_self(void) {
-#if defined(__x86_64__)
+#if defined(__x86_64__) && defined(__has_builtin)
+#if __has_builtin(__builtin_thread_pointer)
+#define PAGEALLOC__HAVE_TP_BUILTIN 1
+#endif
+#endif
+#if defined(PAGEALLOC__HAVE_TP_BUILTIN)
+    return __builtin_thread_pointer(); /* the compiler knows it is constant */
+#elif defined(__x86_64__)
     const void *tp;
     __asm__("mov %%fs:0, %0" : "=r"(tp));
     return tp;

@@ -52,9 +52,10 @@ pub struct ThreadFront {
     pub view: FrontView,
 }
 
-// SAFETY: the raw pointers point into the slot and the core, which the two
-// Arcs keep alive; who may write through them is the protocol's rule (the
-// owner thread), which the C side enforces, not this value.
+// SAFETY: the value itself only holds two Arcs (Send) and addresses it never
+// dereferences; what may be done through those addresses, and by which
+// thread, is the protocol's rule, which needs `unsafe` (or C) to act on. The C
+// API destroys a cache on any thread.
 unsafe impl Send for ThreadFront {}
 
 /// The layouts a fast path outside Rust relies on.
