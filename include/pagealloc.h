@@ -13,6 +13,9 @@
  * crash; a destroyed handle cannot be detected and must not be used. Every
  * function except pagealloc_destroy may be called concurrently on one
  * allocator. No Rust panic crosses this boundary (PAGEALLOC_ERR_PANIC).
+ *
+ * The order-0 fast path inlined into the caller (thread caches):
+ * pagealloc_inline.h, which includes this header.
  */
 
 #ifndef PAGEALLOC_H
