@@ -82,6 +82,9 @@
 // `pagealloc_config.drain_mode`: seed 1's two-pass drain.
 #define PAGEALLOC_DRAIN_TWO_PASS 1
 
+// Bytes per page.
+#define PAGEALLOC__PAGE_SIZE 4096
+
 // Pages per front-cache stack.
 #define PAGEALLOC__STACK_CAP 64
 
@@ -293,6 +296,8 @@ typedef struct pagealloc_tcache {
   uint64_t free_key;
   // The arena's address for the prefetch (0: none).
   size_t prefetch_base;
+  // The arena's address (0: no backing memory).
+  size_t arena_base;
   // What keeps the slot alive (opaque).
   void *holder;
 } pagealloc_tcache;

@@ -112,7 +112,7 @@ static inline int pagealloc__tc_alloc_hit(const pagealloc_tcache *tc, uint32_t g
     uint32_t p = s->pfns[--len];
     s->len = len;
     if (prefetch) /* the frame four allocations ahead, for writing */
-        __builtin_prefetch((const char *)prefetch + (size_t)s->pfns[(len - 4u) % PAGEALLOC__STACK_CAP] * 4096u, 1);
+        __builtin_prefetch((const char *)prefetch + (size_t)s->pfns[(len - 4u) % PAGEALLOC__STACK_CAP] * PAGEALLOC__PAGE_SIZE, 1);
     __atomic_store_n(&descs[p].flags, PAGEALLOC__FLAG_HEAD, __ATOMIC_RELEASE);
     pagealloc__tc_count(slot, s->alloc_ev);
     pagealloc__tc_exit(slot, key);
@@ -135,6 +135,18 @@ static inline uint64_t pagealloc_tc_alloc(const pagealloc_tcache *tc, uint32_t g
     if (pagealloc__tc_alloc_hit(tc, gfp_flags, &pfn))
         return pfn;
     return pagealloc_tc_alloc_slow(tc ? tc->handle : (const pagealloc *)0, gfp_flags);
+}
+
+/* pagealloc_page_address(tc's allocator, pfn, &addr)'s address, or NULL
+ * where that call fails (no backing memory, a pfn out of range: the calling
+ * thread's last error says why). Any thread may call it. */
+static inline void *pagealloc_tc_page_address(const pagealloc_tcache *tc, uint64_t pfn) {
+    void *addr = (void *)0;
+    if (tc && tc->arena_base && pfn < tc->nr_pages)
+        return (char *)tc->arena_base + (size_t)pfn * PAGEALLOC__PAGE_SIZE;
+    if (pagealloc_page_address(tc ? tc->handle : (const pagealloc *)0, pfn, &addr) != PAGEALLOC_OK)
+        return (void *)0;
+    return addr;
 }
 
 /* pagealloc_free_pages(tc's allocator, pfn, 0). */

@@ -28,6 +28,8 @@ use crate::status::pagealloc_status::{self, *};
 use crate::status::{fail, run, Res};
 use crate::{pagealloc, PAGEALLOC_GFP_MOVABLE, PAGEALLOC_GFP_RECLAIMABLE};
 
+/// Bytes per page.
+pub const PAGEALLOC__PAGE_SIZE: u32 = 4096;
 /// Pages per front-cache stack.
 pub const PAGEALLOC__STACK_CAP: u32 = 64;
 /// Front-cache stacks per thread cache.
@@ -120,6 +122,8 @@ pub struct pagealloc_tcache {
     pub free_key: u64,
     /// The arena's address for the prefetch (0: none).
     pub prefetch_base: usize,
+    /// The arena's address (0: no backing memory).
+    pub arena_base: usize,
     /// What keeps the slot alive (opaque).
     pub holder: *mut c_void,
 }
@@ -145,7 +149,7 @@ const _: () = {
     assert!(size_of::<pagealloc_page_desc>() == abi::DESC_SIZE);
     assert!(offset_of!(pagealloc_page_desc, flags) == abi::DESC_FLAGS);
     assert!(offset_of!(pagealloc_page_desc, private_word) == abi::DESC_PRIVATE);
-    assert!(PAGEALLOC__BUSY == abi::STATE_BUSY);
+    assert!(PAGEALLOC__BUSY == abi::STATE_BUSY && PAGEALLOC__PAGE_SIZE as usize == ::pagealloc::PAGE_SIZE);
     assert!(PAGEALLOC__FLAG_HEAD == abi::FLAG_HEAD && PAGEALLOC__FLAG_PCP == abi::FLAG_PCP);
     assert!(PAGEALLOC__PAGEBLOCK_ORDER == abi::PAGEBLOCK_ORDER && PAGEALLOC__PB_KEY_MASK == abi::PB_KEY_MASK);
     // The header's pagealloc__tc_stack_of: MOVABLE wins, then RECLAIMABLE.
@@ -219,6 +223,7 @@ pub unsafe extern "C" fn pagealloc_tcache_create(
             alloc_key: if inline { v.alloc_key } else { never },
             free_key: if inline { v.free_key } else { never },
             prefetch_base: v.prefetch_base,
+            arena_base: v.arena_base,
             holder: Box::into_raw(Box::new(t)).cast(),
         });
         // SAFETY: a live handle (checked above).

@@ -128,8 +128,10 @@ fn c_tcache_test_shared() {
 #[test]
 fn c_example_page_fault1_runs() {
     let exe = build(&root().join("examples/c/page_fault1.c"), "page_fault1", Link::Static);
-    let out = check("page_fault1", Command::new(&exe).args(["2", "0.2"]).output().expect("run page_fault1"));
-    assert!(out.contains("iterations/s"), "{out}");
+    for mode in ["call", "inline"] {
+        let out = check("page_fault1", Command::new(&exe).args(["2", "0.2", mode]).output().expect("run page_fault1"));
+        assert!(out.contains(&format!("(C API, {mode})")) && out.contains("iterations/s"), "{out}");
+    }
 }
 
 #[test]

@@ -171,6 +171,39 @@ static void bad_inputs(void) {
     EXPECT(PAGEALLOC_OK, pagealloc_destroy(a));
 }
 
+/* Page addresses: inline with backing memory, the call's answer without. */
+static void addresses(void) {
+    pagealloc_config cfg;
+    pagealloc *a = NULL;
+    pagealloc_config_default(&cfg);
+    cfg.arena_bytes = 16 << 20;
+    cfg.backing = PAGEALLOC_BACKING_ANONYMOUS;
+    EXPECT(PAGEALLOC_OK, pagealloc_create(&cfg, &a));
+    pagealloc_tcache *tc = NULL;
+    EXPECT(PAGEALLOC_OK, pagealloc_tcache_create(a, &tc));
+    uint64_t p = pagealloc_tc_alloc(tc, PAGEALLOC_GFP_USER);
+    void *want = NULL, *got = pagealloc_tc_page_address(tc, p);
+    EXPECT(PAGEALLOC_OK, pagealloc_page_address(a, p, &want));
+    CHECK(got != NULL && got == want);
+    if (got)
+        memset(got, 0xa5, 4096);
+    CHECK(pagealloc_tc_page_address(tc, pagealloc_nr_pages(a)) == NULL);
+    CHECK(pagealloc_last_error() == PAGEALLOC_ERR_OUT_OF_RANGE);
+    CHECK(pagealloc_tc_page_address(NULL, p) == NULL);
+    EXPECT(PAGEALLOC_OK, pagealloc_tc_free_page(tc, p));
+    EXPECT(PAGEALLOC_OK, pagealloc_tcache_destroy(tc));
+    EXPECT(PAGEALLOC_OK, pagealloc_destroy(a));
+
+    /* Without backing memory there is no address, inline or not. */
+    a = make(16 << 20);
+    EXPECT(PAGEALLOC_OK, pagealloc_tcache_create(a, &tc));
+    p = pagealloc_tc_alloc(tc, PAGEALLOC_GFP_USER);
+    CHECK(pagealloc_tc_page_address(tc, p) == NULL);
+    EXPECT(PAGEALLOC_OK, pagealloc_tc_free_page(tc, p));
+    EXPECT(PAGEALLOC_OK, pagealloc_tcache_destroy(tc));
+    EXPECT(PAGEALLOC_OK, pagealloc_destroy(a));
+}
+
 /* xorshift64 */
 static uint64_t next(uint64_t *s) {
     *s ^= *s << 13;
@@ -365,6 +398,7 @@ int main(int argc, char **argv) {
     double seconds = argc > 1 ? atof(argv[1]) : 1.0;
     same_thread();
     bad_inputs();
+    addresses();
     race(seconds);
     exited_owner();
     if (failures) {

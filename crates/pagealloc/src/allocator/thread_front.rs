@@ -41,6 +41,9 @@ pub struct FrontView {
     pub free_key: u64,
     /// The arena's address for the allocation's prefetch, 0 for none.
     pub prefetch_base: usize,
+    /// The arena's address (frame `p` at `arena_base + p * PAGE_SIZE`), 0
+    /// without backing memory.
+    pub arena_base: usize,
 }
 
 /// A thread's front cache, held for a fast path outside Rust.
@@ -118,6 +121,7 @@ impl PageAllocator {
             alloc_key: if on { ak } else { NEVER },
             free_key: if on && c.front_free_inline { fk } else { NEVER },
             prefetch_base: c.prefetch_base,
+            arena_base: c.mm.prefetch_base(),
         };
         Some(ThreadFront { _slot: slot, _core: c.clone(), view })
     }
@@ -198,7 +202,7 @@ mod tests {
         }
         a.drain_all_pages();
         a.drain_all_pages(); // the second forgets the orphaned slot
-        // SAFETY: `t` holds the slot; its thread is gone, so nobody writes it.
+                             // SAFETY: `t` holds the slot; its thread is gone, so nobody writes it.
         let state = unsafe { *v.slot.add(abi::SLOT_STATE).cast::<u64>() };
         assert!(state != v.alloc_key && state != v.free_key && state != abi::STATE_BUSY, "state {state:#x}");
         assert_eq!(a.nr_free_pages(), free0);
