@@ -159,10 +159,11 @@ mod tests {
         if v.free_key == u64::MAX {
             return; // no front cache here (no membarrier)
         }
-        a.free_pages(p, 0).unwrap(); // onto the stack through Rust
-                                     // SAFETY: the view's words are this thread's slot, alive in `t`; no
-                                     // operation is running on it (we are between calls), so reading the
-                                     // stack of type 0 is what the owner may do.
+        // Onto the stack through Rust.
+        a.free_pages(p, 0).unwrap();
+        // SAFETY: the view's words are this thread's slot, alive in `t`; no
+        // operation is running on it (we are between calls), so reading the
+        // stack of type 0 is what the owner may do.
         unsafe {
             assert_eq!(*v.slot.add(abi::SLOT_STATE).cast::<u64>(), v.alloc_key);
             let st = v.slot.add(abi::SLOT_STACKS).add(crate::Gfp::KERNEL.migratetype().index() * abi::STACK_SIZE);
@@ -200,9 +201,10 @@ mod tests {
         if v.slot.is_null() {
             return; // no front cache here (no membarrier)
         }
+        // The second drain forgets the orphaned slot.
         a.drain_all_pages();
-        a.drain_all_pages(); // the second forgets the orphaned slot
-                             // SAFETY: `t` holds the slot; its thread is gone, so nobody writes it.
+        a.drain_all_pages();
+        // SAFETY: `t` holds the slot; its thread is gone, so nobody writes it.
         let state = unsafe { *v.slot.add(abi::SLOT_STATE).cast::<u64>() };
         assert!(state != v.alloc_key && state != v.free_key && state != abi::STATE_BUSY, "state {state:#x}");
         assert_eq!(a.nr_free_pages(), free0);

@@ -2,8 +2,8 @@
 //! the C API's header-inline order-0 allocation and free (`pagealloc_inline.h`).
 //!
 //! What such a path may do is exactly what [`super::enter_keyed`] and the
-//! guard's drop do, on the words whose addresses [`SlotWords`] gives, from
-//! the slot's owner thread only:
+//! guard's drop do, on the words the offsets below locate from the slot's
+//! address ([`FrontSlot::base`]), from the slot's owner thread only:
 //!
 //! ```text
 //!   if load_relaxed(state) != key: miss
