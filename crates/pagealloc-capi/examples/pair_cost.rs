@@ -302,20 +302,20 @@ fn main() {
     );
     println!("  rust API        {:6.2} / {:6.2}", best(&r), median(&mut r.clone()));
     println!(
-        "  rust API, calls {:6.2} / {:6.2}   (+{:.2} ns per pair over rust, median; not inlined)",
+        "  rust API, calls {:6.2} / {:6.2}   ({:+.2} ns per pair over rust, median; not inlined)",
         best(&rc),
         median(&mut rc.clone()),
         median(&mut rc.clone()) - median(&mut r.clone())
     );
     println!(
-        "  C API from Rust {:6.2} / {:6.2}   (+{:.2} ns per pair over rust, median)",
+        "  C API from Rust {:6.2} / {:6.2}   ({:+.2} ns per pair over rust, median)",
         best(&f),
         median(&mut f.clone()),
         median(&mut f.clone()) - median(&mut r.clone())
     );
     if !cc.is_empty() {
         println!(
-            "  C API from C    {:6.2} / {:6.2}   (+{:.2} ns per pair over rust, median; own process)",
+            "  C API from C    {:6.2} / {:6.2}   ({:+.2} ns per pair over rust, median; own process)",
             best(&cc),
             median(&mut cc.clone()),
             median(&mut cc.clone()) - median(&mut r.clone())
@@ -323,7 +323,7 @@ fn main() {
     }
     if !ci.is_empty() {
         println!(
-            "  C inline (tcache){:6.2} / {:6.2}   (+{:.2} ns per pair over rust, median; own process)",
+            "  C inline (tcache){:6.2} / {:6.2}   ({:+.2} ns per pair over rust, median; own process)",
             best(&ci),
             median(&mut ci.clone()),
             median(&mut ci.clone()) - median(&mut r.clone())
@@ -354,7 +354,7 @@ fn main() {
     );
     println!("  rust API        {:6.2} / {:6.2}", best(&rp), median(&mut rp.clone()));
     println!(
-        "  C API from Rust {:6.2} / {:6.2}   (+{:.2} ns per page over rust, median)",
+        "  C API from Rust {:6.2} / {:6.2}   ({:+.2} ns per page over rust, median)",
         best(&fp),
         median(&mut fp.clone()),
         median(&mut fp.clone()) - median(&mut rp.clone())
