@@ -7,6 +7,7 @@
 /* sigaction, setitimer and clock_gettime under -std=c11. */
 #define _GNU_SOURCE
 #include "pagealloc.h"
+#include "check.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -16,32 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int checks, failures;
-
-#define CHECK(cond)                                                                 \
-    do {                                                                            \
-        checks++;                                                                   \
-        if (!(cond)) {                                                              \
-            failures++;                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                           \
-    } while (0)
-
-/* A call that must return `want`; prints the code's name and message if not. */
-#define EXPECT(want, call)                                                          \
-    do {                                                                            \
-        pagealloc_status got_ = (call);                                             \
-        checks++;                                                                   \
-        if (got_ != (want)) {                                                       \
-            char m_[256];                                                           \
-            pagealloc_last_error_message(m_, sizeof m_);                            \
-            failures++;                                                             \
-            fprintf(stderr, "%s:%d: %s returned %s, want %s (last error: %s)\n",    \
-                    __FILE__, __LINE__, #call, pagealloc_status_name(got_),         \
-                    pagealloc_status_name(want), m_);                               \
-        }                                                                           \
-    } while (0)
 
 static char msg[512];
 

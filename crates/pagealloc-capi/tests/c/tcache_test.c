@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include "pagealloc_inline.h"
+#include "check.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -17,31 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static int checks, failures;
-
-#define CHECK(cond)                                                                 \
-    do {                                                                            \
-        checks++;                                                                   \
-        if (!(cond)) {                                                              \
-            failures++;                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                           \
-    } while (0)
-
-#define EXPECT(want, call)                                                          \
-    do {                                                                            \
-        pagealloc_status got_ = (call);                                             \
-        checks++;                                                                   \
-        if (got_ != (want)) {                                                       \
-            char m_[256];                                                           \
-            pagealloc_last_error_message(m_, sizeof m_);                            \
-            failures++;                                                             \
-            fprintf(stderr, "%s:%d: %s returned %s, want %s (last error: %s)\n",    \
-                    __FILE__, __LINE__, #call, pagealloc_status_name(got_),         \
-                    pagealloc_status_name(want), m_);                               \
-        }                                                                           \
-    } while (0)
 
 static pagealloc *make(uint64_t bytes) {
     pagealloc_config cfg;
