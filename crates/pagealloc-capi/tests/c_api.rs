@@ -59,10 +59,15 @@ enum Link {
 
 /// Compile one C file against the header and the library.
 fn build(src: &Path, name: &str, link: Link) -> PathBuf {
+    build_opt(src, name, link, "-O1")
+}
+
+/// [`build`] at optimisation level `opt`.
+fn build_opt(src: &Path, name: &str, link: Link, opt: &str) -> PathBuf {
     let exe = out_dir().join(name);
     let lib = lib_dir();
     let mut c = Command::new(cc());
-    c.args(["-std=c11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-I"]).arg(root().join("include")).arg(src);
+    c.args(["-std=c11", opt, "-g", "-Wall", "-Wextra", "-Werror", "-I"]).arg(root().join("include")).arg(src);
     match link {
         Link::Static => {
             c.arg(lib.join("libpagealloc_c.a")).args(NATIVE_LIBS);
@@ -116,6 +121,15 @@ fn c_tcache_test_static() {
     let out = check("tcache_test (static)", Command::new(&exe).arg("1").output().expect("run tcache_test"));
     assert!(out.contains("checks passed") && out.contains("race: "), "{out}");
     eprint!("{out}");
+}
+
+/// Unoptimised, `pagealloc_inline.h` takes the library calls: the same
+/// results.
+#[test]
+fn c_tcache_test_unoptimised() {
+    let exe = build_opt(&tcache_test(), "tcache_test_o0", Link::Static, "-O0");
+    let out = check("tcache_test (-O0)", Command::new(&exe).arg("0.3").output().expect("run tcache_test"));
+    assert!(out.contains("checks passed"), "{out}");
 }
 
 #[test]
