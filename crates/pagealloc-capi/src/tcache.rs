@@ -3,11 +3,13 @@
 //! `pagealloc_tcache_create` gives the calling thread a `pagealloc_tcache`:
 //! the addresses of its front-cache slot, of the descriptors and of the
 //! pageblock words (`pagealloc::ThreadFront`). The header-inline functions
-//! of `include/pagealloc_inline.h` (`pagealloc_tc_alloc_page`,
-//! `pagealloc_tc_free_page`) run the front cache's owner protocol on them in
-//! the caller's code, as the Rust API's inline paths do in Rust callers, and
-//! call `pagealloc_alloc_pages` / `pagealloc_free_pages` for everything else
-//! (a miss, any argument they do not take, a call from another thread).
+//! of `include/pagealloc_inline.h` (`pagealloc_tc_alloc`,
+//! `pagealloc_tc_alloc_page`, `pagealloc_tc_free_page`) run the front
+//! cache's owner protocol on them in the caller's code, as the Rust API's
+//! inline paths do in Rust callers, and call `pagealloc_alloc_pages` /
+//! `pagealloc_free_pages` for everything else (a miss, any argument they do
+//! not take, a call from another thread, an unoptimised build);
+//! `pagealloc_tc_page_address` computes a frame's address from the arena's.
 //!
 //! The layouts C reads are declared here (so cbindgen writes them into
 //! `pagealloc.h`) and asserted below against the core's (`front_abi`); the
