@@ -110,16 +110,18 @@ impl PageAllocator {
     #[must_use]
     pub fn thread_front(&self) -> Option<ThreadFront> {
         let c = &self.core;
-        let (ak, fk) = c.fronts.inline_keys();
-        let on = c.front_on && !cfg!(feature = "fail-inject");
-        let slot = if on { Some(c.fronts.current_shared()?) } else { None };
+        // The inline paths' own keys (`NEVER` where a path is off); with
+        // fail-inject, never (as the Rust inline paths step aside while
+        // armed, every allocation must meet the injection).
+        let (ak, fk) = if cfg!(feature = "fail-inject") { (NEVER, NEVER) } else { c.fronts.inline_keys() };
+        let slot = if c.front_on { Some(c.fronts.current_shared()?) } else { None };
         let view = FrontView {
             slot: slot.as_ref().map_or(std::ptr::null_mut(), |s| s.base()),
             descs: c.mm.descs().as_ptr().cast(),
             blocks: c.mm.blocks_ptr(),
             nr_pages: c.mm.nr_pages(),
-            alloc_key: if on { ak } else { NEVER },
-            free_key: if on && c.front_free_inline { fk } else { NEVER },
+            alloc_key: ak,
+            free_key: fk,
             prefetch_base: c.prefetch_base,
             arena_base: c.mm.prefetch_base(),
         };

@@ -78,14 +78,12 @@ impl Core {
             if let Ok(c) = self.claim(Pfn::new(p), Order::ZERO, false) {
                 if c.order != Order::ZERO {
                     // Reallocated at another order meanwhile: freed as it is.
-                    self.init_on_free(p, c.order);
-                    self.finish_free(Pfn::new(p), c.order, c.old);
+                    self.free_as_is(p, c.old);
                     continue;
                 }
-                let old = c.old;
                 self.init_on_free(p, Order::ZERO);
                 claimed.push(p);
-                if old & crate::page::flags::WAITERS != 0 || !self.cfg.page_lock_waiters_bit {
+                if c.old & crate::page::flags::WAITERS != 0 || !self.cfg.page_lock_waiters_bit {
                     wake.push(p);
                 }
             }
