@@ -80,13 +80,33 @@ fn a_large_array_request_takes_the_front_cache_first() {
         assert_eq!(slots[1], Some(keep));
         let got: Vec<Pfn> = slots.iter().map(|s| s.unwrap()).collect();
         assert_eq!(got.iter().collect::<HashSet<_>>().len(), n, "a page twice in the array");
-        // `keep` came off the cache first (its hottest page); the holes
-        // then get the rest, hottest first.
-        let k = (n - 1).min(63);
-        let mut expect: Vec<Pfn> = cached.iter().rev().skip(1).take(k).copied().collect();
-        expect.insert(1.min(expect.len()), keep);
-        let holes: Vec<Pfn> = got.iter().copied().take(k + 1).collect();
-        assert_eq!(holes, expect, "n {n}: the holes do not start with the cached pages");
+        // `keep` came off the cache first (its hottest page). When the
+        // cache still holds a page for every slot (63 for 33 slots) the
+        // holes are filled back to front, the last hole getting the hottest
+        // page; otherwise front to back, hottest first, then the per-CPU
+        // lists' pages.
+        let holes: Vec<usize> = (0..n).filter(|&i| i != 1).collect();
+        let k = holes.len().min(63);
+        let hot: Vec<Pfn> = cached.iter().rev().skip(1).take(k).copied().collect();
+        let mut expect = vec![None; n];
+        if 63 >= n {
+            for (&i, &p) in holes.iter().rev().zip(&hot) {
+                expect[i] = Some(p);
+            }
+        } else {
+            for (&i, &p) in holes.iter().zip(&hot) {
+                expect[i] = Some(p);
+            }
+        }
+        for (i, e) in expect.iter().enumerate() {
+            if let Some(e) = e {
+                assert_eq!(got[i], *e, "n {n}: slot {i} does not hold the cached page expected");
+            }
+        }
+        assert!(
+            (0..n).filter(|&i| i != 1 && expect[i].is_none()).all(|i| !cached.contains(&got[i])),
+            "n {n}: a slot past the cached pages holds one"
+        );
         a.check_invariants().unwrap();
         a.free_pages_bulk_slots(&mut slots).unwrap();
         assert!(slots.iter().all(Option::is_none), "the free empties every slot");
@@ -172,5 +192,31 @@ fn a_small_bulk_free_with_a_bad_entry_after_the_first_frees_the_rest_and_reports
     assert_eq!(slots[2], first);
     assert!(slots[0].is_none() && slots[1].is_none() && slots[3].is_none());
     a.free_pages(third.unwrap(), 0).unwrap();
+    end(&a, free0);
+}
+
+#[test]
+fn an_array_freed_in_index_order_leaves_the_front_cache_as_it_found_it() {
+    let (a, free0) = start();
+    for n in [2usize, 3, 8, 32] {
+        let cached = fill_front(&a, 48);
+        let mut slots = vec![None; n];
+        assert_eq!(a.alloc_pages_bulk(Gfp::KERNEL, &mut slots), n);
+        // Back to front: the last slot holds the hottest page.
+        let got: Vec<Pfn> = slots.iter().map(|s| s.unwrap()).collect();
+        let top: Vec<Pfn> = cached[48 - n..].to_vec();
+        assert_eq!(got, top, "n {n}: the array is not the top of the stack, coldest first");
+        a.free_pages_bulk_slots(&mut slots).unwrap();
+        assert!(slots.iter().all(Option::is_none));
+        // The round trip kept the stack's order: single allocations now
+        // take the same pages, hottest first.
+        let again: Vec<Pfn> = (0..n).map(|_| a.alloc_pages(Gfp::KERNEL, 0).unwrap()).collect();
+        let hottest_first: Vec<Pfn> = top.iter().rev().copied().collect();
+        assert_eq!(again, hottest_first, "n {n}: the round trip changed the stack's order");
+        for p in again {
+            a.free_pages(p, 0).unwrap();
+        }
+        a.check_invariants().unwrap();
+    }
     end(&a, free0);
 }

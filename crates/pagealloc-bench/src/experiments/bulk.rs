@@ -43,6 +43,7 @@
 use crate::harness::{pin, rdtsc, Claim, Ctx, Experiment, ExperimentResult, Figure, Plot};
 use crate::peers::DlAlloc;
 use pagealloc::{Config, Gfp, PageAllocator, Pfn};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Instant;
 
 /// The bulk sizes of page_bench04_bulk.
@@ -144,6 +145,29 @@ fn array_rounds(a: &PageAllocator, gfp: Gfp, slots: &mut [Option<Pfn>], loops: u
     }
 }
 
+/// `loops` rounds of the floor under any sound array form: `descs`
+/// stands for a bulk's page descriptors (16 bytes each, the flags word
+/// first, as the arena's), and each round marks every page allocated with a
+/// release store, as an allocation does, then claims every one back with
+/// one compare-and-swap from exactly "allocated", as a free does (the one
+/// locked instruction per freed page that a safe free needs: two frees of
+/// one pfn may race, and exactly one must win). No list, no checks, no
+/// slots: what is left when everything else costs nothing.
+#[inline(never)]
+fn claim_floor_rounds(descs: &[[AtomicU32; 4]], loops: u64) {
+    const ALLOCATED: u32 = 1 << 9;
+    const FREE: u32 = 1 << 10;
+    for _ in 0..loops {
+        for d in descs {
+            d[0].store(ALLOCATED, Ordering::Release);
+        }
+        for d in descs {
+            let won = d[0].compare_exchange(ALLOCATED, FREE, Ordering::Acquire, Ordering::Relaxed);
+            assert!(won.is_ok(), "bulk: floor claim lost");
+        }
+    }
+}
+
 /// The repeat with the median cost, and every repeat's cycles per element.
 fn repeat(n: usize, mut f: impl FnMut() -> Rec) -> (Rec, Vec<f64>) {
     median_of((0..n).map(|_| f()).collect())
@@ -169,6 +193,9 @@ struct Measured {
     single_at: Vec<(Rec, Vec<f64>)>,
     linked: Vec<(Rec, Vec<f64>)>,
     array: Vec<(Rec, Vec<f64>)>,
+    /// The mark-and-claim floor at the largest step, timed alternately
+    /// with the three forms there.
+    floor: (Rec, Vec<f64>),
     no_front: (Rec, Vec<f64>),
     malloc: (Rec, Vec<f64>),
     /// tcmalloc's pair, or why it was not run.
@@ -196,6 +223,10 @@ fn measure(repeats: usize, total: u64) -> Measured {
     let mut single_at = Vec::new();
     let mut linked = Vec::new();
     let mut array = Vec::new();
+    // The floor runs at the largest step, beside the three forms there.
+    let floor_step = STEPS[STEPS.len() - 1];
+    let floor_descs: Vec<[AtomicU32; 4]> = (0..floor_step).map(|_| Default::default()).collect();
+    let mut floor_recs = Vec::new();
     for &step in &STEPS {
         let loops = (total / step as u64).max(1);
         let s = &mut slots[..step];
@@ -213,12 +244,16 @@ fn measure(repeats: usize, total: u64) -> Measured {
             kr.push(linked_run());
             ar.push(array_run());
             lr.push(list_run());
+            if step == floor_step {
+                floor_recs.push(time(step, loops, || claim_floor_rounds(&floor_descs, loops)));
+            }
         }
         list.push(median_of(lr));
         single_at.push(median_of(sr));
         linked.push(median_of(kr));
         array.push(median_of(ar));
     }
+    let floor = median_of(floor_recs);
     a.drain_all_pages();
     a.check_invariants().expect("bulk: invariants");
     drop(a);
@@ -273,7 +308,7 @@ fn measure(repeats: usize, total: u64) -> Measured {
         Ok((ours, theirs)) => (ours, Ok(theirs)),
         Err(e) => (single.clone(), Err(e)),
     };
-    Measured { single, pair, list, single_at, linked, array, no_front, malloc, tcmalloc }
+    Measured { single, pair, list, single_at, linked, array, floor, no_front, malloc, tcmalloc }
 }
 
 impl Experiment for Bulk {
@@ -329,6 +364,19 @@ impl Experiment for Bulk {
         }
         r.line(
             ctx,
+            format!(
+                "# not in page_bench04_bulk: FLOOR of the array form at step {}: per page one release store (the \
+                 allocation's mark) and one compare-and-swap (the free's claim), no allocator",
+                m.floor.0.step
+            ),
+        );
+        r.line(ctx, m.floor.0.line("mark_and_claim_floor"));
+        r.figures.push(
+            Figure::new(format!("ns-floor-{}", m.floor.0.step), "floor", "ns", ns_of(&m.floor.1))
+                .param("bulk", m.floor.0.step as u64),
+        );
+        r.line(
+            ctx,
             "# not in page_bench04_bulk: PCP-PAIR order-0 alloc+free on a per-CPU hit, the system allocator's and \
              tcmalloc's 4 KiB-aligned pairs",
         );
@@ -364,6 +412,19 @@ impl Experiment for Bulk {
         }
         let a128 = r.get("ns-bulk-128", "new").map_or(f64::NAN, |f| f.value);
         r.target("array bulk at step 128 at most 2 ns per page (alloc+free)", a128, 2.0, a128 <= 2.0);
+        let fstep = m.floor.0.step;
+        if let (Some(fl), Some(ar)) =
+            (r.get(&format!("ns-floor-{fstep}"), "floor"), r.get(&format!("ns-bulk-{fstep}"), "new"))
+        {
+            r.notes.push(format!(
+                "array form at step {fstep} {:.2} ns a page against a floor of {:.2} ns (one mark and one CAS \
+                 claim a page, nothing else; timed alternately with the forms at that step): {:.2}x the floor{}",
+                ar.value,
+                fl.value,
+                ar.value / fl.value,
+                if fl.value > 2.0 { "; the floor alone is over the 2 ns target on this machine" } else { "" }
+            ));
+        }
         let single = r.get("single-page", "single").map_or(f64::NAN, |f| f.value);
         // The seed's table: array faster than list at every step 2..128, list
         // faster than single pages from step 4.

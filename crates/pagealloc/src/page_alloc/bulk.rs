@@ -30,9 +30,9 @@ impl Core {
     pub(crate) fn alloc_pages_bulk(&self, gfp: Gfp, slots: &mut [Option<Pfn>]) -> usize {
         let len = slots.len();
         if len <= FRONT_BATCH {
-            // The holes from the front cache in one pass, hottest page first
-            // (populated slots are stepped over, so no separate pass looks for
-            // the leading ones).
+            // The holes from the front cache in one pass (populated slots
+            // are stepped over, so no separate pass looks for the leading
+            // ones; see `front_fill_slots` for the order).
             if self.front_fill_slots(gfp, slots) == len {
                 return len;
             }
