@@ -117,12 +117,15 @@ impl MemMap {
     /// check (None out of range).
     #[inline(always)]
     pub(crate) fn desc_and_block(&self, pfn: u64) -> Option<(&PageDesc, u16)> {
-        let d = self.descs.get(pfn as usize)?;
-        // SAFETY: pfn < descs.len() == blocks.len() * PAGEBLOCK_PAGES (the
-        // struct's invariant, checked in `new`), so its pageblock index is
-        // below blocks.len().
-        let b = unsafe { self.blocks.get_unchecked((pfn >> PAGEBLOCK_ORDER) as usize) };
-        Some((d, b.load(Ordering::Relaxed)))
+        self.tables().desc_and_block(pfn)
+    }
+
+    /// The descriptor and pageblock tables as one `Copy` value, for hot loops
+    /// that keep both in registers across atomics (through `&self` each use
+    /// would read the map's fields again after every locked instruction).
+    #[inline(always)]
+    pub(crate) fn tables(&self) -> Tables<'_> {
+        Tables { descs: &self.descs, blocks: &self.blocks }
     }
 
     /// The descriptor of `pfn` without a range check (the order-0 inline
@@ -277,5 +280,26 @@ impl Drop for Mapping {
                 std::alloc::Layout::from_size_align_unchecked(self.raw_len, PAGE_SIZE),
             );
         }
+    }
+}
+
+/// [`MemMap::tables`]: the descriptors and the pageblock words, with the
+/// map's invariant (`descs.len() == blocks.len() * PAGEBLOCK_PAGES`).
+#[derive(Clone, Copy)]
+pub(crate) struct Tables<'a> {
+    descs: &'a [PageDesc],
+    blocks: &'a [AtomicU16],
+}
+
+impl<'a> Tables<'a> {
+    /// As [`MemMap::desc_and_block`].
+    #[inline(always)]
+    pub(crate) fn desc_and_block(self, pfn: u64) -> Option<(&'a PageDesc, u16)> {
+        let d = self.descs.get(pfn as usize)?;
+        // SAFETY: pfn < descs.len() == blocks.len() * PAGEBLOCK_PAGES (the
+        // map's invariant, checked in `MemMap::new`, which `tables` carries
+        // over), so its pageblock index is below blocks.len().
+        let b = unsafe { self.blocks.get_unchecked((pfn >> PAGEBLOCK_ORDER) as usize) };
+        Some((d, b.load(Ordering::Relaxed)))
     }
 }

@@ -10,8 +10,7 @@ use super::Core;
 use crate::error::{BulkFreeError, FreeError};
 use crate::front::{Owner, FRONT_BATCH, FRONT_CAP, NR_STACKS};
 use crate::page::{self, flags};
-use crate::sync::Ordering;
-use crate::types::{Order, Pfn, PAGEBLOCK_ORDER};
+use crate::types::{Order, Pfn};
 use crate::vmevent::VmEvent;
 use crate::zone;
 
@@ -218,7 +217,7 @@ impl Claims {
     ) {
         debug_assert!(end - start <= GIVE_CHUNK && GIVE_CHUNK <= 64);
         // Everything the pass reads of the allocator, in locals.
-        let (descs, pageblocks) = (inner.mm.descs(), &*inner.pageblocks);
+        let tables = inner.mm.tables();
         let zero = inner.reporting.zero_on_free;
         // Whether any free is fast: the old design wakes on every free, so
         // none of its frees is.
@@ -232,7 +231,11 @@ impl Claims {
                 continue;
             };
             let p = pfn.as_u64();
-            let Some(d) = descs.get(p as usize) else {
+            // The pageblock word with the descriptor (one range check): read
+            // before the claim, as the inline frees read it; a word that
+            // changes meanwhile is the race every free has with a type
+            // change or an isolation (see `Giver`).
+            let Some((d, w)) = tables.desc_and_block(p) else {
                 aside |= 1 << (i - start);
                 continue;
             };
@@ -253,7 +256,6 @@ impl Claims {
             if zero {
                 inner.init_on_free(p, Order::ZERO);
             }
-            let w = pageblocks[(p >> PAGEBLOCK_ORDER) as usize].load(Ordering::Relaxed);
             set_list_type(d, private, w);
             // Claimed pfns are in range, and pfns fit in 32 bits.
             pfns[c] = p as u32;
