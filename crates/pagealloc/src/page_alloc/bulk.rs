@@ -42,14 +42,20 @@ impl Core {
 
     #[inline(never)]
     fn alloc_pages_bulk_slow(&self, gfp: Gfp, slots: &mut [Option<Pfn>]) -> usize {
-        if slots.len() > FRONT_BATCH && self.front_fill_slots(gfp, slots) == slots.len() {
+        // Slots known to be populated (none looked at yet, or those before
+        // the first hole the front cache left).
+        let mut known = 0;
+        if slots.len() > FRONT_BATCH {
             // What this thread's front cache holds first, as the smaller
             // requests and the single pages take it (the linked list form
             // does the same); the per-CPU lists give the rest.
-            return slots.len();
+            known = self.front_fill_slots(gfp, slots);
+            if known == slots.len() {
+                return known;
+            }
         }
         let gfp = gfp | self.reporting.alloc_extra; // init_on_alloc
-        let lead = slots.iter().take_while(|s| s.is_some()).count();
+        let lead = known + slots[known..].iter().take_while(|s| s.is_some()).count();
         if lead == slots.len() {
             return lead;
         }
@@ -177,7 +183,11 @@ impl Core {
                 }
             } else if !take_marks {
                 for &p in &pages[pages.len() - used..] {
-                    descs[p as usize].set_flags(flags::HEAD);
+                    debug_assert!((p as usize) < descs.len());
+                    // SAFETY: every pfn on a per-CPU list or a front-cache
+                    // stack is one of this allocator's pages (their
+                    // invariants), so below nr_pages.
+                    unsafe { descs.get_unchecked(p as usize) }.set_flags(flags::HEAD);
                 }
             }
             used

@@ -44,6 +44,16 @@ impl<'a> Giver<'a> {
     #[inline(never)]
     pub(crate) fn give_runs(&mut self, pfns: &[u32], words: &[u16]) {
         debug_assert_eq!(pfns.len(), words.len());
+        let Some(&first) = words.first() else {
+            return;
+        };
+        // The usual batch, one run: found by one check without an early
+        // exit (it vectorises) instead of a compare and branch per page.
+        let key = zone::pb_key(first);
+        if words.iter().fold(true, |a, &w| a & (zone::pb_key(w) == key)) {
+            self.give(key, pfns);
+            return;
+        }
         let mut a = 0;
         while a < pfns.len() {
             let key = zone::pb_key(words[a]);
