@@ -29,6 +29,13 @@
 //! added about 3 ns per call to the list form alone on the AMD EPYC it was
 //! found on.
 //!
+//! At the largest step a fourth loop runs beside the three forms, timed
+//! alternately with them: the floor of any sound array form
+//! (`mark_and_claim_floor`), one release store and one compare-and-swap a
+//! page over 128 descriptor-sized slots and nothing else, printed after the
+//! forms as a `time_bench` line of its own under a `#` heading; the note
+//! gives the array form's cost at that step as a multiple of it.
+//!
 //! `pcp-pair-*` figures: the single-page pair again (front cache on, the
 //! default), the same pair with the thread front cache off (the per-CPU lists
 //! alone), the system allocator's 4 KiB-aligned 4 KiB `alloc`/`dealloc` pair,
