@@ -198,19 +198,24 @@ fn a_small_bulk_free_with_a_bad_entry_after_the_first_frees_the_rest_and_reports
 #[test]
 fn an_array_freed_in_index_order_leaves_the_front_cache_as_it_found_it() {
     let (a, free0) = start();
-    for n in [2usize, 3, 8, 32] {
-        let cached = fill_front(&a, 48);
+    // (slots, pages cached): the stack holds a page for every slot, or (100
+    // slots) fewer, when its whole content goes to the first slots.
+    for (n, c) in [(2usize, 48usize), (3, 48), (8, 48), (32, 48), (100, 64)] {
+        let cached = fill_front(&a, c);
         let mut slots = vec![None; n];
         assert_eq!(a.alloc_pages_bulk(Gfp::KERNEL, &mut slots), n);
-        // Back to front: the last slot holds the hottest page.
+        // Back to front: the last of the cached pages' slots holds the
+        // hottest page.
         let got: Vec<Pfn> = slots.iter().map(|s| s.unwrap()).collect();
-        let top: Vec<Pfn> = cached[48 - n..].to_vec();
-        assert_eq!(got, top, "n {n}: the array is not the top of the stack, coldest first");
+        let k = n.min(c);
+        let top: Vec<Pfn> = cached[c - k..].to_vec();
+        assert_eq!(got[..k], top[..], "n {n}: the array does not start with the stack, coldest first");
+        assert!(got[k..].iter().all(|p| !cached.contains(p)), "n {n}: a cached page twice");
         a.free_pages_bulk_slots(&mut slots).unwrap();
         assert!(slots.iter().all(Option::is_none));
         // The round trip kept the stack's order: single allocations now
         // take the same pages, hottest first.
-        let again: Vec<Pfn> = (0..n).map(|_| a.alloc_pages(Gfp::KERNEL, 0).unwrap()).collect();
+        let again: Vec<Pfn> = (0..k).map(|_| a.alloc_pages(Gfp::KERNEL, 0).unwrap()).collect();
         let hottest_first: Vec<Pfn> = top.iter().rev().copied().collect();
         assert_eq!(again, hottest_first, "n {n}: the round trip changed the stack's order");
         for p in again {

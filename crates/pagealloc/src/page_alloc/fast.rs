@@ -232,10 +232,14 @@ impl Core {
     /// (the hottest page went under the others), and the round trip itself
     /// cost more: `pagealloc bench bulk` on an AMD EPYC, array form at bulk
     /// 2, 7.24 ns a page front to back, 6.09 back to front, 5.92 with each
-    /// slot written before its page is marked (as here). Otherwise (fewer
-    /// pages than slots) it fills front to back and stops when the stack
-    /// runs dry, so the pages it placed are always a prefix of the holes,
-    /// as the return value says.
+    /// slot written before its page is marked (as here). With fewer pages
+    /// than slots, when the first slots are all holes (a large request, as
+    /// usual) they take the whole stack, back to front too, and the per-CPU
+    /// lists fill the rest (alternating builds, bulk 2-4 a further 0.1-0.2
+    /// ns a page faster with this branch, 128 unchanged); otherwise it
+    /// fills front to back and stops when the stack runs dry. Either way
+    /// the pages it placed are a prefix of the holes, as the return value
+    /// says.
     #[inline(always)]
     pub(crate) fn front_fill_slots(&self, gfp: Gfp, slots: &mut [Option<Pfn>]) -> usize {
         let Some(mut g) = self.enter_inline_for(gfp) else {
@@ -267,6 +271,14 @@ impl Core {
                 }
             }
             i = slots.len();
+        } else if top > 0 && slots[..top].iter().fold(true, |a, s| a & s.is_none()) {
+            // More slots than pages, the first `top` of them holes (a large
+            // request, as usual): they take the whole stack, back to front
+            // too, and the rest of the array is the per-CPU lists' part.
+            for slot in slots[..top].iter_mut().rev() {
+                place(slot, &mut len);
+            }
+            i = top;
         }
         while i < slots.len() {
             if slots[i].is_none() {
