@@ -275,6 +275,9 @@ impl Core {
             // More slots than pages, the first `top` of them holes (a large
             // request, as usual): they take the whole stack, back to front
             // too, and the rest of the array is the per-CPU lists' part.
+            // (A loop of its own: one loop over a computed prefix for both
+            // cases counted bulk2 94.5 instructions a page against 91.5,
+            // bulk4 75.3 against 73.3.)
             for slot in slots[..top].iter_mut().rev() {
                 place(slot, &mut len);
             }
