@@ -38,6 +38,13 @@ pub enum Mode {
     /// `alloc_pages_bulk_list` of 128 pages into a `Vec`, then `free_pages_bulk`
     /// (the list bulk form).
     List128,
+    /// A `PageArray` of 128 slots filled, then released (the owned array
+    /// form).
+    Owned128,
+    /// The owned array form at bulk size 2.
+    Owned2,
+    /// The owned array form at bulk size 4.
+    Owned4,
     /// The array form at bulk size 2: its per-call cost shows.
     Bulk2,
     /// The array form at bulk size 4.
@@ -67,9 +74,9 @@ impl Mode {
     fn pages(self) -> u64 {
         match self {
             Mode::Pair | Mode::PcpPair | Mode::PcpPairNostats | Mode::BuddyPair => 1,
-            Mode::Bulk128 | Mode::List128 => BULK as u64,
-            Mode::Bulk2 | Mode::Linked2 => 2,
-            Mode::Bulk4 | Mode::Linked4 => 4,
+            Mode::Bulk128 | Mode::List128 | Mode::Owned128 => BULK as u64,
+            Mode::Bulk2 | Mode::Linked2 | Mode::Owned2 => 2,
+            Mode::Bulk4 | Mode::Linked4 | Mode::Owned4 => 4,
             Mode::Linked64 => 64,
             Mode::Linked128 => 128,
             Mode::Fault1 => FAULT1 as u64,
@@ -83,6 +90,9 @@ impl Mode {
             Mode::PcpPairNostats => "pcp-pair-nostats",
             Mode::Bulk128 => "bulk128",
             Mode::List128 => "list128",
+            Mode::Owned128 => "owned128",
+            Mode::Owned2 => "owned2",
+            Mode::Owned4 => "owned4",
             Mode::Bulk2 => "bulk2",
             Mode::Bulk4 => "bulk4",
             Mode::Linked2 => "linked2",
@@ -131,6 +141,15 @@ fn array_rounds(a: &PageAllocator, slots: &mut [Option<Pfn>], rounds: u64) {
         let n = a.alloc_pages_bulk(Gfp::KERNEL, slots);
         assert_eq!(n, slots.len(), "fastpath: array form came back short");
         a.free_pages_bulk_slots(slots).expect("fastpath: free");
+    }
+}
+
+#[inline(never)]
+fn owned_rounds(arr: &mut pagealloc::PageArray<'_>, rounds: u64) {
+    for _ in 0..rounds {
+        let n = arr.fill(Gfp::KERNEL);
+        assert_eq!(n, arr.len(), "fastpath: owned array came back short");
+        arr.release();
     }
 }
 
@@ -204,6 +223,11 @@ pub fn run(mode: Mode, pages: u64) -> i32 {
             let mut slots = vec![None; mode.pages() as usize];
             array_rounds(a, &mut slots, WARM_ROUNDS);
             array_rounds(a, &mut slots, rounds);
+        }
+        Mode::Owned128 | Mode::Owned2 | Mode::Owned4 => {
+            let mut arr = a.page_array(mode.pages() as usize).expect("fastpath: page array");
+            owned_rounds(&mut arr, WARM_ROUNDS);
+            owned_rounds(&mut arr, rounds);
         }
         Mode::List128 => {
             let mut out = Vec::with_capacity(BULK);

@@ -49,6 +49,15 @@ pub enum AllocError {
         /// The first blocking page.
         pfn: Pfn,
     },
+    /// A `PageArray` of more slots than the arena has pages (it could never
+    /// be filled), or whose slots could not be had.
+    #[error("a page array of {slots} slots is more than the arena's {nr_pages} pages")]
+    ArrayTooLarge {
+        /// The slots asked for.
+        slots: usize,
+        /// The arena's pages.
+        nr_pages: u64,
+    },
 }
 
 /// Why `free_pages` refused a pfn. The allocator's state is unchanged.

@@ -69,9 +69,10 @@ impl Core {
                 if z.pageblock_mt_racy(p) == MigrateType::Isolate {
                     c.isolated_free += n;
                 }
-            } else if f & flags::PCP != 0 {
+            } else if f & flags::ARRAY_HELD == flags::PCP {
                 c.pcp += n;
-            } else if f & flags::HEAD != 0 {
+            } else if f & (flags::HEAD | flags::PCP) != 0 {
+                // An allocated head, or a `PageArray`'s page (`ARRAY_HELD`).
                 c.allocated += n;
             } else {
                 p += 1;
@@ -223,6 +224,10 @@ impl Core {
                 p += 1;
                 continue;
             }
+            let held = f & flags::ARRAY_HELD == flags::ARRAY_HELD;
+            if held && (f != flags::ARRAY_HELD || d.order() != 0) {
+                return err(p, format!("a PageArray's page with more than its mark, or not order 0: {f:#x}"));
+            }
             if f & flags::REPORTED != 0 && marks != flags::BUDDY && marks != flags::PCP {
                 return err(p, format!("REPORTED on a page neither free nor on a per-CPU list: {f:#x}"));
             }
@@ -257,7 +262,7 @@ impl Core {
                         }
                     }
                 }
-            } else if marks == flags::PCP {
+            } else if marks == flags::PCP && !held {
                 census.pcp += n;
             } else {
                 census.allocated += n;

@@ -41,6 +41,7 @@ mod migrate;
 mod movable;
 mod page;
 mod page_alloc;
+mod page_array;
 mod pagecache;
 mod pagelock;
 mod pageref;
@@ -72,6 +73,7 @@ pub const PAGE_DESC_SIZE: usize = std::mem::size_of::<page::PageDesc>();
 pub use allocator::PageLockGuard;
 pub use compaction::{CompactOutcome, FragIndexReport};
 pub use movable::{MobilityCensus, MovableId, MovableOps};
+pub use page_array::PageArray;
 pub use pagecache::{
     DirectFileSource, FileSource, FillFn, IoMode, Mapping, PageCache, PageCacheConfig, PageHandle, PageSource,
     Readahead, RA_MAX_LIMIT, RA_MAX_PAGES,
@@ -92,6 +94,7 @@ const _: () = {
     const fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<PageAllocator>();
     assert_send_sync::<Pages<'static>>();
+    assert_send_sync::<PageArray<'static>>();
     assert_send_sync::<Config>();
     assert_send_sync::<ConfigError>();
 };

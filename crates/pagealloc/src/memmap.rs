@@ -302,4 +302,21 @@ impl<'a> Tables<'a> {
         let b = unsafe { self.blocks.get_unchecked((pfn >> PAGEBLOCK_ORDER) as usize) };
         Some((d, b.load(Ordering::Relaxed)))
     }
+
+    /// [`Tables::desc_and_block`] without the range check.
+    ///
+    /// # Safety
+    /// `pfn` is below the map's page count (a page of this allocator: on
+    /// one of its lists, or held in one of its `PageArray`s).
+    #[inline(always)]
+    pub(crate) unsafe fn desc_and_block_unchecked(self, pfn: u64) -> (&'a PageDesc, u16) {
+        debug_assert!((pfn as usize) < self.descs.len());
+        // SAFETY: pfn < descs.len() (the caller's contract) ==
+        // blocks.len() * PAGEBLOCK_PAGES (the map's invariant).
+        unsafe {
+            let d = self.descs.get_unchecked(pfn as usize);
+            let b = self.blocks.get_unchecked((pfn >> PAGEBLOCK_ORDER) as usize);
+            (d, b.load(Ordering::Relaxed))
+        }
+    }
 }

@@ -22,6 +22,12 @@
 //!   lock, cannot both succeed.
 //! - `PCP` is set only on an order-N page sitting on a per-CPU list or front
 //!   cache (or claimed for freeing, on its way to one); `private`'s order is N.
+//!   `PCP | OWNED` (`ARRAY_HELD`) is the exception: an order-0 page held in a
+//!   `PageArray`, allocated but invisible to every pfn-taking call (none of
+//!   which acts without `HEAD`). Only the array writes that word, with plain
+//!   stores (to it at allocation, from it to `PCP` at its release): nobody
+//!   else writes a word without `HEAD` but under the zone lock or the
+//!   owner's own claim, so the array's release needs no compare-and-swap.
 //! - At most one of `BUDDY`, `HEAD`, `PCP` is set. Pages inside a block (tails)
 //!   have all three clear; their links are stale and never read.
 //! - `next`/`prev` are read and written only by the holder of the lock of the
@@ -90,6 +96,10 @@ pub mod flags {
     pub const REF_ONE: u32 = 1 << REF_SHIFT;
     /// The page reference count (the kernel's `_refcount`, 16 bits here).
     pub const REF_MASK: u32 = 0xffff << REF_SHIFT;
+    /// An order-0 page held by a `PageArray` (see the module doc): `PCP`
+    /// (no pfn-taking call acts on it) with `OWNED` (not on any list: it
+    /// counts as allocated).
+    pub const ARRAY_HELD: u32 = PCP | OWNED;
     /// Bits that forbid freeing a block through the raw pfn API: a lock,
     /// writeback, an owning handle, a page reference (the last `put_page`
     /// frees), links owned by the LRU lock, or a migration in progress.

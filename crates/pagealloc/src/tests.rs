@@ -231,6 +231,32 @@ mod loom_models {
         });
     }
 
+    /// A `PageArray`'s release (a plain store of `PCP` a page, no claim)
+    /// racing a raw free, a lock and a reference of one of its pfns: none of
+    /// them may act on the page, whichever order they run in, and the page
+    /// is back exactly once.
+    #[test]
+    fn page_array_release_races_pfn_calls() {
+        loom::model(|| {
+            let a = tiny();
+            let mut arr = a.page_array(2).unwrap();
+            assert_eq!(arr.fill(Gfp::KERNEL), 2);
+            let pfn = arr.get(1).unwrap();
+            let b = a.clone();
+            let t = loom::thread::spawn(move || {
+                // Before the release these are refused outright; after it
+                // the page is free (PCP), refused as well.
+                assert!(b.free_pages(pfn, 0).is_err());
+                assert!(!b.trylock_page(pfn));
+                assert!(b.get_page(pfn).is_err());
+            });
+            arr.release();
+            t.join().unwrap();
+            drop(arr);
+            whole(&a);
+        });
+    }
+
     #[test]
     fn bulk_alloc_races_bulk_free() {
         loom::model(|| {

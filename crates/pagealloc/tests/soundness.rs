@@ -61,6 +61,38 @@ fn pages_into_pfn_hands_the_block_to_the_raw_api() {
     whole(&a);
 }
 
+/// A `PageArray`'s pages are refused to every raw free while it holds them,
+/// so a frame it gives out as `&mut [u8]` is never handed out again; each
+/// page taken out as a `Pages` handle stays owned; the release gives every
+/// page back once.
+#[test]
+fn pages_array_blocks_raw_frees_of_its_frames() {
+    let a = backed(4);
+    let mut arr = a.page_array(3).unwrap();
+    assert_eq!(arr.fill(Gfp::KERNEL), 3);
+    let pfns: Vec<Pfn> = arr.slots().iter().map(|s| s.unwrap()).collect();
+    for &pfn in &pfns {
+        assert_eq!(a.free_pages(pfn, 0), Err(FreeError::Owned { pfn }));
+        assert_eq!(a.free_contig_range(pfn, 1), Err(FreeError::Owned { pfn }));
+        assert_eq!(a.lock_page(pfn), Err(PageStateError::NotAllocated { pfn }));
+    }
+    let mut slots: Vec<Option<Pfn>> = pfns.iter().map(|&p| Some(p)).collect();
+    assert!(a.free_pages_bulk_slots(&mut slots).is_err());
+    // None of its frames is handed out again while it holds them.
+    let mut other = a.alloc(Gfp::KERNEL | Gfp::ZERO, 0).unwrap();
+    assert!(!pfns.contains(&other.pfn()));
+    let mut h = arr.take(1).unwrap();
+    assert_eq!(a.free_pages(h.pfn(), 0), Err(FreeError::Owned { pfn: h.pfn() }));
+    arr.frame_mut(0).unwrap()[0] = 1;
+    h.as_mut_slice().unwrap()[0] = 2;
+    other.as_mut_slice().unwrap()[0] = 3;
+    assert_eq!((arr.frame(0).unwrap()[0], h.as_slice().unwrap()[0], other.as_slice().unwrap()[0]), (1, 2, 3));
+    drop(arr);
+    drop(h);
+    drop(other);
+    whole(&a);
+}
+
 /// Two threads freeing the same pfn: exactly one succeeds, every time, and
 /// the counters stay right (the claim is one CAS).
 #[test]

@@ -28,20 +28,28 @@ impl Core {
     /// in the caller; the rest is a call.
     #[inline(always)]
     pub(crate) fn alloc_pages_bulk(&self, gfp: Gfp, slots: &mut [Option<Pfn>]) -> usize {
+        self.alloc_pages_bulk_as(gfp, slots, flags::HEAD)
+    }
+
+    /// [`Core::alloc_pages_bulk`] with each new page's flags word `mark`:
+    /// `HEAD` (an ordinary allocated page, the pfn API's) or `ARRAY_HELD`
+    /// (a `PageArray`'s).
+    #[inline(always)]
+    pub(crate) fn alloc_pages_bulk_as(&self, gfp: Gfp, slots: &mut [Option<Pfn>], mark: u32) -> usize {
         let len = slots.len();
         if len <= FRONT_BATCH {
             // The holes from the front cache in one pass (populated slots
             // are stepped over, so no separate pass looks for the leading
             // ones; see `front_fill_slots` for the order).
-            if self.front_fill_slots(gfp, slots) == len {
+            if self.front_fill_slots(gfp, slots, mark) == len {
                 return len;
             }
         }
-        self.alloc_pages_bulk_slow(gfp, slots)
+        self.alloc_pages_bulk_slow(gfp, slots, mark)
     }
 
     #[inline(never)]
-    fn alloc_pages_bulk_slow(&self, gfp: Gfp, slots: &mut [Option<Pfn>]) -> usize {
+    fn alloc_pages_bulk_slow(&self, gfp: Gfp, slots: &mut [Option<Pfn>], mark: u32) -> usize {
         // Slots known to be populated (none looked at yet, or those before
         // the first hole the front cache left).
         let mut known = 0;
@@ -49,7 +57,7 @@ impl Core {
             // What this thread's front cache holds first, as the smaller
             // requests and the single pages take it (the linked list form
             // does the same); the per-CPU lists give the rest.
-            known = self.front_fill_slots(gfp, slots);
+            known = self.front_fill_slots(gfp, slots, mark);
             if known == slots.len() {
                 return known;
             }
@@ -70,7 +78,7 @@ impl Core {
         // With one hole left, the single-page path does it.
         if holes > 1 {
             let (mut from, len) = (lead, slots.len());
-            self.bulk_fast(gfp, holes, false, |pages| {
+            self.bulk_fast(gfp, holes, (false, mark), |pages| {
                 let dst = &mut slots[from..];
                 if all_holes {
                     let k = copy_hottest_first(dst, pages);
@@ -89,7 +97,7 @@ impl Core {
         // also the path that may dip into reserves and drain other CPUs).
         for s in slots[lead..].iter_mut() {
             if s.is_none() {
-                match self.alloc_pages(gfp, 0, flags::HEAD) {
+                match self.alloc_pages(gfp, 0, mark) {
                     Ok(p) => *s = Some(p),
                     Err(_) => break,
                 }
@@ -127,7 +135,7 @@ impl Core {
         // if even that cannot be had, the list grows as pages come.
         let _ = out.try_reserve(nr.min(self.mm.nr_pages() as usize));
         if nr > 1 {
-            self.bulk_fast(gfp, nr, false, |pages| {
+            self.bulk_fast(gfp, nr, (false, flags::HEAD), |pages| {
                 out.extend(pages.iter().rev().map(|&p| Pfn::from_u32(p)));
                 pages.len()
             });
@@ -152,13 +160,14 @@ impl Core {
     /// Returns how many were used (0 when lists are off or busy, or no zone is
     /// above its watermark). `take_marks`: without `Gfp::ZERO`, `take` marks
     /// each page it uses allocated itself (flags exactly `HEAD`, in the pass
-    /// that places it), so no second pass does.
+    /// that places it), so no second pass does; otherwise each page's flags
+    /// become `head`.
     #[inline(always)]
     pub(crate) fn bulk_fast(
         &self,
         gfp: Gfp,
         nr: usize,
-        take_marks: bool,
+        (take_marks, head): (bool, u32),
         mut take: impl FnMut(&[u32]) -> usize,
     ) -> usize {
         let inner = self;
@@ -179,7 +188,7 @@ impl Core {
             let used = take(pages).min(pages.len());
             if gfp.contains(Gfp::ZERO) {
                 for &p in &pages[pages.len() - used..] {
-                    inner.prep_new_page(p as u64, Order::ZERO, gfp, flags::HEAD);
+                    inner.prep_new_page(p as u64, Order::ZERO, gfp, head);
                 }
             } else if !take_marks {
                 for &p in &pages[pages.len() - used..] {
@@ -187,7 +196,7 @@ impl Core {
                     // SAFETY: every pfn on a per-CPU list or a front-cache
                     // stack is one of this allocator's pages (their
                     // invariants), so below nr_pages.
-                    unsafe { descs.get_unchecked(p as usize) }.set_flags(flags::HEAD);
+                    unsafe { descs.get_unchecked(p as usize) }.set_flags(head);
                 }
             }
             used

@@ -180,7 +180,7 @@ impl Core {
         }
         if nr - c.len > 1 {
             let want = nr - c.len;
-            self.bulk_fast(gfp, want, true, |pages| {
+            self.bulk_fast(gfp, want, (true, flags::HEAD), |pages| {
                 // Hottest last in the slice: linked first, as the kernel's
                 // list got the page it popped first; flags stored in the
                 // same pass unless the page is to be zeroed (bulk_fast

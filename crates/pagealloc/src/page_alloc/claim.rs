@@ -147,6 +147,10 @@ impl Core {
     pub(crate) fn diagnose_free(&self, pfn: Pfn, _order: Order) -> FreeError {
         let p = pfn.as_u64();
         let f = self.mm.page(p).flags();
+        if f & flags::ARRAY_HELD == flags::ARRAY_HELD {
+            // A `PageArray`'s page: only the array frees it.
+            return FreeError::Owned { pfn };
+        }
         if f & (flags::BUDDY | flags::PCP) != 0 {
             return FreeError::DoubleFree { pfn };
         }

@@ -221,7 +221,7 @@ impl Core {
     /// each page marked allocated as it is placed, the stack's length in a
     /// register. Returns the index of the first hole left (`slots.len()`
     /// when none). Applies where [`Core::front_take_fast`] does; elsewhere
-    /// returns 0.
+    /// returns 0. Each page placed gets `mark` as its flags word.
     ///
     /// When the stack holds a page for every slot, the array is filled back
     /// to front: the last hole gets the hottest page, and an array freed in
@@ -241,7 +241,7 @@ impl Core {
     /// the pages it placed are a prefix of the holes, as the return value
     /// says.
     #[inline(always)]
-    pub(crate) fn front_fill_slots(&self, gfp: Gfp, slots: &mut [Option<Pfn>]) -> usize {
+    pub(crate) fn front_fill_slots(&self, gfp: Gfp, slots: &mut [Option<Pfn>], mark: u32) -> usize {
         let Some(mut g) = self.enter_inline_for(gfp) else {
             return 0;
         };
@@ -253,14 +253,17 @@ impl Core {
         let top = (s.len as usize).min(s.pfns.len());
         let mut len = top;
         let place = |slot: &mut Option<Pfn>, len: &mut usize| {
-            let p = s.pfns[*len - 1];
+            debug_assert!(*len >= 1 && *len <= s.pfns.len());
+            // SAFETY: 1 <= *len <= top <= the stack's array length (every
+            // caller places only while *len > 0, and len starts at top).
+            let p = unsafe { *s.pfns.get_unchecked(*len - 1) };
             *len -= 1;
             debug_assert!((p as usize) < descs.len());
             // The slot first, then the mark (measured: see above).
             *slot = Some(Pfn::from_u32(p));
             // SAFETY: every pfn on a stack is one of this allocator's
             // pages (the front cache's invariant), so below nr_pages.
-            unsafe { descs.get_unchecked(p as usize) }.set_flags(crate::page::flags::HEAD);
+            unsafe { descs.get_unchecked(p as usize) }.set_flags(mark);
         };
         let mut i = 0;
         if top >= slots.len() {

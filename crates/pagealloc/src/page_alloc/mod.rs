@@ -25,6 +25,7 @@
 //! buddy lists, a per-CPU list, a front cache, the deferred-free list (counted
 //! with the per-CPU pages), or an allocated block.
 
+pub(crate) mod array_release;
 pub(crate) mod bulk;
 pub(crate) mod bulk_free;
 pub(crate) mod bulk_linked;

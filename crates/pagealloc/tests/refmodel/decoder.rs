@@ -182,10 +182,17 @@ pub fn step(m: &mut Model, b: &mut Bytes) {
             let len = b.u8() as usize % 48;
             let mask = b.u64();
             const SENTINEL: u64 = 1 << 50;
-            let mut slots: Vec<Option<pagealloc::Pfn>> = (0..len)
-                .map(|i| (mask >> (i % 64) & 1 == 1).then(|| pagealloc::Pfn::new(SENTINEL + i as u64)))
-                .collect();
-            m.bulk_alloc(g, &mut slots);
+            // Bits 48..64 of the mask name no slot: with bit 62, a
+            // `PageArray` of `len` slots instead (no new byte, so kept
+            // inputs read the same bytes).
+            if mask >> 62 & 1 == 1 {
+                m.page_array(g, len, mask >> 1);
+            } else {
+                let mut slots: Vec<Option<pagealloc::Pfn>> = (0..len)
+                    .map(|i| (mask >> (i % 64) & 1 == 1).then(|| pagealloc::Pfn::new(SENTINEL + i as u64)))
+                    .collect();
+                m.bulk_alloc(g, &mut slots);
+            }
         }
         8 => {
             let g = gfp(b);

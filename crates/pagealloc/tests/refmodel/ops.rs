@@ -162,6 +162,68 @@ impl Model {
         lead
     }
 
+    /// A `PageArray` of `len` slots driven within the step: filled as
+    /// [`Model::bulk_alloc`] checks a fill (every slot a hole before); its
+    /// pages refused to the raw free, the bulk free, the page lock and
+    /// `get_page` with nothing changed; then slot `i` is taken as a raw page
+    /// (kept by the model) where bit `i` of `keep` is set, or as a `Pages`
+    /// handle and dropped where bit `i + 24` is; the rest go back with the
+    /// array's release (bit 60) or its drop.
+    pub fn page_array(&mut self, gfp: Gfp, len: usize, keep: u64) {
+        // A second handle on the allocator: the array borrows it, not the model.
+        let a = self.a.clone();
+        let mut arr = a.page_array(len).expect("a page array smaller than the arena");
+        let lead = arr.fill(gfp);
+        assert_eq!(lead, arr.populated(), "PageArray::fill: holes before the leading count");
+        for i in 0..lead {
+            let p = arr.get(i).expect("leading slot");
+            self.took("PageArray::fill", p.as_u64(), 0, gfp, None);
+        }
+        if lead < len {
+            assert!(
+                self.failure_plausible(gfp, None, 0) || gfp.contains(Gfp::THISNODE),
+                "PageArray::fill left holes with {} pages allocated",
+                self.allocated_pages()
+            );
+        }
+        if let Some(pfn) = arr.get(0) {
+            let before = a.nr_free_pages();
+            assert_eq!(a.free_pages(pfn, 0), Err(FreeError::Owned { pfn }), "raw free of an array's page");
+            assert_eq!(
+                a.free_pages_bulk(&[pfn]),
+                Err(BulkFreeError { rejected: vec![(0, FreeError::Owned { pfn })] }),
+                "raw bulk free of an array's page"
+            );
+            assert_eq!(a.lock_page(pfn), Err(PageStateError::NotAllocated { pfn }), "lock of an array's page");
+            assert_eq!(a.get_page(pfn), Err(PageStateError::NotAllocated { pfn }), "get_page of an array's page");
+            assert_eq!(a.nr_free_pages(), before, "a refused call on an array's page changed state");
+        }
+        for i in 0..lead.min(24) {
+            if keep >> i & 1 == 1 {
+                let p = arr.take_pfn(i).expect("populated slot");
+                assert_eq!(arr.get(i), None, "take_pfn left the slot populated");
+                // A raw page from now on: the model keeps it.
+                let _ = p;
+            } else if keep >> (i + 24) & 1 == 1 {
+                let h = arr.take(i).expect("populated slot");
+                assert_eq!((h.order(), arr.get(i)), (0, None), "take: a handle of order 0, the slot emptied");
+                let p = h.pfn();
+                assert_eq!(a.free_pages(p, 0), Err(FreeError::Owned { pfn: p }), "raw free of a taken handle's page");
+                drop(h);
+                self.forget(p.as_u64());
+            }
+        }
+        let rest: Vec<u64> = arr.slots().iter().flatten().map(|p| p.as_u64()).collect();
+        if keep >> 60 & 1 == 1 {
+            arr.release();
+            assert_eq!(arr.populated(), 0, "PageArray::release left pages");
+        }
+        drop(arr);
+        for p in rest {
+            self.forget(p);
+        }
+    }
+
     /// `alloc_pages_bulk_list(gfp, nr, out)`: entries already in `out` stay,
     /// up to `nr` pages are appended, fewer only when memory may run short.
     pub fn bulk_list(&mut self, gfp: Gfp, nr: usize, out: &mut Vec<Pfn>) -> usize {
