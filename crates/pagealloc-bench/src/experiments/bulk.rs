@@ -4,14 +4,18 @@
 //!
 //! One pinned thread, one allocator with the default configuration. First the
 //! single-page baseline (`alloc_pages` + `free_pages`, order 0), then for each
-//! bulk size 1,2,3,4,8,16,32,64,128 three forms, alternating repeat by repeat:
+//! bulk size 1,2,3,4,8,16,32,64,128 four forms, alternating repeat by repeat:
 //! the list form as the kernel had it (variant `old`, seed 3's old design:
 //! `alloc_pages_bulk_linked` threads the pages through their descriptors, and
 //! the caller walks the chain and frees each page with `free_pages`, as
 //! page_bench04_bulk's list variant does), the array form
 //! (`alloc_pages_bulk` into a slice of empty slots, variant `new`), and our
 //! `Vec` list form (`alloc_pages_bulk_list`, variant `ours-vec`, freed with one
-//! `free_pages_bulk` call; not the seed's design). The array form hands its
+//! `free_pages_bulk` call; not the seed's design), and our owned array form
+//! (`PageArray::fill` + `PageArray::release`, variant `new-owned`: its pages
+//! are unreachable from the pfn API while the array holds them, so the
+//! release takes each back with a plain store where a free must claim it
+//! with a compare-and-swap; not the seed's design). The array form hands its
 //! slots back with one `free_pages_bulk_slots` call (which also empties them
 //! for the next round, as
 //! the kernel bench releases its array). Each line is the per-page cost of alloc+free, printed in
@@ -29,9 +33,10 @@
 //! added about 3 ns per call to the list form alone on the AMD EPYC it was
 //! found on.
 //!
-//! At the largest step a fourth loop runs beside the three forms, timed
-//! alternately with them: the floor of any sound array form
-//! (`mark_and_claim_floor`), one release store and one compare-and-swap a
+//! At the largest step a fifth loop runs beside the four forms, timed
+//! alternately with them: the floor of any array form whose free must claim
+//! its pages, as the slots form's must (`mark_and_claim_floor`), one
+//! release store and one compare-and-swap a
 //! page over 128 descriptor-sized slots and nothing else, printed after the
 //! forms as a `time_bench` line of its own under a `#` heading; the note
 //! gives the array form's cost at that step as a multiple of it.
@@ -50,7 +55,7 @@
 use crate::harness::{pin, rdtsc, Claim, Ctx, Experiment, ExperimentResult, Figure, Plot};
 use crate::peers::DlAlloc;
 use pagealloc::{Config, Gfp, PageAllocator, PageArray, Pfn};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 use std::time::Instant;
 
 /// The bulk sizes of page_bench04_bulk.
@@ -165,7 +170,8 @@ fn owned_rounds(arr: &mut PageArray<'_>, gfp: Gfp, loops: u64) {
     }
 }
 
-/// `loops` rounds of the floor under any sound array form: `descs`
+/// `loops` rounds of the floor under any array form whose pages any thread
+/// may name by pfn (the slots form's): `descs`
 /// stands for a bulk's page descriptors (16 bytes each, the flags word
 /// first, as the arena's), and each round marks every page allocated with a
 /// release store, as an allocation does, then claims every one back with
@@ -184,6 +190,44 @@ fn claim_floor_rounds(descs: &[[AtomicU32; 4]], loops: u64) {
         for d in descs {
             let won = d[0].compare_exchange(ALLOCATED, FREE, Ordering::Acquire, Ordering::Relaxed);
             assert!(won.is_ok(), "bulk: floor claim lost");
+        }
+    }
+}
+
+/// `loops` rounds of the floor under the owned array form: the work each
+/// page needs with nothing around it. `stack` (as long as `slots`, so it
+/// alone serves every page) stands for the front cache, `descs` for the
+/// pages' descriptors (16 bytes each, flags then private word), `blocks`
+/// for their pageblock words. A round fills every slot from the stack back
+/// to front, marking each page's flags (one store), then releases them in
+/// slot order: per page the slot read, the private and pageblock words
+/// read and checked, the flags stored, the pfn pushed; the slots emptied.
+/// No per-CPU list, no per-call entry, no statistics.
+#[inline(never)]
+fn owned_floor_rounds(
+    stack: &mut [u32],
+    descs: &[[AtomicU32; 4]],
+    blocks: &[AtomicU16],
+    slots: &mut [Option<Pfn>],
+    loops: u64,
+) {
+    const HELD: u32 = 3 << 10;
+    const FREE: u32 = 1 << 10;
+    let mut len = stack.len();
+    for _ in 0..loops {
+        for s in slots.iter_mut().rev() {
+            len -= 1;
+            let p = stack[len];
+            *s = Some(Pfn::new(u64::from(p)));
+            descs[p as usize][0].store(HELD, Ordering::Release);
+        }
+        for s in slots.iter_mut() {
+            let p = s.take().expect("bulk: floor slot").as_u64() as usize;
+            let (d, w) = (&descs[p], blocks[p >> 9].load(Ordering::Relaxed));
+            assert!(d[1].load(Ordering::Relaxed) == 0 && w == 0, "bulk: floor page of another type");
+            d[0].store(FREE, Ordering::Release);
+            stack[len] = p as u32;
+            len += 1;
         }
     }
 }
@@ -216,8 +260,10 @@ struct Measured {
     /// The owned array form (`PageArray`), not in the seed.
     owned: Vec<(Rec, Vec<f64>)>,
     /// The mark-and-claim floor at the largest step, timed alternately
-    /// with the three forms there.
+    /// with the four forms there.
     floor: (Rec, Vec<f64>),
+    /// The owned form's floor at the largest step, timed alike.
+    owned_floor: (Rec, Vec<f64>),
     no_front: (Rec, Vec<f64>),
     malloc: (Rec, Vec<f64>),
     /// tcmalloc's pair, or why it was not run.
@@ -246,10 +292,14 @@ fn measure(repeats: usize, total: u64) -> Measured {
     let mut linked = Vec::new();
     let mut array = Vec::new();
     let mut owned = Vec::new();
-    // The floor runs at the largest step, beside the three forms there.
+    // The floor runs at the largest step, beside the four forms there.
     let floor_step = STEPS[STEPS.len() - 1];
     let floor_descs: Vec<[AtomicU32; 4]> = (0..floor_step).map(|_| Default::default()).collect();
     let mut floor_recs = Vec::new();
+    let mut owned_floor_recs = Vec::new();
+    let mut floor_stack: Vec<u32> = (0..floor_step as u32).collect();
+    let floor_blocks: Vec<AtomicU16> = (0..1).map(|_| AtomicU16::new(0)).collect();
+    let mut floor_slots: Vec<Option<Pfn>> = vec![None; floor_step];
     for &step in &STEPS {
         let loops = (total / step as u64).max(1);
         let s = &mut slots[..step];
@@ -273,6 +323,9 @@ fn measure(repeats: usize, total: u64) -> Measured {
             or.push(owned_run());
             if step == floor_step {
                 floor_recs.push(time(step, loops, || claim_floor_rounds(&floor_descs, loops)));
+                owned_floor_recs.push(time(step, loops, || {
+                    owned_floor_rounds(&mut floor_stack, &floor_descs, &floor_blocks, &mut floor_slots, loops)
+                }));
             }
         }
         list.push(median_of(lr));
@@ -282,6 +335,7 @@ fn measure(repeats: usize, total: u64) -> Measured {
         owned.push(median_of(or));
     }
     let floor = median_of(floor_recs);
+    let owned_floor = median_of(owned_floor_recs);
     a.drain_all_pages();
     a.check_invariants().expect("bulk: invariants");
     drop(a);
@@ -336,7 +390,7 @@ fn measure(repeats: usize, total: u64) -> Measured {
         Ok((ours, theirs)) => (ours, Ok(theirs)),
         Err(e) => (single.clone(), Err(e)),
     };
-    Measured { single, pair, list, single_at, linked, array, owned, floor, no_front, malloc, tcmalloc }
+    Measured { single, pair, list, single_at, linked, array, owned, floor, owned_floor, no_front, malloc, tcmalloc }
 }
 
 impl Experiment for Bulk {
@@ -405,6 +459,20 @@ impl Experiment for Bulk {
             ),
         );
         r.line(ctx, m.floor.0.line("mark_and_claim_floor"));
+        r.line(
+            ctx,
+            format!(
+                "# not in page_bench04_bulk: FLOOR of the owned array form at step {}: per page a stack pop, a slot \
+                 write and a flags store, then the slot read, the private and pageblock words checked, a flags store \
+                 and a push; no lists, no entry, no statistics",
+                m.owned_floor.0.step
+            ),
+        );
+        r.line(ctx, m.owned_floor.0.line("owned_array_floor"));
+        r.figures.push(
+            Figure::new(format!("ns-floor-{}", m.owned_floor.0.step), "owned-floor", "ns", ns_of(&m.owned_floor.1))
+                .param("bulk", m.owned_floor.0.step as u64),
+        );
         r.figures.push(
             Figure::new(format!("ns-floor-{}", m.floor.0.step), "floor", "ns", ns_of(&m.floor.1))
                 .param("bulk", m.floor.0.step as u64),
@@ -455,6 +523,15 @@ impl Experiment for Bulk {
             2.0,
             o128 <= 2.0,
         );
+        if let Some(of) = r.get("ns-floor-128", "owned-floor") {
+            r.notes.push(format!(
+                "owned array form at step 128 {o128:.2} ns a page against its floor of {:.2} ns (the same work \
+                 a page with nothing around it, timed alternately): {:.2}x the floor{}",
+                of.value,
+                o128 / of.value,
+                if of.value > 2.0 { "; the floor alone is over the 2 ns target on this machine" } else { "" }
+            ));
+        }
         r.notes.push(format!(
             "at step 128: owned array form (PageArray: pages no pfn-taking call can reach, released with a plain \
              store a page) {o128:.2} ns a page, the slots form (alloc_pages_bulk + free_pages_bulk_slots, a CAS \
@@ -549,13 +626,15 @@ impl Experiment for Bulk {
         r.notes.push(format!(
             "one thread pinned to CPU 0, default Config (front cache on); {total} pages per repeat and step, \
              {repeats} repeats, the median repeat printed; each bulk form frees with one call per step \
-             (free_pages_bulk_slots for the array, free_pages_bulk for our Vec list); the list (old) is the kernel's: \
+             (free_pages_bulk_slots for the array, PageArray::release for the owned array, free_pages_bulk for \
+             our Vec list); the list (old) is the kernel's: \
              alloc_pages_bulk_linked threads the pages through their descriptors (from the thread's front cache \
              first, then under one per-CPU lock hold, as the array form takes them), the caller walks the chain and frees each page with free_pages, as page_bench04_bulk's list \
-             variant does; ours-vec is the Vec list form (ours, not the seed's); at step 1 every form takes \
+             variant does; ours-vec is the Vec list form and new-owned the PageArray form (ours, not the seed's); \
+             at step 1 every form takes \
              the single-page path, as the kernel does. The seed's order (array faster than list at every step \
              2..128, list faster than single pages from step 4) compares figures timed alternately: at each \
-             step the single pair runs once per repeat beside the three forms (variant single of bulk-N), so \
+             step the single pair runs once per repeat beside the four forms (variant single of bulk-N), so \
              drift on a shared machine hits both sides alike; the BASELINE line is the pair timed on its own."
         ));
         r

@@ -14,7 +14,9 @@
 //!   allocated head with nothing that forbids the free) to `PCP`.
 //! - [`free`] and [`give`]: where a claimed block goes: front cache, per-CPU
 //!   list, buddy.
-//! - [`bulk`] and [`bulk_free`]: seed 3's bulk allocator and its partner.
+//! - [`bulk`] and [`bulk_free`]: seed 3's bulk allocator and its partner;
+//!   [`array_release`]: a `PageArray`'s release (its pages taken back with a
+//!   plain store each, no claim).
 //! - [`drain`]: emptying per-CPU lists and front caches.
 //! - [`nolock`] and [`deferred`]: allocation and free that never wait (any
 //!   context, signal handlers included), and the lock-free list of frees
@@ -23,7 +25,8 @@
 //! Invariant (conservation, checked by `check_invariants`): every managed page
 //! is, at any quiescent moment, in exactly one of: a free block on a zone's
 //! buddy lists, a per-CPU list, a front cache, the deferred-free list (counted
-//! with the per-CPU pages), or an allocated block.
+//! with the per-CPU pages), or an allocated block (a `PageArray`'s pages,
+//! `ARRAY_HELD`, count as allocated).
 
 pub(crate) mod array_release;
 pub(crate) mod bulk;
