@@ -5,6 +5,7 @@
 //! so a page it then cannot push (a full stack) is still freed. Every test
 //! ends with the invariants and the free page count of its start.
 
+mod common;
 use pagealloc::{Config, Gfp, PageAllocator, Pfn};
 use std::collections::HashSet;
 
@@ -15,8 +16,7 @@ fn allocator() -> PageAllocator {
 /// A fresh allocator, drained, and its free page count (what `end` checks).
 fn start() -> (PageAllocator, u64) {
     let a = allocator();
-    a.drain_all_pages();
-    let free0 = a.nr_free_pages();
+    let free0 = common::drained_free_pages(&a);
     (a, free0)
 }
 
@@ -34,10 +34,7 @@ fn fill_front(a: &PageAllocator, n: usize) -> Vec<Pfn> {
 }
 
 fn end(a: &PageAllocator, free0: u64) {
-    a.check_invariants().unwrap();
-    a.drain_all_pages();
-    a.check_invariants().unwrap();
-    assert_eq!(a.nr_free_pages(), free0, "pages lost or made up");
+    common::ends_where_it_began(a, free0);
 }
 
 #[test]

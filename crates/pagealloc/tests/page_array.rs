@@ -5,6 +5,7 @@
 //! naming its pfns while it fills and releases change nothing. Every test
 //! ends with the invariants and the free page count of its start.
 
+mod common;
 use pagealloc::{AllocError, Backing, BulkFreeError, Config, FreeError, Gfp, PageAllocator, PageStateError, Pfn};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -12,16 +13,12 @@ use std::sync::Arc;
 
 fn start() -> (PageAllocator, u64) {
     let a = PageAllocator::new(Config::small(16 << 20).backing(Backing::Anonymous)).unwrap();
-    a.drain_all_pages();
-    let free0 = a.nr_free_pages();
+    let free0 = common::drained_free_pages(&a);
     (a, free0)
 }
 
 fn end(a: &PageAllocator, free0: u64) {
-    a.check_invariants().unwrap();
-    a.drain_all_pages();
-    a.check_invariants().unwrap();
-    assert_eq!(a.nr_free_pages(), free0, "pages lost or made up");
+    common::ends_where_it_began(a, free0);
 }
 
 #[test]

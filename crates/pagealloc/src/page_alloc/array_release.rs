@@ -127,19 +127,19 @@ impl Core {
             let mut n = 0;
             for slot in chunk.iter() {
                 if let Some(pfn) = *slot {
-                    // Pfns fit in 32 bits (the arena's bound).
-                    pfns[n] = pfn.as_u64() as u32;
+                    let p = pfn.as_u64();
+                    // SAFETY: as in `front_release`.
+                    let (d, word) = unsafe { tables.desc_and_block_unchecked(p) };
+                    take_held(d);
+                    set_list_type(d, d.private_raw(), word);
+                    // Pfns fit in 32 bits (the arena's bound); n < the
+                    // chunk's length <= GIVE_CHUNK.
+                    pfns[n] = p as u32;
+                    words[n] = word;
                     n += 1;
                 }
             }
             chunk.fill(None);
-            for (&p, w) in pfns[..n].iter().zip(words.iter_mut()) {
-                // SAFETY: as in `front_release`.
-                let (d, word) = unsafe { tables.desc_and_block_unchecked(p as u64) };
-                take_held(d);
-                set_list_type(d, d.private_raw(), word);
-                *w = word;
-            }
             if zero {
                 for &p in &pfns[..n] {
                     self.init_on_free(p as u64, Order::ZERO);

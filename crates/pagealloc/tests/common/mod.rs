@@ -1,5 +1,6 @@
-//! Test support shared by the integration tests that move pages: a
-//! tracking owner and the checksummed page contents the moves must keep.
+//! Test support shared by the integration tests: for those that move
+//! pages, a tracking owner and the checksummed page contents the moves must
+//! keep; for those that end where they started, the free-page count check.
 // Each test crate includes this module and uses part of it.
 #![allow(dead_code)]
 
@@ -67,4 +68,20 @@ pub fn intact(a: &PageAllocator, pfn: u64, key: u64) -> bool {
     // SAFETY: the frame is inside the arena and allocated to an owner of the
     // calling test; the allocator at most reads it (copying) meanwhile.
     (0..PAGE_SIZE / 8).all(|i| unsafe { b.add(i).read() } == pattern(key, i))
+}
+
+/// Drain `a` and return its free page count: what [`ends_where_it_began`]
+/// checks against.
+pub fn drained_free_pages(a: &PageAllocator) -> u64 {
+    a.drain_all_pages();
+    a.nr_free_pages()
+}
+
+/// The invariants, before and after a drain, and the free page count of the
+/// test's start (`free0`, from [`drained_free_pages`]): nothing lost or made up.
+pub fn ends_where_it_began(a: &PageAllocator, free0: u64) {
+    a.check_invariants().unwrap();
+    a.drain_all_pages();
+    a.check_invariants().unwrap();
+    assert_eq!(a.nr_free_pages(), free0, "pages lost or made up");
 }
