@@ -610,6 +610,9 @@ fn op_bulk_alloc(sh: &Shared, t: usize, rng: &mut Rng, mine: &mut Mine) {
     let n = 1 + rng.below(64) as usize;
     let gfp = rng.gfp();
     sh.publish(t, Op::BulkAlloc, n as u64);
+    if rng.below(4) == 0 {
+        return page_array_round(sh, rng, mine, n, gfp);
+    }
     const SENTINEL: u64 = 1 << 60;
     let holes = rng.next();
     let mut slots: Vec<Option<Pfn>> =
@@ -629,6 +632,59 @@ fn op_bulk_alloc(sh: &Shared, t: usize, rng: &mut Rng, mine: &mut Mine) {
             Some(_) | None => {}
         }
     }
+    trim(sh, rng, mine);
+}
+
+/// A `PageArray` of `n` slots: filled (every page claimed in the
+/// tracker), a raw free and a lock of one of its pfns refused, each page's
+/// first byte written and read back, some pages taken out as raw pages
+/// (kept) or `Pages` handles (dropped), the rest released.
+fn page_array_round(sh: &Shared, rng: &mut Rng, mine: &mut Mine, n: usize, gfp: Gfp) {
+    let mut arr = match sh.a.page_array(n) {
+        Ok(arr) => arr,
+        Err(e) => return sh.violation(format!("page_array({n}): {e:?}")),
+    };
+    let lead = arr.fill(gfp);
+    check(sh, mine, lead == arr.populated(), || format!("PageArray::fill returned {lead}, {} held", arr.populated()));
+    for &p in arr.slots().iter().flatten() {
+        sh.claim("PageArray::fill", p.as_u64(), 1);
+    }
+    if let Some(p) = arr.get(0) {
+        let r = sh.a.free_pages(p, 0);
+        check(sh, mine, r == Err(FreeError::Owned { pfn: p }), || format!("free_pages of an array's page: {r:?}"));
+        check(sh, mine, !sh.a.trylock_page(p), || format!("trylock_page of an array's page {p:?} succeeded"));
+    }
+    for i in 0..lead {
+        if let Some(f) = arr.frame_mut(i) {
+            f[0] = i as u8;
+        }
+    }
+    for i in 0..lead {
+        if let Some(f) = arr.frame(i) {
+            check(sh, mine, f[0] == i as u8, || format!("an array's frame {i} changed under it"));
+        }
+    }
+    for i in 0..lead {
+        match rng.below(8) {
+            0 => {
+                if let Some(p) = arr.take_pfn(i) {
+                    mine.held.push((p, 0));
+                }
+            }
+            1 => {
+                if let Some(h) = arr.take(i) {
+                    sh.release("Pages from a PageArray", h.pfn().as_u64(), 1);
+                    drop(h);
+                }
+            }
+            _ => {}
+        }
+    }
+    for &p in arr.slots().iter().flatten() {
+        sh.release("PageArray::release", p.as_u64(), 1);
+    }
+    arr.release();
+    check(sh, mine, arr.populated() == 0, || "PageArray::release left pages".to_string());
     trim(sh, rng, mine);
 }
 
