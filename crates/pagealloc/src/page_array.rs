@@ -15,7 +15,7 @@
 //! pinned page. So nobody but the array writes such a word, and the
 //! release takes each page back with one plain store of `PCP` where a
 //! free needs a claim. Safe code cannot alias a frame through it: a page
-//! enters a slot only from the allocator's lists, leaves it only by the
+//! enters a slot only from the allocator (its lists or buddy), leaves it only by the
 //! release or by [`PageArray::take`] / [`PageArray::take_pfn`] (which turn
 //! it into an ordinary owned or raw allocated page first), and the bytes
 //! are reachable only through `&self` / `&mut self`.
