@@ -191,6 +191,10 @@ typedef enum pagealloc_status {
 // An allocator. Opaque: made by `pagealloc_create`, ended by `pagealloc_destroy`.
 typedef struct pagealloc pagealloc;
 
+// An array of slots owning order-0 pages. Opaque: made by
+// `pagealloc_page_array_create`, ended by `pagealloc_page_array_destroy`.
+typedef struct pagealloc_page_array pagealloc_page_array;
+
 // Settings for `pagealloc_create`. Initialise with `pagealloc_config_default`,
 // then change the fields you need. The layout is part of this version's ABI.
 typedef struct pagealloc_config {
@@ -333,8 +337,9 @@ enum pagealloc_status pagealloc_create(const struct pagealloc_config *cfg,
 
 // Destroy an allocator and unmap its arena. NULL is a no-op (returns
 // `PAGEALLOC_OK`), like `free(NULL)`; a pointer that is not a handle is
-// `PAGEALLOC_ERR_INVALID_ARGUMENT`; one with thread caches not yet
-// destroyed (`pagealloc_tcache_create`) is `PAGEALLOC_ERR_BUSY`, and stays.
+// `PAGEALLOC_ERR_INVALID_ARGUMENT`; one with thread caches or page arrays
+// not yet destroyed (`pagealloc_tcache_create`, `pagealloc_page_array_create`)
+// is `PAGEALLOC_ERR_BUSY`, and stays.
 //
 // Thread safety: NOT safe concurrently with any other call on this handle.
 // Every other thread must be done with the handle (and its page addresses)
@@ -727,6 +732,85 @@ enum pagealloc_status pagealloc_last_error(void);
 // "(not a pagealloc status)" for other values.
 // Thread safety: safe from any thread.
 const char *pagealloc_status_name(int32_t code);
+
+// Make an array of `nr` empty slots on allocator `a` and store it in
+// `*out_arr`. The handle refuses `pagealloc_destroy` until the array is
+// destroyed.
+//
+// Errors: `PAGEALLOC_ERR_INVALID_ARGUMENT` (bad handle, NULL `out_arr`, `nr`
+// more than the arena's pages).
+// Thread safety: safe to call concurrently on one allocator.
+//
+// # Safety
+// `a` is a live handle (or NULL); `out_arr` is NULL or writable.
+enum pagealloc_status pagealloc_page_array_create(const struct pagealloc *a,
+                                                  size_t nr,
+                                                  struct pagealloc_page_array **out_arr);
+
+// Free every page in the array and the array itself (NULL: a no-op).
+//
+// Thread safety: any thread, but not concurrently with a call using `arr`.
+//
+// # Safety
+// `arr` is NULL or a live array, used by no call now or later.
+enum pagealloc_status pagealloc_page_array_destroy(struct pagealloc_page_array *arr);
+
+// Fill the array's empty slots with order-0 pages; `*nr_populated`
+// (optional) gets the number of leading populated slots afterwards (the
+// array's length when every slot was filled, less when memory ran short:
+// the first empty slot is at that index). Running short is not an error.
+//
+// Errors: `PAGEALLOC_ERR_INVALID_ARGUMENT` (bad array, unknown gfp bits).
+// Thread safety: one call at a time on an array.
+//
+// # Safety
+// `arr` is a live array (or NULL); `nr_populated` is NULL or writable.
+enum pagealloc_status pagealloc_page_array_fill(struct pagealloc_page_array *arr,
+                                                uint32_t gfp_flags,
+                                                size_t *nr_populated);
+
+// Free every page in the array; every slot is empty afterwards.
+//
+// Errors: `PAGEALLOC_ERR_INVALID_ARGUMENT` (bad array).
+// Thread safety: one call at a time on an array.
+//
+// # Safety
+// `arr` is a live array (or NULL).
+enum pagealloc_status pagealloc_page_array_release(struct pagealloc_page_array *arr);
+
+// The array's number of slots in `*len`.
+//
+// Errors: `PAGEALLOC_ERR_INVALID_ARGUMENT` (bad array, NULL `len`).
+//
+// # Safety
+// `arr` is a live array (or NULL); `len` is NULL or writable.
+enum pagealloc_status pagealloc_page_array_len(struct pagealloc_page_array *arr, size_t *len);
+
+// Slot `i`'s pfn in `*pfn_out` (`PAGEALLOC_HOLE` for an empty slot). The
+// page stays the array's: its memory is the caller's to use
+// (`pagealloc_page_address`) until the array is released or destroyed.
+//
+// Errors: `PAGEALLOC_ERR_INVALID_ARGUMENT` (bad array, `i` past the end,
+// NULL `pfn_out`).
+//
+// # Safety
+// `arr` is a live array (or NULL); `pfn_out` is NULL or writable.
+enum pagealloc_status pagealloc_page_array_get(struct pagealloc_page_array *arr,
+                                               size_t i,
+                                               uint64_t *pfn_out);
+
+// Take slot `i`'s page out of the array as an ordinary allocated order-0
+// page (free it with `pagealloc_free_pages`); the slot is empty after.
+// `*pfn_out` gets its pfn, or `PAGEALLOC_HOLE` when the slot was empty.
+//
+// Errors: `PAGEALLOC_ERR_INVALID_ARGUMENT` (bad array, `i` past the end,
+// NULL `pfn_out`).
+//
+// # Safety
+// `arr` is a live array (or NULL); `pfn_out` is NULL or writable.
+enum pagealloc_status pagealloc_page_array_take(struct pagealloc_page_array *arr,
+                                                size_t i,
+                                                uint64_t *pfn_out);
 
 // Make a thread cache for the calling thread on allocator `a`, in `*out`.
 // Use it with `pagealloc_inline.h`'s `pagealloc_tc_alloc_page` and

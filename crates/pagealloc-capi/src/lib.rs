@@ -31,9 +31,11 @@
 //!   (`UINT64_MAX`) is never a pfn and marks an empty slot in bulk arrays.
 #![allow(non_camel_case_types)]
 
+mod page_array;
 mod status;
 mod tcache;
 
+pub use page_array::*;
 pub use tcache::*;
 
 use std::ffi::{c_char, c_void};
@@ -229,6 +231,8 @@ pub struct pagealloc {
     /// Thread caches made on this handle and not yet destroyed
     /// (`pagealloc_destroy` refuses while there are any).
     tcaches: std::sync::atomic::AtomicUsize,
+    /// Page arrays made on this handle and not yet destroyed (the same).
+    arrays: std::sync::atomic::AtomicUsize,
 }
 
 /// The allocator behind a handle, or `PAGEALLOC_ERR_INVALID_ARGUMENT`.
@@ -389,15 +393,21 @@ pub unsafe extern "C" fn pagealloc_create(
             unsafe { cfg.read_unaligned() }.to_rust()?
         };
         let inner = PageAllocator::new(c).map_err(config_err)?;
-        o.write(Box::into_raw(Box::new(pagealloc { magic: MAGIC, inner, tcaches: Default::default() })));
+        o.write(Box::into_raw(Box::new(pagealloc {
+            magic: MAGIC,
+            inner,
+            tcaches: Default::default(),
+            arrays: Default::default(),
+        })));
         Ok(())
     })
 }
 
 /// Destroy an allocator and unmap its arena. NULL is a no-op (returns
 /// `PAGEALLOC_OK`), like `free(NULL)`; a pointer that is not a handle is
-/// `PAGEALLOC_ERR_INVALID_ARGUMENT`; one with thread caches not yet
-/// destroyed (`pagealloc_tcache_create`) is `PAGEALLOC_ERR_BUSY`, and stays.
+/// `PAGEALLOC_ERR_INVALID_ARGUMENT`; one with thread caches or page arrays
+/// not yet destroyed (`pagealloc_tcache_create`, `pagealloc_page_array_create`)
+/// is `PAGEALLOC_ERR_BUSY`, and stays.
 ///
 /// Thread safety: NOT safe concurrently with any other call on this handle.
 /// Every other thread must be done with the handle (and its page addresses)
@@ -421,6 +431,11 @@ pub unsafe extern "C" fn pagealloc_destroy(a: *mut pagealloc) -> pagealloc_statu
                 PAGEALLOC_ERR_BUSY,
                 format_args!("{live} thread caches of this allocator are not destroyed yet"),
             ));
+        }
+        // SAFETY: as above.
+        let arrays = unsafe { (*a).arrays.load(std::sync::atomic::Ordering::Acquire) };
+        if arrays != 0 {
+            return Err(page_array::arrays_live(arrays));
         }
         // SAFETY: as above; made by Box::into_raw in pagealloc_create, and the
         // caller gives up the handle. The magic is cleared first so that a

@@ -195,6 +195,7 @@ pub(crate) fn alloc_code(e: &AllocError) -> pagealloc_status {
         AllocError::InvalidNode { .. } => PAGEALLOC_ERR_INVALID_NODE,
         AllocError::Injected => PAGEALLOC_ERR_INJECTED,
         AllocError::WouldBlock { .. } => PAGEALLOC_ERR_WOULD_BLOCK,
+        AllocError::ArrayTooLarge { .. } => PAGEALLOC_ERR_INVALID_ARGUMENT,
         _ => PAGEALLOC_ERR_UNKNOWN,
     }
 }

@@ -342,6 +342,77 @@ static void bulk(pagealloc *a) {
     EXPECT(PAGEALLOC_OK, pagealloc_check_invariants(a));
 }
 
+/* Page arrays: filled, refused to every pfn call while held, taken out as
+ * raw pages, released; the handle refuses destruction while one lives. */
+static void page_arrays(pagealloc *a) {
+    enum { N = 100 };
+    uint64_t free0, p, q;
+    size_t n, len;
+    EXPECT(PAGEALLOC_OK, pagealloc_drain_all_pages(a));
+    free0 = pagealloc_nr_free_pages(a);
+    pagealloc_page_array *arr = NULL;
+    EXPECT(PAGEALLOC_ERR_INVALID_ARGUMENT, pagealloc_page_array_create(a, N, NULL));
+    EXPECT(PAGEALLOC_ERR_INVALID_ARGUMENT,
+           pagealloc_page_array_create(a, (size_t)pagealloc_nr_pages(a) + 1, &arr));
+    EXPECT_LAST(PAGEALLOC_ERR_INVALID_ARGUMENT, "more than the arena");
+    EXPECT(PAGEALLOC_ERR_INVALID_ARGUMENT, pagealloc_page_array_create(NULL, N, &arr));
+    EXPECT(PAGEALLOC_OK, pagealloc_page_array_create(a, N, &arr));
+    CHECK(arr != NULL);
+    EXPECT(PAGEALLOC_OK, pagealloc_page_array_len(arr, &len));
+    CHECK(len == N);
+    EXPECT(PAGEALLOC_OK, pagealloc_page_array_get(arr, 0, &p));
+    CHECK(p == PAGEALLOC_HOLE);
+    EXPECT(PAGEALLOC_ERR_INVALID_ARGUMENT, pagealloc_page_array_fill(arr, 0x80000000u, &n));
+    EXPECT(PAGEALLOC_OK, pagealloc_page_array_fill(arr, PAGEALLOC_GFP_ZERO, &n));
+    CHECK(n == N);
+    /* Held: every pfn call refuses the pages, and nothing changes. */
+    uint64_t before = pagealloc_nr_free_pages(a);
+    int ok = 1;
+    for (size_t i = 0; i < N; i++) {
+        EXPECT(PAGEALLOC_OK, pagealloc_page_array_get(arr, i, &p));
+        ok &= p != PAGEALLOC_HOLE;
+        ok &= pagealloc_free_pages(a, p, 0) == PAGEALLOC_ERR_NOT_ALLOCATED;
+        ok &= pagealloc_lock_page(a, p) == PAGEALLOC_ERR_NOT_ALLOCATED;
+        void *addr = NULL;
+        ok &= pagealloc_page_address(a, p, &addr) == PAGEALLOC_OK && addr != NULL;
+        if (addr) {
+            ok &= ((unsigned char *)addr)[100] == 0; /* zeroed */
+            ((unsigned char *)addr)[0] = (unsigned char)i;
+        }
+    }
+    CHECK(ok);
+    CHECK(pagealloc_nr_free_pages(a) == before);
+    EXPECT(PAGEALLOC_ERR_INVALID_ARGUMENT, pagealloc_page_array_get(arr, N, &p));
+    EXPECT(PAGEALLOC_ERR_INVALID_ARGUMENT, pagealloc_page_array_get(arr, 0, NULL));
+    /* The handle is busy while the array lives. */
+    EXPECT(PAGEALLOC_ERR_BUSY, pagealloc_destroy(a));
+    EXPECT_LAST(PAGEALLOC_ERR_BUSY, "page arrays");
+    /* Slot 7 taken out: an ordinary page from then on. */
+    EXPECT(PAGEALLOC_OK, pagealloc_page_array_take(arr, 7, &q));
+    CHECK(q != PAGEALLOC_HOLE);
+    EXPECT(PAGEALLOC_OK, pagealloc_page_array_take(arr, 7, &p));
+    CHECK(p == PAGEALLOC_HOLE);
+    EXPECT(PAGEALLOC_OK, pagealloc_lock_page(a, q));
+    EXPECT(PAGEALLOC_OK, pagealloc_unlock_page(a, q));
+    EXPECT(PAGEALLOC_OK, pagealloc_free_pages(a, q, 0));
+    /* Refilled: the hole only. */
+    EXPECT(PAGEALLOC_OK, pagealloc_page_array_fill(arr, 0, &n));
+    CHECK(n == N);
+    EXPECT(PAGEALLOC_OK, pagealloc_page_array_release(arr));
+    EXPECT(PAGEALLOC_OK, pagealloc_page_array_get(arr, 3, &p));
+    CHECK(p == PAGEALLOC_HOLE);
+    EXPECT(PAGEALLOC_OK, pagealloc_page_array_fill(arr, 0, &n));
+    CHECK(n == N);
+    /* Destroyed full: its pages go back. */
+    EXPECT(PAGEALLOC_OK, pagealloc_page_array_destroy(arr));
+    EXPECT(PAGEALLOC_OK, pagealloc_page_array_destroy(NULL));
+    EXPECT(PAGEALLOC_ERR_INVALID_ARGUMENT, pagealloc_page_array_fill(NULL, 0, &n));
+    EXPECT(PAGEALLOC_ERR_INVALID_ARGUMENT, pagealloc_page_array_release(NULL));
+    EXPECT(PAGEALLOC_OK, pagealloc_drain_all_pages(a));
+    EXPECT(PAGEALLOC_OK, pagealloc_check_invariants(a));
+    CHECK(pagealloc_nr_free_pages(a) == free0);
+}
+
 static void isolation(pagealloc *a) {
     uint64_t start;
     bool iso = true;
@@ -699,6 +770,7 @@ int main(void) {
     pagealloc *a = make(32 << 20, PAGEALLOC_BACKING_ANONYMOUS);
     alloc_free(a);
     bulk(a);
+    page_arrays(a);
     isolation(a);
     locks(a);
     reports(a);
