@@ -74,6 +74,10 @@ impl Core {
             } else if f & (flags::HEAD | flags::PCP) != 0 {
                 // An allocated head, or a `PageArray`'s page (`ARRAY_HELD`).
                 c.allocated += n;
+            } else if f & flags::ISOLATED_MIGRATE != 0 {
+                // A migration target, or a page in its hand-over: order 0,
+                // allocated.
+                c.allocated += 1;
             } else {
                 p += 1;
                 continue;
@@ -221,6 +225,12 @@ impl Core {
             let f = d.flags();
             let marks = f & (flags::BUDDY | flags::HEAD | flags::PCP);
             if marks == 0 {
+                if f & flags::ISOLATED_MIGRATE != 0 && p >= covered_until {
+                    // A migration target, or a page in its hand-over: an
+                    // allocated order-0 page.
+                    census.allocated += 1;
+                    covered_until = p + 1;
+                }
                 p += 1;
                 continue;
             }

@@ -24,10 +24,13 @@
 //!   cache (or claimed for freeing, on its way to one); `private`'s order is N.
 //!   `PCP | OWNED` (`ARRAY_HELD`) is the exception: an order-0 page held in a
 //!   `PageArray`, allocated but invisible to every pfn-taking call (none of
-//!   which acts without `HEAD`). Only the array writes that word, with plain
-//!   stores (to it at allocation, from it to `PCP` at its release): nobody
-//!   else writes a word without `HEAD` but under the zone lock or the
-//!   owner's own claim, so the array's release needs no compare-and-swap.
+//!   which acts without `HEAD`). Only the array changes that word, with
+//!   plain stores (to it at allocation, from it to `PCP` at its release):
+//!   every other write needs `HEAD` through a compare-and-swap (locks,
+//!   references, frees, the LRU's `LRU` bit), except a few atomic clears
+//!   that run on any pfn (`unlock_page`, `end_page_writeback`, a waker's
+//!   `WAITERS`) and clear bits such a word never has; so the array's
+//!   release needs no compare-and-swap.
 //! - At most one of `BUDDY`, `HEAD`, `PCP` is set. Pages inside a block (tails)
 //!   have all three clear; their links are stale and never read.
 //! - `next`/`prev` are read and written only by the holder of the lock of the
@@ -96,6 +99,14 @@ pub mod flags {
     pub const REF_ONE: u32 = 1 << REF_SHIFT;
     /// The page reference count (the kernel's `_refcount`, 16 bits here).
     pub const REF_MASK: u32 = 0xffff << REF_SHIFT;
+    /// A migration target between its allocation and its hand-over to the
+    /// page's owner (or its return to the lists): `ISOLATED_MIGRATE` alone,
+    /// without `HEAD`, so no pfn-taking call acts on it (raw frees read
+    /// `Migrating`, locks and references `NotAllocated`) while migration
+    /// writes its bytes and stores its word. Before, targets were plain
+    /// allocated heads, and a stray `free_pages` of one in mid-migration
+    /// handed the frame to a second owner.
+    pub const MIGRATE_TARGET: u32 = ISOLATED_MIGRATE;
     /// An order-0 page held by a `PageArray` (see the module doc): `PCP`
     /// (no pfn-taking call acts on it) with `OWNED` (not on any list: it
     /// counts as allocated).
@@ -267,6 +278,13 @@ impl PageDesc {
     pub(crate) fn set_allocated(&self, order: Order, mt: MigrateType) {
         self.set_private(order, mt);
         self.set_flags(flags::HEAD);
+    }
+
+    /// A page just taken off the free lists as a migration target (order 0,
+    /// Movable, `MIGRATE_TARGET`).
+    pub(crate) fn set_migrate_target(&self) {
+        self.set_private(Order::ZERO, MigrateType::Movable);
+        self.set_flags(flags::MIGRATE_TARGET);
     }
 
     /// Clear every mark: the page becomes a tail of some larger block.

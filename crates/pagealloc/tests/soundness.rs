@@ -281,3 +281,64 @@ fn free_contig_range_is_all_or_nothing() {
     assert!(a.free_contig_range(Pfn::new(u64::MAX - 5), 10).is_err());
     whole(&a);
 }
+
+/// A migration target is born unreachable by pfn (`MIGRATE_TARGET`, no
+/// `HEAD`): a stranger freeing every pfn while a page is being moved (here,
+/// from the owner's own `isolate` callback, the widest window) frees none of
+/// them, so the target cannot reach a second owner (a `PageArray`, a
+/// `Pages` handle) while migration writes its bytes and its flags word.
+/// Before, targets were plain allocated heads: the stranger freed the
+/// target, an array took it, and the move wrote into the array's frame.
+#[test]
+fn a_migration_target_cannot_be_freed_by_a_stranger() {
+    use pagealloc::{Backing, MovableOps, PAGEBLOCK_PAGES};
+    use std::sync::Mutex;
+    static STRANGER: Mutex<Option<PageAllocator>> = Mutex::new(None);
+    struct Owner {
+        page: Mutex<u64>,
+        freed: AtomicUsize,
+    }
+    impl MovableOps for Owner {
+        fn isolate(&self, from: Pfn) -> bool {
+            if let Some(a) = STRANGER.lock().unwrap().as_ref() {
+                for q in (0..a.nr_pages()).filter(|&q| q != from.as_u64()) {
+                    if a.free_pages(Pfn::new(q), 0).is_ok() {
+                        self.freed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            true
+        }
+        fn migrate(&self, _from: Pfn, to: Pfn) -> bool {
+            *self.page.lock().unwrap() = to.as_u64();
+            true
+        }
+    }
+    let a = PageAllocator::new(
+        Config::small(16 << 20).backing(Backing::Anonymous).page_reporting(false).compaction_proactiveness(0),
+    )
+    .unwrap();
+    let owner = Arc::new(Owner { page: Mutex::new(0), freed: AtomicUsize::new(0) });
+    let id = a.register_movable_ops(owner.clone());
+    let m = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+    a.set_page_movable(m, id).unwrap();
+    *owner.page.lock().unwrap() = m.as_u64();
+    *STRANGER.lock().unwrap() = Some(a.clone());
+    let bs = m.as_u64() & !(PAGEBLOCK_PAGES - 1);
+    let r = a.alloc_contig_range(Pfn::new(bs), PAGEBLOCK_PAGES, Gfp::MOVABLE);
+    *STRANGER.lock().unwrap() = None;
+    assert_eq!(owner.freed.load(Ordering::Relaxed), 0, "a stranger freed a page in mid-migration");
+    r.unwrap();
+    let t = Pfn::new(*owner.page.lock().unwrap());
+    assert_ne!(t, m, "the page did not move");
+    // The moved page is the owner's alone: a full array cannot hold it.
+    let mut arr = a.page_array(a.nr_pages() as usize).unwrap();
+    arr.fill(Gfp::MOVABLE);
+    assert!(!arr.slots().contains(&Some(t)), "the owner's page is in an array");
+    drop(arr);
+    a.check_invariants().unwrap();
+    a.clear_page_movable(t).unwrap();
+    a.free_pages(t, 0).unwrap();
+    a.free_contig_range(Pfn::new(bs), PAGEBLOCK_PAGES).unwrap();
+    whole(&a);
+}

@@ -12,7 +12,7 @@
 
 use crate::error::AllocError;
 use crate::page::flags;
-use crate::page_alloc::{head_flags, Core};
+use crate::page_alloc::Core;
 use crate::types::{Gfp, Order, Pfn, MAX_ORDER, PAGEBLOCK_PAGES};
 
 /// Tries at emptying a range before giving up on it.
@@ -86,12 +86,12 @@ impl Core {
                 if !self.is_migratable_racy(p) {
                     continue;
                 }
-                let Ok(t) = self.alloc_pages(target_gfp, 0, head_flags(false)) else {
+                // Born a migration target: nobody else can free it or lock it.
+                let Ok(t) = self.alloc_pages(target_gfp, 0, flags::MIGRATE_TARGET) else {
                     break;
                 };
                 if self.migrate_page(p, t.as_u64()) != crate::migrate::Moved::Yes {
-                    // Ours, just allocated: this free cannot be refused.
-                    let _ = self.free_slow(t, 0, false);
+                    self.free_target(t.as_u64());
                 }
             }
             if self.test_pages_isolated(start, nr_pages) {

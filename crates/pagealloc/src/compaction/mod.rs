@@ -254,7 +254,7 @@ impl Core {
                 }
                 g.del_from_free_list(p, o);
                 for q in p..p + o.pages() {
-                    self.mm.page(q).set_allocated(Order::ZERO, MigrateType::Movable);
+                    self.mm.page(q).set_migrate_target();
                     out.push(q);
                 }
                 p += o.pages();

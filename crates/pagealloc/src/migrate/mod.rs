@@ -201,8 +201,9 @@ impl Core {
         if !ops.migrate(from, to) {
             // Nobody changes a word without HEAD: a plain store restores it.
             d.flags.store(REGISTERED, Ordering::Release);
-            // The owner refused and never used the target: the caller's again.
-            td.set_flags(flags::HEAD);
+            // The owner refused and never used the target: the caller's
+            // again, still a target.
+            td.set_flags(flags::MIGRATE_TARGET);
             ops.putback(from);
             self.events.count(VmEvent::PgmigrateFail, 1);
             return Moved::Failed;
@@ -214,6 +215,16 @@ impl Core {
         self.zone_of(p).free_to_buddy(&self.mm, p, Order::ZERO, false, false);
         self.events.count(VmEvent::PgmigrateSuccess, 1);
         Moved::Yes
+    }
+
+    /// Free a migration target the caller holds and did not use
+    /// (`MIGRATE_TARGET`, order 0): a plain store of `PCP` takes it (nobody
+    /// else writes a target's word), then the ordinary way to the lists.
+    pub(crate) fn free_target(&self, p: u64) {
+        let d = self.mm.page(p);
+        debug_assert_eq!(d.flags(), flags::MIGRATE_TARGET, "migration target {p:#x} lost its mark");
+        d.set_flags(flags::PCP);
+        self.free_as_is(p, flags::PCP);
     }
 
     /// Take `ISOLATED_MIGRATE` off an isolated page (a lock may have been

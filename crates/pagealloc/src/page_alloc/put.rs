@@ -141,17 +141,23 @@ impl Core {
 
     /// Add pages (each with a reference the caller gives up) to their nodes'
     /// lists, one LRU lock hold per run of one node, then put the references.
+    /// A page whose reference somebody else put meanwhile (misuse of
+    /// `put_page`: the frame may be free or another owner's now) is neither
+    /// listed nor put again.
     fn lru_add_pages(&self, pfns: &[u32]) {
+        let mut added = Vec::with_capacity(pfns.len());
         let mut i = 0;
         while i < pfns.len() {
             let nid = self.nid_of(pfns[i] as u64);
             let mut l = self.vmscan.lrus[nid].lock();
             while i < pfns.len() && self.nid_of(pfns[i] as u64) == nid {
-                l.add(&self.mm, pfns[i] as u64);
+                if l.add(&self.mm, pfns[i] as u64) {
+                    added.push(pfns[i]);
+                }
                 i += 1;
             }
         }
-        for &p in pfns {
+        for p in added {
             let _ = self.put_page(Pfn::from_u32(p));
         }
     }

@@ -98,7 +98,7 @@ pub(crate) fn migrate(c: &CacheInner, from: u64, to: u64) -> Moved {
     if !m.replace(index, from, to) {
         // Not mapped there any more (cannot happen with the page locked;
         // undone all the same): the target is the caller's again.
-        td.flags.store(HEAD, Ordering::Release);
+        td.flags.store(crate::page::flags::MIGRATE_TARGET, Ordering::Release);
         c.owners[to as usize].store(0, Ordering::Release);
         d.flags.fetch_add(2 * REF_ONE, Ordering::Relaxed);
         back(&r);

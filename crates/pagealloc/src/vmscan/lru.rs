@@ -4,7 +4,7 @@
 
 use crate::list::PfnList;
 use crate::memmap::MemMap;
-use crate::page::flags::{ACTIVE, LRU, REF_MASK};
+use crate::page::flags::{ACTIVE, HEAD, LRU, REF_MASK};
 use crate::pageref;
 use crate::sync::{AtomicU64, Ordering};
 
@@ -62,16 +62,30 @@ impl NodeLru {
     }
 
     /// Put `pfn` (not on a list, a reference held by the caller) at the head
-    /// of the list its `ACTIVE` bit names, and set `LRU`.
-    pub(crate) fn add(&mut self, mm: &MemMap, pfn: u64) {
+    /// of the list its `ACTIVE` bit names, and set `LRU`. False (nothing
+    /// done) when the word is not an allocated head with a reference and no
+    /// `LRU`: the caller's reference was put by somebody else (a misused
+    /// `put_page`) and the frame freed, maybe handed out again, even to a
+    /// `PageArray`, whose word nobody else may write. `LRU` is set with a
+    /// compare-and-swap that requires all of it.
+    pub(crate) fn add(&mut self, mm: &MemMap, pfn: u64) -> bool {
         let d = mm.page(pfn);
-        let old = d.flags.fetch_or(LRU, Ordering::Relaxed);
-        debug_assert!(old & LRU == 0, "pfn {pfn} already on an LRU list");
+        let mut old = d.flags();
+        loop {
+            if old & (HEAD | LRU) != HEAD || pageref::count_of(old) == 0 {
+                return false;
+            }
+            match d.flags.compare_exchange_weak(old, old | LRU, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(f) => old = f,
+            }
+        }
         let w = if old & ACTIVE != 0 { Which::Active } else { Which::Inactive };
         let (l, n) = self.list(w);
         l.push_head(mm, pfn);
         n.fetch_add(1, Ordering::Relaxed);
         self.count_zone(mm, pfn, w, true);
+        true
     }
 
     /// Take `pfn` off its list if it is on one (`LRU` set): the last
