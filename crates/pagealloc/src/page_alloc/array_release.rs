@@ -52,6 +52,8 @@ impl Core {
             return 0;
         }
         let tables = self.mm.tables();
+        // (A search then a read: one `find_map` over (index, pfn) counted
+        // owned2 100 instructions a page against 94.)
         let Some(first) = slots.iter().position(Option::is_some) else {
             return slots.len();
         };

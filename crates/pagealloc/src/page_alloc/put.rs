@@ -145,19 +145,20 @@ impl Core {
     /// `put_page`: the frame may be free or another owner's now) is neither
     /// listed nor put again.
     fn lru_add_pages(&self, pfns: &[u32]) {
-        let mut added = Vec::with_capacity(pfns.len());
+        // The refused ones (rare: misuse only), so the usual drain allocates nothing.
+        let mut refused = Vec::new();
         let mut i = 0;
         while i < pfns.len() {
             let nid = self.nid_of(pfns[i] as u64);
             let mut l = self.vmscan.lrus[nid].lock();
             while i < pfns.len() && self.nid_of(pfns[i] as u64) == nid {
-                if l.add(&self.mm, pfns[i] as u64) {
-                    added.push(pfns[i]);
+                if !l.add(&self.mm, pfns[i] as u64) {
+                    refused.push(pfns[i]);
                 }
                 i += 1;
             }
         }
-        for p in added {
+        for &p in pfns.iter().filter(|p| !refused.contains(p)) {
             let _ = self.put_page(Pfn::from_u32(p));
         }
     }
