@@ -86,7 +86,7 @@
 #define PAGEALLOC__PAGE_SIZE 4096
 
 // Pages per front-cache stack.
-#define PAGEALLOC__STACK_CAP 64
+#define PAGEALLOC__STACK_CAP 128
 
 // Front-cache stacks per thread cache.
 #define PAGEALLOC__STACKS 4
@@ -237,7 +237,7 @@ typedef struct pagealloc_config {
 // One front-cache stack (read and written by its thread's inline calls only).
 typedef struct pagealloc_front_stack {
   // The pages, coldest first.
-  uint32_t pfns[64];
+  uint32_t pfns[128];
   // How many.
   uint32_t len;
   // The node of the stack's zone.

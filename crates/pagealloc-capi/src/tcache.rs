@@ -33,7 +33,7 @@ use crate::{pagealloc, PAGEALLOC_GFP_MOVABLE, PAGEALLOC_GFP_RECLAIMABLE};
 /// Bytes per page.
 pub const PAGEALLOC__PAGE_SIZE: u32 = 4096;
 /// Pages per front-cache stack.
-pub const PAGEALLOC__STACK_CAP: u32 = 64;
+pub const PAGEALLOC__STACK_CAP: u32 = 128;
 /// Front-cache stacks per thread cache.
 pub const PAGEALLOC__STACKS: u32 = 4;
 /// A slot's state during an operation.
@@ -58,7 +58,7 @@ pub const PAGEALLOC__INLINE_GFP: u32 = 0x117;
 #[repr(C)]
 pub struct pagealloc_front_stack {
     /// The pages, coldest first.
-    pub pfns: [u32; 64],
+    pub pfns: [u32; 128],
     /// How many.
     pub len: u32,
     /// The node of the stack's zone.

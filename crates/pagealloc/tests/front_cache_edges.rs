@@ -1,12 +1,13 @@
 //! Edges of the thread front cache under order-0 frees, through the public
-//! API and the reference model (`tests/refmodel/`): a front stack holds 64
-//! pages; a page coming to a full one first moves 32 to the per-CPU lists, in
+//! API and the reference model (`tests/refmodel/`): a front stack holds
+//! `STACK_CAP` (128) pages; a page coming to a full one first moves 32 to the per-CPU lists, in
 //! the middle of a bulk free (`front_give_fast`) as in a single free. Every
 //! free is checked by the model (rejections, census, pgfree), the model's
 //! checks run after each call, and at the end the allocator must be whole.
 
 mod refmodel;
 
+use pagealloc::front_abi::STACK_CAP;
 use pagealloc::{Config, Gfp, PageAllocator, Pfn};
 use refmodel::Model;
 
@@ -27,13 +28,13 @@ fn front_cache_on(cfg: &Config) -> bool {
 
 /// Pages the front stacks flush to the per-CPU lists for a sequence of
 /// order-0 frees of one zone's pages of types `types` (stacks start empty):
-/// a stack holds 64; a page coming to a full one first moves 32 to the lists.
+/// a stack holds `STACK_CAP`; a page coming to a full one first moves 32 to the lists.
 fn predicted_flush(types: impl IntoIterator<Item = usize>) -> u64 {
-    let (mut len, mut flushed) = ([0u32; 3], 0u64);
+    let (mut len, mut flushed) = ([0usize; 3], 0u64);
     for t in types {
-        if len[t] == 64 {
+        if len[t] == STACK_CAP {
             flushed += 32;
-            len[t] = 32;
+            len[t] -= 32;
         }
         len[t] += 1;
     }
@@ -41,7 +42,7 @@ fn predicted_flush(types: impl IntoIterator<Item = usize>) -> u64 {
 }
 
 #[test]
-fn small_bulk_frees_fill_a_front_stack_past_64_pages() {
+fn small_bulk_frees_fill_a_front_stack_past_its_capacity() {
     // One CPU slot and a pinned, large `high`: no per-CPU drain interferes
     // with the counts.
     let cfg = Config::small(64 << 20).nr_cpus(Some(1)).percpu_pagelist_high_fraction(8);
@@ -50,7 +51,26 @@ fn small_bulk_frees_fill_a_front_stack_past_64_pages() {
     let mut m = Model::new(cfg).unwrap();
     let a = m.a().clone();
     assert!(a.pcp_report().iter().all(|r| r.high >= 1024));
-    for prime in [0usize, 1, 2, 16, 31, 32, 33, 40, 47, 63, 64] {
+    // Primed with up to a full stack, then 96 more frees in three calls:
+    // every case from an empty stack to one that overflows in each call.
+    for prime in [
+        0usize,
+        1,
+        2,
+        16,
+        31,
+        32,
+        33,
+        40,
+        47,
+        63,
+        64,
+        STACK_CAP - 97,
+        STACK_CAP - 64,
+        STACK_CAP - 33,
+        STACK_CAP - 1,
+        STACK_CAP,
+    ] {
         for (form, mixed) in [(0, false), (1, false), (2, false), (0, true), (1, true)] {
             // 16 pages of each type per call when mixed (M K M K ...), else Movable only.
             let gfps: Vec<Gfp> = (0..prime + 96)
