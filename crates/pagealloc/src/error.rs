@@ -337,6 +337,13 @@ pub enum PageStateError {
         /// The pfn given.
         pfn: Pfn,
     },
+    /// The page is reference counted (a page-cache page): its lock,
+    /// writeback and up-to-date state are the cache's, not the pfn API's.
+    #[error("{pfn:?} is a reference-counted (page-cache) page: its lock and state are the cache's")]
+    Referenced {
+        /// The pfn given.
+        pfn: Pfn,
+    },
     /// end_page_writeback of a page not under writeback.
     #[error("{pfn:?} is not under writeback")]
     NotWriteback {

@@ -70,7 +70,7 @@ pub use page_alloc::bulk_linked::{ChainIter, PageChain};
 pub use reporting::ReportPass;
 /// Bytes in one page descriptor (at most 16).
 pub const PAGE_DESC_SIZE: usize = std::mem::size_of::<page::PageDesc>();
-pub use allocator::PageLockGuard;
+pub use allocator::{PageLockGuard, PageReference};
 pub use compaction::{CompactOutcome, FragIndexReport};
 pub use movable::{MobilityCensus, MovableId, MovableOps};
 pub use page_array::PageArray;

@@ -4,7 +4,7 @@
 
 use super::PageAllocator;
 use crate::error::{PageStateError, WaitError};
-use crate::page::flags::GUARD;
+use crate::page::flags::{GUARD, REF_MASK};
 use crate::pagelock::waitq::page_wait_table;
 use crate::pagelock::{CancelToken, LockPolicy, PageRef};
 use crate::types::Pfn;
@@ -12,9 +12,10 @@ use std::mem::ManuallyDrop;
 use std::time::{Duration, Instant};
 
 impl PageAllocator {
-    /// The protocol's view of one page.
+    /// The protocol's view of one page, for the page cache (which locks its
+    /// pages as a guard, so no raw unlock releases them).
     #[inline(always)]
-    pub(crate) fn page_ref(&self, pfn: Pfn) -> Result<PageRef<'_>, PageStateError> {
+    pub(crate) fn cache_page_ref(&self, pfn: Pfn) -> Result<PageRef<'_>, PageStateError> {
         let core = &*self.core;
         let Some(d) = core.mm.descs().get(pfn.as_u64() as usize) else {
             return Err(PageStateError::OutOfRange { pfn });
@@ -22,6 +23,14 @@ impl PageAllocator {
         let policy =
             LockPolicy { waiters_bit: core.cfg.page_lock_waiters_bit, unfairness: core.cfg.page_lock_unfairness };
         Ok(PageRef::new(&d.flags, pfn, policy, None))
+    }
+
+    /// The protocol's view of one page, for the public pfn API: a
+    /// reference-counted page (the page cache's) is refused with
+    /// `Referenced` by every call that would lock or mark it.
+    #[inline(always)]
+    pub(crate) fn page_ref(&self, pfn: Pfn) -> Result<PageRef<'_>, PageStateError> {
+        Ok(self.cache_page_ref(pfn)?.denying(REF_MASK))
     }
 
     /// Lock a page, sleeping while another thread holds it (the kernel's

@@ -22,6 +22,7 @@ mod thread_front;
 pub use thread_front::{front_abi, FrontView, ThreadFront};
 
 pub use lock_api::PageLockGuard;
+pub use pageref_api::PageReference;
 pub use reporting::{ReportingStats, ZoneResidency};
 
 use crate::config::Config;

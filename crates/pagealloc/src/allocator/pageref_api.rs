@@ -7,23 +7,54 @@ use crate::types::Pfn;
 use crate::vmscan::Shrinker;
 use std::sync::Arc;
 
+/// One reference on a reference-counted page (a page-cache page), taken by
+/// [`PageAllocator::get_page`]. While it lives the page is neither freed nor
+/// reclaimed (it may leave its mapping); dropping it puts the reference
+/// (`put_page`), and the last one frees the page through the ordinary claim,
+/// off its LRU list first.
+///
+/// References belong to their holders: there is no pfn-taking `put_page`,
+/// so no caller can put a reference it does not hold (the cache's own, a
+/// handle's) and free a page its mapping still names.
+#[must_use = "dropping the reference puts it at once"]
+pub struct PageReference<'a> {
+    alloc: &'a PageAllocator,
+    pfn: Pfn,
+}
+
+impl PageReference<'_> {
+    /// The referenced page.
+    #[must_use]
+    pub fn pfn(&self) -> Pfn {
+        self.pfn
+    }
+}
+
+impl std::fmt::Debug for PageReference<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PageReference").field("pfn", &self.pfn).finish()
+    }
+}
+
+impl Drop for PageReference<'_> {
+    fn drop(&mut self) {
+        // The count holds this reference, so the page is an allocated head
+        // with a count of at least one: the put cannot be refused.
+        let r: Result<(), FreeError> = self.alloc.core.put_page(self.pfn);
+        debug_assert!(r.is_ok(), "put of a held reference on {:?} refused: {r:?}", self.pfn);
+    }
+}
+
 impl PageAllocator {
-    /// Take one more reference on a page that already has one (`get_page`).
+    /// Take one more reference on a page that already has one (`get_page`),
+    /// as a [`PageReference`] that puts it when dropped.
     ///
     /// # Errors
     /// `OutOfRange`, or `NotAllocated` for a page with no references (the
     /// raw pfn API's pages are not reference counted) or a saturated count.
-    pub fn get_page(&self, pfn: Pfn) -> Result<(), PageStateError> {
-        self.core.get_page(pfn)
-    }
-
-    /// Drop a reference (`put_page`); the last one frees the page through
-    /// the ordinary free claim (taking it off its LRU list first).
-    ///
-    /// # Errors
-    /// A typed error if the page holds no reference (nothing changes).
-    pub fn put_page(&self, pfn: Pfn) -> Result<(), FreeError> {
-        self.core.put_page(pfn)
+    pub fn get_page(&self, pfn: Pfn) -> Result<PageReference<'_>, PageStateError> {
+        self.core.get_page(pfn)?;
+        Ok(PageReference { alloc: self, pfn })
     }
 
     /// Reference count of a page (racy; 0 for pages not reference counted).

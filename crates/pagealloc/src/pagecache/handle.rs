@@ -1,6 +1,7 @@
 //! [`PageHandle`]: one reference on a cached page, put on drop.
 
 use crate::allocator::PageAllocator;
+use crate::page::flags::GUARD;
 use crate::types::{Pfn, PAGE_SIZE};
 
 /// A referenced page-cache page: while it lives the page is neither freed
@@ -28,15 +29,15 @@ impl PageHandle<'_> {
     /// locked (contents are only touched under the page lock). Returns the
     /// bytes copied (clamped to the page).
     pub fn read(&self, off: usize, buf: &mut [u8]) -> usize {
-        let r = self.alloc.page_ref(self.pfn).expect("a referenced page is in range");
+        let r = self.alloc.cache_page_ref(self.pfn).expect("a referenced page is in range");
         // A referenced page is an allocated head: the lock cannot be refused.
-        let _ = r.lock(None, None);
+        let _ = r.lock_as(GUARD, None, None);
         let n = buf.len().min(PAGE_SIZE.saturating_sub(off));
         let src = super::mapping::page_bytes(self.alloc, self.pfn);
         // SAFETY: see `page_bytes`: we hold the page lock and a reference.
         let src = unsafe { &*src };
         buf[..n].copy_from_slice(&src[off..off + n]);
-        let _ = r.unlock();
+        r.guard_unlock(false);
         n
     }
 }

@@ -4,7 +4,7 @@
 
 use super::{CacheInner, PageHandle};
 use crate::allocator::PageAllocator;
-use crate::page::flags::{DIRTY, HEAD, LOCKED, REF_MASK, REF_ONE, UPTODATE};
+use crate::page::flags::{DIRTY, GUARD, HEAD, LOCKED, REF_MASK, REF_ONE, UPTODATE};
 use crate::pageref;
 use crate::sync::{AtomicU64, Mutex, Ordering, RwLock};
 use crate::types::{Gfp, Pfn, PAGE_SIZE};
@@ -237,11 +237,11 @@ impl Mapping {
             if let Some(h) = self.find_get(index) {
                 // A stream's marker starts its next window before we wait.
                 self.ra_hit(index);
-                let r = self.alloc().page_ref(h.pfn).map_err(io::Error::other)?;
+                let r = self.alloc().cache_page_ref(h.pfn).map_err(io::Error::other)?;
                 if !r.uptodate() {
-                    let _ = r.lock(None, None);
+                    let _ = r.lock_as(GUARD, None, None);
                     let ok = r.uptodate();
-                    let _ = r.unlock();
+                    r.guard_unlock(false);
                     if !ok {
                         continue; // the fill failed and dropped the page: try ourselves
                     }
@@ -267,11 +267,16 @@ impl Mapping {
     ///
     /// # Errors
     /// `OutOfMemory` when no page could be had.
-    fn alloc_cache_page(&self) -> io::Result<Pfn> {
+    ///
+    /// The page is born with `mark` as its flags word (the cache's lock and
+    /// references with `HEAD`, in the allocation's own store), so no pfn
+    /// call of a stranger finds it unreferenced and unlocked between its
+    /// allocation and its insertion.
+    fn alloc_cache_page(&self, mark: u32) -> io::Result<Pfn> {
         let a = self.alloc();
         let mut tries = 0;
         loop {
-            match a.alloc_pages(Gfp::MOVABLE, 0) {
+            match a.core.alloc_pages(Gfp::MOVABLE, 0, mark) {
                 Ok(p) => return Ok(p),
                 Err(_) if tries < FILL_RETRIES && self.m.nr_pages() > 0 => {
                     tries += 1;
@@ -293,19 +298,19 @@ impl Mapping {
     /// `OutOfMemory` if no page could be had.
     pub(super) fn alloc_insert(&self, index: u64, refs: u32) -> io::Result<Option<Pfn>> {
         let a = self.alloc();
-        let pfn = self.alloc_cache_page()?;
+        // Not published yet: locked for the cache (GUARD: no raw unlock can
+        // release it), with its references.
+        let pfn = self.alloc_cache_page(HEAD | LOCKED | GUARD | (refs * REF_ONE))?;
         let p = pfn.as_u64();
         super::kswapd::Kswapd::maybe_wake(a, p);
         let d = a.core.mm.page(p);
-        // Not published yet: locked, with its references.
-        d.flags.fetch_or(LOCKED | (refs * REF_ONE), Ordering::Relaxed);
         self.cache.owners[p as usize].store(CacheInner::owner_word(self.m.slot, index), Ordering::Release);
         {
             let mut s = self.m.shard(index).write();
             if s.contains_key(&index) {
                 drop(s);
                 self.cache.owners[p as usize].store(0, Ordering::Relaxed);
-                d.flags.fetch_and(!(LOCKED | REF_MASK), Ordering::Release);
+                d.flags.fetch_and(!(LOCKED | GUARD | REF_MASK), Ordering::Release);
                 let _ = a.free_pages(pfn, 0);
                 return Ok(None);
             }
@@ -365,8 +370,8 @@ impl Mapping {
                 // (holding no page lock).
                 super::writeback::balance_dirty_pages(&self.cache);
             }
-            let r = self.alloc().page_ref(h.pfn).map_err(io::Error::other)?;
-            let _ = r.lock(None, None);
+            let r = self.alloc().cache_page_ref(h.pfn).map_err(io::Error::other)?;
+            let _ = r.lock_as(GUARD, None, None);
             let _ = r.wait_writeback(None, None);
             let n = (data.len() - done).min(PAGE_SIZE - off);
             // SAFETY: see `page_bytes`: locked, referenced, not under writeback.
@@ -376,7 +381,7 @@ impl Mapping {
             if newly {
                 core.vmscan.gauges.dirty(core.zone_of(h.pfn.as_u64()).idx.get(), true);
             }
-            let _ = r.unlock();
+            r.guard_unlock(false);
             if newly {
                 super::writeback::dirtied(&self.cache, CacheInner::owner_word(self.m.slot, index));
             }
@@ -389,17 +394,17 @@ impl Mapping {
     /// `folio_start_writeback`, the write, `folio_end_writeback`); unlocks it.
     pub(crate) fn writeback_locked(cache: &CacheInner, m: &MappingInner, pfn: Pfn, index: u64) {
         let core = &cache.alloc.core;
-        let r = cache.alloc.page_ref(pfn).expect("in range");
+        let r = cache.alloc.cache_page_ref(pfn).expect("in range");
         let d = core.mm.page(pfn.as_u64());
         if d.flags.fetch_and(!DIRTY, Ordering::Relaxed) & DIRTY == 0 {
-            let _ = r.unlock();
+            r.guard_unlock(false);
             return;
         }
         let zone = core.zone_of(pfn.as_u64()).idx.get();
         core.vmscan.gauges.dirty(zone, false);
         let _ = r.set_writeback();
         core.vmscan.gauges.writeback(zone, true);
-        let _ = r.unlock();
+        r.guard_unlock(false);
         // SAFETY: see `page_bytes`: under writeback with a reference held;
         // writers wait for writeback to end before touching the bytes.
         let res = m.source.write_page(index, unsafe { &*page_bytes(&cache.alloc, pfn) });
@@ -445,14 +450,14 @@ impl Mapping {
             if core.mm.page(h.pfn.as_u64()).flags() & DIRTY == 0 {
                 continue;
             }
-            let r = self.alloc().page_ref(h.pfn).map_err(io::Error::other)?;
-            let _ = r.lock(None, None);
+            let r = self.alloc().cache_page_ref(h.pfn).map_err(io::Error::other)?;
+            let _ = r.lock_as(GUARD, None, None);
             Self::writeback_locked(&self.cache, &self.m, h.pfn, h.index);
         }
         // Writeback others (reclaim) started on pages of this mapping.
         for &i in &idx {
             if let Some(h) = self.find_get(i) {
-                let _ = self.alloc().page_ref(h.pfn).map_err(io::Error::other)?.wait_writeback(None, None);
+                let _ = self.alloc().cache_page_ref(h.pfn).map_err(io::Error::other)?.wait_writeback(None, None);
             }
         }
         if let Some(e) = self.m.wb_error.lock().take() {
@@ -466,11 +471,11 @@ impl Mapping {
     /// not cached.
     pub fn delete(&self, index: u64) -> bool {
         let Some(h) = self.find_get(index) else { return false };
-        let Ok(r) = self.alloc().page_ref(h.pfn) else { return false };
-        let _ = r.lock(None, None);
+        let Ok(r) = self.alloc().cache_page_ref(h.pfn) else { return false };
+        let _ = r.lock_as(GUARD, None, None);
         let _ = r.wait_writeback(None, None);
         self.delete_locked(h.pfn.as_u64(), index);
-        let _ = r.unlock();
+        r.guard_unlock(false);
         true
     }
 

@@ -30,7 +30,7 @@
 
 use super::CacheInner;
 use crate::movable::{LruMigrate, Moved};
-use crate::page::flags::{ACTIVE, DIRTY, HEAD, LOCKED, REFERENCED, REF_ONE, UPTODATE, WRITEBACK};
+use crate::page::flags::{ACTIVE, DIRTY, GUARD, HEAD, LOCKED, REFERENCED, REF_ONE, UPTODATE, WRITEBACK};
 use crate::pageref;
 use crate::sync::Ordering;
 use crate::types::Pfn;
@@ -56,16 +56,16 @@ pub(crate) fn migrate(c: &CacheInner, from: u64, to: u64) -> Moved {
     if d.order() != 0 || !core.vmscan.lrus[core.nid_of(from)].lock().isolate_one(&core.mm, from) {
         return Moved::Busy;
     }
-    let Ok(r) = c.alloc.page_ref(Pfn::new(from)) else {
+    let Ok(r) = c.alloc.cache_page_ref(Pfn::new(from)) else {
         core.putback_lru(&[from]);
         return Moved::Busy;
     };
-    if !r.try_lock().unwrap_or(false) {
+    if !r.try_lock_as(GUARD).unwrap_or(false) {
         core.putback_lru(&[from]);
         return Moved::Busy;
     }
     let back = |r: &crate::pagelock::PageRef<'_>| {
-        let _ = r.unlock();
+        r.guard_unlock(false);
         core.putback_lru(&[from]);
     };
     if d.flags() & WRITEBACK != 0 {
@@ -74,7 +74,7 @@ pub(crate) fn migrate(c: &CacheInner, from: u64, to: u64) -> Moved {
     }
     let Some((slot, index)) = c.owner_of(from) else {
         // Truncated while we looked: isolation's may be the last reference.
-        let _ = r.unlock();
+        r.guard_unlock(false);
         let _ = core.put_page(Pfn::new(from));
         return Moved::Busy;
     };
@@ -94,7 +94,7 @@ pub(crate) fn migrate(c: &CacheInner, from: u64, to: u64) -> Moved {
     let td = core.mm.page(to);
     // Release: the bytes and owner word are visible to whoever gets a
     // reference (try_get's Acquire) after finding `to` in the map.
-    td.flags.store(HEAD | LOCKED | keep | (2 * REF_ONE), Ordering::Release);
+    td.flags.store(HEAD | LOCKED | GUARD | keep | (2 * REF_ONE), Ordering::Release);
     if !m.replace(index, from, to) {
         // Not mapped there any more (cannot happen with the page locked;
         // undone all the same): the target is the caller's again.
@@ -115,10 +115,10 @@ pub(crate) fn migrate(c: &CacheInner, from: u64, to: u64) -> Moved {
             core.vmscan.gauges.dirty(zt, true);
         }
     }
-    let _ = r.unlock();
+    r.guard_unlock(false);
     core.free_unreferenced_to_buddy(&[from]);
-    if let Ok(tr) = c.alloc.page_ref(Pfn::new(to)) {
-        let _ = tr.unlock();
+    if let Ok(tr) = c.alloc.cache_page_ref(Pfn::new(to)) {
+        tr.guard_unlock(false);
     }
     core.putback_lru(&[to]);
     core.events.count(VmEvent::PgmigrateSuccess, 1);

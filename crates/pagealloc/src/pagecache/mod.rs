@@ -27,6 +27,17 @@
 //! - Page contents are read and written only with the page locked (fill,
 //!   reads, writes), or while under writeback, which writers wait out while
 //!   holding the lock: no two accesses race on a page's bytes.
+//! - Only the cache changes a cached page's lock and state: it locks its
+//!   pages as a guard (`GUARD` with `LOCKED`, so a raw `unlock_page` is
+//!   refused with `HeldByGuard`), a page is born that way (its flags word
+//!   is the allocation's own mark: `HEAD`, the lock and the references in
+//!   one store, so no stranger finds it unlocked and unreferenced before it
+//!   is published), and the public pfn API refuses to lock, unlock-uptodate,
+//!   start or end writeback of, or mark a reference-counted page
+//!   (`PageStateError::Referenced`, in the same CAS that would change the
+//!   word). References outside the cache are `PageReference`s and
+//!   `PageHandle`s, put on drop: no pfn-taking put can take the cache's own
+//!   (test `strangers_cannot_unlock_or_mark_a_cache_page`).
 //!
 //! Map choice: a sharded `RwLock<HashMap>` (parking_lot's, loom's under
 //! `--cfg loom`, through `crate::sync`) per mapping (16

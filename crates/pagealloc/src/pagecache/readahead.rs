@@ -287,13 +287,13 @@ pub(crate) fn read_window(
     drop(bufs);
     let mapping = Mapping::new(cache.clone(), m.clone());
     for (k, &pfn) in pages.iter().enumerate() {
-        let Ok(r) = a.page_ref(pfn) else { continue };
+        let Ok(r) = a.cache_page_ref(pfn) else { continue };
         if res.is_ok() {
             let _ = r.set_uptodate(true);
         } else {
             mapping.delete_locked(pfn.as_u64(), start + k as u64);
         }
-        let _ = r.unlock();
+        r.guard_unlock(false);
         if put {
             let _ = a.core.put_page(pfn);
         }

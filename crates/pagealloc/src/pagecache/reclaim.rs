@@ -25,7 +25,7 @@
 
 use super::mapping::Mapping;
 use super::CacheInner;
-use crate::page::flags::{ACTIVE, DIRTY, REFERENCED, WRITEBACK};
+use crate::page::flags::{ACTIVE, DIRTY, GUARD, REFERENCED, WRITEBACK};
 use crate::pageref;
 use crate::sync::Ordering;
 use crate::types::Pfn;
@@ -123,25 +123,25 @@ fn shrink_inactive(c: &CacheInner, n: usize, nr: usize, direct: bool) -> u64 {
             back.push(p);
             continue;
         }
-        let Ok(r) = c.alloc.page_ref(pfn) else { continue };
-        if !r.try_lock().unwrap_or(false) {
+        let Ok(r) = c.alloc.cache_page_ref(pfn) else { continue };
+        if !r.try_lock_as(GUARD).unwrap_or(false) {
             back.push(p);
             continue;
         }
         let f = d.flags();
         if f & WRITEBACK != 0 {
-            let _ = r.unlock();
+            r.guard_unlock(false);
             back.push(p);
             continue;
         }
         let Some((slot, index)) = c.owner_of(p) else {
             // Truncated while isolated: ours may be the last reference.
-            let _ = r.unlock();
+            r.guard_unlock(false);
             let _ = core.put_page(pfn);
             continue;
         };
         let Some(m) = c.mapping_at(slot) else {
-            let _ = r.unlock();
+            r.guard_unlock(false);
             back.push(p);
             continue;
         };
@@ -151,18 +151,18 @@ fn shrink_inactive(c: &CacheInner, n: usize, nr: usize, direct: bool) -> u64 {
             // failed), it is clean now and goes the way of a clean page in
             // this same pass.
             Mapping::writeback_locked(c, &m, pfn, index);
-            if !r.try_lock().unwrap_or(false) {
+            if !r.try_lock_as(GUARD).unwrap_or(false) {
                 back.push(p);
                 continue;
             }
             if d.flags() & (DIRTY | WRITEBACK) != 0 {
-                let _ = r.unlock();
+                r.guard_unlock(false);
                 back.push(p);
                 continue;
             }
         }
         if !pageref::freeze(&d.flags, 2) {
-            let _ = r.unlock();
+            r.guard_unlock(false);
             back.push(p);
             continue;
         }
@@ -170,12 +170,12 @@ fn shrink_inactive(c: &CacheInner, n: usize, nr: usize, direct: bool) -> u64 {
             // The owner word names a slot that no longer maps this page (a
             // mapping removed while a fill raced it): leave the page alone.
             d.flags.fetch_add(2 * crate::page::flags::REF_ONE, Ordering::Relaxed);
-            let _ = r.unlock();
+            r.guard_unlock(false);
             back.push(p);
             continue;
         }
         c.owners[p as usize].store(0, Ordering::Release);
-        let _ = r.unlock();
+        r.guard_unlock(false);
         to_buddy.push(p);
     }
     let freed = core.free_unreferenced_to_buddy(&to_buddy);

@@ -5,7 +5,7 @@ use crate::types::ZoneIdx;
 use crate::vmevent::VmEvent;
 use crate::vmscan::{ShrinkControl, Shrinker};
 use crate::Pfn;
-use crate::{Config, FreeError, Gfp, PAGE_SIZE};
+use crate::{Config, FreeError, Gfp, PageStateError, PAGE_SIZE};
 use std::io;
 use std::sync::atomic::AtomicUsize;
 
@@ -371,33 +371,135 @@ fn file_ten_times_the_arena_reads_once_with_direct_reclaim() {
 }
 
 /// The public reference API on raw pages and cached pages: typed refusals,
-/// and the last put frees.
+/// references held as `PageReference`s, and the last one's drop frees.
 #[test]
 fn get_put_page_api() {
     let pc = cache(4, false);
     let a = pc.allocator().clone();
     let raw = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
-    assert!(a.get_page(raw).is_err(), "raw pages are not reference counted");
-    assert!(a.put_page(raw).is_err());
+    assert_eq!(a.get_page(raw).err(), Some(PageStateError::NotAllocated { pfn: raw }), "raw pages are not counted");
     a.free_pages(raw, 0).unwrap();
     let m = pc.mapping(1, pattern_source());
     let h = m.get(0).unwrap();
     let p = h.pfn();
-    a.get_page(p).unwrap();
+    let r = a.get_page(p).unwrap();
+    assert_eq!(r.pfn(), p);
     assert_eq!(a.page_count(p), 4);
     m.delete(0);
     drop(h);
     a.lru_add_drain_all();
-    // Only our extra reference is left: it is the last, and frees the page
-    // (off the LRU list first).
+    // Only our reference is left: it is the last, and its drop frees the
+    // page (off the LRU list first).
     assert_eq!(a.page_count(p), 1);
     assert_eq!(a.lru_sizes(0), (1, 0));
-    a.put_page(p).unwrap();
+    drop(r);
     assert_eq!(a.lru_sizes(0), (0, 0));
-    assert!(a.put_page(p).is_err(), "a second put of a freed page is refused");
+    assert!(a.get_page(p).is_err(), "a freed page takes no reference");
     drop(m);
     drop(pc);
     all_back(&a);
+}
+
+/// Every pfn call a stranger can make on every page, while the cache fills a
+/// page (locked for the cache) and once it is cached (unlocked): nothing
+/// the pfn API does may release the cache's lock or change a cache page's
+/// state. Before, a raw `unlock_page` released the lock of a page being
+/// filled, so a reader could copy its bytes while the fill wrote them.
+#[test]
+fn strangers_cannot_unlock_or_mark_a_cache_page() {
+    use std::sync::Barrier;
+    let pc = cache(4, false);
+    let a = pc.allocator().clone();
+    let nr = a.managed_pages();
+    let (in_fill, go) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
+    let (f1, f2) = (in_fill.clone(), go.clone());
+    let src: Arc<dyn PageSource> = Arc::new(FillFn(move |i: u64, buf: &mut [u8]| {
+        f1.wait();
+        f2.wait();
+        buf.fill(pattern(i));
+        Ok(())
+    }));
+    let m = pc.mapping(1, src);
+    // Every call on every pfn; returns the pfns refused as `Referenced`.
+    let stranger = |a: &PageAllocator| -> Vec<Pfn> {
+        let mut cache_pages = Vec::new();
+        for p in (0..nr).map(Pfn::new) {
+            assert!(a.unlock_page(p).is_err(), "{p:?}: a raw unlock succeeded");
+            assert!(a.unlock_page_uptodate(p).is_err(), "{p:?}");
+            assert!(!a.trylock_page(p), "{p:?}: a raw lock succeeded");
+            assert!(a.trylock_page_guard(p).is_err(), "{p:?}");
+            assert!(a.set_page_writeback(p).is_err(), "{p:?}");
+            assert!(a.end_page_writeback(p).is_err(), "{p:?}");
+            assert!(a.clear_page_uptodate(p).is_err(), "{p:?}");
+            assert!(a.set_page_uptodate(p).is_err(), "{p:?}");
+            assert!(a.free_pages(p, 0).is_err(), "{p:?}");
+            match a.lock_page(p) {
+                Err(PageStateError::Referenced { pfn }) => cache_pages.push(pfn),
+                Err(_) => {}
+                Ok(()) => panic!("{p:?}: a raw lock succeeded"),
+            }
+        }
+        cache_pages
+    };
+    std::thread::scope(|s| {
+        let filler = s.spawn(|| {
+            let h = m.get(0).unwrap();
+            let mut buf = [0u8; PAGE_SIZE];
+            assert_eq!(h.read(0, &mut buf), PAGE_SIZE);
+            assert!(buf.iter().all(|&b| b == pattern(0)), "the page's bytes changed");
+            h.pfn()
+        });
+        in_fill.wait();
+        // The fill waits for `go` whatever the stranger's checks found, so
+        // a failed check fails the test instead of hanging it.
+        let filling = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| stranger(&a)));
+        go.wait();
+        let p = filler.join().unwrap();
+        let filling = filling.unwrap_or_else(|e| std::panic::resume_unwind(e));
+        assert_eq!(filling, [p], "the page being filled is the one cache page");
+    });
+    let h = m.get(0).unwrap();
+    let flags = a.core.mm.page(h.pfn().as_u64()).flags();
+    assert_eq!(stranger(&a), [h.pfn()]);
+    assert_eq!(a.core.mm.page(h.pfn().as_u64()).flags(), flags, "a stranger changed the cached page's word");
+    drop(h);
+    drop(m);
+    drop(pc);
+    all_back(&a);
+}
+
+/// A page-cache page whose references are put once too often (inside the
+/// crate: the public API has no pfn-taking put) is freed while this CPU's
+/// LRU batch still names it, and an array takes the frame. The batch's
+/// drain must then leave the array's word alone (before, it set `LRU` on it
+/// and linked the page on an LRU list, and the array's release wiped the bit
+/// with the page still linked).
+#[test]
+fn a_stale_lru_batch_entry_leaves_an_arrays_page_alone() {
+    let pc = cache(16, false);
+    let a = pc.allocator().clone();
+    let m = pc.mapping(1, pattern_source());
+    let h = m.get(0).unwrap();
+    let pfn = h.pfn();
+    // The misuse: two references that are not the caller's.
+    a.core.put_page(pfn).unwrap();
+    a.core.put_page(pfn).unwrap();
+    drop(h);
+    let mut arr = a.page_array(1).unwrap();
+    assert_eq!(arr.fill(Gfp::MOVABLE), 1);
+    let got = arr.get(0);
+    a.lru_add_drain_all();
+    a.check_invariants().unwrap();
+    if got == Some(pfn) {
+        assert_eq!(a.free_pages(pfn, 0), Err(FreeError::Owned { pfn }), "the array's page changed hands");
+    }
+    arr.release();
+    a.check_invariants().unwrap();
+    drop(arr);
+    // Not dropped: after the misuse the mapping still names the frame, and
+    // its teardown would wait for a reference it can never take.
+    std::mem::forget(m);
+    std::mem::forget(pc);
 }
 
 /// The allocation slow path wakes kswapd when a zone is below its low

@@ -48,7 +48,7 @@
 
 use super::mapping::{Mapping, MappingInner};
 use super::CacheInner;
-use crate::page::flags::DIRTY;
+use crate::page::flags::{DIRTY, GUARD};
 use crate::pageref;
 use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering};
 use crate::types::Pfn;
@@ -374,8 +374,8 @@ pub(crate) fn write_oldest(c: &CacheInner, nr: usize) -> u64 {
         let Some(pfn) = get_ref(c, &m, index) else { continue };
         let p = pfn.as_u64();
         if core.mm.page(p).flags() & DIRTY != 0 {
-            let r = c.alloc.page_ref(pfn).expect("a referenced page is in range");
-            let _ = r.lock(None, None);
+            let r = c.alloc.cache_page_ref(pfn).expect("a referenced page is in range");
+            let _ = r.lock_as(GUARD, None, None);
             // Still this mapping's page (not deleted meanwhile) and dirty.
             if c.owners[p as usize].load(Ordering::Acquire) == w && core.mm.page(p).flags() & DIRTY != 0 {
                 Mapping::writeback_locked(c, &m, pfn, index);
@@ -385,7 +385,7 @@ pub(crate) fn write_oldest(c: &CacheInner, nr: usize) -> u64 {
                     written += 1;
                 }
             } else {
-                let _ = r.unlock();
+                r.guard_unlock(false);
             }
         }
         let _ = core.put_page(pfn);

@@ -121,12 +121,30 @@ pub(crate) struct PageRef<'a> {
     policy: LockPolicy,
     /// `None`: the process-wide page wait table.
     table: Option<&'a WaitTable>,
+    /// Bits that make a word someone else's to lock and mark: the public
+    /// pfn API sets `REF_MASK` (a reference-counted page is the page cache's,
+    /// whose lock, writeback and up-to-date state only it may change), the
+    /// cache and the tests 0.
+    deny: u32,
 }
 
 impl<'a> PageRef<'a> {
     #[inline(always)]
     pub(crate) fn new(flags: &'a AtomicU32, pfn: Pfn, policy: LockPolicy, table: Option<&'a WaitTable>) -> Self {
-        Self { flags, pfn, policy, table }
+        Self { flags, pfn, policy, table, deny: 0 }
+    }
+
+    /// The same page, refusing to lock or mark a word with any of `deny`
+    /// set (`PageStateError::Referenced`), in the same compare-and-swap that
+    /// would change it.
+    #[inline(always)]
+    pub(crate) fn denying(self, deny: u32) -> Self {
+        Self { deny, ..self }
+    }
+
+    #[cold]
+    fn referenced(&self) -> PageStateError {
+        PageStateError::Referenced { pfn: self.pfn }
     }
 
     #[inline]
@@ -166,8 +184,14 @@ impl<'a> PageRef<'a> {
     pub(crate) fn try_lock_as(&self, extra: u32) -> Result<bool, PageStateError> {
         let mut f = self.flags.load(Ordering::Relaxed);
         loop {
-            if f & (HEAD | LOCKED | GUARD) != HEAD {
-                return if f & HEAD == 0 { Err(self.not_allocated()) } else { Ok(false) };
+            if f & (HEAD | LOCKED | GUARD) != HEAD || f & self.deny != 0 {
+                return if f & HEAD == 0 {
+                    Err(self.not_allocated())
+                } else if f & self.deny != 0 {
+                    Err(self.referenced())
+                } else {
+                    Ok(false)
+                };
             }
             // Acquire: pairs with the Release of the unlock that cleared LOCKED.
             match self.flags.compare_exchange(f, f | LOCKED | extra, Ordering::Acquire, Ordering::Relaxed) {
@@ -312,6 +336,9 @@ impl<'a> PageRef<'a> {
     pub(crate) fn unlock_uptodate(&self) -> Result<(), PageStateError> {
         let mut f = self.flags.load(Ordering::Relaxed);
         let old = loop {
+            if f & self.deny != 0 && f & HEAD != 0 {
+                return Err(self.referenced());
+            }
             if f & (LOCKED | GUARD) != LOCKED {
                 return self.unlock_slow(f);
             }
@@ -457,6 +484,9 @@ impl<'a> PageRef<'a> {
             if f & HEAD == 0 {
                 return Err(self.not_allocated());
             }
+            if f & self.deny != 0 {
+                return Err(self.referenced());
+            }
             if f & WRITEBACK != 0 {
                 return Ok(false);
             }
@@ -471,7 +501,11 @@ impl<'a> PageRef<'a> {
     /// queue only if it returned `WAITERS`.
     pub(crate) fn end_writeback(&self) -> Result<(), PageStateError> {
         // Release: pairs with the Acquire load in `wait_writeback`.
-        let old = self.flags.fetch_and(!WRITEBACK, Ordering::Release);
+        let old = if self.deny == 0 {
+            self.flags.fetch_and(!WRITEBACK, Ordering::Release)
+        } else {
+            self.end_writeback_denying()?
+        };
         if old & WRITEBACK == 0 {
             return Err(if old & HEAD == 0 {
                 self.not_allocated()
@@ -483,6 +517,25 @@ impl<'a> PageRef<'a> {
             self.wake_writeback_waiters();
         }
         Ok(())
+    }
+
+    /// `end_writeback`'s RMW as a compare-and-swap that refuses a word with
+    /// any `deny` bit (the public API's: a cache page's writeback is the
+    /// cache's to end). Returns the old word, as the RMW does.
+    fn end_writeback_denying(&self) -> Result<u32, PageStateError> {
+        let mut f = self.flags.load(Ordering::Relaxed);
+        loop {
+            if f & HEAD != 0 && f & self.deny != 0 {
+                return Err(self.referenced());
+            }
+            if f & WRITEBACK == 0 {
+                return Ok(f);
+            }
+            match self.flags.compare_exchange(f, f & !WRITEBACK, Ordering::Release, Ordering::Relaxed) {
+                Ok(old) => return Ok(old),
+                Err(cur) => f = cur,
+            }
+        }
     }
 
     #[cold]
@@ -527,6 +580,9 @@ impl<'a> PageRef<'a> {
         loop {
             if f & HEAD == 0 {
                 return Err(self.not_allocated());
+            }
+            if f & self.deny != 0 {
+                return Err(self.referenced());
             }
             let new = if on { f | UPTODATE } else { f & !UPTODATE };
             if new == f {

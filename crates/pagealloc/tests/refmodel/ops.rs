@@ -195,7 +195,11 @@ impl Model {
                 "raw bulk free of an array's page"
             );
             assert_eq!(a.lock_page(pfn), Err(PageStateError::NotAllocated { pfn }), "lock of an array's page");
-            assert_eq!(a.get_page(pfn), Err(PageStateError::NotAllocated { pfn }), "get_page of an array's page");
+            assert_eq!(
+                a.get_page(pfn).err(),
+                Some(PageStateError::NotAllocated { pfn }),
+                "get_page of an array's page"
+            );
             assert_eq!(a.nr_free_pages(), before, "a refused call on an array's page changed state");
         }
         for i in 0..lead.min(24) {
