@@ -227,6 +227,7 @@ impl<'a> ZoneGuard<'a> {
 
     /// Free pages and movable allocated pages in one pageblock.
     fn count_block_locked(&self, start: u64) -> (u64, u64) {
+        use crate::page::flags::ARRAY_HELD;
         let (mut free, mut movable) = (0, 0);
         let mut p = start;
         while p < start + PAGEBLOCK_PAGES {
@@ -235,7 +236,9 @@ impl<'a> ZoneGuard<'a> {
             if f & crate::page::flags::BUDDY != 0 {
                 free += 1 << d.order();
                 p += 1 << d.order();
-            } else if f & crate::page::flags::HEAD != 0 {
+            } else if f & crate::page::flags::HEAD != 0 || f & ARRAY_HELD == ARRAY_HELD {
+                // An allocated head or a `PageArray`'s page, by the type it
+                // was allocated for.
                 if d.private_mt() == MigrateType::Movable {
                     movable += 1 << d.order();
                 }

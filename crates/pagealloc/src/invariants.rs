@@ -312,7 +312,9 @@ impl Core {
                 while p < b + PAGEBLOCK_PAGES {
                     let d = self.mm.page(p);
                     let f = d.flags();
-                    if f & flags::HEAD != 0 {
+                    if f & flags::HEAD != 0 || f & flags::ARRAY_HELD == flags::ARRAY_HELD {
+                        // An allocated head, or a `PageArray`'s order-0 page:
+                        // its private word has the type it was allocated for.
                         seen |= 1 << d.private_mt().index();
                         p += 1 << d.order();
                     } else if f & (flags::BUDDY | flags::PCP) != 0 {

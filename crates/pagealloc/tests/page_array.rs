@@ -158,6 +158,30 @@ fn an_array_of_every_page_fills_short_and_gives_everything_back() {
     end(&a, free0);
 }
 
+/// An array's pages are allocated pages to the mobility census (pinned:
+/// nothing moves them) and to the fragmentation count (of the type they were
+/// allocated for), as raw pages are.
+#[test]
+fn an_arrays_pages_are_pinned_and_typed_in_the_censuses() {
+    let (a, free0) = start();
+    // A raw movable page is pinned too: nothing registered a way to move it.
+    let movable = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+    let pinned0 = a.mobility_census().pinned;
+    let mut arr = a.page_array(a.nr_pages() as usize).unwrap();
+    let got = arr.fill(Gfp::KERNEL) as u64;
+    assert_eq!(a.mobility_census().pinned, pinned0 + got, "an array's pages are allocated and pinned");
+    // The movable page's pageblock is mixed if the unmovable fill took a page
+    // of it; no other block holds two types.
+    let block = |p: Pfn| p.as_u64() / pagealloc::PAGEBLOCK_PAGES;
+    let shared = arr.slots().iter().flatten().any(|&p| block(p) == block(movable));
+    assert!(shared, "the fill of every page left the movable page's block alone: the test proves nothing");
+    assert_eq!(a.fragmentation().mixed, 1, "the array's pages count by their type");
+    drop(arr);
+    assert_eq!((a.mobility_census().pinned, a.fragmentation().mixed), (pinned0, 0));
+    a.free_pages(movable, 0).unwrap();
+    end(&a, free0);
+}
+
 #[test]
 fn frames_are_the_arrays_own_memory() {
     let (a, free0) = start();

@@ -257,6 +257,9 @@ impl Core {
             let n = if f & (flags::BUDDY | flags::HEAD | flags::PCP) != 0 { 1u64 << d.order().min(10) } else { 1 };
             if f & flags::ISOLATED_MIGRATE != 0 {
                 c.isolated += 1;
+            } else if f & flags::ARRAY_HELD == flags::ARRAY_HELD {
+                // A `PageArray`'s page: allocated, and never moved.
+                c.pinned += 1;
             } else if f & flags::HEAD != 0 {
                 if f & flags::MOVABLE_OPS != 0 || (f & flags::LRU != 0 && d.order() == 0) {
                     c.movable += n;

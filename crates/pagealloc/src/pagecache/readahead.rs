@@ -288,12 +288,11 @@ pub(crate) fn read_window(
     let mapping = Mapping::new(cache.clone(), m.clone());
     for (k, &pfn) in pages.iter().enumerate() {
         let Ok(r) = a.cache_page_ref(pfn) else { continue };
-        if res.is_ok() {
-            let _ = r.set_uptodate(true);
-        } else {
+        if res.is_err() {
             mapping.delete_locked(pfn.as_u64(), start + k as u64);
         }
-        r.guard_unlock(false);
+        // One RMW marks the page up to date and unlocks it (`folio_end_read`).
+        r.guard_unlock(res.is_ok());
         if put {
             let _ = a.core.put_page(pfn);
         }

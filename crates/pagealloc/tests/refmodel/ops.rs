@@ -179,6 +179,8 @@ impl Model {
             let p = arr.get(i).expect("leading slot");
             self.took("PageArray::fill", p.as_u64(), 0, gfp, None);
         }
+        // Held pages are allocated pages of the fill's type to every census.
+        self.check("PageArray::fill");
         if lead < len {
             assert!(
                 self.failure_plausible(gfp, None, 0) || gfp.contains(Gfp::THISNODE),
