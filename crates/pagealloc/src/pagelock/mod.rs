@@ -166,6 +166,37 @@ impl<'a> PageRef<'a> {
         PageStateError::NotAllocated { pfn: self.pfn }
     }
 
+    /// `Ok` if a word `f` may be marked (locked, put under writeback, made
+    /// up to date): an allocated head with no `deny` bit set.
+    #[inline(always)]
+    fn markable(&self, f: u32) -> Result<(), PageStateError> {
+        if f & HEAD == 0 {
+            Err(self.not_allocated())
+        } else if f & self.deny != 0 {
+            Err(self.referenced())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The error of an unlock or end of writeback whose RMW found its bit
+    /// clear in `old`: `NotAllocated` if the page is not an allocated head,
+    /// else `unset` (`NotLocked`, `NotWriteback`).
+    fn bit_not_set(&self, old: u32, unset: PageStateError) -> PageStateError {
+        if old & HEAD == 0 {
+            self.not_allocated()
+        } else {
+            unset
+        }
+    }
+
+    /// Whether a release whose RMW returned `old` must look up the wait
+    /// queue: someone may wait (`WAITERS`), or the policy has no waiters bit.
+    #[inline(always)]
+    fn must_wake(&self, old: u32) -> bool {
+        old & WAITERS != 0 || !self.policy.waiters_bit
+    }
+
     /// Racy read of the flags.
     #[inline]
     pub(crate) fn flags_racy(&self) -> u32 {
@@ -186,13 +217,8 @@ impl<'a> PageRef<'a> {
         let mut f = self.flags.load(Ordering::Relaxed);
         loop {
             if f & (HEAD | LOCKED | GUARD) != HEAD || f & self.deny != 0 {
-                return if f & HEAD == 0 {
-                    Err(self.not_allocated())
-                } else if f & self.deny != 0 {
-                    Err(self.referenced())
-                } else {
-                    Ok(false)
-                };
+                // Not markable: the error; else locked already.
+                return self.markable(f).map(|()| false);
             }
             // Acquire: pairs with the Release of the unlock that cleared LOCKED.
             match self.flags.compare_exchange(f, f | LOCKED | extra, Ordering::Acquire, Ordering::Relaxed) {
@@ -283,13 +309,9 @@ impl<'a> PageRef<'a> {
         }
         if old & LOCKED == 0 {
             // Nothing changed: clearing a clear bit. A free page never has LOCKED.
-            return Err(if old & HEAD == 0 {
-                self.not_allocated()
-            } else {
-                PageStateError::NotLocked { pfn: self.pfn }
-            });
+            return Err(self.bit_not_set(old, PageStateError::NotLocked { pfn: self.pfn }));
         }
-        if old & WAITERS != 0 || !self.policy.waiters_bit {
+        if self.must_wake(old) {
             self.wake_lock_waiters();
         }
         Ok(())
@@ -326,7 +348,7 @@ impl<'a> PageRef<'a> {
             }
         };
         debug_assert!(old & GUARD != 0, "guard unlock of {:?} without GUARD: {old:#x}", self.pfn);
-        if old & WAITERS != 0 || !self.policy.waiters_bit {
+        if self.must_wake(old) {
             self.wake_lock_waiters();
         }
     }
@@ -350,7 +372,7 @@ impl<'a> PageRef<'a> {
                 Err(cur) => f = cur,
             }
         };
-        if old & WAITERS != 0 || !self.policy.waiters_bit {
+        if self.must_wake(old) {
             self.wake_lock_waiters();
         }
         Ok(())
@@ -482,12 +504,7 @@ impl<'a> PageRef<'a> {
     pub(crate) fn set_uptodate(&self, on: bool) -> Result<(), PageStateError> {
         let mut f = self.flags.load(Ordering::Relaxed);
         loop {
-            if f & HEAD == 0 {
-                return Err(self.not_allocated());
-            }
-            if f & self.deny != 0 {
-                return Err(self.referenced());
-            }
+            self.markable(f)?;
             let new = if on { f | UPTODATE } else { f & !UPTODATE };
             if new == f {
                 return Ok(());

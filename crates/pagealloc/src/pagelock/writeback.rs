@@ -9,7 +9,7 @@
 use super::waitq::{FilterOp, ParkResult};
 use super::{kind, wake, CancelToken, PageRef};
 use crate::error::{PageStateError, WaitError};
-use crate::page::flags::{HEAD, WAITERS, WRITEBACK};
+use crate::page::flags::{HEAD, WRITEBACK};
 use crate::sync::Ordering;
 use std::time::Instant;
 
@@ -18,12 +18,7 @@ impl PageRef<'_> {
     pub(crate) fn set_writeback(&self) -> Result<bool, PageStateError> {
         let mut f = self.flags.load(Ordering::Relaxed);
         loop {
-            if f & HEAD == 0 {
-                return Err(self.not_allocated());
-            }
-            if f & self.deny != 0 {
-                return Err(self.referenced());
-            }
+            self.markable(f)?;
             if f & WRITEBACK != 0 {
                 return Ok(false);
             }
@@ -44,13 +39,9 @@ impl PageRef<'_> {
             self.end_writeback_denying()?
         };
         if old & WRITEBACK == 0 {
-            return Err(if old & HEAD == 0 {
-                self.not_allocated()
-            } else {
-                PageStateError::NotWriteback { pfn: self.pfn }
-            });
+            return Err(self.bit_not_set(old, PageStateError::NotWriteback { pfn: self.pfn }));
         }
-        if old & WAITERS != 0 || !self.policy.waiters_bit {
+        if self.must_wake(old) {
             self.wake_writeback_waiters();
         }
         Ok(())
