@@ -63,6 +63,25 @@ fn slot(arr: &PageArray<'_>, i: usize) -> Res<usize> {
     }
 }
 
+/// Check `arr`, `pfn_out` and slot `i`, then write what `f` makes of the
+/// slot to `*pfn_out` (`PAGEALLOC_HOLE` for none): `get` and `take`.
+///
+/// # Safety
+/// As [`array`] for `arr`; `pfn_out` is NULL or writable.
+unsafe fn slot_out(
+    arr: *mut pagealloc_page_array,
+    i: usize,
+    pfn_out: *mut u64,
+    f: impl FnOnce(&mut PageArray<'static>, usize) -> Option<Pfn>,
+) -> Res<()> {
+    // SAFETY: the caller's contract.
+    let arr = unsafe { array(arr) }?;
+    let o = out(pfn_out, "pfn_out")?;
+    let i = slot(arr, i)?;
+    o.write(f(arr, i).map_or(PAGEALLOC_HOLE, Pfn::as_u64));
+    Ok(())
+}
+
 /// Make an array of `nr` empty slots on allocator `a` and store it in
 /// `*out_arr`. The handle refuses `pagealloc_destroy` until the array is
 /// destroyed.
@@ -198,11 +217,7 @@ pub unsafe extern "C" fn pagealloc_page_array_get(
 ) -> pagealloc_status {
     run("pagealloc_page_array_get", || {
         // SAFETY: the caller's contract.
-        let arr = unsafe { array(arr) }?;
-        let o = out(pfn_out, "pfn_out")?;
-        let i = slot(arr, i)?;
-        o.write(arr.get(i).map_or(PAGEALLOC_HOLE, Pfn::as_u64));
-        Ok(())
+        unsafe { slot_out(arr, i, pfn_out, |a, i| a.get(i)) }
     })
 }
 
@@ -223,11 +238,7 @@ pub unsafe extern "C" fn pagealloc_page_array_take(
 ) -> pagealloc_status {
     run("pagealloc_page_array_take", || {
         // SAFETY: the caller's contract.
-        let arr = unsafe { array(arr) }?;
-        let o = out(pfn_out, "pfn_out")?;
-        let i = slot(arr, i)?;
-        o.write(arr.take_pfn(i).map_or(PAGEALLOC_HOLE, Pfn::as_u64));
-        Ok(())
+        unsafe { slot_out(arr, i, pfn_out, PageArray::take_pfn) }
     })
 }
 

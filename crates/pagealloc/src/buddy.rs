@@ -227,16 +227,16 @@ impl<'a> ZoneGuard<'a> {
 
     /// Free pages and movable allocated pages in one pageblock.
     fn count_block_locked(&self, start: u64) -> (u64, u64) {
-        use crate::page::flags::ARRAY_HELD;
+        use crate::page::flags;
         let (mut free, mut movable) = (0, 0);
         let mut p = start;
         while p < start + PAGEBLOCK_PAGES {
             let d = self.mm.page(p);
             let f = d.flags();
-            if f & crate::page::flags::BUDDY != 0 {
+            if f & flags::BUDDY != 0 {
                 free += 1 << d.order();
                 p += 1 << d.order();
-            } else if f & crate::page::flags::HEAD != 0 || f & ARRAY_HELD == ARRAY_HELD {
+            } else if flags::typed_allocation(f) {
                 // An allocated head or a `PageArray`'s page, by the type it
                 // was allocated for.
                 if d.private_mt() == MigrateType::Movable {

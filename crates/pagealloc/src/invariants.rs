@@ -234,7 +234,7 @@ impl Core {
                 p += 1;
                 continue;
             }
-            let held = f & flags::ARRAY_HELD == flags::ARRAY_HELD;
+            let held = flags::array_held(f);
             if held && (f != flags::ARRAY_HELD || d.order() != 0) {
                 return err(p, format!("a PageArray's page with more than its mark, or not order 0: {f:#x}"));
             }
@@ -312,7 +312,7 @@ impl Core {
                 while p < b + PAGEBLOCK_PAGES {
                     let d = self.mm.page(p);
                     let f = d.flags();
-                    if f & flags::HEAD != 0 || f & flags::ARRAY_HELD == flags::ARRAY_HELD {
+                    if flags::typed_allocation(f) {
                         // An allocated head, or a `PageArray`'s order-0 page:
                         // its private word has the type it was allocated for.
                         seen |= 1 << d.private_mt().index();

@@ -254,7 +254,7 @@ impl Core {
             let d = self.mm.page(p);
             let f = d.flags();
             let n = 1u64 << d.order().min(MAX_ORDER);
-            if f & flags::ARRAY_HELD == flags::ARRAY_HELD {
+            if flags::array_held(f) {
                 // A `PageArray`'s page: allocated.
                 return (false, p + n);
             } else if f & (flags::BUDDY | flags::PCP) != 0 {

@@ -111,6 +111,20 @@ pub mod flags {
     /// (no pfn-taking call acts on it) with `OWNED` (not on any list: it
     /// counts as allocated).
     pub const ARRAY_HELD: u32 = PCP | OWNED;
+
+    /// Whether flags word `f` is a `PageArray`'s page (both `ARRAY_HELD` bits).
+    #[inline(always)]
+    pub const fn array_held(f: u32) -> bool {
+        f & ARRAY_HELD == ARRAY_HELD
+    }
+
+    /// Whether flags word `f` starts an allocation whose private word has
+    /// the type it was allocated for: an allocated head, or a `PageArray`'s
+    /// order-0 page (which the censuses count as allocated, not per-CPU).
+    #[inline(always)]
+    pub const fn typed_allocation(f: u32) -> bool {
+        f & HEAD != 0 || array_held(f)
+    }
     /// Bits that forbid freeing a block through the raw pfn API: a lock,
     /// writeback, an owning handle, a page reference (the last `put_page`
     /// frees), links owned by the LRU lock, or a migration in progress.

@@ -28,7 +28,7 @@ impl Core {
             let f = d.flags();
             let n =
                 if f & (flags::BUDDY | flags::PCP | flags::HEAD) != 0 { 1u64 << d.order().min(MAX_ORDER) } else { 1 };
-            let blocks = if f & flags::ARRAY_HELD == flags::ARRAY_HELD {
+            let blocks = if flags::array_held(f) {
                 // A `PageArray`'s page: allocated, and pinned.
                 true
             } else if f & (flags::BUDDY | flags::PCP) != 0 {

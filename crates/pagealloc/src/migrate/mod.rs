@@ -257,7 +257,7 @@ impl Core {
             let n = if f & (flags::BUDDY | flags::HEAD | flags::PCP) != 0 { 1u64 << d.order().min(10) } else { 1 };
             if f & flags::ISOLATED_MIGRATE != 0 {
                 c.isolated += 1;
-            } else if f & flags::ARRAY_HELD == flags::ARRAY_HELD {
+            } else if flags::array_held(f) {
                 // A `PageArray`'s page: allocated, and never moved.
                 c.pinned += 1;
             } else if f & flags::HEAD != 0 {

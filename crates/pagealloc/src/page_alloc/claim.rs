@@ -147,7 +147,7 @@ impl Core {
     pub(crate) fn diagnose_free(&self, pfn: Pfn, _order: Order) -> FreeError {
         let p = pfn.as_u64();
         let f = self.mm.page(p).flags();
-        if f & flags::ARRAY_HELD == flags::ARRAY_HELD {
+        if flags::array_held(f) {
             // A `PageArray`'s page: only the array frees it.
             return FreeError::Owned { pfn };
         }

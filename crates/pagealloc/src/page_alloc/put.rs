@@ -141,9 +141,9 @@ impl Core {
 
     /// Add pages (each with a reference the caller gives up) to their nodes'
     /// lists, one LRU lock hold per run of one node, then put the references.
-    /// A page whose reference somebody else put meanwhile (misuse of
-    /// `put_page`: the frame may be free or another owner's now) is neither
-    /// listed nor put again.
+    /// A page whose reference somebody else put meanwhile (an internal
+    /// `put_page` of a reference it did not hold: the frame may be free or
+    /// another owner's now) is neither listed nor put again.
     fn lru_add_pages(&self, pfns: &[u32]) {
         // The refused ones (rare: misuse only), so the usual drain allocates nothing.
         let mut refused = Vec::new();

@@ -64,8 +64,9 @@ impl NodeLru {
     /// Put `pfn` (not on a list, a reference held by the caller) at the head
     /// of the list its `ACTIVE` bit names, and set `LRU`. False (nothing
     /// done) when the word is not an allocated head with a reference and no
-    /// `LRU`: the caller's reference was put by somebody else (a misused
-    /// `put_page`) and the frame freed, maybe handed out again, even to a
+    /// `LRU`: the caller's reference was put by somebody else (an internal
+    /// `put_page` of a reference it did not hold; the public API has none,
+    /// its references are `PageReference`s) and the frame freed, maybe handed out again, even to a
     /// `PageArray`, whose word nobody else may write. `LRU` is set with a
     /// compare-and-swap that requires all of it.
     pub(crate) fn add(&mut self, mm: &MemMap, pfn: u64) -> bool {
