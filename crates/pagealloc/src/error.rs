@@ -344,6 +344,13 @@ pub enum PageStateError {
         /// The pfn given.
         pfn: Pfn,
     },
+    /// The page holds the most references its users may take: put some
+    /// first (a typed refusal; the count never wraps).
+    #[error("{pfn:?} has the most references a page may hold")]
+    Saturated {
+        /// The pfn given.
+        pfn: Pfn,
+    },
     /// end_page_writeback of a page not under writeback.
     #[error("{pfn:?} is not under writeback")]
     NotWriteback {

@@ -15,10 +15,11 @@
 //!   exactly `expected` to 0 with one CAS. RMWs of one word are totally
 //!   ordered, so a reclaim that froze the page and a lookup that got a
 //!   reference cannot both succeed (loom model in `pagecache::loom_tests`).
-//! - 16 bits: [`get`] and [`try_get`] refuse to pass 65535 (an error, never a
-//!   wrap).
+//! - 16 bits: [`get`] refuses to pass [`USER_REF_MAX`] for a user and
+//!   [`try_get`] 65535 for the cache itself (a typed error, never a wrap).
+//! - The last put freezes the page for its free (see [`put_testzero`]).
 
-use crate::page::flags::{HEAD, REF_MASK, REF_ONE, REF_SHIFT};
+use crate::page::flags::{GUARD, HEAD, LOCKED, LRU, REF_MASK, REF_ONE, REF_SHIFT};
 use crate::sync::{AtomicU32, Ordering};
 
 /// The reference count in a flags word.
@@ -27,34 +28,70 @@ pub(crate) const fn count_of(f: u32) -> u32 {
     (f & REF_MASK) >> REF_SHIFT
 }
 
-/// Take a reference on a page that has one already (`folio_try_get`): false
-/// when the count is 0 (the page is being freed or reclaimed), the word is
-/// not an allocated head, or the count is saturated.
+/// The most references the users of a page (handles, `PageReference`s)
+/// may hold together: the count's last 1024 values are kept for the cache's
+/// own short-lived references (a lookup inside truncation or writeback, an
+/// LRU isolation), so that a user who saturates a page gets a typed error
+/// and the cache's own work on the page still goes on.
+pub(crate) const USER_REF_MAX: u32 = (REF_MASK >> REF_SHIFT) - 1024;
+/// The most references a page holds at all.
+pub(crate) const REF_MAX: u32 = REF_MASK >> REF_SHIFT;
+
+/// What [`try_get_below`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TryGet {
+    /// A reference was taken.
+    Got,
+    /// The count is 0 (frozen by reclaim or migration, or being freed) or
+    /// the word is not an allocated head: no reference can be had.
+    Zero,
+    /// The count is at the limit asked for: a refusal, distinct from frozen.
+    Saturated,
+}
+
+/// Take a reference on a page that has one already (`folio_try_get`),
+/// unless the count is at `max` already.
 #[inline]
-pub(crate) fn try_get(flags: &AtomicU32) -> bool {
+pub(crate) fn try_get_below(flags: &AtomicU32, max: u32) -> TryGet {
     let mut f = flags.load(Ordering::Relaxed);
     loop {
-        if f & HEAD == 0 || f & REF_MASK == 0 || f & REF_MASK == REF_MASK {
-            return false;
+        if f & HEAD == 0 || f & REF_MASK == 0 {
+            return TryGet::Zero;
+        }
+        if count_of(f) >= max {
+            return TryGet::Saturated;
         }
         // Acquire: pairs with the Release of whoever published the page.
         match flags.compare_exchange_weak(f, f + REF_ONE, Ordering::Acquire, Ordering::Relaxed) {
-            Ok(_) => return true,
+            Ok(_) => return TryGet::Got,
             Err(cur) => f = cur,
         }
     }
 }
 
-/// Take one more reference on a page the caller holds one on (`get_page`);
-/// false only if the count is saturated.
+/// [`try_get_below`] for the cache's own references (up to [`REF_MAX`]):
+/// false when the count is 0, the word is not an allocated head, or the
+/// count is saturated.
 #[inline]
-pub(crate) fn get(flags: &AtomicU32) -> bool {
-    try_get(flags)
+pub(crate) fn try_get(flags: &AtomicU32) -> bool {
+    try_get_below(flags, REF_MAX) == TryGet::Got
+}
+
+/// Take one more reference for a user on a page that has one
+/// (`get_page`), at most [`USER_REF_MAX`].
+#[inline]
+pub(crate) fn get(flags: &AtomicU32) -> TryGet {
+    try_get_below(flags, USER_REF_MAX)
 }
 
 /// Drop a reference (`put_page_testzero`): true when it was the last, and
-/// the caller must free the page. Release: the caller's writes to the page
-/// happen before whoever frees it.
+/// the caller must free the page. The last put freezes the page for its
+/// free in the same RMW: the count goes to 0 and the word takes
+/// `LOCKED | GUARD`, so between this put and the free no stranger can lock,
+/// reference or free the page (they see a page locked for a guard), and the
+/// freer claims it with `Core::claim_frozen`. A holder of the page lock
+/// holds a reference, so the last put never finds the page locked.
+/// Release: the caller's writes to the page happen before whoever frees it.
 #[inline]
 pub(crate) fn put_testzero(flags: &AtomicU32) -> Result<bool, u32> {
     let mut f = flags.load(Ordering::Relaxed);
@@ -62,11 +99,22 @@ pub(crate) fn put_testzero(flags: &AtomicU32) -> Result<bool, u32> {
         if f & HEAD == 0 || f & REF_MASK == 0 {
             return Err(f);
         }
-        match flags.compare_exchange_weak(f, f - REF_ONE, Ordering::AcqRel, Ordering::Relaxed) {
-            Ok(_) => return Ok(count_of(f) == 1),
+        let last = count_of(f) == 1;
+        debug_assert!(!last || f & (LOCKED | GUARD) == 0, "last put of a locked page: {f:#x}");
+        let new = if last { (f - REF_ONE) | LOCKED | GUARD } else { f - REF_ONE };
+        match flags.compare_exchange_weak(f, new, Ordering::AcqRel, Ordering::Relaxed) {
+            Ok(_) => return Ok(last),
             Err(cur) => f = cur,
         }
     }
+}
+
+/// Whether flags word `f` is a page frozen for its free: an allocated head
+/// with a count of 0, locked for a guard (the last put's word, or a page
+/// reclaim or migration froze and keeps locked), off the LRU lists.
+#[inline]
+pub(crate) const fn frozen_for_free(f: u32) -> bool {
+    f & (HEAD | LOCKED | GUARD) == HEAD | LOCKED | GUARD && f & (REF_MASK | LRU) == 0
 }
 
 /// Take the count from exactly `expected` to 0 (`folio_ref_freeze`): after
@@ -88,7 +136,6 @@ pub(crate) fn freeze(flags: &AtomicU32, expected: u32) -> bool {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::page::flags::LOCKED;
 
     #[test]
     fn counts_and_freeze() {
@@ -104,10 +151,33 @@ mod tests {
         assert_eq!(w.load(Ordering::Relaxed), HEAD | LOCKED);
         assert!(!try_get(&w), "a frozen page takes no reference");
         assert!(put_testzero(&w).is_err());
-        w.store(HEAD | REF_MASK, Ordering::Relaxed);
-        assert!(!get(&w), "saturated");
         w.store(REF_ONE, Ordering::Relaxed);
         assert!(!try_get(&w), "not an allocated head");
+    }
+
+    #[test]
+    fn saturation_is_refused_not_frozen() {
+        let w = AtomicU32::new(HEAD | (USER_REF_MAX << REF_SHIFT));
+        assert_eq!(get(&w), TryGet::Saturated, "a user stops at USER_REF_MAX");
+        assert!(try_get(&w), "the cache's own reference still goes through");
+        w.store(HEAD | REF_MASK, Ordering::Relaxed);
+        assert_eq!(try_get_below(&w, REF_MAX), TryGet::Saturated);
+        assert!(!try_get(&w));
+        assert_eq!(count_of(w.load(Ordering::Relaxed)), REF_MAX, "no wrap");
+        w.store(HEAD, Ordering::Relaxed);
+        assert_eq!(get(&w), TryGet::Zero);
+    }
+
+    #[test]
+    fn the_last_put_freezes_for_the_free() {
+        let w = AtomicU32::new(HEAD | 2 * REF_ONE);
+        assert_eq!(put_testzero(&w), Ok(false));
+        assert!(!frozen_for_free(w.load(Ordering::Relaxed)));
+        assert_eq!(put_testzero(&w), Ok(true));
+        let f = w.load(Ordering::Relaxed);
+        assert_eq!(f, HEAD | LOCKED | GUARD);
+        assert!(frozen_for_free(f));
+        assert_eq!(try_get_below(&w, REF_MAX), TryGet::Zero);
     }
 }
 
@@ -134,6 +204,41 @@ mod loom_tests {
             } else {
                 assert!(got);
                 assert_eq!(c, 3);
+            }
+        });
+    }
+
+    /// The last put against a stranger's lock attempt (the public pfn
+    /// API's `trylock_page`, which may lock a page only while its count is
+    /// 0) and a lookup's `try_get`: the put freezes the page locked in its
+    /// own RMW, so the stranger never takes the lock (before the put it is
+    /// refused by the count, after it by the lock) and the lookup never
+    /// revives it; the putter always claims the page for its free.
+    #[test]
+    fn last_put_vs_stranger_lock_and_lookup() {
+        loom::model(|| {
+            let w = Arc::new(AtomicU32::new(HEAD | REF_ONE));
+            let (w2, w3) = (w.clone(), w.clone());
+            let stranger = loom::thread::spawn(move || {
+                let f = w2.load(Ordering::Relaxed);
+                // The pfn API: refused while referenced, else a trylock CAS.
+                f & (REF_MASK | LOCKED | GUARD) == 0
+                    && f & HEAD != 0
+                    && w2.compare_exchange(f, f | LOCKED, Ordering::Acquire, Ordering::Relaxed).is_ok()
+            });
+            let lookup = loom::thread::spawn(move || try_get(&w3));
+            let last = put_testzero(&w).unwrap();
+            let locked = stranger.join().unwrap();
+            let got = lookup.join().unwrap();
+            assert!(!locked, "a stranger locked a page on its way to the free");
+            let f = w.load(Ordering::Relaxed);
+            if got {
+                // The lookup came first: the put was not the last.
+                assert!(!last);
+                assert_eq!(count_of(f), 1);
+            } else {
+                assert!(last);
+                assert!(frozen_for_free(f), "{f:#x}");
             }
         });
     }

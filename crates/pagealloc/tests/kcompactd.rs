@@ -176,7 +176,7 @@ fn kswapd_wakes_kcompactd_for_a_high_order_request() {
     // reclaim nor kswapd can free them into an order-9 block (either would
     // make kcompactd's wakeup unneeded, and the test flaky): only
     // compaction could make one, so kswapd must hand over to kcompactd.
-    let held: Vec<_> = (0..n).step_by(4).filter_map(|i| m.find_get(i)).collect();
+    let held: Vec<_> = (0..n).step_by(4).filter_map(|i| m.find_get(i).unwrap()).collect();
     assert!(a.alloc_pages(Gfp::MOVABLE | Gfp::NO_COMPACT, 9).is_err());
     assert!(
         wait_for(Duration::from_secs(5), || a.event_count(VmEvent::CompactDaemonWake) > 0),

@@ -67,7 +67,7 @@ fn verify(m: &Mapping, kept: &[u64]) -> Vec<u64> {
     let mut buf = vec![0u8; PAGE_SIZE];
     kept.iter()
         .map(|&i| {
-            let h = m.find_get(i).expect("a kept page left the cache");
+            let h = m.find_get(i).unwrap().expect("a kept page left the cache");
             assert_eq!(h.read(0, &mut buf), PAGE_SIZE);
             let want = if i % 3 == 0 { written(i) } else { pattern(i) };
             assert!(buf.iter().all(|&b| b == want), "page {i} corrupted after migration");
@@ -128,13 +128,13 @@ fn referenced_and_locked_cache_pages_are_skipped() {
     let (a, pc, m) = setup(8);
     let kept = scatter(&a, &m, 0.9, |i| i % 4 == 0);
     // Hold a handle on some pages (an extra reference): never moved.
-    let held: Vec<_> = kept.iter().step_by(7).map(|&i| m.find_get(i).unwrap()).collect();
+    let held: Vec<_> = kept.iter().step_by(7).map(|&i| m.find_get(i).unwrap().unwrap()).collect();
     let pfns: Vec<Pfn> = held.iter().map(|h| h.pfn()).collect();
     let fail0 = a.event_count(VmEvent::PgmigrateFail);
     let out = a.compact_memory();
     assert!(out.migrated > 0);
     for (h, p) in held.iter().zip(&pfns) {
-        assert_eq!(m.find_get(h.index()).unwrap().pfn(), *p, "a referenced page moved");
+        assert_eq!(m.find_get(h.index()).unwrap().unwrap().pfn(), *p, "a referenced page moved");
     }
     assert!(a.event_count(VmEvent::PgmigrateFail) > fail0, "refused freezes are counted");
     drop(held);
@@ -183,7 +183,7 @@ fn lookups_race_migration() {
                 while !stop.load(Ordering::Relaxed) {
                     let i = kept[k % kept.len()];
                     k = k.wrapping_mul(7).wrapping_add(13);
-                    let h = m.find_get(i).expect("a kept page vanished");
+                    let h = m.find_get(i).unwrap().expect("a kept page vanished");
                     h.read(PAGE_SIZE - 64, &mut buf);
                     let want = if i % 3 == 0 { written(i) } else { pattern(i) };
                     assert!(buf.iter().all(|&b| b == want), "lookup of {i} saw wrong bytes at pfn {:?}", h.pfn());

@@ -106,7 +106,7 @@ fn ours(path: &std::path::Path, file_pages: u64, threads: usize, waiters_bit: bo
     let map = |n: u64| -> u64 {
         let mut bad = 0;
         for i in 0..n {
-            let Some(h) = m.find_get(i) else {
+            let Some(h) = m.find_get(i).unwrap() else {
                 bad += 1;
                 continue;
             };

@@ -215,6 +215,6 @@ fn check_word(pfn: Pfn, order: Order, d: &PageDesc, f: u32, owned: bool) -> Resu
 /// head's word holds the order it was allocated at (every allocation stores
 /// it before the release store of `HEAD` that the claim's CAS read).
 #[inline(always)]
-fn claimed_order(o: u32) -> Order {
+pub(crate) fn claimed_order(o: u32) -> Order {
     Order::new(o).expect("an allocated head's private word holds its order")
 }

@@ -20,34 +20,66 @@ impl Core {
         self.zone_of(pfn).nid as usize
     }
 
-    /// Take a reference on an allocated, already referenced page.
+    /// Take a user's reference on an allocated, already referenced page.
     pub(crate) fn get_page(&self, pfn: Pfn) -> Result<(), PageStateError> {
         let d = self.mm.descs().get(pfn.as_u64() as usize).ok_or(PageStateError::OutOfRange { pfn })?;
-        if pageref::get(&d.flags) {
-            Ok(())
-        } else {
-            Err(PageStateError::NotAllocated { pfn })
+        match pageref::get(&d.flags) {
+            pageref::TryGet::Got => Ok(()),
+            pageref::TryGet::Saturated => Err(PageStateError::Saturated { pfn }),
+            pageref::TryGet::Zero => Err(PageStateError::NotAllocated { pfn }),
         }
     }
 
     /// Drop a reference; the last one frees the page (order 0 or the block
-    /// its head describes).
+    /// its head describes). The last put leaves the page frozen for its free
+    /// (`pageref::put_testzero`), so the free cannot be refused.
     pub(crate) fn put_page(&self, pfn: Pfn) -> Result<(), FreeError> {
         let p = pfn.as_u64();
         let d = self.mm.descs().get(p as usize).ok_or(FreeError::OutOfRange { pfn, nr_pages: self.mm.nr_pages() })?;
         match pageref::put_testzero(&d.flags) {
-            Ok(true) => self.free_unreferenced(pfn),
+            Ok(true) => {
+                self.free_frozen(pfn);
+                Ok(())
+            }
             Ok(false) => Ok(()),
             Err(_) => Err(self.diagnose_free(pfn, Order::ZERO)),
         }
     }
 
-    /// Free a page whose count has just reached 0: off its LRU list under the
-    /// LRU lock, its dirty state dropped, then the ordinary claim.
-    pub(crate) fn free_unreferenced(&self, pfn: Pfn) -> Result<(), FreeError> {
+    /// Free a page frozen for its free (`pageref::frozen_for_free`: the last
+    /// put's word, or a page the cache froze and kept locked): off its LRU
+    /// list under the LRU lock, its dirty state dropped, then claimed from
+    /// the frozen word and freed by the ordinary path.
+    pub(crate) fn free_frozen(&self, pfn: Pfn) {
         let p = pfn.as_u64();
         self.unlist_and_clean(p);
-        self.free_slow(pfn, self.mm.page(p).order(), false)
+        let Some(old) = self.claim_frozen(p) else { return };
+        let order = super::claim::claimed_order(self.mm.page(p).order());
+        self.init_on_free(p, order);
+        self.finish_free(pfn, order, old);
+    }
+
+    /// Claim page `p`, frozen for its free, for the lists: one CAS from the
+    /// frozen word (whatever marks a stranger's refused calls left beside
+    /// it) to `PCP`. The frozen word is the freer's alone: nobody else can
+    /// lock, reference or free it, so this fails only for a page that was
+    /// not frozen (an internal error, left alone and reported in debug
+    /// builds). Returns the word replaced (its `WAITERS` says whom to wake).
+    fn claim_frozen(&self, p: u64) -> Option<u32> {
+        let d = self.mm.page(p);
+        let mut f = d.flags();
+        loop {
+            if !pageref::frozen_for_free(f) {
+                debug_assert!(false, "free of pfn {p} that is not frozen: {f:#x}");
+                return None;
+            }
+            // Acquire: pairs with the Release of the last put (the holders'
+            // writes to the page happen before its next owner's).
+            match d.flags.compare_exchange(f, crate::page::flags::PCP, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(old) => return Some(old),
+                Err(cur) => f = cur,
+            }
+        }
     }
 
     /// Take unreferenced page `p` off its LRU list (under the LRU lock) and
@@ -64,28 +96,21 @@ impl Core {
         }
     }
 
-    /// [`Core::free_unreferenced`] for a batch of order-0 pages, straight to
-    /// the buddy lists with one zone-lock hold per zone run, skipping this
+    /// [`Core::free_frozen`] for a batch of order-0 pages, straight to the
+    /// buddy lists with one zone-lock hold per zone run, skipping this
     /// thread's front cache and per-CPU list: kswapd's frees (the thread
     /// allocates nothing, and pages parked on its caches would be hidden from
-    /// the watermarks it reclaims for). Returns the pages freed (a page whose
-    /// claim fails is left alone, as `free_unreferenced` would refuse it).
-    pub(crate) fn free_unreferenced_to_buddy(&self, pfns: &[u64]) -> u64 {
+    /// the watermarks it reclaims for). Returns the pages freed.
+    pub(crate) fn free_frozen_to_buddy(&self, pfns: &[u64]) -> u64 {
         let mut claimed = Vec::with_capacity(pfns.len());
         let mut wake = Vec::new();
         for &p in pfns {
             self.unlist_and_clean(p);
-            if let Ok(c) = self.claim(Pfn::new(p), Order::ZERO, false) {
-                if c.order != Order::ZERO {
-                    // Reallocated at another order meanwhile: freed as it is.
-                    self.free_as_is(p, c.old);
-                    continue;
-                }
-                self.init_on_free(p, Order::ZERO);
-                claimed.push(p);
-                if c.old & crate::page::flags::WAITERS != 0 || !self.cfg.page_lock_waiters_bit {
-                    wake.push(p);
-                }
+            let Some(old) = self.claim_frozen(p) else { continue };
+            self.init_on_free(p, Order::ZERO);
+            claimed.push(p);
+            if old & crate::page::flags::WAITERS != 0 || !self.cfg.page_lock_waiters_bit {
+                wake.push(p);
             }
         }
         claimed.sort_unstable();

@@ -12,18 +12,22 @@
 //! - The file's logical size is kept here (`size`, from the file at open,
 //!   or [`DirectFileSource::set_size`]). Reading the page that holds the end
 //!   reads it whole and zeros the bytes past the end; pages past the end
-//!   read as zeros. Writing a page past the end grows the size to that
-//!   page's end (the file grows in whole pages, as with `FileSource`);
-//!   writing the page that holds the end writes it whole and then cuts the
+//!   read as zeros. A page written past the end by a caller of
+//!   `write_page` (not through a mapping) grows the size to that page's
+//!   end; writing the page that holds the end writes it whole and then cuts the
 //!   file back to its size (`ftruncate`), so the file never grows past its
-//!   size. Growth is recorded (`fetch_max`) before the write that makes it
+//!   size. A write through the cache grows the size to the write's end
+//!   first (`PageSource::grow_to`, as `pwrite` grows a file), so the
+//!   written bytes of the last page survive its writeback and eviction.
+//!   Growth is recorded (`fetch_max`) before the write that makes it
 //!   and the cut reads the size after its write, so a cut never removes a
 //!   page another writer just added.
 //! - Readahead applies (the cache's windows become single `preadv` calls):
 //!   with `O_DIRECT` the kernel reads nothing ahead for us.
 
-use super::mapping::PageSource;
+use super::checked::byte_offset;
 use super::readahead::preadv_pages;
+use super::PageSource;
 use crate::sync::{AtomicU64, Ordering};
 use crate::types::PAGE_SIZE;
 use std::fs::{File, OpenOptions};
@@ -128,7 +132,7 @@ impl DirectFileSource {
                 .take(libc::UIO_MAXIOV as usize)
                 .map(|b| libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() })
                 .collect();
-            let off = (index + first as u64) * PAGE_SIZE as u64;
+            let off = byte_offset(index.checked_add(first as u64).ok_or(io::ErrorKind::InvalidInput)?)?;
             // SAFETY: `iov` describes live, disjoint, page-aligned whole
             // pages (`bufs[first..]`, exclusively borrowed for this call).
             let n = unsafe { libc::preadv(self.file.as_raw_fd(), iov.as_ptr(), iov.len() as libc::c_int, off as _) };
@@ -160,7 +164,7 @@ impl DirectFileSource {
     }
 
     fn write_whole(&self, index: u64, buf: &[u8]) -> io::Result<()> {
-        let off = index * PAGE_SIZE as u64;
+        let off = byte_offset(index)?;
         let end = off + PAGE_SIZE as u64;
         let size = self.size();
         let holds_end = off < size && size < end;
@@ -226,6 +230,13 @@ impl PageSource for DirectFileSource {
     }
     fn nr_pages(&self) -> Option<u64> {
         Some(self.size().div_ceil(PAGE_SIZE as u64))
+    }
+    fn grow_to(&self, end: u64) -> io::Result<()> {
+        // Before the page that holds `end` can be written back (the cache
+        // calls this with the page locked): its writeback keeps the bytes
+        // up to the new size.
+        self.size.fetch_max(end, Ordering::AcqRel);
+        Ok(())
     }
     fn readahead(&self) -> bool {
         true

@@ -97,7 +97,7 @@ fn the_page_holding_the_end_reads_zeros_past_it() {
 }
 
 #[test]
-fn writes_keep_the_size_or_grow_it_by_whole_pages() {
+fn writes_keep_the_size_or_grow_it_to_their_end() {
     let path = temp(&std::env::temp_dir(), "write");
     let len = 2 * PAGE_SIZE + 100;
     std::fs::write(&path, data(len)).unwrap();
@@ -110,19 +110,49 @@ fn writes_keep_the_size_or_grow_it_by_whole_pages() {
     let mut want = data(len);
     want[2 * PAGE_SIZE + 10..2 * PAGE_SIZE + 14].copy_from_slice(b"tail");
     assert_eq!(std::fs::read(&path).unwrap(), want, "size and bytes kept");
-    // A page past the end: the file grows to that page's end, the page
-    // between reads as zeros.
+    // A page past the end: the file grows to the write's end, as `pwrite`
+    // grows it; the page between reads as zeros.
     m.write(4 * PAGE_SIZE as u64, b"next").unwrap();
     m.fsync().unwrap();
     let got = std::fs::read(&path).unwrap();
-    assert_eq!(got.len(), 5 * PAGE_SIZE);
-    assert_eq!(src.size(), 5 * PAGE_SIZE as u64);
+    assert_eq!(got.len(), 4 * PAGE_SIZE + 4);
+    assert_eq!(src.size(), 4 * PAGE_SIZE as u64 + 4);
     assert_eq!(&got[..len], &want[..]);
     assert!(got[len..4 * PAGE_SIZE].iter().all(|&b| b == 0));
     assert_eq!(&got[4 * PAGE_SIZE..4 * PAGE_SIZE + 4], b"next");
     // Set the size down: reads stop there.
     src.set_size(PAGE_SIZE as u64 + 1).unwrap();
     assert_eq!(std::fs::metadata(&path).unwrap().len(), PAGE_SIZE as u64 + 1);
+    drop(m);
+    drop(pc);
+    let _ = std::fs::remove_file(&path);
+}
+
+/// A write that crosses the end of the file inside its last page keeps
+/// every byte through writeback and eviction, and the file grows to the
+/// write's end, as `pwrite` grows it (writeback used to cut the page back
+/// to the old size: bytes 10,000..10,200 read as zeros afterwards).
+#[test]
+fn a_write_across_the_end_survives_writeback_and_eviction() {
+    let path = temp(&std::env::temp_dir(), "eof");
+    std::fs::write(&path, data(10_000)).unwrap();
+    let src = Arc::new(DirectFileSource::open(&path, true).unwrap());
+    let pc = cache(8);
+    let m = pc.mapping(1, src.clone());
+    assert_eq!(m.write(9_800, &[0x66; 400]).unwrap(), 400);
+    m.fsync().unwrap();
+    for _ in 0..8 {
+        pc.shrink(1 << 20);
+    }
+    assert_eq!(m.nr_pages(), 0, "evicted");
+    let mut back = [0u8; 400];
+    assert_eq!(m.read(9_800, &mut back).unwrap(), 400);
+    assert!(back.iter().all(|&b| b == 0x66), "{:?}", &back[190..210]);
+    assert_eq!(src.size(), 10_200);
+    let on_disk = std::fs::read(&path).unwrap();
+    assert_eq!(on_disk.len(), 10_200);
+    assert_eq!(&on_disk[..9_800], &data(10_000)[..9_800]);
+    assert!(on_disk[9_800..].iter().all(|&b| b == 0x66));
     drop(m);
     drop(pc);
     let _ = std::fs::remove_file(&path);

@@ -1,7 +1,9 @@
-//! [`PageHandle`]: one reference on a cached page, put on drop.
+//! [`PageHandle`]: one reference on a cached page, put on drop; and
+//! [`CacheLock`], the cache's hold of a page's lock, released on drop.
 
 use crate::allocator::PageAllocator;
 use crate::page::flags::GUARD;
+use crate::pagelock::PageRef;
 use crate::types::{Pfn, PAGE_SIZE};
 
 /// A referenced page-cache page: while it lives the page is neither freed
@@ -27,17 +29,17 @@ impl PageHandle<'_> {
     }
     /// Copy bytes `off..off + buf.len()` of the page into `buf`, with the page
     /// locked (contents are only touched under the page lock). Returns the
-    /// bytes copied (clamped to the page).
+    /// bytes copied, clamped to the page: 0 for `off` at or past its end.
     pub fn read(&self, off: usize, buf: &mut [u8]) -> usize {
-        let r = self.alloc.cache_page_ref(self.pfn).expect("a referenced page is in range");
-        // A referenced page is an allocated head: the lock cannot be refused.
-        let _ = r.lock_as(GUARD, None, None);
         let n = buf.len().min(PAGE_SIZE.saturating_sub(off));
+        if n == 0 {
+            return 0;
+        }
+        let _lock = CacheLock::lock(self.alloc, self.pfn);
         let src = super::mapping::page_bytes(self.alloc, self.pfn);
         // SAFETY: see `page_bytes`: we hold the page lock and a reference.
         let src = unsafe { &*src };
         buf[..n].copy_from_slice(&src[off..off + n]);
-        r.guard_unlock(false);
         n
     }
 }
@@ -45,5 +47,65 @@ impl PageHandle<'_> {
 impl Drop for PageHandle<'_> {
     fn drop(&mut self) {
         let _ = self.alloc.core.put_page(self.pfn);
+    }
+}
+
+/// The page cache's hold of one of its pages' locks (`GUARD` with `LOCKED`,
+/// so no raw unlock releases it), released when dropped, on every path out
+/// of the holder, unwinding included: no panic leaves a cache page locked.
+/// The holder holds a reference on the page for as long as this lives.
+pub(crate) struct CacheLock<'a> {
+    r: PageRef<'a>,
+    /// Mark the page up to date in the unlock (a fill that succeeded).
+    uptodate: bool,
+}
+
+impl<'a> CacheLock<'a> {
+    /// Lock a referenced cache page, sleeping while another holds it.
+    pub(crate) fn lock(alloc: &'a PageAllocator, pfn: Pfn) -> Self {
+        let r = Self::page(alloc, pfn);
+        // A referenced page is an allocated head: the lock cannot be refused,
+        // and an untimed, uncancellable wait ends only with the lock.
+        let _ = r.lock_as(GUARD, None, None);
+        Self { r, uptodate: false }
+    }
+
+    /// Lock a cache page if nobody holds it; never blocks.
+    pub(crate) fn try_lock(alloc: &'a PageAllocator, pfn: Pfn) -> Option<Self> {
+        let r = Self::page(alloc, pfn);
+        // `then`, not `then_some`: a guard built for a lock not taken would
+        // release somebody else's lock when dropped.
+        r.try_lock_as(GUARD).unwrap_or(false).then(|| Self { r, uptodate: false })
+    }
+
+    /// Take over a lock the caller holds already (a page born locked).
+    pub(crate) fn adopt(alloc: &'a PageAllocator, pfn: Pfn) -> Self {
+        Self { r: Self::page(alloc, pfn), uptodate: false }
+    }
+
+    fn page(alloc: &'a PageAllocator, pfn: Pfn) -> PageRef<'a> {
+        alloc.cache_page_ref(pfn).expect("a cache page is in range")
+    }
+
+    /// The page's lock protocol (waits for writeback, marks).
+    pub(crate) fn page_ref(&self) -> &PageRef<'a> {
+        &self.r
+    }
+
+    /// Unlock, marking the page up to date (one RMW: `folio_end_read`).
+    pub(crate) fn unlock_uptodate(mut self) {
+        self.uptodate = true;
+    }
+
+    /// Keep the page locked past this guard: its holder frees it locked
+    /// (see `Core::free_frozen_to_buddy`).
+    pub(crate) fn keep_locked(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for CacheLock<'_> {
+    fn drop(&mut self) {
+        self.r.guard_unlock(self.uptodate);
     }
 }

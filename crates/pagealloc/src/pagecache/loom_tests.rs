@@ -99,7 +99,7 @@ fn loom_pagecache_lookup_races_reclaim() {
         let pfn = cached_cold(&a, &m, 0);
         let (m2, a2) = (again(&cache), a.clone());
         let t = loom::thread::spawn(move || {
-            let h = m2.find_get(0);
+            let h = m2.find_get(0).unwrap();
             if let Some(h) = &h {
                 assert_eq!(h.pfn(), pfn);
                 check_held(&a2, h);
@@ -110,10 +110,10 @@ fn loom_pagecache_lookup_races_reclaim() {
         let found = t.join().unwrap();
         assert!(freed <= 1);
         if freed == 1 {
-            assert!(m.find_get(0).is_none(), "a reclaimed page is still mapped");
+            assert!(m.find_get(0).unwrap().is_none(), "a reclaimed page is still mapped");
         } else {
             assert!(found, "reclaim of a cold, unreferenced page only fails against a reference");
-            assert!(m.find_get(0).is_some());
+            assert!(m.find_get(0).unwrap().is_some());
         }
         conserved(&a, cache, 1 - freed);
     });
@@ -132,7 +132,7 @@ fn loom_pagecache_lookup_races_delete() {
         let pfn = cached_cold(&a, &m, 0);
         let (m2, a2) = (again(&cache), a.clone());
         let t = loom::thread::spawn(move || {
-            if let Some(h) = m2.find_get(0) {
+            if let Some(h) = m2.find_get(0).unwrap() {
                 assert_eq!(h.index(), 0);
                 check_held(&a2, &h);
                 assert_eq!(h.pfn(), pfn);
@@ -143,7 +143,7 @@ fn loom_pagecache_lookup_races_delete() {
         check_held(&a, &h1);
         drop(h1);
         t.join().unwrap();
-        assert!(m.find_get(0).is_none());
+        assert!(m.find_get(0).unwrap().is_none());
         conserved(&a, cache, 1);
     });
 }
@@ -191,7 +191,7 @@ fn loom_pagecache_async_window_races_reader() {
         let pfn = m.alloc_insert(0, 3).unwrap().unwrap();
         let (c, mi) = (m.cache.clone(), m.m.clone());
         let t = loom::thread::spawn(move || {
-            super::readahead::read_window(&c, &mi, 0, &[pfn], true).unwrap();
+            super::readahead::read_window(&c, &mi, 0, &[pfn], None).unwrap();
         });
         let m2 = again(&cache);
         let h = m2.get(0).unwrap();
@@ -222,13 +222,13 @@ fn loom_pagecache_lookup_races_migration() {
         let to = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
         let (m2, a2) = (again(&cache), a.clone());
         let t = loom::thread::spawn(move || {
-            let h = m2.find_get(0).expect("a cached page is always found");
+            let h = m2.find_get(0).unwrap().expect("a cached page is always found");
             assert!(h.pfn() == from || h.pfn() == to);
             check_held(&a2, &h);
         });
         let moved = super::migrate::migrate(&cache.inner, from.as_u64(), to.as_u64());
         t.join().unwrap();
-        let now = m.find_get(0).unwrap().pfn();
+        let now = m.find_get(0).unwrap().unwrap().pfn();
         match moved {
             crate::movable::Moved::Yes => {
                 assert_eq!(now, to);
@@ -260,7 +260,7 @@ fn loom_pagecache_write_races_migration() {
         });
         let moved = super::migrate::migrate(&cache.inner, from.as_u64(), to.as_u64());
         t.join().unwrap();
-        let h = m.find_get(0).unwrap();
+        let h = m.find_get(0).unwrap().unwrap();
         let mut b = [0u8; 2];
         h.read(PAGE_SIZE - 2, &mut b);
         assert_eq!(b, [0x11, 0x22], "a write was lost to a migration");
@@ -285,7 +285,7 @@ fn loom_pagecache_delete_races_migration() {
         let t = loom::thread::spawn(move || assert!(m2.delete(0)));
         let moved = super::migrate::migrate(&cache.inner, from.as_u64(), to.as_u64());
         t.join().unwrap();
-        assert!(m.find_get(0).is_none());
+        assert!(m.find_get(0).unwrap().is_none());
         if moved != crate::movable::Moved::Yes {
             a.free_pages(to, 0).unwrap();
         }

@@ -16,8 +16,8 @@
 //!    cache and isolation, its owner word set;
 //! 5. replace the mapping's entry `index -> from` by `index -> to` under the
 //!    shard's write lock;
-//! 6. the source loses its owner word and dirty state (they moved), is
-//!    unlocked and freed to the buddy lists; the target is unlocked and put
+//! 6. the source loses its owner word and dirty state (they moved) and is
+//!    freed to the buddy lists still locked and frozen; the target is unlocked and put
 //!    on the LRU list the source was on (`pgmigrate_success`).
 //!
 //! A concurrent `find_get` probes under the shard's read lock: before step 3
@@ -28,6 +28,7 @@
 //! gets a freed frame (loom model in `loom_tests`). Readers of a page's
 //! bytes hold its lock, which the target keeps until its bytes are in place.
 
+use super::handle::CacheLock;
 use super::CacheInner;
 use crate::movable::{LruMigrate, Moved};
 use crate::page::flags::{ACTIVE, DIRTY, GUARD, HEAD, LOCKED, REFERENCED, REF_ONE, UPTODATE, WRITEBACK};
@@ -56,41 +57,35 @@ pub(crate) fn migrate(c: &CacheInner, from: u64, to: u64) -> Moved {
     if d.order() != 0 || !core.vmscan.lrus[core.nid_of(from)].lock().isolate_one(&core.mm, from) {
         return Moved::Busy;
     }
-    let Ok(r) = c.alloc.cache_page_ref(Pfn::new(from)) else {
+    // Isolation's reference is put back with the page on every path but
+    // success; the lock (when taken) is released before it.
+    let Some(lock) = CacheLock::try_lock(&c.alloc, Pfn::new(from)) else {
         core.putback_lru(&[from]);
         return Moved::Busy;
     };
-    if !r.try_lock_as(GUARD).unwrap_or(false) {
+    let back = |lock: CacheLock<'_>, moved: Moved| {
+        drop(lock);
         core.putback_lru(&[from]);
-        return Moved::Busy;
-    }
-    let back = |r: &crate::pagelock::PageRef<'_>| {
-        r.guard_unlock(false);
-        core.putback_lru(&[from]);
+        moved
     };
     if d.flags() & WRITEBACK != 0 {
-        back(&r);
-        return Moved::Busy;
+        return back(lock, Moved::Busy);
     }
-    let Some((slot, index)) = c.owner_of(from) else {
+    if c.owner_of(from).is_none() {
         // Truncated while we looked: isolation's may be the last reference.
-        r.guard_unlock(false);
+        drop(lock);
         let _ = core.put_page(Pfn::new(from));
         return Moved::Busy;
-    };
-    let Some(m) = c.mapping_at(slot) else {
-        back(&r);
-        return Moved::Busy;
-    };
+    }
+    let Some((m, index)) = c.owner(from) else { return back(lock, Moved::Busy) };
     if !pageref::freeze(&d.flags, 2) {
-        back(&r);
         core.events.count(VmEvent::PgmigrateFail, 1);
-        return Moved::Failed;
+        return back(lock, Moved::Failed);
     }
     // Frozen and locked: nobody reads, writes or references `from` now.
     core.copy_frame(from, to);
     let keep = d.flags() & (UPTODATE | DIRTY | REFERENCED | ACTIVE);
-    c.owners[to as usize].store(CacheInner::owner_word(slot, index), Ordering::Release);
+    c.owners[to as usize].store(CacheInner::owner_word(m.slot, index), Ordering::Release);
     let td = core.mm.page(to);
     // Release: the bytes and owner word are visible to whoever gets a
     // reference (try_get's Acquire) after finding `to` in the map.
@@ -101,9 +96,8 @@ pub(crate) fn migrate(c: &CacheInner, from: u64, to: u64) -> Moved {
         td.flags.store(crate::page::flags::MIGRATE_TARGET, Ordering::Release);
         c.owners[to as usize].store(0, Ordering::Release);
         d.flags.fetch_add(2 * REF_ONE, Ordering::Relaxed);
-        back(&r);
         core.events.count(VmEvent::PgmigrateFail, 1);
-        return Moved::Failed;
+        return back(lock, Moved::Failed);
     }
     c.owners[from as usize].store(0, Ordering::Release);
     // The dirty, active and referenced state moved with the data (the
@@ -115,11 +109,11 @@ pub(crate) fn migrate(c: &CacheInner, from: u64, to: u64) -> Moved {
             core.vmscan.gauges.dirty(zt, true);
         }
     }
-    r.guard_unlock(false);
-    core.free_unreferenced_to_buddy(&[from]);
-    if let Ok(tr) = c.alloc.cache_page_ref(Pfn::new(to)) {
-        tr.guard_unlock(false);
-    }
+    // `from` is freed still locked and frozen: no stranger can take it
+    // between its replacement and its free.
+    lock.keep_locked();
+    core.free_frozen_to_buddy(&[from]);
+    drop(CacheLock::adopt(&c.alloc, Pfn::new(to)));
     core.putback_lru(&[to]);
     core.events.count(VmEvent::PgmigrateSuccess, 1);
     Moved::Yes

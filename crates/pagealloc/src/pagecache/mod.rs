@@ -69,6 +69,7 @@
 //! Lock order: see `vmscan`'s module doc (page lock, mapping shard, LRU,
 //! per-CPU batch, per-CPU lists and zone).
 
+mod checked;
 mod direct;
 mod handle;
 mod kswapd;
@@ -79,16 +80,20 @@ mod migrate;
 mod ra_worker;
 mod readahead;
 mod reclaim;
+mod rw;
+mod source;
 #[cfg(all(test, not(loom)))]
 mod tests;
 mod writeback;
 #[cfg(all(test, not(loom)))]
 mod writeback_tests;
 
+pub use checked::{PageCacheError, PageIndex, MAX_FILE_BYTES, MAX_INDEX, MAX_MAPPINGS};
 pub use direct::{DirectFileSource, IoMode};
 pub use handle::PageHandle;
-pub use mapping::{FileSource, FillFn, Mapping, PageSource};
+pub use mapping::Mapping;
 pub use readahead::{Readahead, RA_MAX_LIMIT, RA_MAX_PAGES};
+pub use source::{FileSource, FillFn, PageSource};
 pub use writeback::WritebackStats;
 
 use crate::allocator::PageAllocator;
@@ -113,8 +118,7 @@ impl Default for PageCacheConfig {
     }
 }
 
-/// Index bits of an owner word; the mapping slot + 1 sits above them.
-const INDEX_BITS: u32 = 40;
+use checked::INDEX_BITS;
 
 pub(crate) struct CacheInner {
     pub(crate) alloc: Arc<PageAllocator>,
@@ -147,6 +151,29 @@ impl CacheInner {
     }
     pub(crate) fn mapping_at(&self, slot: usize) -> Option<Arc<MappingInner>> {
         self.slots.read().get(slot).cloned().flatten()
+    }
+    /// The mapping and index of cached page `p`, checked both ways: its
+    /// owner word names a slot whose mapping maps that index to `p`. The one
+    /// place that decides whether a page belongs to a mapping (reclaim,
+    /// migration and writeback ask it before they write a page to a source
+    /// or move it). Exact while the caller holds `p`'s lock: owner words and
+    /// map entries of a page change only under its lock, or before it is
+    /// published.
+    pub(crate) fn owner(&self, p: u64) -> Option<(Arc<MappingInner>, u64)> {
+        let (slot, index) = self.owner_of(p)?;
+        let m = self.mapping_at(slot)?;
+        m.maps(index, p).then_some((m, index))
+    }
+    /// Kill mapping `m`, drop its pages and free its slot (the lifetime rule:
+    /// `mapping`'s module doc).
+    fn remove(self: &Arc<Self>, m: Arc<MappingInner>) {
+        m.kill();
+        Mapping::new(self.clone(), m.clone()).truncate();
+        debug_assert_eq!(m.nr_pages(), 0, "a killed mapping was truncated");
+        let mut slots = self.slots.write();
+        if slots.get(m.slot).is_some_and(|s| s.as_ref().is_some_and(|s| Arc::ptr_eq(s, &m))) {
+            slots[m.slot] = None;
+        }
     }
 }
 
@@ -206,7 +233,9 @@ impl PageCache {
     }
 
     /// Open (or create) the mapping `id` over `source`. An existing mapping
-    /// keeps its source.
+    /// keeps its source. With [`MAX_MAPPINGS`] mappings open already, the
+    /// handle is born removed: every call on it fails with
+    /// [`PageCacheError::TooManyMappings`].
     pub fn mapping(&self, id: u64, source: Arc<dyn PageSource>) -> Mapping {
         let mut ids = self.inner.ids.write();
         if let Some(&slot) = ids.get(&id) {
@@ -215,10 +244,15 @@ impl PageCache {
             }
         }
         let mut slots = self.inner.slots.write();
-        let slot = slots.iter().position(Option::is_none).unwrap_or_else(|| {
-            slots.push(None);
-            slots.len() - 1
+        let slot = slots.iter().position(Option::is_none).or_else(|| {
+            (slots.len() < MAX_MAPPINGS).then(|| {
+                slots.push(None);
+                slots.len() - 1
+            })
         });
+        let Some(slot) = slot else {
+            return Mapping::new(self.inner.clone(), Arc::new(MappingInner::new(id, mapping::NO_SLOT, source)));
+        };
         let m = Arc::new(MappingInner::new(id, slot, source));
         slots[slot] = Some(m.clone());
         ids.insert(id, slot);
@@ -226,12 +260,13 @@ impl PageCache {
     }
 
     /// Drop every page of mapping `id` (each freed when its last reference
-    /// goes) and forget the mapping. False if there was none.
+    /// goes) and forget the mapping. Its handles fail from now on with
+    /// [`PageCacheError::MappingRemoved`]; a later `mapping(id, ..)` opens
+    /// a new, empty one. False if there was none.
     pub fn remove_mapping(&self, id: u64) -> bool {
         let Some(slot) = self.inner.ids.write().remove(&id) else { return false };
         let Some(m) = self.inner.mapping_at(slot) else { return false };
-        Mapping::new(self.inner.clone(), m).truncate();
-        self.inner.slots.write()[slot] = None;
+        self.inner.remove(m);
         true
     }
 
@@ -293,6 +328,8 @@ impl Drop for PageCache {
         self.inner.ra.stop();
         self.inner.alloc.core.vmscan.unregister(self.shrinker_id);
         self.inner.alloc.core.mobility.set_lru_ops(None);
+        // Every mapping is killed and emptied: handles that outlive the
+        // cache fail with `MappingRemoved` and hold no page.
         let ids: Vec<u64> = self.inner.ids.read().keys().copied().collect();
         for id in ids {
             self.remove_mapping(id);

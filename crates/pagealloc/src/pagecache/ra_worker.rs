@@ -88,7 +88,7 @@ impl RaPool {
             return;
         }
         drop(q);
-        let _ = read_window(c, m, start, &pages, true);
+        let _ = read_window(c, m, start, &pages, None);
     }
 
     /// Stop the workers (each leaves once the queue is empty).
@@ -145,6 +145,6 @@ fn run(weak: &Weak<CacheInner>) {
             }
         };
         let Some(j) = job else { return };
-        let _ = read_window(&c, &j.m, j.start, &j.pages, true);
+        let _ = read_window(&c, &j.m, j.start, &j.pages, None);
     }
 }

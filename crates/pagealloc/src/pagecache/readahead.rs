@@ -44,11 +44,13 @@
 //! nest inside it); nothing takes a slot's lock while holding another lock,
 //! and the read itself runs after it is dropped.
 
+use super::checked::{guarded, PageIndex, MAX_INDEX};
+use super::handle::CacheLock;
 use super::mapping::{page_bytes, Mapping, MappingInner};
 use super::{CacheInner, PageHandle};
 use crate::error::ConfigError;
 use crate::sync::{AtomicU64, Mutex, Ordering};
-use crate::types::{Pfn, PAGE_SIZE};
+use crate::types::Pfn;
 use std::fs::File;
 use std::io;
 use std::os::unix::io::AsRawFd;
@@ -167,11 +169,15 @@ impl Mapping {
     }
 
     /// Pages to read for a miss at `index` (see the module doc).
-    pub(super) fn ra_window(&self, index: u64) -> u64 {
+    ///
+    /// # Errors
+    /// A panicking source hint (`readahead`, `nr_pages`).
+    pub(super) fn ra_window(&self, index: PageIndex) -> io::Result<u64> {
         let max = self.ra_max();
-        if !self.m.source.readahead() || max <= 1 {
-            return 1;
+        if max <= 1 || !self.source_call("readahead", |s| Ok(s.readahead()))? {
+            return Ok(1);
         }
+        let index = index.get();
         let history = (1..=RA_HISTORY_PAGES.min(index))
             .take_while(|&k| self.m.shard(index - k).read().contains_key(&(index - k)))
             .count() as u64;
@@ -182,26 +188,32 @@ impl Mapping {
             (_, 0 | 1) => 1,
             (_, h) => (2 * h).clamp(RA_INIT_PAGES.min(max), max),
         };
-        self.clamp_to_end(index, size).max(1)
+        Ok(self.clamp_to_end(index, size)?.max(1))
     }
 
-    /// `size` cut at the source's end (0 if `index` is past it).
-    fn clamp_to_end(&self, index: u64, size: u64) -> u64 {
-        match self.m.source.nr_pages() {
+    /// `size` cut at the source's end and at the largest index (0 if
+    /// `index` is past either).
+    fn clamp_to_end(&self, index: u64, size: u64) -> io::Result<u64> {
+        let size = size.min((MAX_INDEX + 1).saturating_sub(index));
+        Ok(match self.source_call("nr_pages", |s| Ok(s.nr_pages()))? {
             Some(end) => size.min(end.saturating_sub(index)),
             None => size,
-        }
+        })
     }
 
     /// A reader reached page `index` (cached, maybe still being read): if it
     /// is a stream's marker, start the stream's next window.
-    pub(super) fn ra_hit(&self, index: u64) {
-        if !self.m.source.readahead() {
-            return;
+    ///
+    /// # Errors
+    /// A panicking source hint.
+    pub(super) fn ra_hit(&self, index: u64) -> io::Result<()> {
+        if !self.source_call("readahead", |s| Ok(s.readahead()))? {
+            return Ok(());
         }
         if let Some(s) = self.m.ra.claim(index) {
-            self.ra_async(s);
+            self.ra_async(s)?;
         }
+        Ok(())
     }
 
     /// Start a stream whose first (synchronous) window was `[index, index + n)`.
@@ -214,21 +226,13 @@ impl Mapping {
 
     /// The next window of stream `s`, whose marker the caller claimed: pages
     /// inserted locked here, read inline or by a worker.
-    fn ra_async(&self, s: usize) {
+    fn ra_async(&self, s: usize) -> io::Result<()> {
         let mut w = self.m.ra.windows[s].lock();
         let (start, last) = *w;
-        let n = self.clamp_to_end(start, next_size(last, self.ra_max()));
-        let mut pages = Vec::with_capacity(n as usize);
-        for i in start..start + n {
-            // The window's pages: the cache's, the LRU batch's and the read's
-            // references.
-            match self.alloc_insert(i, 3) {
-                Ok(Some(p)) => pages.push(p),
-                _ => break,
-            }
-        }
+        let n = self.clamp_to_end(start, next_size(last, self.ra_max()))?;
+        let pages = self.insert_run(start, n, 3);
         if pages.is_empty() {
-            return;
+            return Ok(());
         }
         *w = (start + pages.len() as u64, n);
         // The next marker: this window's first page.
@@ -236,6 +240,22 @@ impl Mapping {
         drop(w);
         self.cache.ra.async_windows.fetch_add(1, Ordering::Relaxed);
         self.cache.ra.submit(&self.cache, &self.m, start, pages);
+        Ok(())
+    }
+
+    /// Insert pages `start..start + n` locked, each with `refs` references
+    /// (the cache's, the LRU batch's and the read's), up to the first index
+    /// cached already, past the largest, or whose allocation fails.
+    fn insert_run(&self, start: u64, n: u64, refs: u32) -> Vec<Pfn> {
+        let mut pages = Vec::with_capacity(n.min(RA_MAX_LIMIT) as usize);
+        for i in start..start.saturating_add(n) {
+            let Ok(i) = PageIndex::new(i) else { break };
+            match self.alloc_insert(i, refs) {
+                Ok(Some(p)) => pages.push(p),
+                _ => break,
+            }
+        }
+        pages
     }
 
     /// Fill page `index` and up to `n - 1` pages after it with one read of
@@ -246,58 +266,68 @@ impl Mapping {
     /// # Errors
     /// The source's read error (every page of the window is dropped), or
     /// `OutOfMemory` if no page could be had for `index`.
-    pub(super) fn fill_window(&self, index: u64, n: u64) -> io::Result<Option<PageHandle<'_>>> {
+    pub(super) fn fill_window(&self, index: PageIndex, n: u64) -> io::Result<Option<PageHandle<'_>>> {
         // The requested page: the cache's, the LRU batch's and our handle's
         // references.
         let Some(first) = self.alloc_insert(index, 3)? else {
             return Ok(None);
         };
-        let mut pages: Vec<Pfn> = vec![first];
-        for i in index + 1..index + n.max(1) {
-            match self.alloc_insert(i, 2) {
-                Ok(Some(p)) => pages.push(p),
-                _ => break,
-            }
-        }
-        let res = read_window(&self.cache, &self.m, index, &pages, false);
-        let h = PageHandle { alloc: self.alloc(), pfn: first, index };
+        let h = self.handle(first, index.get());
+        // The rest: the cache's, the LRU batch's and the read's.
+        let mut pages = vec![first];
+        pages.extend(self.insert_run(index.get() + 1, n.max(1) - 1, 3));
+        let res = read_window(&self.cache, &self.m, index.get(), &pages, Some(first));
         if res.is_ok() && pages.len() > 1 {
-            self.ra_start(index, pages.len() as u64);
+            self.ra_start(index.get(), pages.len() as u64);
         }
         res.map(|()| Some(h))
     }
 }
 
 /// Read the locked pages `pages` (indexes `start..`) of mapping `m` with one
-/// call to its source, then mark them up to date (or, after an error, drop
-/// them from the mapping) and unlock them; `put`: also put one reference
-/// each (an asynchronous window's read reference).
+/// call to its source, then mark them up to date (or, after an error or a
+/// panic of the source, drop them from the mapping) and unlock them, and
+/// put the read's reference of each page but `keep` (whose reference is
+/// the caller's handle).
 pub(crate) fn read_window(
     cache: &Arc<CacheInner>,
     m: &Arc<MappingInner>,
     start: u64,
     pages: &[Pfn],
-    put: bool,
+    keep: Option<Pfn>,
 ) -> io::Result<()> {
     let a = &cache.alloc;
+    // Every page of the window is unlocked and put by these guards, on every
+    // path out: the source's panic cannot leave one locked.
+    // Declared first, dropped last: a page's reference outlives its lock.
+    let _refs: Vec<ReadRef<'_>> = pages.iter().filter(|&&p| Some(p) != keep).map(|&p| ReadRef(a, p)).collect();
+    let locks: Vec<CacheLock<'_>> = pages.iter().map(|&p| CacheLock::adopt(a, p)).collect();
     // SAFETY: see `page_bytes`: every page of the window is locked and
     // referenced, and no two are the same frame.
     let mut bufs: Vec<&mut [u8]> = pages.iter().map(|&p| unsafe { &mut *page_bytes(a, p) }).collect();
-    let res = m.source.read_pages(start, &mut bufs);
+    let res = guarded("read_pages", || m.source.read_pages(start, &mut bufs));
     drop(bufs);
     let mapping = Mapping::new(cache.clone(), m.clone());
-    for (k, &pfn) in pages.iter().enumerate() {
-        let Ok(r) = a.cache_page_ref(pfn) else { continue };
+    for (k, l) in locks.into_iter().enumerate() {
         if res.is_err() {
-            mapping.delete_locked(pfn.as_u64(), start + k as u64);
-        }
-        // One RMW marks the page up to date and unlocks it (`folio_end_read`).
-        r.guard_unlock(res.is_ok());
-        if put {
-            let _ = a.core.put_page(pfn);
+            mapping.delete_locked(pages[k].as_u64(), start + k as u64);
+            drop(l);
+        } else {
+            // One RMW marks the page up to date and unlocks it (`folio_end_read`).
+            l.unlock_uptodate();
         }
     }
     res
+}
+
+/// The read's reference on a page of a window, put on drop (after the
+/// page's lock: see `read_window`'s order of declarations).
+struct ReadRef<'a>(&'a crate::allocator::PageAllocator, Pfn);
+
+impl Drop for ReadRef<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.core.put_page(self.1);
+    }
 }
 
 /// Read pages `index..index + bufs.len()` of `f` into `bufs` with `preadv`
@@ -308,8 +338,9 @@ pub(super) fn preadv_pages(f: &File, index: u64, bufs: &mut [&mut [u8]]) -> io::
     let total: usize = bufs.iter().map(|b| b.len()).sum();
     let mut done = 0usize;
     let mut first = 0usize;
+    let base = super::checked::byte_offset(index)?;
     while done < total {
-        let off = index * PAGE_SIZE as u64 + done as u64;
+        let off = base + done as u64;
         let cnt = (iov.len() - first).min(libc::UIO_MAXIOV as usize) as libc::c_int;
         // SAFETY: `iov[first..first + cnt]` describe live, disjoint buffers
         // (the pages of `bufs`, exclusively borrowed for this call), the

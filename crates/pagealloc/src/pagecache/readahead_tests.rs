@@ -125,7 +125,7 @@ fn sequential_stream(workers: usize) {
     a.lru_add_drain_all();
     let cached = m.nr_pages();
     assert_eq!(cached, next);
-    let counts: Vec<u32> = (0..cached).filter_map(|i| m.find_get(i).map(|h| a.page_count(h.pfn()))).collect();
+    let counts: Vec<u32> = (0..cached).filter_map(|i| m.find_get(i).unwrap().map(|h| a.page_count(h.pfn()))).collect();
     assert!(counts.iter().all(|&c| c == 2), "cache + our lookup only: {counts:?}");
     // Read pages were referenced once: the first scan gives them a second
     // chance, the next frees them.

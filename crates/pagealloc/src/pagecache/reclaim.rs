@@ -17,15 +17,18 @@
 //!   put, which frees it if it was the last;
 //! - otherwise the count is frozen from exactly 2 (cache + isolation) to 0,
 //!   which fails if anyone else holds a reference (the page goes back); on
-//!   success the page leaves its mapping, is unlocked and freed through the
-//!   claim (`pgsteal_*`), all of a scan's pages in one batch straight to the
+//!   success the page leaves its mapping and is freed still locked and
+//!   frozen (`Core::free_frozen_to_buddy`: no stranger can lock or reference
+//!   it between its removal and its free) (`pgsteal_*`), all of a scan's
+//!   pages in one batch straight to the
 //!   buddy lists, where the watermarks that reclaim works for count them (on
 //!   the reclaimer's front cache or per-CPU list they would be invisible to
 //!   the slow path's retry and to kswapd's balance check until a drain).
 
+use super::handle::CacheLock;
 use super::mapping::Mapping;
 use super::CacheInner;
-use crate::page::flags::{ACTIVE, DIRTY, GUARD, REFERENCED, WRITEBACK};
+use crate::page::flags::{ACTIVE, DIRTY, REFERENCED, REF_ONE, WRITEBACK};
 use crate::pageref;
 use crate::sync::Ordering;
 use crate::types::Pfn;
@@ -62,33 +65,51 @@ fn nodes(c: &CacheInner, nid: Option<u32>) -> impl Iterator<Item = usize> {
     lo..hi
 }
 
+/// The most pages one scan isolates: `shrink(nr)` works through a larger
+/// `nr` in scans of this size, so what it holds at once does not grow with
+/// what it is asked for.
+const SCAN_MAX: u64 = 1024;
+
 /// Reclaim up to `nr` pages from node `nid` (or every node); returns pages
 /// freed. `direct` picks the counters.
 pub(crate) fn shrink(c: &CacheInner, nr: u64, nid: Option<u32>, direct: bool) -> u64 {
-    let core = &c.alloc.core;
-    core.lru_add_drain_all();
+    c.alloc.core.lru_add_drain_all();
     let mut freed = 0;
     for n in nodes(c, nid) {
-        let (inactive, active) = core.vmscan.lru_sizes(n);
-        if active > inactive {
-            shrink_active(c, n, nr as usize);
+        // One round a node, as before the cap: a later scan only while the
+        // last one freed all it was asked for.
+        while freed < nr {
+            let ask = (nr - freed).min(SCAN_MAX);
+            let f = shrink_node(c, n, ask, direct);
+            freed += f;
+            if f < ask {
+                break;
+            }
         }
-        let mut f = shrink_inactive(c, n, nr as usize, direct);
-        // A pass that freed nothing may only have taken second chances
-        // away (a sequential reader leaves every page it read referenced
-        // once, the tail included): scan on, up to the list's length, as
-        // the kernel's falling reclaim priority scans more of the list.
-        let mut scanned = nr.max(1);
-        while f == 0 && scanned < inactive {
-            f = shrink_inactive(c, n, nr as usize, direct);
-            scanned += nr.max(1);
-        }
-        freed += f;
         if freed >= nr {
             break;
         }
     }
     freed
+}
+
+/// One round on node `n` for up to `nr` (at most `SCAN_MAX`) pages.
+fn shrink_node(c: &CacheInner, n: usize, nr: u64, direct: bool) -> u64 {
+    let (inactive, active) = c.alloc.core.vmscan.lru_sizes(n);
+    if active > inactive {
+        shrink_active(c, n, nr as usize);
+    }
+    let mut f = shrink_inactive(c, n, nr as usize, direct);
+    // A pass that freed nothing may only have taken second chances
+    // away (a sequential reader leaves every page it read referenced
+    // once, the tail included): scan on, up to the list's length, as
+    // the kernel's falling reclaim priority scans more of the list.
+    let mut scanned = nr.max(1);
+    while f == 0 && scanned < inactive {
+        f = shrink_inactive(c, n, nr as usize, direct);
+        scanned = scanned.saturating_add(nr.max(1));
+    }
+    f
 }
 
 /// Age the active list of node `n`.
@@ -117,69 +138,71 @@ fn shrink_inactive(c: &CacheInner, n: usize, nr: usize, direct: bool) -> u64 {
     let mut back = Vec::new();
     let mut to_buddy = Vec::new();
     for p in v {
-        let pfn = Pfn::new(p);
-        let d = core.mm.page(p);
-        if d.flags.fetch_and(!REFERENCED, Ordering::Relaxed) & REFERENCED != 0 {
-            back.push(p);
-            continue;
+        match reclaim_one(c, p) {
+            Fate::Back => back.push(p),
+            Fate::Free => to_buddy.push(p),
+            Fate::Gone => {}
         }
-        let Ok(r) = c.alloc.cache_page_ref(pfn) else { continue };
-        if !r.try_lock_as(GUARD).unwrap_or(false) {
-            back.push(p);
-            continue;
-        }
-        let f = d.flags();
-        if f & WRITEBACK != 0 {
-            r.guard_unlock(false);
-            back.push(p);
-            continue;
-        }
-        let Some((slot, index)) = c.owner_of(p) else {
-            // Truncated while isolated: ours may be the last reference.
-            r.guard_unlock(false);
-            let _ = core.put_page(pfn);
-            continue;
-        };
-        let Some(m) = c.mapping_at(slot) else {
-            r.guard_unlock(false);
-            back.push(p);
-            continue;
-        };
-        if f & DIRTY != 0 {
-            // Written back, and unlocked. The write is synchronous: unless
-            // someone dirtied or locked the page meanwhile (or the write
-            // failed), it is clean now and goes the way of a clean page in
-            // this same pass.
-            Mapping::writeback_locked(c, &m, pfn, index);
-            if !r.try_lock_as(GUARD).unwrap_or(false) {
-                back.push(p);
-                continue;
-            }
-            if d.flags() & (DIRTY | WRITEBACK) != 0 {
-                r.guard_unlock(false);
-                back.push(p);
-                continue;
-            }
-        }
-        if !pageref::freeze(&d.flags, 2) {
-            r.guard_unlock(false);
-            back.push(p);
-            continue;
-        }
-        if !m.remove_if(index, p) {
-            // The owner word names a slot that no longer maps this page (a
-            // mapping removed while a fill raced it): leave the page alone.
-            d.flags.fetch_add(2 * crate::page::flags::REF_ONE, Ordering::Relaxed);
-            r.guard_unlock(false);
-            back.push(p);
-            continue;
-        }
-        c.owners[p as usize].store(0, Ordering::Release);
-        r.guard_unlock(false);
-        to_buddy.push(p);
     }
-    let freed = core.free_unreferenced_to_buddy(&to_buddy);
+    let freed = core.free_frozen_to_buddy(&to_buddy);
     core.putback_lru(&back);
     core.events.count(if direct { VmEvent::PgstealDirect } else { VmEvent::PgstealKswapd }, freed);
     freed
+}
+
+/// What became of an isolated page.
+enum Fate {
+    /// Back to the LRU (isolation's reference put there).
+    Back,
+    /// Removed from its mapping, frozen and still locked: to be freed.
+    Free,
+    /// Truncated while isolated: isolation's reference was put.
+    Gone,
+}
+
+/// Try to reclaim isolated page `p` (holding isolation's reference).
+fn reclaim_one(c: &CacheInner, p: u64) -> Fate {
+    let core = &c.alloc.core;
+    let pfn = Pfn::new(p);
+    let d = core.mm.page(p);
+    if d.flags.fetch_and(!REFERENCED, Ordering::Relaxed) & REFERENCED != 0 {
+        return Fate::Back;
+    }
+    let Some(mut lock) = CacheLock::try_lock(&c.alloc, pfn) else { return Fate::Back };
+    if d.flags() & WRITEBACK != 0 {
+        return Fate::Back;
+    }
+    if c.owner_of(p).is_none() {
+        // Truncated while isolated: ours may be the last reference (put
+        // after the unlock: a lock holder holds a reference).
+        drop(lock);
+        let _ = core.put_page(pfn);
+        return Fate::Gone;
+    }
+    // Whose page it is, checked against the mapping's own map: a page is
+    // written back only to the source of the mapping that holds it.
+    let Some((m, index)) = c.owner(p) else { return Fate::Back };
+    if d.flags() & DIRTY != 0 {
+        // Written back, and unlocked. The write is synchronous: unless
+        // someone dirtied, locked or deleted the page meanwhile (or the
+        // write failed), it is clean now and goes the way of a clean page
+        // in this same pass.
+        Mapping::writeback_locked(c, &m, lock, pfn, index);
+        let Some(again) = CacheLock::try_lock(&c.alloc, pfn) else { return Fate::Back };
+        lock = again;
+        if d.flags() & (DIRTY | WRITEBACK) != 0 {
+            return Fate::Back;
+        }
+    }
+    if !pageref::freeze(&d.flags, 2) {
+        return Fate::Back;
+    }
+    if !m.remove_if(index, p) {
+        // Deleted while unlocked for its writeback: undo the freeze.
+        d.flags.fetch_add(2 * REF_ONE, Ordering::Relaxed);
+        return Fate::Back;
+    }
+    c.owners[p as usize].store(0, Ordering::Release);
+    lock.keep_locked();
+    Fate::Free
 }

@@ -46,9 +46,10 @@
 // Under loom the flusher thread is not started (its wakeup is modelled alone).
 #![cfg_attr(loom, allow(dead_code))]
 
+use super::handle::CacheLock;
 use super::mapping::{Mapping, MappingInner};
 use super::CacheInner;
-use crate::page::flags::{DIRTY, GUARD};
+use crate::page::flags::DIRTY;
 use crate::pageref;
 use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering};
 use crate::types::Pfn;
@@ -374,18 +375,17 @@ pub(crate) fn write_oldest(c: &CacheInner, nr: usize) -> u64 {
         let Some(pfn) = get_ref(c, &m, index) else { continue };
         let p = pfn.as_u64();
         if core.mm.page(p).flags() & DIRTY != 0 {
-            let r = c.alloc.cache_page_ref(pfn).expect("a referenced page is in range");
-            let _ = r.lock_as(GUARD, None, None);
+            let lock = CacheLock::lock(&c.alloc, pfn);
             // Still this mapping's page (not deleted meanwhile) and dirty.
-            if c.owners[p as usize].load(Ordering::Acquire) == w && core.mm.page(p).flags() & DIRTY != 0 {
-                Mapping::writeback_locked(c, &m, pfn, index);
+            let ours = c.owners[p as usize].load(Ordering::Acquire) == w
+                && c.owner(p).is_some_and(|(o, _)| Arc::ptr_eq(&o, &m));
+            if ours && core.mm.page(p).flags() & DIRTY != 0 {
+                Mapping::writeback_locked(c, &m, lock, pfn, index);
                 // A failed write leaves it dirty (and queued again): not
                 // progress.
                 if core.mm.page(p).flags() & DIRTY == 0 {
                     written += 1;
                 }
-            } else {
-                r.guard_unlock(false);
             }
         }
         let _ = core.put_page(pfn);
