@@ -197,7 +197,7 @@ impl Core {
         if inner.mobility.any_registered() {
             return inner.alloc_contig_pages_migrate(nr_pages, gfp);
         }
-        Err(AllocError::NoMemory { order: nr_pages.next_power_of_two().trailing_zeros() })
+        Err(AllocError::NoMemory { order: contig_order(nr_pages) })
     }
 
     /// Free a range from [`crate::PageAllocator::alloc_contig_pages`]
@@ -324,6 +324,17 @@ impl Core {
             p = bend;
         }
         true
+    }
+}
+
+/// The order of the smallest power-of-two block that holds `nr_pages` pages,
+/// for the `order` of a contiguous request's [`AllocError::NoMemory`]: 64 for
+/// a count past the largest power of two a `u64` holds (`next_power_of_two`
+/// would overflow there, and these counts come from callers unchecked).
+pub(crate) const fn contig_order(nr_pages: u64) -> u32 {
+    match nr_pages.checked_next_power_of_two() {
+        Some(n) => n.trailing_zeros(),
+        None => u64::BITS,
     }
 }
 

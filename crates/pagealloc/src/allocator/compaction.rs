@@ -79,7 +79,8 @@ impl PageAllocator {
     /// # Errors
     /// [`AllocError::Unmovable`] naming the first page that blocks (for a
     /// pinned page, before anything moved); [`AllocError::NoMemory`] for a
-    /// bad range.
+    /// bad range (empty, past the arena, or whose end a `u64` cannot hold),
+    /// before anything changed.
     pub fn alloc_contig_range(&self, start: Pfn, nr_pages: u64, gfp: Gfp) -> Result<(), AllocError> {
         self.core.alloc_contig_range(start, nr_pages, gfp)
     }

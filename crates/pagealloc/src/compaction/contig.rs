@@ -11,9 +11,10 @@
 //! already moved stay moved (their owners were told), nothing is lost.
 
 use crate::error::AllocError;
+use crate::isolation::contig_order;
 use crate::page::flags;
 use crate::page_alloc::Core;
-use crate::types::{Gfp, Order, Pfn, MAX_ORDER, PAGEBLOCK_PAGES};
+use crate::types::{Gfp, Order, Pfn, MAX_ORDER, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
 
 /// Tries at emptying a range before giving up on it.
 const TRIES: usize = 3;
@@ -59,7 +60,9 @@ impl Core {
     /// from `alloc_contig_pages`.
     pub(crate) fn alloc_contig_range(&self, start: Pfn, nr_pages: u64, gfp: Gfp) -> Result<(), AllocError> {
         let s = start.as_u64();
-        let order = nr_pages.next_power_of_two().trailing_zeros();
+        // Any `start` and `nr_pages` may come here: checked arithmetic only
+        // until the range is known to lie inside the arena.
+        let order = contig_order(nr_pages);
         let Some(e) = s.checked_add(nr_pages).filter(|&e| nr_pages > 0 && e <= self.mm.nr_pages()) else {
             return Err(AllocError::NoMemory { order });
         };
@@ -115,9 +118,12 @@ impl Core {
     /// `alloc_contig_pages` when no free range exists: try each aligned
     /// candidate range without pinned pages, migrating. The error names the
     /// first blocking pfn met.
+    ///
+    /// REQUIRES: `0 < nr_pages <= nr_pages()` (`alloc_contig_pages` checked
+    /// it), so the sums below stay inside the arena.
     pub(crate) fn alloc_contig_pages_migrate(&self, nr_pages: u64, gfp: Gfp) -> Result<Pfn, AllocError> {
-        let order = nr_pages.next_power_of_two().trailing_zeros();
-        let align = nr_pages.next_power_of_two().min(PAGEBLOCK_PAGES);
+        let order = contig_order(nr_pages);
+        let align = 1u64 << order.min(PAGEBLOCK_ORDER);
         let Some(node) = self.node(self.numa_node_id()) else {
             return Err(AllocError::InvalidNode { nid: self.numa_node_id() });
         };
