@@ -3,7 +3,9 @@
 //! pages out and refuse pinned ones.
 
 use pagealloc::stats::events::VmEvent;
-use pagealloc::{AllocError, Backing, Config, FreeError, Gfp, MovableOps, PageAllocator, Pfn, PAGEBLOCK_PAGES};
+use pagealloc::{
+    AllocError, Backing, Config, FreeError, Gfp, MovableOps, PageAllocator, PageStateError, Pfn, PAGEBLOCK_PAGES,
+};
 use std::sync::{Arc, Mutex};
 
 mod common;
@@ -171,6 +173,26 @@ fn isolated_page_refuses_raw_free_and_owner_refusal_puts_back() {
     a.free_pages(p, 0).unwrap();
     a.free_pages(top, 0).unwrap();
     assert_eq!(a.free_pages(p, 0), Err(FreeError::DoubleFree { pfn: p }));
+    a.drain_all_pages();
+    assert_eq!(a.nr_free_pages(), a.managed_pages());
+}
+
+/// A page held by a lock guard is not marked movable (the page cache holds
+/// a page it is freeing that way, with no reference left): the typed error,
+/// nothing marked; once the guard is gone the page can be marked.
+#[test]
+fn set_page_movable_refuses_a_guarded_page() {
+    let a = backed(8 << 20);
+    let id = a.register_movable_ops(Arc::new(Owner::default()));
+    let p = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+    let g = a.lock_page_guard(p).unwrap();
+    assert_eq!(a.set_page_movable(p, id), Err(PageStateError::HeldByGuard { pfn: p }));
+    assert_eq!(a.mobility_census().movable, 0, "nothing was marked");
+    drop(g);
+    a.set_page_movable(p, id).unwrap();
+    assert_eq!(a.mobility_census().movable, 1);
+    a.clear_page_movable(p).unwrap();
+    a.free_pages(p, 0).unwrap();
     a.drain_all_pages();
     assert_eq!(a.nr_free_pages(), a.managed_pages());
 }

@@ -43,7 +43,10 @@ impl PageAllocator {
     ///
     /// # Errors
     /// Without changing anything: out of range, not allocated, or not an
-    /// order-0 raw page ([`PageStateError::NotMovable`], also for an unknown id).
+    /// order-0 raw page ([`PageStateError::NotMovable`], also for an unknown
+    /// id); [`PageStateError::Referenced`] for a page-cache page (the cache
+    /// migrates its pages itself); [`PageStateError::HeldByGuard`] for a page
+    /// held by a [`crate::PageLockGuard`].
     pub fn set_page_movable(&self, pfn: Pfn, id: MovableId) -> Result<(), PageStateError> {
         self.core.set_page_movable(pfn, id)?;
         // Free page reporting's compaction before release looks at it.

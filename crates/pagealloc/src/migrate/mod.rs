@@ -36,6 +36,27 @@ pub(crate) use crate::movable::Moved;
 const REGISTERED: u32 = flags::HEAD | flags::MOVABLE_OPS;
 const ISOLATED: u32 = REGISTERED | flags::ISOLATED_MIGRATE;
 
+/// Why flags word `f` of `pfn` may not be marked movable, if it may not:
+/// not an allocated head; a page-cache page, which the cache migrates
+/// itself (`Referenced`; marked, its `MOVABLE_OPS` would send migration to
+/// ops that do not own it, and the page would block every contiguous range);
+/// held by a lock guard, as the cache holds a page it is freeing
+/// (`HeldByGuard`); owned by a `Pages` handle or isolated for migration.
+fn unmarkable(pfn: Pfn, f: u32) -> Result<(), crate::PageStateError> {
+    use crate::PageStateError as E;
+    if f & flags::HEAD == 0 {
+        Err(E::NotAllocated { pfn })
+    } else if flags::cache_owned(f) {
+        Err(E::Referenced { pfn })
+    } else if f & flags::GUARD != 0 {
+        Err(E::HeldByGuard { pfn })
+    } else if f & (flags::OWNED | flags::ISOLATED_MIGRATE) != 0 {
+        Err(E::NotMovable { pfn })
+    } else {
+        Ok(())
+    }
+}
+
 impl Core {
     /// Is `p` a page migration can try now (racy): a registered movable
     /// page, or, with a page cache attached, an order-0 page on an LRU list
@@ -82,21 +103,16 @@ impl Core {
         }
         let d = self.mm.page(p);
         let f = d.flags();
-        if f & flags::HEAD == 0 {
-            return Err(E::NotAllocated { pfn });
-        }
-        if d.order() != 0 || f & (flags::OWNED | flags::ISOLATED_MIGRATE) != 0 {
+        unmarkable(pfn, f)?;
+        if d.order() != 0 {
             return Err(E::NotMovable { pfn });
         }
         self.mobility.set_page(p, id.0);
         let mut cur = f;
         loop {
-            if cur & flags::HEAD == 0 {
-                return Err(E::NotAllocated { pfn });
-            }
-            if cur & (flags::OWNED | flags::ISOLATED_MIGRATE) != 0 {
-                return Err(E::NotMovable { pfn });
-            }
+            // Again on the word the CAS replaces: the page may have become
+            // the cache's (or been locked) since the first look.
+            unmarkable(pfn, cur)?;
             crate::failinject::claim_window();
             // Release: the id recorded above is seen by whoever isolates.
             // Acquire: the private word read below is the one the block's
