@@ -851,9 +851,11 @@ uint64_t pagealloc_tc_alloc_slow(const struct pagealloc *a, uint32_t gfp_flags);
 // inline free holds (it replaced the page's flags word, exactly HEAD, by
 // PCP) and could not push. Never call it yourself.
 //
+// Errors: `PAGEALLOC_ERR_INVALID_ARGUMENT` (bad handle; nothing freed).
+//
 // # Safety
-// `a` is the live handle of the caller's thread cache; the caller holds
-// `pfn`'s claim, which this consumes.
+// `a` is the live handle of the caller's thread cache (or NULL); the
+// caller holds `pfn`'s claim, which this consumes.
 enum pagealloc_status pagealloc__tc_free_claimed(const struct pagealloc *a, uint64_t pfn);
 
 #ifdef __cplusplus

@@ -280,14 +280,17 @@ pub unsafe extern "C" fn pagealloc_tc_alloc_slow(a: *const pagealloc, gfp_flags:
 /// inline free holds (it replaced the page's flags word, exactly HEAD, by
 /// PCP) and could not push. Never call it yourself.
 ///
+/// Errors: `PAGEALLOC_ERR_INVALID_ARGUMENT` (bad handle; nothing freed).
+///
 /// # Safety
-/// `a` is the live handle of the caller's thread cache; the caller holds
-/// `pfn`'s claim, which this consumes.
+/// `a` is the live handle of the caller's thread cache (or NULL); the
+/// caller holds `pfn`'s claim, which this consumes.
 #[no_mangle]
 pub unsafe extern "C" fn pagealloc__tc_free_claimed(a: *const pagealloc, pfn: u64) -> pagealloc_status {
     run("pagealloc_tc_free_page", || -> Res {
-        // SAFETY: the caller's contract: a live handle.
-        let inner = unsafe { &(*a).inner };
+        // SAFETY: the caller's contract: a live handle or NULL, checked here
+        // as every entry point checks its handle.
+        let inner = unsafe { crate::handle(a) }?;
         // SAFETY: the caller holds the claim.
         unsafe { inner.free_claimed_order0(pfn) };
         Ok(())

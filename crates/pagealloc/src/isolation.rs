@@ -14,6 +14,7 @@
 //! first, so isolation never reaches outside the pageblocks asked for.
 
 use crate::error::{AllocError, FreeError, PageStateError};
+use crate::migrate::OwnerPanic;
 use crate::page::flags;
 use crate::page_alloc::Core;
 use crate::types::{Gfp, MigrateType, Order, Pfn, MAX_ORDER, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
@@ -156,7 +157,14 @@ impl Core {
     /// them. The pages come back as order-0 allocated pages: free them with
     /// [`crate::PageAllocator::free_contig_range`] or one by one. Only free memory counts
     /// (no migration), so fragmentation can make this fail.
-    pub(crate) fn alloc_contig_pages(&self, nr_pages: u64, gfp: Gfp) -> Result<Pfn, AllocError> {
+    /// With movable pages about it migrates (`alloc_contig_pages_migrate`),
+    /// and an owner's panic there fails it, caught in `caught`.
+    pub(crate) fn alloc_contig_pages(
+        &self,
+        nr_pages: u64,
+        gfp: Gfp,
+        caught: &mut OwnerPanic,
+    ) -> Result<Pfn, AllocError> {
         let inner = self;
         if nr_pages == 0 || nr_pages > inner.mm.nr_pages() {
             return Err(AllocError::NoMemory { order: MAX_ORDER + 1 });
@@ -195,9 +203,9 @@ impl Core {
         }
         // Compaction (issue 17): with movable pages about, move them out of a range.
         if inner.mobility.any_registered() {
-            return inner.alloc_contig_pages_migrate(nr_pages, gfp);
+            return inner.alloc_contig_pages_migrate(nr_pages, gfp, caught);
         }
-        Err(AllocError::NoMemory { order: nr_pages.next_power_of_two().trailing_zeros() })
+        Err(AllocError::NoMemory { order: contig_order(nr_pages) })
     }
 
     /// Free a range from [`crate::PageAllocator::alloc_contig_pages`]
@@ -324,6 +332,17 @@ impl Core {
             p = bend;
         }
         true
+    }
+}
+
+/// The order of the smallest power-of-two block that holds `nr_pages` pages,
+/// for the `order` of a contiguous request's [`AllocError::NoMemory`]: 64 for
+/// a count past the largest power of two a `u64` holds (`next_power_of_two`
+/// would overflow there, and these counts come from callers unchecked).
+pub(crate) const fn contig_order(nr_pages: u64) -> u32 {
+    match nr_pages.checked_next_power_of_two() {
+        Some(n) => n.trailing_zeros(),
+        None => u64::BITS,
     }
 }
 

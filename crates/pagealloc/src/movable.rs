@@ -29,6 +29,18 @@ use std::sync::{Arc, RwLock};
 /// Contract: between a successful `isolate` and the matching `migrate` or
 /// `putback`, the owner neither reads nor writes the page nor frees it (a raw
 /// free is refused meanwhile with `FreeError::Migrating`).
+///
+/// Panics: a panic in any of these methods fails that page's migration and
+/// is caught first: the page's isolation is undone (a panicking `isolate`
+/// gets no `putback`; any later panic is followed by one, whose own panic is
+/// dropped), the target goes back to the free lists, `pgmigrate_fail`
+/// counts it, and the owner may use and free the page as before. The panic
+/// then goes on in the thread of the call that migrated
+/// (`compact_memory`, `compact_zone`, `alloc_contig_range`,
+/// `alloc_contig_pages`, `compact_and_report_now`, or an allocation of
+/// order above 0 that compacted directly) once that call has restored its
+/// state; in kcompactd's and the page reporter's threads it is dropped, and
+/// the thread goes on.
 pub trait MovableOps: Send + Sync {
     /// Stop using `pfn` for a moment; false refuses (the page stays, no
     /// further call for it).
@@ -39,6 +51,10 @@ pub trait MovableOps: Send + Sync {
     /// [`MovableOps::copies_data`]); from now on the owner uses `to`, which is
     /// an allocated order-0 page it owns, registered with the same ops.
     /// False refuses: the move is undone and `putback(from)` follows.
+    ///
+    /// A panic is a refusal too (see the trait doc): the owner keeps `from`,
+    /// `to` is freed, `putback(from)` follows, and the panic goes on in the
+    /// thread that asked for the migration (dropped in kcompactd's).
     fn migrate(&self, from: Pfn, to: Pfn) -> bool;
     /// Migration of an isolated `pfn` did not happen: use it again as before.
     fn putback(&self, _pfn: Pfn) {}

@@ -125,6 +125,19 @@ pub mod flags {
     pub const fn typed_allocation(f: u32) -> bool {
         f & HEAD != 0 || array_held(f)
     }
+    /// Whether flags word `f` is a page-cache page's: it has a reference
+    /// count (only the cache makes counted pages) or sits on an LRU list.
+    /// The one place that decides whether a descriptor belongs to the page
+    /// cache: such a page is freed only by its last `put_page` and migrated
+    /// only by the cache's own migrator, so the raw pfn API neither frees it
+    /// nor marks it movable. A page the cache is freeing has a zero count
+    /// and is held by a lock guard instead (`GUARD`), which callers refuse
+    /// on its own.
+    #[inline(always)]
+    pub(crate) const fn cache_owned(f: u32) -> bool {
+        f & (REF_MASK | LRU) != 0
+    }
+
     /// Bits that forbid freeing a block through the raw pfn API: a lock,
     /// writeback, an owning handle, a page reference (the last `put_page`
     /// frees), links owned by the LRU lock, or a migration in progress.

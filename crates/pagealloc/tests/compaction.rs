@@ -3,7 +3,11 @@
 //! pages out and refuse pinned ones.
 
 use pagealloc::stats::events::VmEvent;
-use pagealloc::{AllocError, Backing, Config, FreeError, Gfp, MovableOps, PageAllocator, Pfn, PAGEBLOCK_PAGES};
+use pagealloc::{
+    AllocError, Backing, Config, FreeError, Gfp, MovableOps, PageAllocator, PageStateError, Pfn, PAGEBLOCK_PAGES,
+};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 mod common;
@@ -173,6 +177,144 @@ fn isolated_page_refuses_raw_free_and_owner_refusal_puts_back() {
     assert_eq!(a.free_pages(p, 0), Err(FreeError::DoubleFree { pfn: p }));
     a.drain_all_pages();
     assert_eq!(a.nr_free_pages(), a.managed_pages());
+}
+
+/// A page held by a lock guard is not marked movable (the page cache holds
+/// a page it is freeing that way, with no reference left): the typed error,
+/// nothing marked; once the guard is gone the page can be marked.
+#[test]
+fn set_page_movable_refuses_a_guarded_page() {
+    let a = backed(8 << 20);
+    let id = a.register_movable_ops(Arc::new(Owner::default()));
+    let p = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+    let g = a.lock_page_guard(p).unwrap();
+    assert_eq!(a.set_page_movable(p, id), Err(PageStateError::HeldByGuard { pfn: p }));
+    assert_eq!(a.mobility_census().movable, 0, "nothing was marked");
+    drop(g);
+    a.set_page_movable(p, id).unwrap();
+    assert_eq!(a.mobility_census().movable, 1);
+    a.clear_page_movable(p).unwrap();
+    a.free_pages(p, 0).unwrap();
+    a.drain_all_pages();
+    assert_eq!(a.nr_free_pages(), a.managed_pages());
+}
+
+/// The tracking owner, whose `migrate` panics once while armed, before it
+/// changes anything; the page it panicked on.
+#[derive(Default)]
+struct PanicsOnce {
+    owner: Owner,
+    armed: AtomicBool,
+    panicked_on: Mutex<Option<u64>>,
+}
+
+impl MovableOps for PanicsOnce {
+    fn isolate(&self, pfn: Pfn) -> bool {
+        self.owner.isolate(pfn)
+    }
+    fn migrate(&self, from: Pfn, to: Pfn) -> bool {
+        if self.armed.swap(false, Ordering::Relaxed) {
+            *self.panicked_on.lock().unwrap() = Some(from.as_u64());
+            panic!("the owner's migrate panics on {from:?}");
+        }
+        self.owner.migrate(from, to)
+    }
+    fn putback(&self, pfn: Pfn) {
+        self.owner.putback(pfn);
+    }
+}
+
+/// An arena of `mib` MiB (no background compaction or reporting) whose
+/// every third page a `PanicsOnce`, armed, keeps with data; the rest free.
+fn panicky(mib: u64) -> (PageAllocator, Arc<PanicsOnce>) {
+    let a = PageAllocator::new(
+        Config::small(mib << 20).backing(Backing::Anonymous).compaction_proactiveness(0).page_reporting(false),
+    )
+    .unwrap();
+    let o = Arc::new(PanicsOnce { armed: AtomicBool::new(true), ..Default::default() });
+    let id = a.register_movable_ops(o.clone());
+    let mut all = Vec::new();
+    while let Ok(p) = a.alloc_pages(Gfp::MOVABLE | Gfp::NO_COMPACT, 0) {
+        all.push(p.as_u64());
+    }
+    for p in all {
+        if p % 3 == 0 {
+            fill(&a, p, p);
+            o.owner.pages.lock().unwrap().insert(p, (p, false));
+            a.set_page_movable(Pfn::new(p), id).unwrap();
+        } else {
+            a.free_pages(Pfn::new(p), 0).unwrap();
+        }
+    }
+    a.drain_all_pages();
+    (a, o)
+}
+
+/// Right after the owner's panic reached the caller: one failed migration
+/// counted, nothing left isolated, the owner's pages intact, and the page
+/// it panicked on its own again (put back), which it frees.
+fn recovered(a: &PageAllocator, o: &PanicsOnce, fail0: u64) {
+    assert_eq!(a.event_count(VmEvent::PgmigrateFail) - fail0, 1, "one failed migration");
+    assert_eq!(a.mobility_census().isolated, 0, "a page stayed isolated for migration");
+    assert_eq!(violations(a, &o.owner), 0);
+    a.check_invariants().unwrap();
+    let p = o.panicked_on.lock().unwrap().expect("the owner panicked");
+    let e = o.owner.pages.lock().unwrap().remove(&p);
+    assert_eq!(e, Some((p, false)), "the owner keeps the page, put back");
+    assert_eq!(a.free_pages(Pfn::new(p), 0), Ok(()), "the owner frees the page it panicked on");
+}
+
+/// The owner frees the rest: every page is free again (no target leaked).
+fn all_free(a: &PageAllocator, o: &PanicsOnce) {
+    free_owner(a, &o.owner);
+    a.drain_all_pages();
+    a.check_invariants().unwrap();
+    assert_eq!(a.nr_free_pages(), a.managed_pages(), "pages lost");
+}
+
+#[test]
+fn a_panicking_migrate_fails_one_move_and_reaches_compact_memorys_caller() {
+    let (a, o) = panicky(8);
+    let fail0 = a.event_count(VmEvent::PgmigrateFail);
+    let r = catch_unwind(AssertUnwindSafe(|| a.compact_memory()));
+    assert!(r.is_err(), "the owner's panic goes on in compact_memory's caller");
+    recovered(&a, &o, fail0);
+    // The owner panics once: the next compaction moves pages.
+    assert!(a.compact_memory().migrated > 0);
+    all_free(&a, &o);
+}
+
+#[test]
+fn a_panicking_migrate_undoes_alloc_contig_ranges_isolation() {
+    let (a, o) = panicky(8);
+    let first = *o.owner.pages.lock().unwrap().keys().min().unwrap();
+    let block = Pfn::new(first / PAGEBLOCK_PAGES * PAGEBLOCK_PAGES);
+    let fail0 = a.event_count(VmEvent::PgmigrateFail);
+    let r = catch_unwind(AssertUnwindSafe(|| a.alloc_contig_range(block, PAGEBLOCK_PAGES, Gfp::MOVABLE)));
+    assert!(r.is_err(), "the owner's panic goes on in alloc_contig_range's caller");
+    a.isolate_range(block, PAGEBLOCK_PAGES).expect("the range's isolation was undone");
+    a.undo_isolate_range(block, PAGEBLOCK_PAGES).unwrap();
+    recovered(&a, &o, fail0);
+    // The owner panics once: the range can be had now.
+    a.alloc_contig_range(block, PAGEBLOCK_PAGES, Gfp::MOVABLE).unwrap();
+    a.free_contig_range(block, PAGEBLOCK_PAGES).unwrap();
+    all_free(&a, &o);
+}
+
+/// Direct compaction runs in the allocating thread: the owner's panic goes
+/// on in `alloc_pages`'s caller, the compaction's state restored.
+#[test]
+fn a_panicking_migrate_reaches_a_direct_compactions_allocator() {
+    let (a, o) = panicky(16);
+    let fail0 = a.event_count(VmEvent::PgmigrateFail);
+    let r = catch_unwind(AssertUnwindSafe(|| a.alloc_pages(Gfp::MOVABLE, 9)));
+    assert!(r.is_err(), "the owner's panic goes on in alloc_pages's caller");
+    assert_eq!(a.event_count(VmEvent::CompactStall), a.event_count(VmEvent::CompactFail), "the stall failed");
+    recovered(&a, &o, fail0);
+    // The owner panics once: compaction now serves the request.
+    let big = a.alloc_pages(Gfp::MOVABLE, 9).expect("direct compaction made an order-9 block");
+    a.free_pages(big, 9).unwrap();
+    all_free(&a, &o);
 }
 
 /// Fill the arena 80% with registered movable pages (every fifth page free).

@@ -1,10 +1,13 @@
 //! Every `Config` value and every size argument gives a typed error or works:
 //! never a panic, never an abort (issue 15, "sound by construction").
 
-use pagealloc::{Backing, BulkFreeError, Config, ConfigError, DrainMode, FreeError, Gfp, PageAllocator, Pfn};
+use pagealloc::{
+    AllocError, Backing, BulkFreeError, Config, ConfigError, DrainMode, FreeError, Gfp, PageAllocator, Pfn,
+};
 use std::error::Error as _;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::process::Command;
+use std::sync::Arc;
 
 const MIB: u64 = 1 << 20;
 const PAGE: u64 = 4096;
@@ -265,59 +268,147 @@ fn pfn_arithmetic_stops_at_the_edges() {
     assert!(catch_unwind(|| Pfn::new(3).add(u64::MAX)).is_err());
 }
 
+/// Movable ops that refuse every move (the extremes below register them so
+/// that the calls taking an ops id get a valid one).
+struct Refuses;
+
+impl pagealloc::MovableOps for Refuses {
+    fn isolate(&self, _pfn: Pfn) -> bool {
+        false
+    }
+    fn migrate(&self, _from: Pfn, _to: Pfn) -> bool {
+        false
+    }
+}
+
+/// An allocator, the positions and sizes to try on it, and the calls that
+/// panicked.
+struct Extremes {
+    a: PageAllocator,
+    n: u64,
+    pfns: [Pfn; 5],
+    sizes: [u64; 9],
+    panics: Vec<String>,
+}
+
+impl Extremes {
+    fn new() -> Self {
+        let a = PageAllocator::new(Config::small(8 * MIB).min_free_kbytes(Some(0))).unwrap();
+        let n = a.nr_pages();
+        let pfns = [Pfn::new(0), Pfn::new(n - 1), Pfn::new(n), Pfn::new(u32::MAX as u64), Pfn::MAX];
+        // Past 2^63 a count has no next power of two in a u64.
+        let sizes = [0, 1, PAGEBLOCK, n, n + 1, 1 << 40, (1 << 63) + 1, u64::MAX - 1, u64::MAX];
+        Self { a, n, pfns, sizes, panics: Vec::new() }
+    }
+
+    /// Run `f`, recording `what` when it panics.
+    fn check(&mut self, what: String, f: impl FnOnce(&PageAllocator)) {
+        if catch_unwind(AssertUnwindSafe(|| f(&self.a))).is_err() {
+            self.panics.push(what);
+        }
+    }
+
+    /// Nothing panicked, and nothing is left allocated.
+    fn finish(self) {
+        assert!(self.panics.is_empty(), "panicked: {:#?}", self.panics);
+        self.a.check_invariants().unwrap();
+        assert_eq!(self.a.census().allocated, 0);
+    }
+}
+
 /// Every size and position argument of the public API at its extremes gives a
 /// typed error (or works), never a panic or an overflow.
 #[test]
 fn size_arguments_at_their_extremes_are_errors() {
-    let a = PageAllocator::new(Config::small(8 * MIB).min_free_kbytes(Some(0))).unwrap();
-    let n = a.nr_pages();
-    let pfns = [Pfn::new(0), Pfn::new(n - 1), Pfn::new(n), Pfn::new(u32::MAX as u64), Pfn::MAX];
-    let sizes = [0, 1, PAGEBLOCK, n, n + 1, 1 << 40, u64::MAX - 1, u64::MAX];
-    let mut panics = Vec::new();
-    let mut check = |what: String, f: &dyn Fn()| {
-        if catch_unwind(AssertUnwindSafe(f)).is_err() {
-            panics.push(what);
-        }
-    };
+    let mut x = Extremes::new();
+    let (pfns, sizes) = (x.pfns, x.sizes);
     for order in [11, 12, 31, 32, 63, 64, u32::MAX] {
-        check(format!("alloc_pages order {order}"), &|| assert!(a.alloc_pages(Gfp::KERNEL, order).is_err()));
-        for &p in &pfns {
-            check(format!("free_pages({p:?}, {order})"), &|| assert!(a.free_pages(p, order).is_err()));
+        x.check(format!("alloc_pages order {order}"), |a| assert!(a.alloc_pages(Gfp::KERNEL, order).is_err()));
+        for p in pfns {
+            x.check(format!("free_pages({p:?}, {order})"), |a| assert!(a.free_pages(p, order).is_err()));
         }
     }
     for nid in [1, 2, u32::MAX] {
-        check(format!("alloc_pages_node({nid})"), &|| {
+        x.check(format!("alloc_pages_node({nid})"), |a| {
             assert!(a.alloc_pages_node(pagealloc::NodeId(nid), Gfp::KERNEL, 0).is_err())
         });
     }
-    for &p in &pfns {
-        check(format!("page_address({p:?})"), &|| assert!(a.page_address(p).is_none()));
-        check(format!("lock_page({p:?})"), &|| assert!(a.lock_page(p).is_err()));
-        for &nr in &sizes {
-            check(format!("isolate_range({p:?}, {nr})"), &|| {
+    for p in pfns {
+        x.check(format!("page_address({p:?})"), |a| assert!(a.page_address(p).is_none()));
+        x.check(format!("lock_page({p:?})"), |a| assert!(a.lock_page(p).is_err()));
+        for nr in sizes {
+            x.check(format!("isolate_range({p:?}, {nr})"), |a| {
                 if a.isolate_range(p, nr).is_ok() {
                     a.undo_isolate_range(p, nr).unwrap();
                 }
             });
-            check(format!("undo_isolate_range({p:?}, {nr})"), &|| assert!(a.undo_isolate_range(p, nr).is_err()));
-            check(format!("test_pages_isolated({p:?}, {nr})"), &|| assert!(!a.test_pages_isolated(p, nr)));
-            check(format!("free_contig_range({p:?}, {nr})"), &|| {
+            x.check(format!("undo_isolate_range({p:?}, {nr})"), |a| assert!(a.undo_isolate_range(p, nr).is_err()));
+            x.check(format!("test_pages_isolated({p:?}, {nr})"), |a| assert!(!a.test_pages_isolated(p, nr)));
+            x.check(format!("free_contig_range({p:?}, {nr})"), |a| {
                 // Nothing is allocated: the first page, if any, is refused.
                 assert_eq!(a.free_contig_range(p, nr).is_ok(), nr == 0);
             });
         }
     }
-    for &nr in &sizes {
-        check(format!("alloc_contig_pages({nr})"), &|| {
+    for nr in sizes {
+        x.check(format!("alloc_contig_pages({nr})"), |a| {
             if let Ok(p) = a.alloc_contig_pages(nr, Gfp::MOVABLE) {
                 a.free_contig_range(p, nr).unwrap();
             }
         });
     }
-    check("free_pages_bulk(all of them)".into(), &|| assert!(a.free_pages_bulk(&pfns).is_err()));
-    assert!(panics.is_empty(), "panicked: {panics:#?}");
-    a.check_invariants().unwrap();
-    assert_eq!(a.census().allocated, 0);
+    x.check("free_pages_bulk(all of them)".into(), |a| assert!(a.free_pages_bulk(&pfns).is_err()));
+    x.finish();
+}
+
+/// The same for the calls of migration, compaction and the no-lock paths:
+/// `alloc_contig_range` with a count past 2^63 used to overflow computing
+/// its error's order.
+#[test]
+fn migration_and_nolock_arguments_at_their_extremes_are_errors() {
+    let mut x = Extremes::new();
+    let (n, pfns, sizes) = (x.n, x.pfns, x.sizes);
+    let id = x.a.register_movable_ops(Arc::new(Refuses));
+    for order in [0, 11, 12, 31, 32, 63, 64, u32::MAX] {
+        x.check(format!("alloc_pages_nolock order {order}"), |a| {
+            if let Ok(p) = a.alloc_pages_nolock(Gfp::KERNEL, order) {
+                a.free_pages_nolock(p, order).unwrap();
+            }
+        });
+        x.check(format!("compact_zone(0, {order})"), |a| assert!(a.compact_zone(0, order).is_some()));
+        for p in pfns {
+            x.check(format!("free_pages_nolock({p:?}, {order})"), |a| assert!(a.free_pages_nolock(p, order).is_err()));
+        }
+    }
+    for p in pfns {
+        x.check(format!("set_page_movable({p:?})"), |a| assert!(a.set_page_movable(p, id).is_err()));
+        x.check(format!("clear_page_movable({p:?})"), |a| assert!(a.clear_page_movable(p).is_err()));
+        x.check(format!("get_page({p:?})"), |a| assert!(a.get_page(p).is_err()));
+        x.check(format!("page_count({p:?})"), |a| assert_eq!(a.page_count(p), 0));
+        x.check(format!("pfn_to_nid({p:?})"), |a| assert_eq!(a.pfn_to_nid(p).is_some(), p.as_u64() < n));
+        x.check(format!("page_uptodate({p:?})"), |a| assert!(!a.page_uptodate(p)));
+        x.check(format!("set_page_uptodate({p:?})"), |a| assert!(a.set_page_uptodate(p).is_err()));
+        x.check(format!("set_page_writeback({p:?})"), |a| assert!(a.set_page_writeback(p).is_err()));
+        x.check(format!("wait_on_page_locked({p:?})"), |a| assert!(a.wait_on_page_locked(p).is_err()));
+        x.check(format!("page_wait_bucket({p:?})"), |a| {
+            let _ = a.page_wait_bucket(p);
+        });
+        for nr in sizes {
+            x.check(format!("alloc_contig_range({p:?}, {nr})"), |a| {
+                if a.alloc_contig_range(p, nr, Gfp::MOVABLE).is_ok() {
+                    a.free_contig_range(p, nr).unwrap();
+                }
+            });
+        }
+    }
+    x.check("alloc_contig_range's typed error".into(), |a| {
+        // A count past the largest power of two: the order saturates at 64.
+        for (p, nr, order) in [(0, u64::MAX, 64), (n - 1, 2, 1), (u64::MAX - 1, 2, 1), (1, 1 << 63, 63)] {
+            let r = a.alloc_contig_range(Pfn::new(p), nr, Gfp::MOVABLE);
+            assert_eq!(r, Err(AllocError::NoMemory { order }), "alloc_contig_range({p:#x}, {nr})");
+        }
+    });
+    x.finish();
 }
 
 /// Settings each in range, together at their largest: per-CPU lists must not

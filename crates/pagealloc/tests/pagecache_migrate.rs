@@ -5,7 +5,8 @@
 
 use pagealloc::stats::events::VmEvent;
 use pagealloc::{
-    Backing, Config, FillFn, Gfp, Mapping, PageAllocator, PageCache, PageCacheConfig, Pfn, PAGEBLOCK_PAGES, PAGE_SIZE,
+    Backing, Config, FillFn, Gfp, Mapping, MovableOps, PageAllocator, PageCache, PageCacheConfig, PageStateError, Pfn,
+    PAGEBLOCK_PAGES, PAGE_SIZE,
 };
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -158,6 +159,38 @@ fn contig_range_migrates_cache_pages_out() {
     verify(&m, &kept);
     a.free_contig_range(p, nr).unwrap();
     assert!(a.event_count(VmEvent::PgmigrateSuccess) > 0);
+    conserved(&a, &pc);
+}
+
+/// Ops that own nothing here: `set_page_movable` needs a registered id.
+struct NoPages;
+
+impl MovableOps for NoPages {
+    fn migrate(&self, _from: Pfn, _to: Pfn) -> bool {
+        false
+    }
+}
+
+/// A page-cache page is the cache's to migrate: `set_page_movable` refuses
+/// it (referenced by a handle, or only by its mapping on an LRU list), and
+/// `alloc_contig_range` over its pageblock then migrates it out as it does
+/// any cache page. Marked, the page used to block the range as `Unmovable`.
+#[test]
+fn set_page_movable_refuses_cache_pages_and_contig_still_moves_them() {
+    let (a, pc, m) = setup(8);
+    let id = a.register_movable_ops(Arc::new(NoPages));
+    let kept = scatter(&a, &m, 0.5, |i| i % 16 == 0);
+    let h = m.get(kept[1]).unwrap();
+    let pfn = h.pfn();
+    assert_eq!(a.set_page_movable(pfn, id), Err(PageStateError::Referenced { pfn }), "held by a handle");
+    drop(h);
+    a.lru_add_drain_all();
+    assert_eq!(a.set_page_movable(pfn, id), Err(PageStateError::Referenced { pfn }), "on its LRU list");
+    let block = Pfn::new(pfn.as_u64() & !(PAGEBLOCK_PAGES - 1));
+    a.alloc_contig_range(block, PAGEBLOCK_PAGES, Gfp::MOVABLE).expect("the cache pages in the block moved out");
+    assert_ne!(m.find_get(kept[1]).unwrap().pfn(), pfn, "the page moved");
+    verify(&m, &kept);
+    a.free_contig_range(block, PAGEBLOCK_PAGES).unwrap();
     conserved(&a, &pc);
 }
 

@@ -141,6 +141,16 @@ static void bad_handles(void) {
         EXPECT(PAGEALLOC_ERR_INVALID_ARGUMENT, pagealloc_drain_local_pages(h));
         EXPECT(PAGEALLOC_ERR_INVALID_ARGUMENT, pagealloc_drain_all_pages(h));
         EXPECT(PAGEALLOC_ERR_INVALID_ARGUMENT, pagealloc_check_invariants(h));
+        pagealloc_tcache *tc = NULL;
+        pagealloc_page_array *arr = NULL;
+        EXPECT(PAGEALLOC_ERR_INVALID_ARGUMENT, pagealloc_alloc_pages_nolock(h, 0, 0, &p));
+        EXPECT(PAGEALLOC_ERR_INVALID_ARGUMENT, pagealloc_free_pages_nolock(h, 0, 0));
+        EXPECT(PAGEALLOC_ERR_INVALID_ARGUMENT, pagealloc_tcache_create(h, &tc));
+        EXPECT(PAGEALLOC_ERR_INVALID_ARGUMENT, pagealloc_page_array_create(h, 4, &arr));
+        CHECK(tc == NULL && arr == NULL);
+        CHECK(pagealloc_tc_alloc_slow(h, 0) == PAGEALLOC_HOLE);
+        /* pagealloc_inline.h's internal free, which takes the handle too. */
+        EXPECT(PAGEALLOC_ERR_INVALID_ARGUMENT, pagealloc__tc_free_claimed(h, 0));
         CHECK(pagealloc_nr_free_pages(h) == 0);
         CHECK(pagealloc_managed_pages(h) == 0);
         CHECK(pagealloc_nr_pages(h) == 0);

@@ -5,6 +5,7 @@
 use super::PageAllocator;
 use crate::compaction::{CompactOutcome, FragIndexReport};
 use crate::error::{AllocError, PageStateError};
+use crate::migrate::OwnerPanic;
 use crate::movable::{MobilityCensus, MovableId, MovableOps};
 use crate::types::{Gfp, Order, Pfn, ZoneIdx};
 use std::sync::Arc;
@@ -13,7 +14,9 @@ impl PageAllocator {
     /// Register movable operations; pages marked with the returned id (see
     /// [`PageAllocator::set_page_movable`]) may be migrated.
     ///
-    /// The first registration starts kcompactd (one thread per node).
+    /// The first registration starts kcompactd (one thread per node). A
+    /// panic in `ops` reaches the thread whose call migrated (see
+    /// [`MovableOps`]), never kills kcompactd.
     pub fn register_movable_ops(&self, ops: Arc<dyn MovableOps>) -> MovableId {
         let id = self.core.mobility.register(ops);
         crate::compaction::kcompactd::start(&self.core);
@@ -43,7 +46,10 @@ impl PageAllocator {
     ///
     /// # Errors
     /// Without changing anything: out of range, not allocated, or not an
-    /// order-0 raw page ([`PageStateError::NotMovable`], also for an unknown id).
+    /// order-0 raw page ([`PageStateError::NotMovable`], also for an unknown
+    /// id); [`PageStateError::Referenced`] for a page-cache page (the cache
+    /// migrates its pages itself); [`PageStateError::HeldByGuard`] for a page
+    /// held by a [`crate::PageLockGuard`].
     pub fn set_page_movable(&self, pfn: Pfn, id: MovableId) -> Result<(), PageStateError> {
         self.core.set_page_movable(pfn, id)?;
         // Free page reporting's compaction before release looks at it.
@@ -60,15 +66,32 @@ impl PageAllocator {
     }
 
     /// Compact every zone completely (`echo 1 > /proc/sys/vm/compact_memory`).
+    ///
+    /// # Panics
+    /// When an owner's [`MovableOps`] callback panics: that page's migration
+    /// fails (its isolation undone, the owner told with `putback`, counted in
+    /// `pgmigrate_fail`), compaction stops and gives its unused targets back
+    /// to the buddy lists, and then the owner's panic goes on in this thread.
+    /// The page stays its owner's, to use or free as before.
     pub fn compact_memory(&self) -> CompactOutcome {
-        self.core.compact_memory()
+        let mut caught = OwnerPanic::default();
+        let out = self.core.compact_memory(&mut caught);
+        caught.resume();
+        out
     }
 
     /// Compact zone `zone` (an index into the zones, as reports list them) until a
     /// free block of `order` exists or the scanners meet.
+    ///
+    /// # Panics
+    /// When an owner's [`MovableOps`] callback panics, as
+    /// [`PageAllocator::compact_memory`].
     pub fn compact_zone(&self, zone: usize, order: u32) -> Option<CompactOutcome> {
         let zi = ZoneIdx::new(zone).filter(|&zi| self.core.zones.get(zi).is_some())?;
-        Some(self.core.compact_zone(zi, Some(Order::new(order).unwrap_or(Order::MAX))))
+        let mut caught = OwnerPanic::default();
+        let out = self.core.compact_zone(zi, Some(Order::new(order).unwrap_or(Order::MAX)), &mut caught);
+        caught.resume();
+        Some(out)
     }
 
     /// Allocate exactly `[start, start + nr_pages)`, migrating the movable
@@ -79,9 +102,19 @@ impl PageAllocator {
     /// # Errors
     /// [`AllocError::Unmovable`] naming the first page that blocks (for a
     /// pinned page, before anything moved); [`AllocError::NoMemory`] for a
-    /// bad range.
+    /// bad range (empty, past the arena, or whose end a `u64` cannot hold),
+    /// before anything changed.
+    ///
+    /// # Panics
+    /// When an owner's [`MovableOps`] callback panics: that page's migration
+    /// fails as in [`PageAllocator::compact_memory`], the range's isolation
+    /// is undone (pages already moved stay moved), and then the owner's
+    /// panic goes on in this thread.
     pub fn alloc_contig_range(&self, start: Pfn, nr_pages: u64, gfp: Gfp) -> Result<(), AllocError> {
-        self.core.alloc_contig_range(start, nr_pages, gfp)
+        let mut caught = OwnerPanic::default();
+        let r = self.core.alloc_contig_range(start, nr_pages, gfp, &mut caught);
+        caught.resume();
+        r
     }
 
     /// `/sys/kernel/debug/extfrag/extfrag_index`, from lock-free counters.

@@ -12,7 +12,8 @@ impl PageAllocator {
     /// calls on the same thread. No heap allocation, no thread-local state
     /// (never the thread front cache), no slow path, and only `try_lock` on
     /// this CPU's per-CPU list and on zone locks. Zones must stay above their
-    /// min watermark.
+    /// min watermark. With [`crate::Config::init_on_alloc`] the block is
+    /// zeroed, as by every allocation path (unless it reads zero already).
     ///
     /// # Errors
     /// [`AllocError::WouldBlock`] when a lock it needed was taken (retry, or

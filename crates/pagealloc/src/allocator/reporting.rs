@@ -9,6 +9,7 @@
 use super::PageAllocator;
 use crate::config::MAX_REPORTING_BATCH;
 use crate::error::ConfigError;
+use crate::migrate::OwnerPanic;
 use crate::page_alloc::Core;
 use crate::reporting::ReportPass;
 use crate::sync::{Arc, Ordering};
@@ -194,8 +195,10 @@ pub(crate) fn free_below_pageblock(c: &Core) -> u64 {
 /// fullest pageblocks at the zone's top, the pageblocks below empty and
 /// merge). The pages it migrated when it compacted (the caller then releases
 /// the emptied pageblocks), None when it did not. Pinned pages stay where
-/// they are (their pageblocks stay resident).
-pub(crate) fn compact_for_release(c: &Core) -> Option<u64> {
+/// they are (their pageblocks stay resident). An owner's panic goes to
+/// `caught` (the reporter thread drops each, `compact_and_report_now`
+/// resumes the first).
+pub(crate) fn compact_for_release(c: &Core, caught: &mut OwnerPanic) -> Option<u64> {
     let r = &c.reporting;
     if !c.cfg.page_reporting_compact || r.order() < Order::PAGEBLOCK || !c.mobility.any_registered() {
         return None;
@@ -203,7 +206,7 @@ pub(crate) fn compact_for_release(c: &Core) -> Option<u64> {
     if free_below_pageblock(c) < 2 * PAGEBLOCK_PAGES {
         return None;
     }
-    let out = c.compact_memory();
+    let out = c.compact_memory(caught);
     r.compactions.fetch_add(1, Ordering::Relaxed);
     r.compacted_pages.fetch_add(out.migrated, Ordering::Relaxed);
     Some(out.migrated)
@@ -272,7 +275,9 @@ fn reporter_pass(c: &Core, idle: &mut Idle, all: bool, delay_ms: u64) -> Option<
     // was still marking when the idle period began move then.
     let again = idle.last_compaction.is_none_or(|(m, moved)| moved > 0 || m != marks);
     if idle.compact_more > 0 && !idle.moving && again {
-        match compact_for_release(c) {
+        // The reporter's thread lives on: an owner's panic is one failed
+        // migration (counted), as in kcompactd.
+        match compact_for_release(c, &mut OwnerPanic::background()) {
             Some(migrated) => {
                 idle.compact_more -= 1;
                 idle.last_compaction = Some((marks, migrated));
@@ -331,8 +336,14 @@ impl PageAllocator {
     /// every free block of at least the reporting order, whatever its age.
     /// Returns whether it compacted, and the pass. Per-CPU lists are drained
     /// by the compaction (not otherwise).
+    ///
+    /// # Panics
+    /// When an owner's [`crate::MovableOps`] callback panics while compacting:
+    /// as [`PageAllocator::compact_memory`], with no release pass.
     pub fn compact_and_report_now(&self) -> (bool, ReportPass) {
-        let compacted = compact_for_release(&self.core).is_some();
+        let mut caught = OwnerPanic::default();
+        let compacted = compact_for_release(&self.core, &mut caught).is_some();
+        caught.resume();
         (compacted, self.core.reporting.pass(self.core.zones.as_slice(), &self.core.mm, true))
     }
 

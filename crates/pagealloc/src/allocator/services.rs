@@ -4,6 +4,7 @@
 use super::PageAllocator;
 use crate::error::{AllocError, FreeError, InvariantError, PageStateError};
 use crate::invariants::{Fragmentation, ZoneCensus};
+use crate::migrate::OwnerPanic;
 use crate::stats::report::PcpReport;
 use crate::types::{Gfp, Pfn};
 
@@ -36,13 +37,22 @@ impl PageAllocator {
     /// Find `nr_pages` contiguous free pages (aligned to the next power of two
     /// up to a pageblock), isolate them, drain the per-CPU lists, verify and
     /// take them. The pages come back as order-0 allocated pages: free them
-    /// with [`PageAllocator::free_contig_range`] or one by one. Only free
-    /// memory counts (no migration), so fragmentation can make this fail.
+    /// with [`PageAllocator::free_contig_range`] or one by one. Without
+    /// movable pages only free memory counts, so fragmentation can make this
+    /// fail; with them it falls back to migrating them out of a range, as
+    /// [`PageAllocator::alloc_contig_range`].
     ///
     /// # Errors
     /// [`AllocError::NoMemory`] when no such range is free.
+    ///
+    /// # Panics
+    /// When an owner's [`crate::MovableOps`] callback panics in that
+    /// fallback: as [`PageAllocator::alloc_contig_range`].
     pub fn alloc_contig_pages(&self, nr_pages: u64, gfp: Gfp) -> Result<Pfn, AllocError> {
-        self.core.alloc_contig_pages(nr_pages, gfp)
+        let mut caught = OwnerPanic::default();
+        let r = self.core.alloc_contig_pages(nr_pages, gfp, &mut caught);
+        caught.resume();
+        r
     }
 
     /// Free a range from [`PageAllocator::alloc_contig_pages`] (order-0

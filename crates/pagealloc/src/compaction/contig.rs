@@ -8,12 +8,16 @@
 //! refused before anything moves, with the first such pfn named
 //! ([`AllocError::Unmovable`]). A page that turns busy during the moves
 //! (locked, refused by its owner) fails the range after a few tries; pages
-//! already moved stay moved (their owners were told), nothing is lost.
+//! already moved stay moved (their owners were told), nothing is lost. An
+//! owner's panic stops the moves at once: the range's isolation is undone
+//! and the call fails, the panic in its `OwnerPanic` (see `migrate`).
 
 use crate::error::AllocError;
+use crate::isolation::contig_order;
+use crate::migrate::{Moved, OwnerPanic};
 use crate::page::flags;
 use crate::page_alloc::Core;
-use crate::types::{Gfp, Order, Pfn, MAX_ORDER, PAGEBLOCK_PAGES};
+use crate::types::{Gfp, Order, Pfn, MAX_ORDER, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
 
 /// Tries at emptying a range before giving up on it.
 const TRIES: usize = 3;
@@ -56,10 +60,18 @@ impl Core {
 
     /// Allocate exactly `[start, start + nr_pages)` (one zone), migrating its
     /// movable pages out. The pages come back as order-0 allocated pages, as
-    /// from `alloc_contig_pages`.
-    pub(crate) fn alloc_contig_range(&self, start: Pfn, nr_pages: u64, gfp: Gfp) -> Result<(), AllocError> {
+    /// from `alloc_contig_pages`. An owner's panic fails it, caught in `caught`.
+    pub(crate) fn alloc_contig_range(
+        &self,
+        start: Pfn,
+        nr_pages: u64,
+        gfp: Gfp,
+        caught: &mut OwnerPanic,
+    ) -> Result<(), AllocError> {
         let s = start.as_u64();
-        let order = nr_pages.next_power_of_two().trailing_zeros();
+        // Any `start` and `nr_pages` may come here: checked arithmetic only
+        // until the range is known to lie inside the arena.
+        let order = contig_order(nr_pages);
         let Some(e) = s.checked_add(nr_pages).filter(|&e| nr_pages > 0 && e <= self.mm.nr_pages()) else {
             return Err(AllocError::NoMemory { order });
         };
@@ -81,7 +93,7 @@ impl Core {
         }
         let target_gfp = Gfp::MOVABLE | Gfp::NO_COMPACT;
         let mut done = false;
-        for _ in 0..TRIES {
+        'tries: for _ in 0..TRIES {
             for p in s..e {
                 if !self.is_migratable_racy(p) {
                     continue;
@@ -90,8 +102,11 @@ impl Core {
                 let Ok(t) = self.alloc_pages(target_gfp, 0, flags::MIGRATE_TARGET) else {
                     break;
                 };
-                if self.migrate_page(p, t.as_u64()) != crate::migrate::Moved::Yes {
+                if self.migrate_page(p, t.as_u64(), caught) != Moved::Yes {
                     self.free_target(t.as_u64());
+                }
+                if caught.is_set() {
+                    break 'tries;
                 }
             }
             if self.test_pages_isolated(start, nr_pages) {
@@ -115,9 +130,18 @@ impl Core {
     /// `alloc_contig_pages` when no free range exists: try each aligned
     /// candidate range without pinned pages, migrating. The error names the
     /// first blocking pfn met.
-    pub(crate) fn alloc_contig_pages_migrate(&self, nr_pages: u64, gfp: Gfp) -> Result<Pfn, AllocError> {
-        let order = nr_pages.next_power_of_two().trailing_zeros();
-        let align = nr_pages.next_power_of_two().min(PAGEBLOCK_PAGES);
+    ///
+    /// REQUIRES: `0 < nr_pages <= nr_pages()` (`alloc_contig_pages` checked
+    /// it), so the sums below stay inside the arena. An owner's panic ends
+    /// the search, caught in `caught`.
+    pub(crate) fn alloc_contig_pages_migrate(
+        &self,
+        nr_pages: u64,
+        gfp: Gfp,
+        caught: &mut OwnerPanic,
+    ) -> Result<Pfn, AllocError> {
+        let order = contig_order(nr_pages);
+        let align = 1u64 << order.min(PAGEBLOCK_ORDER);
         let Some(node) = self.node(self.numa_node_id()) else {
             return Err(AllocError::InvalidNode { nid: self.numa_node_id() });
         };
@@ -128,8 +152,9 @@ impl Core {
             while s + nr_pages <= z.end {
                 let blocked = match self.first_pinned(s, s + nr_pages) {
                     Some(p) => Some(p),
-                    None => match self.alloc_contig_range(Pfn::new(s), nr_pages, gfp) {
+                    None => match self.alloc_contig_range(Pfn::new(s), nr_pages, gfp, caught) {
                         Ok(()) => return Ok(Pfn::new(s)),
+                        Err(e @ AllocError::Unmovable { .. }) if caught.is_set() => return Err(e),
                         Err(AllocError::Unmovable { pfn }) => Some(pfn.as_u64()),
                         Err(e) => return Err(e),
                     },

@@ -24,8 +24,12 @@
 //! - Scanned pages are counted in `compact_daemon_migrate_scanned` /
 //!   `compact_daemon_free_scanned` as well as the ordinary compaction
 //!   counters.
+//! - An owner's panic in a migration callback is dropped, one failed
+//!   migration (counted in `pgmigrate_fail`) like any other: the pass and
+//!   the thread go on.
 
 use super::{CompactOutcome, Suitable};
+use crate::migrate::OwnerPanic;
 use crate::page_alloc::Core;
 use crate::sync::{Arc, Ordering};
 use crate::types::{Order, ZoneIdx, PAGEBLOCK_ORDER};
@@ -82,7 +86,9 @@ impl Core {
             if self.zones[zi].nid as usize != nid || self.fragmentation_score_zone(zi) <= low {
                 continue;
             }
-            let o = self.compact_zone_until(zi, None, Some(low));
+            // kcompactd's thread lives on: an owner's panic is one failed
+            // migration (counted), not the end of compaction for the node.
+            let o = self.compact_zone_until(zi, None, Some(low), &mut OwnerPanic::background());
             self.count_daemon(&o);
             sum.migrated += o.migrated;
             sum.migrate_scanned += o.migrate_scanned;
@@ -104,7 +110,8 @@ impl Core {
             {
                 continue;
             }
-            let o = self.compact_zone(zi, Some(order));
+            // As in `proactive_compact_node`.
+            let o = self.compact_zone(zi, Some(order), &mut OwnerPanic::background());
             self.count_daemon(&o);
         }
     }

@@ -22,6 +22,9 @@
 //! - Direct compaction (from the slow path) runs only when some owner has
 //!   registered movable operations (otherwise there is nothing to move), for
 //!   orders above 0, and never for `Gfp::HIGH` or `Gfp::NO_COMPACT`.
+//! - An owner's panic in a migration callback, kept for the caller to
+//!   resume (see `migrate::OwnerPanic`), stops the pass: the targets go
+//!   back as at any end. A background thread's pass drops it and goes on.
 //!
 //! Reports: `extfrag_index` and `unusable_index` in the debugfs formats.
 
@@ -33,7 +36,7 @@ pub(crate) mod kcompactd;
 pub use index::FragIndexReport;
 pub(crate) use index::{fragmentation_index, FragInfo};
 
-use crate::migrate::Moved;
+use crate::migrate::{Moved, OwnerPanic};
 use crate::page::flags;
 use crate::page_alloc::Core;
 use crate::sync::Ordering;
@@ -97,9 +100,10 @@ impl Core {
         Suitable::Go
     }
 
-    /// Compact zone `zi` for `order` (None: the whole zone). See the module doc.
-    pub(crate) fn compact_zone(&self, zi: ZoneIdx, order: Option<Order>) -> CompactOutcome {
-        self.compact_zone_until(zi, order, None)
+    /// Compact zone `zi` for `order` (None: the whole zone). See the module
+    /// doc; an owner's panic ends the pass early, caught in `caught`.
+    pub(crate) fn compact_zone(&self, zi: ZoneIdx, order: Option<Order>, caught: &mut OwnerPanic) -> CompactOutcome {
+        self.compact_zone_until(zi, order, None, caught)
     }
 
     /// The free scanner: isolate free pages from the pageblock at `f`
@@ -131,7 +135,13 @@ impl Core {
     /// [`Core::compact_zone`], also stopping (after a pageblock) once the
     /// zone's fragmentation score is at or below `score` (proactive
     /// compaction).
-    pub(crate) fn compact_zone_until(&self, zi: ZoneIdx, order: Option<Order>, score: Option<u64>) -> CompactOutcome {
+    pub(crate) fn compact_zone_until(
+        &self,
+        zi: ZoneIdx,
+        order: Option<Order>,
+        score: Option<u64>,
+        caught: &mut OwnerPanic,
+    ) -> CompactOutcome {
         let z = &self.zones[zi];
         let mut out = CompactOutcome::default();
         let use_hints = order.is_some();
@@ -152,7 +162,7 @@ impl Core {
         let mut m = z.start;
         let mut f = z.end - PAGEBLOCK_PAGES;
         let mut cand = Vec::with_capacity(PAGEBLOCK_PAGES as usize);
-        while m < f {
+        'scan: while m < f {
             if use_hints && self.mobility.skip_hint((m >> PAGEBLOCK_ORDER) as usize) {
                 m += PAGEBLOCK_PAGES;
                 continue;
@@ -171,9 +181,12 @@ impl Core {
                 let Some(t) = targets.pop() else {
                     break;
                 };
-                match self.migrate_page(c, t) {
+                match self.migrate_page(c, t, caught) {
                     Moved::Yes => out.migrated += 1,
                     Moved::Busy | Moved::Failed => targets.push(t),
+                }
+                if caught.is_set() {
+                    break 'scan;
                 }
             }
             m += PAGEBLOCK_PAGES;
@@ -189,11 +202,19 @@ impl Core {
                 break;
             }
         }
-        // Targets not used go back.
+        self.end_pass(z, targets, order, m >= f, &mut out);
+        out
+    }
+
+    /// The end of every pass of [`Core::compact_zone_until`] past its first
+    /// check: the targets not used go back, a pass for an order whose
+    /// scanners `met` without success clears the zone's skip hints, the
+    /// scan counters, and whether a block of the order is free now.
+    fn end_pass(&self, z: &Zone, targets: Vec<u64>, order: Option<Order>, met: bool, out: &mut CompactOutcome) {
         for t in targets {
             z.free_to_buddy(&self.mm, t, Order::ZERO, false, false);
         }
-        if use_hints && m >= f && !out.success {
+        if order.is_some() && met && !out.success {
             self.clear_skip_hints(z);
         }
         self.events.count(VmEvent::CompactMigrateScanned, out.migrate_scanned);
@@ -201,7 +222,6 @@ impl Core {
         if let Some(o) = order {
             out.success = out.success || Self::has_free_order(z, o);
         }
-        out
     }
 
     fn clear_skip_hints(&self, z: &Zone) {
@@ -290,7 +310,15 @@ impl Core {
                 self.events.count(VmEvent::CompactStall, 1);
                 stalled = true;
             }
-            self.compact_zone(zi, Some(order));
+            let mut caught = OwnerPanic::default();
+            self.compact_zone(zi, Some(order), &mut caught);
+            if caught.is_set() {
+                // The allocating thread started this compaction: an
+                // owner's panic goes on in it, the zone's state restored.
+                self.events.count(VmEvent::CompactFail, 1);
+                caught.resume();
+                return None;
+            }
             if let Some(p) = alloc(zi) {
                 self.events.count(VmEvent::CompactSuccess, 1);
                 return Some(p);
@@ -302,14 +330,18 @@ impl Core {
         None
     }
 
-    /// Compact every zone fully (`/proc/sys/vm/compact_memory`).
-    pub(crate) fn compact_memory(&self) -> CompactOutcome {
+    /// Compact every zone fully (`/proc/sys/vm/compact_memory`), stopping
+    /// at an owner's panic (caught in `caught`).
+    pub(crate) fn compact_memory(&self, caught: &mut OwnerPanic) -> CompactOutcome {
         let mut sum = CompactOutcome::default();
         for zi in self.zones.iter().map(|z| z.idx) {
-            let o = self.compact_zone(zi, None);
+            let o = self.compact_zone(zi, None, caught);
             sum.migrated += o.migrated;
             sum.migrate_scanned += o.migrate_scanned;
             sum.free_scanned += o.free_scanned;
+            if caught.is_set() {
+                break;
+            }
         }
         sum
     }

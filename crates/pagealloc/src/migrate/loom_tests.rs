@@ -7,7 +7,7 @@
 //! Run with
 //! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p pagealloc --release --lib loom`.
 
-use super::Moved;
+use super::{Moved, OwnerPanic};
 use crate::sync::{spin_yield, Mutex};
 use crate::*;
 use std::sync::Arc;
@@ -100,7 +100,10 @@ fn loom_migrate_races_owner_free() {
             // is nobody's movable page.
             (p, a2.alloc_pages(Gfp::MOVABLE, 0).unwrap())
         });
-        let moved = a.core.migrate_one(src.as_u64(), target.as_u64());
+        let mut caught = OwnerPanic::default();
+        let moved = a.core.migrate_one(src.as_u64(), target.as_u64(), &mut caught);
+        // The owner's assertions panic: they fail the model.
+        caught.resume();
         let (freed, reused) = t.join().unwrap();
         assert!(!a.core.is_migratable_racy(reused.as_u64()), "a fresh page came out movable");
         a.free_pages(reused, 0).unwrap();
@@ -183,7 +186,10 @@ fn loom_migrate_races_trusting_owner_free() {
             // is nobody's movable page.
             (freed, a2.alloc_pages(Gfp::MOVABLE, 0).unwrap())
         });
-        let moved = a.core.migrate_one(src.as_u64(), target.as_u64());
+        let mut caught = OwnerPanic::default();
+        let moved = a.core.migrate_one(src.as_u64(), target.as_u64(), &mut caught);
+        // The owner's assertions panic: they fail the model.
+        caught.resume();
         let (freed, reused) = t.join().unwrap();
         assert!(!a.core.is_migratable_racy(reused.as_u64()), "a fresh page came out movable");
         a.free_pages(reused, 0).unwrap();
@@ -230,7 +236,10 @@ fn loom_migrate_races_owner_lock() {
                 Err(e) => panic!("the owner's lock of {} failed: {e}", *g),
             }
         });
-        let moved = a.core.migrate_one(src.as_u64(), target.as_u64());
+        let mut caught = OwnerPanic::default();
+        let moved = a.core.migrate_one(src.as_u64(), target.as_u64(), &mut caught);
+        // The owner's assertions panic: they fail the model.
+        caught.resume();
         let locked = t.join().unwrap();
         let now = *owner.page.lock();
         match moved {

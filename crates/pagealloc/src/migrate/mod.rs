@@ -21,20 +21,116 @@
 //! only the target was written) and leaves the target with the caller.
 //! Counters: `pgmigrate_success`, `pgmigrate_fail` (a failure after
 //! isolation; a page that could not be isolated is merely busy).
+//!
+//! Owners' panics: every call of an owner's [`MovableOps`] goes through one
+//! unwind guard ([`owner_call`]). A panic there is a failed migration (a
+//! panicking `isolate` as a refusal with no `putback`, a panicking `migrate`
+//! as a refusal: the source back, `putback`, the target still the
+//! caller's), counted in `pgmigrate_fail`; the payload waits in an
+//! [`OwnerPanic`] that the caller carries up to the public call that started
+//! the migration. That call first stops and restores its own state (targets
+//! back to the buddy lists, isolated pageblocks undone), then resumes the
+//! unwind in its caller's thread; a background thread (kcompactd, the page
+//! reporter) drops each panic instead and goes on, so that one owner's bug
+//! does not end the thread.
 
 #[cfg(all(test, loom))]
 mod loom_tests;
 
+use crate::movable::MovableOps;
 use crate::page::flags;
 use crate::page_alloc::Core;
 use crate::sync::Ordering;
 use crate::types::{Order, Pfn, PAGE_SIZE};
 use crate::vmevent::VmEvent;
+use std::any::Any;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
 pub(crate) use crate::movable::Moved;
 
+/// What happens to a panic caught in an owner's [`MovableOps`] call (see
+/// the module doc). In a call that a thread makes for itself
+/// ([`OwnerPanic::default`]) the first one is kept: whoever sees
+/// [`OwnerPanic::is_set`] stops migrating, restores its own state and
+/// returns, and the public call ends with [`OwnerPanic::resume`]. In a
+/// background thread ([`OwnerPanic::background`]) each is dropped as it is
+/// caught (the failed migration is counted in `pgmigrate_fail`, and the
+/// panic hook has printed its message), and the work goes on.
+#[derive(Default)]
+pub(crate) struct OwnerPanic {
+    caught: Option<Box<dyn Any + Send>>,
+    background: bool,
+}
+
+impl OwnerPanic {
+    /// For kcompactd's and the page reporter's threads: panics are dropped.
+    pub(crate) fn background() -> Self {
+        Self { caught: None, background: true }
+    }
+
+    /// Whether a panic waits to be resumed: stop migrating.
+    #[inline]
+    pub(crate) fn is_set(&self) -> bool {
+        self.caught.is_some()
+    }
+
+    /// Go on unwinding with the caught panic, if any, in the calling thread
+    /// (the state it left has been restored by then).
+    pub(crate) fn resume(self) {
+        if let Some(p) = self.caught {
+            resume_unwind(p);
+        }
+    }
+
+    /// Keep `p` unless a panic is kept already (a `putback` panicking after
+    /// a `migrate` did adds nothing) or this is a background thread's.
+    fn keep(&mut self, p: Box<dyn Any + Send>) {
+        if !self.background {
+            self.caught.get_or_insert(p);
+        }
+    }
+}
+
+/// The one unwind guard around an owner's callback: its value, or None
+/// after a panic, whose payload goes to `caught`.
+///
+/// `AssertUnwindSafe`: what the closure borrows of ours is pfns and the
+/// ops; the descriptors it leaves inconsistent (an isolated source, a
+/// half-made target) are restored by the caller before anything else runs,
+/// and the owner's own state after its panic is the owner's to know.
+fn owner_call<T>(caught: &mut OwnerPanic, f: impl FnOnce() -> T) -> Option<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(v) => Some(v),
+        Err(p) => {
+            caught.keep(p);
+            None
+        }
+    }
+}
+
 const REGISTERED: u32 = flags::HEAD | flags::MOVABLE_OPS;
 const ISOLATED: u32 = REGISTERED | flags::ISOLATED_MIGRATE;
+
+/// Why flags word `f` of `pfn` may not be marked movable, if it may not:
+/// not an allocated head; a page-cache page, which the cache migrates
+/// itself (`Referenced`; marked, its `MOVABLE_OPS` would send migration to
+/// ops that do not own it, and the page would block every contiguous range);
+/// held by a lock guard, as the cache holds a page it is freeing
+/// (`HeldByGuard`); owned by a `Pages` handle or isolated for migration.
+fn unmarkable(pfn: Pfn, f: u32) -> Result<(), crate::PageStateError> {
+    use crate::PageStateError as E;
+    if f & flags::HEAD == 0 {
+        Err(E::NotAllocated { pfn })
+    } else if flags::cache_owned(f) {
+        Err(E::Referenced { pfn })
+    } else if f & flags::GUARD != 0 {
+        Err(E::HeldByGuard { pfn })
+    } else if f & (flags::OWNED | flags::ISOLATED_MIGRATE) != 0 {
+        Err(E::NotMovable { pfn })
+    } else {
+        Ok(())
+    }
+}
 
 impl Core {
     /// Is `p` a page migration can try now (racy): a registered movable
@@ -56,10 +152,11 @@ impl Core {
     /// pages through [`Core::migrate_one`], LRU pages through the page
     /// cache's migrator. On anything but [`Moved::Yes`] the target is still
     /// the caller's.
-    pub(crate) fn migrate_page(&self, p: u64, target: u64) -> Moved {
+    /// An owner's panic is a failure, its payload in `caught`.
+    pub(crate) fn migrate_page(&self, p: u64, target: u64, caught: &mut OwnerPanic) -> Moved {
         let f = self.mm.page(p).flags();
         if f & flags::MOVABLE_OPS != 0 {
-            return self.migrate_one(p, target);
+            return self.migrate_one(p, target, caught);
         }
         if f & flags::LRU != 0 {
             if let Some(m) = self.mobility.lru_ops() {
@@ -82,21 +179,16 @@ impl Core {
         }
         let d = self.mm.page(p);
         let f = d.flags();
-        if f & flags::HEAD == 0 {
-            return Err(E::NotAllocated { pfn });
-        }
-        if d.order() != 0 || f & (flags::OWNED | flags::ISOLATED_MIGRATE) != 0 {
+        unmarkable(pfn, f)?;
+        if d.order() != 0 {
             return Err(E::NotMovable { pfn });
         }
         self.mobility.set_page(p, id.0);
         let mut cur = f;
         loop {
-            if cur & flags::HEAD == 0 {
-                return Err(E::NotAllocated { pfn });
-            }
-            if cur & (flags::OWNED | flags::ISOLATED_MIGRATE) != 0 {
-                return Err(E::NotMovable { pfn });
-            }
+            // Again on the word the CAS replaces: the page may have become
+            // the cache's (or been locked) since the first look.
+            unmarkable(pfn, cur)?;
             crate::failinject::claim_window();
             // Release: the id recorded above is seen by whoever isolates.
             // Acquire: the private word read below is the one the block's
@@ -145,8 +237,9 @@ impl Core {
 
     /// Migrate the registered page `p` to `target`, an allocated order-0
     /// page (`HEAD`, no other bit) that the caller owns. See the module doc.
-    /// On anything but [`Moved::Yes`] the target is still the caller's.
-    pub(crate) fn migrate_one(&self, p: u64, target: u64) -> Moved {
+    /// On anything but [`Moved::Yes`] the target is still the caller's; an
+    /// owner's panic is [`Moved::Failed`], its payload in `caught`.
+    pub(crate) fn migrate_one(&self, p: u64, target: u64, caught: &mut OwnerPanic) -> Moved {
         let d = self.mm.page(p);
         if d.order() != 0 {
             return Moved::Busy;
@@ -172,21 +265,42 @@ impl Core {
             self.unisolate(p);
             return Moved::Busy;
         };
-        let (from, to) = (Pfn::new(p), Pfn::new(target));
-        if !ops.isolate(from) {
-            self.unisolate(p);
-            return Moved::Busy;
+        let from = Pfn::new(p);
+        match owner_call(caught, || ops.isolate(from)) {
+            Some(true) => {}
+            Some(false) => {
+                self.unisolate(p);
+                return Moved::Busy;
+            }
+            // Whether the owner stopped using the page is unknown: no
+            // `putback`, as after a refusal, but a failure all the same.
+            None => {
+                self.unisolate(p);
+                self.events.count(VmEvent::PgmigrateFail, 1);
+                return Moved::Failed;
+            }
         }
-        if !ops.copies_data() {
+        // The owner has isolated the page: every failure from here on tells
+        // it to use the page again.
+        let Some(copies) = owner_call(caught, || ops.copies_data()) else {
+            self.unisolate(p);
+            return self.putback_failed(&*ops, from, caught);
+        };
+        if !copies {
             self.copy_frame(p, target);
         }
         // Freeze: fails if a lock, writeback or anything else came meanwhile.
         if d.flags.compare_exchange(ISOLATED, flags::ISOLATED_MIGRATE, Ordering::AcqRel, Ordering::Relaxed).is_err() {
             self.unisolate(p);
-            ops.putback(from);
-            self.events.count(VmEvent::PgmigrateFail, 1);
-            return Moved::Failed;
+            return self.putback_failed(&*ops, from, caught);
         }
+        self.hand_over(p, target, id, &*ops, caught)
+    }
+
+    /// The frozen page `p` (`ISOLATED_MIGRATE` alone) goes to `target` if its
+    /// owner's `migrate` takes it; a refusal or a panic puts it back.
+    fn hand_over(&self, p: u64, target: u64, id: u32, ops: &dyn MovableOps, caught: &mut OwnerPanic) -> Moved {
+        let (from, to) = (Pfn::new(p), Pfn::new(target));
         self.mobility.set_page(target, id);
         let td = self.mm.page(target);
         td.set_private(Order::ZERO, crate::MigrateType::Movable);
@@ -198,15 +312,13 @@ impl Core {
         // again: a stranger's page marked movable. loom model in
         // `migrate::loom_tests`.)
         td.set_flags(ISOLATED);
-        if !ops.migrate(from, to) {
+        if owner_call(caught, || ops.migrate(from, to)) != Some(true) {
             // Nobody changes a word without HEAD: a plain store restores it.
-            d.flags.store(REGISTERED, Ordering::Release);
-            // The owner refused and never used the target: the caller's
-            // again, still a target.
+            self.mm.page(p).flags.store(REGISTERED, Ordering::Release);
+            // The owner refused (or panicked) and must not use the target:
+            // the caller's again, still a target.
             td.set_flags(flags::MIGRATE_TARGET);
-            ops.putback(from);
-            self.events.count(VmEvent::PgmigrateFail, 1);
-            return Moved::Failed;
+            return self.putback_failed(ops, from, caught);
         }
         // The target is the owner's now (a lock it took meanwhile stays).
         td.flags.fetch_and(!flags::ISOLATED_MIGRATE, Ordering::Release);
@@ -215,6 +327,15 @@ impl Core {
         self.zone_of(p).free_to_buddy(&self.mm, p, Order::ZERO, false, false);
         self.events.count(VmEvent::PgmigrateSuccess, 1);
         Moved::Yes
+    }
+
+    /// A migration failed after the owner isolated `from`, whose word is
+    /// restored already: the owner uses it again (`putback`); counted.
+    fn putback_failed(&self, ops: &dyn MovableOps, from: Pfn, caught: &mut OwnerPanic) -> Moved {
+        // A panic here leaves nothing of ours to restore.
+        let _ = owner_call(caught, || ops.putback(from));
+        self.events.count(VmEvent::PgmigrateFail, 1);
+        Moved::Failed
     }
 
     /// Free a migration target the caller holds and did not use

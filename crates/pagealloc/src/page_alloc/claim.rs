@@ -202,7 +202,7 @@ fn check_word(pfn: Pfn, order: Order, d: &PageDesc, f: u32, owned: bool) -> Resu
     if f & flags::WRITEBACK != 0 {
         return Err(FreeError::Writeback { pfn });
     }
-    if f & (flags::REF_MASK | flags::LRU) != 0 {
+    if flags::cache_owned(f) {
         return Err(FreeError::Referenced { pfn });
     }
     if (f & flags::OWNED != 0) != owned {

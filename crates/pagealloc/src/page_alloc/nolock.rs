@@ -61,6 +61,10 @@ const NOLOCK_AF: AllocFlags = AllocFlags { wmark: Wmark::Min, high: false };
 impl Core {
     /// Allocate `order.pages()` pages without waiting (see the module doc).
     pub(crate) fn alloc_nolock(&self, gfp: Gfp, order: u32) -> Result<Pfn, AllocError> {
+        // init_on_alloc, as every other allocation path: `prep_new_page`
+        // zeroes the block unless it knows it reads zero already (released,
+        // or init_on_free). Zeroing is plain stores, async-signal-safe.
+        let gfp = gfp | self.reporting.alloc_extra;
         let Some(order) = Order::new(order) else {
             return Err(AllocError::InvalidOrder { order });
         };
