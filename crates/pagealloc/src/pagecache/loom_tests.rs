@@ -188,7 +188,7 @@ fn loom_pagecache_fill_races_waiter() {
 fn loom_pagecache_async_window_races_reader() {
     model(|| {
         let (a, cache, m) = world();
-        let pfn = m.alloc_insert(0, 3).unwrap().unwrap();
+        let pfn = m.alloc_insert(super::PageIndex::new(0).unwrap(), 3).unwrap().unwrap();
         let (c, mi) = (m.cache.clone(), m.m.clone());
         let t = loom::thread::spawn(move || {
             super::readahead::read_window(&c, &mi, 0, &[pfn], None).unwrap();
@@ -332,5 +332,56 @@ fn loom_flusher_wakeups_are_never_lost() {
         }
         w.stop();
         assert_eq!(flusher.join().unwrap(), 2, "a dirtying was left when the flusher stopped");
+    });
+}
+
+/// The mapping lifetime rule: a fill of page 0 against `remove_mapping`
+/// (kill: the dead flag, then a pass over every shard's write lock; then
+/// truncate). Either the fill's insertion came first and the truncation
+/// drops the page, or the fill reads the mapping dead under the shard lock
+/// and inserts nothing (`MappingRemoved`); never a page left in a removed
+/// mapping's map (the leak), and the filler's handle, if it got one, reads
+/// the right bytes.
+#[test]
+fn loom_insert_races_mapping_removal() {
+    model(|| {
+        let (a, cache, m) = world();
+        let cache = Arc::new(cache);
+        let c2 = cache.clone();
+        let t = loom::thread::spawn(move || {
+            assert!(c2.remove_mapping(1));
+        });
+        match m.get(0) {
+            Ok(h) => check_held(&a, &h),
+            Err(e) => {
+                assert_eq!(super::PageCacheError::of(&e), Some(&super::PageCacheError::MappingRemoved { id: 1 }));
+            }
+        }
+        t.join().unwrap();
+        assert!(!m.is_live());
+        assert_eq!(m.nr_pages(), 0, "a page joined a removed mapping");
+        drop(m);
+        conserved(&a, Arc::into_inner(cache).unwrap(), 0);
+    });
+}
+
+/// The last put of a cache page (a handle dropped after the page was
+/// deleted) against a stranger's `trylock_page` of its pfn: the put
+/// freezes the page locked in its own RMW and frees it, so the stranger is
+/// refused (by the count before, by the lock after, or finds it free) and
+/// the free never fails.
+#[test]
+fn loom_last_put_races_a_strangers_trylock() {
+    model(|| {
+        let (a, cache, m) = world();
+        let h = m.get(0).unwrap();
+        let pfn = h.pfn();
+        a.core.lru_add_drain_all();
+        assert!(m.delete(0));
+        let a2 = a.clone();
+        let t = loom::thread::spawn(move || a2.trylock_page(pfn));
+        drop(h);
+        assert!(!t.join().unwrap(), "a stranger locked a page on its way to the free");
+        conserved(&a, cache, 0);
     });
 }
