@@ -69,7 +69,9 @@ pub(crate) const MAX_REPORTING_BATCH: u32 = 4096;
 /// balloon, a device's discard): called with the head and order of each free
 /// block to release, under the zone's lock (keep it short, never call back into
 /// the allocator). Return `false` when the release failed: the block then stays
-/// unreported and is offered again on a later pass.
+/// unreported and is offered again on a later pass. A callback that panics
+/// counts as a failed release: the panic is caught before it can unwind
+/// through the zone lock, and the pass goes on.
 #[derive(Clone)]
 pub struct ReportCallback(pub Arc<dyn Fn(Pfn, u32) -> bool + Send + Sync>);
 

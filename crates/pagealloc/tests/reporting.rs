@@ -104,6 +104,37 @@ fn merge_keeps_the_mark_only_when_both_halves_had_it() {
     a.check_invariants().unwrap();
 }
 
+/// A report callback that panics is a failed release: the pass returns
+/// (counting the error) instead of unwinding through the zone lock, the
+/// block stays unreported, and the next pass releases it.
+#[test]
+fn a_panicking_report_callback_is_a_failed_release() {
+    let calls = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let c = calls.clone();
+    let cb = ReportCallback(Arc::new(move |_: Pfn, _: u32| {
+        let n = c.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        assert!(n != 1, "injected panic in a report callback");
+        true
+    }));
+    let a = PageAllocator::new(
+        Config::small(4 << 20).pcp_lists(false).page_reporting(false).page_reporting_callback(Some(cb)),
+    )
+    .unwrap();
+    let p = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+    let q = a.alloc_pages(Gfp::MOVABLE, 9).unwrap();
+    a.free_pages(p, 0).unwrap();
+    assert_eq!(reported(&a), 0);
+    let first = a.report_free_pages_now();
+    assert_eq!((first.blocks, first.errors), (0, 1), "{first:?}");
+    assert_eq!(reported(&a), 0, "a failed release marks nothing");
+    a.check_invariants().unwrap();
+    assert_eq!(a.report_free_pages_now().pages, 512);
+    assert_eq!(reported(&a), 512);
+    assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 2);
+    a.free_pages(q, 9).unwrap();
+    a.check_invariants().unwrap();
+}
+
 #[test]
 fn young_blocks_wait_for_the_delay_and_the_order_is_respected() {
     let a = PageAllocator::new(

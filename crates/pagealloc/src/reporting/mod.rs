@@ -245,7 +245,14 @@ impl Reporting {
                 unsafe { libc::madvise(addr.as_ptr().cast(), PAGE_SIZE * pages as usize, *advice) == 0 }
             }
             // Never merged: one block, of `pages` = 2^order pages.
-            Release::Callback(cb) => (cb.0)(Pfn::new(pfn), pages.trailing_zeros()),
+            // A panic of the user's callback is a failed release (counted in
+            // the pass's errors), not an unwind through the zone lock the
+            // caller holds: the reporter thread and `report_now`'s caller go
+            // on, and the block stays unreported.
+            Release::Callback(cb) => {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (cb.0)(Pfn::new(pfn), pages.trailing_zeros())))
+                    .unwrap_or(false)
+            }
             Release::Nothing => false,
         }
     }
