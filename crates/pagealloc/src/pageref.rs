@@ -170,7 +170,7 @@ mod tests {
 
     #[test]
     fn the_last_put_freezes_for_the_free() {
-        let w = AtomicU32::new(HEAD | 2 * REF_ONE);
+        let w = AtomicU32::new(HEAD | (2 * REF_ONE));
         assert_eq!(put_testzero(&w), Ok(false));
         assert!(!frozen_for_free(w.load(Ordering::Relaxed)));
         assert_eq!(put_testzero(&w), Ok(true));
