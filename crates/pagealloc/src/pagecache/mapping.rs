@@ -25,7 +25,6 @@ use crate::page::flags::{DIRTY, GUARD, HEAD, LOCKED, REF_MASK, REF_ONE, UPTODATE
 use crate::pageref::{self, TryGet};
 use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering, RwLock};
 use crate::types::{Gfp, Pfn, PAGE_SIZE};
-use std::collections::HashMap;
 use std::io;
 use std::sync::Arc;
 
@@ -42,7 +41,7 @@ pub(crate) const NO_SLOT: usize = usize::MAX;
 pub(crate) struct MappingInner {
     pub(crate) id: u64,
     pub(crate) slot: usize,
-    shards: [RwLock<HashMap<u64, u32>>; SHARDS],
+    shards: [RwLock<super::index_map::IndexMap>; SHARDS],
     pub(super) source: Arc<dyn PageSource>,
     nr: AtomicU64,
     /// Killed: no page joins the map any more (module doc).
@@ -58,7 +57,7 @@ impl MappingInner {
         Self {
             id,
             slot,
-            shards: std::array::from_fn(|_| RwLock::new(HashMap::new())),
+            shards: std::array::from_fn(|_| RwLock::new(super::index_map::new_map())),
             source,
             nr: AtomicU64::new(0),
             dead: AtomicBool::new(slot == NO_SLOT),
@@ -66,7 +65,7 @@ impl MappingInner {
             wb_error: Mutex::new(None),
         }
     }
-    pub(super) fn shard(&self, index: u64) -> &RwLock<HashMap<u64, u32>> {
+    pub(super) fn shard(&self, index: u64) -> &RwLock<super::index_map::IndexMap> {
         &self.shards[index as usize % SHARDS]
     }
     pub(crate) fn nr_pages(&self) -> u64 {

@@ -72,6 +72,7 @@
 mod checked;
 mod direct;
 mod handle;
+mod index_map;
 mod kswapd;
 #[cfg(all(test, loom))]
 mod loom_tests;
