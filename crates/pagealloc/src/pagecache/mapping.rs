@@ -295,6 +295,9 @@ impl Mapping {
     /// mapping is killed (nothing changed).
     pub(super) fn alloc_insert(&self, index: PageIndex, refs: u32) -> io::Result<Option<Pfn>> {
         let (a, index) = (self.alloc(), index.get());
+        // A mapping born dead has no slot to name; a killed one takes no
+        // page (checked again under the shard lock below, where it counts).
+        self.m.live()?;
         // Not published yet: locked for the cache (GUARD: no raw unlock can
         // release it), with its references.
         let pfn = self.alloc_cache_page(HEAD | LOCKED | GUARD | (refs * REF_ONE))?;
