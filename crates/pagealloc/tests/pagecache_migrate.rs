@@ -188,7 +188,7 @@ fn set_page_movable_refuses_cache_pages_and_contig_still_moves_them() {
     assert_eq!(a.set_page_movable(pfn, id), Err(PageStateError::Referenced { pfn }), "on its LRU list");
     let block = Pfn::new(pfn.as_u64() & !(PAGEBLOCK_PAGES - 1));
     a.alloc_contig_range(block, PAGEBLOCK_PAGES, Gfp::MOVABLE).expect("the cache pages in the block moved out");
-    assert_ne!(m.find_get(kept[1]).unwrap().pfn(), pfn, "the page moved");
+    assert_ne!(m.find_get(kept[1]).unwrap().unwrap().pfn(), pfn, "the page moved");
     verify(&m, &kept);
     a.free_contig_range(block, PAGEBLOCK_PAGES).unwrap();
     conserved(&a, &pc);
