@@ -25,6 +25,7 @@ impl Mapping {
     /// [`Mapping::get`].
     pub fn read(&self, pos: u64, buf: &mut [u8]) -> io::Result<usize> {
         PageIndex::of_range(pos, buf.len())?;
+        self.m.live()?;
         let mut done = 0;
         while done < buf.len() {
             // In range: checked above.
@@ -46,6 +47,7 @@ impl Mapping {
     /// [`Mapping::get`].
     pub fn write(&self, pos: u64, data: &[u8]) -> io::Result<usize> {
         PageIndex::of_range(pos, data.len())?;
+        self.m.live()?;
         let mut done = 0;
         while done < data.len() {
             let (i, off) = PageIndex::of_range(pos + done as u64, 0)?;

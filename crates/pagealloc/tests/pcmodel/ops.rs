@@ -170,18 +170,6 @@ impl<'a> Harness<'a> {
         }
     }
 
-    /// A zero-length read or write of a removed mapping: the promise says
-    /// every call fails with `MappingRemoved`; the cache answers `Ok(0)`
-    /// (the range loop never runs). Both pass here, so the model covers the
-    /// rest; `zero_length_io_on_a_removed_mapping_is_refused` pins the gap.
-    fn empty_on_removed(&self, inst: usize, res: &io::Result<usize>, len: usize) -> bool {
-        if len > 0 || self.model.insts[inst].live || !matches!(res, Ok(0)) {
-            return false;
-        }
-        self.no_calls("empty io");
-        true
-    }
-
     /// `read`: the model's bytes of every page of the range, each page not
     /// cached read in once, in order; a failed fill fails the read.
     pub(super) fn read(&mut self, pick: usize, pos: u64, len: usize) {
@@ -190,7 +178,7 @@ impl<'a> Harness<'a> {
         let res = m.read(pos, &mut buf);
         let pages = chunks(pos, len);
         let bad = pages.is_none().then_some(PageCacheError::RangeTooLarge { pos, len: len as u64 });
-        if self.empty_on_removed(inst, &res, len) || self.refused(inst, &res, bad, "read") {
+        if self.refused(inst, &res, bad, "read") {
             return;
         }
         let mut ev: VecDeque<Event> = self.log(self.id_of(inst)).into();
@@ -218,7 +206,7 @@ impl<'a> Harness<'a> {
         let res = m.write(pos, &data);
         let pages = chunks(pos, len);
         let bad = pages.is_none().then_some(PageCacheError::RangeTooLarge { pos, len: len as u64 });
-        if self.empty_on_removed(inst, &res, len) || self.refused(inst, &res, bad, "write") {
+        if self.refused(inst, &res, bad, "write") {
             return;
         }
         let mut ev: VecDeque<Event> = self.log(self.id_of(inst)).into();
