@@ -29,13 +29,21 @@ impl PageHandle<'_> {
     }
     /// Copy bytes `off..off + buf.len()` of the page into `buf`, with the page
     /// locked (contents are only touched under the page lock). Returns the
-    /// bytes copied, clamped to the page: 0 for `off` at or past its end.
+    /// bytes copied, clamped to the page: 0 for `off` at or past its end,
+    /// and 0 for a page that is not up to date (a handle from
+    /// [`Mapping::find_get`](super::Mapping::find_get) on a page whose fill
+    /// failed: its frame holds no bytes of the file, only what the frame
+    /// held before, which may be another file's).
     pub fn read(&self, off: usize, buf: &mut [u8]) -> usize {
         let n = buf.len().min(PAGE_SIZE.saturating_sub(off));
         if n == 0 {
             return 0;
         }
-        let _lock = CacheLock::lock(self.alloc, self.pfn);
+        // Once locked, a fill of the page has ended: up to date, or failed.
+        let lock = CacheLock::lock(self.alloc, self.pfn);
+        if !lock.page_ref().uptodate() {
+            return 0;
+        }
         let src = super::mapping::page_bytes(self.alloc, self.pfn);
         // SAFETY: see `page_bytes`: we hold the page lock and a reference.
         let src = unsafe { &*src };

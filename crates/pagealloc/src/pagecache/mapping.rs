@@ -48,8 +48,8 @@ pub(crate) struct MappingInner {
     dead: AtomicBool,
     /// Readahead streams and their markers (`readahead`).
     pub(super) ra: super::readahead::RaStreams,
-    /// The first writeback error since the last fsync.
-    pub(super) wb_error: Mutex<Option<io::Error>>,
+    /// Writeback errors, for the fsyncs that must report them.
+    pub(super) wb_error: Mutex<super::wb_error::WbErrors>,
 }
 
 impl MappingInner {
@@ -62,7 +62,7 @@ impl MappingInner {
             nr: AtomicU64::new(0),
             dead: AtomicBool::new(slot == NO_SLOT),
             ra: super::readahead::RaStreams::new(),
-            wb_error: Mutex::new(None),
+            wb_error: Mutex::new(super::wb_error::WbErrors::default()),
         }
     }
     pub(super) fn shard(&self, index: u64) -> &RwLock<super::index_map::IndexMap> {

@@ -85,6 +85,7 @@ mod rw;
 mod source;
 #[cfg(all(test, not(loom)))]
 mod tests;
+mod wb_error;
 mod writeback;
 #[cfg(all(test, not(loom)))]
 mod writeback_tests;

@@ -264,7 +264,8 @@ impl Mapping {
     /// more than one page starts a stream (module doc).
     ///
     /// # Errors
-    /// The source's read error (every page of the window is dropped), or
+    /// The source's read error (every page of the window is dropped; a
+    /// window of several pages is retried as the page alone first), or
     /// `OutOfMemory` if no page could be had for `index`.
     pub(super) fn fill_window(&self, index: PageIndex, n: u64) -> io::Result<Option<PageHandle<'_>>> {
         // The requested page: the cache's, the LRU batch's and our handle's
@@ -277,6 +278,13 @@ impl Mapping {
         let mut pages = vec![first];
         pages.extend(self.insert_run(index.get() + 1, n.max(1) - 1, 3));
         let res = read_window(&self.cache, &self.m, index.get(), &pages, Some(first));
+        if res.is_err() && pages.len() > 1 {
+            // The window may have failed for another page of it: read the
+            // page asked for alone (the kernel falls back to one page too),
+            // so one bad page cannot keep its neighbours from being served.
+            drop(h);
+            return self.fill_window(index, 1);
+        }
         if res.is_ok() && pages.len() > 1 {
             self.ra_start(index.get(), pages.len() as u64);
         }

@@ -119,7 +119,7 @@ impl Mapping {
                     // Dirty again: queued again for the flusher.
                     cache.writeback.push(CacheInner::owner_word(m.slot, index));
                 }
-                m.wb_error.lock().get_or_insert(e);
+                m.wb_error.lock().record(e);
             }
         }
         core.vmscan.gauges.writeback(zone, false);
@@ -127,7 +127,8 @@ impl Mapping {
     }
 
     /// Write every dirty page back, wait for all writeback, sync the source
-    /// (`vfs_fsync`). Returns the first error since the last fsync.
+    /// (`vfs_fsync`). Fails with the first writeback error that came during
+    /// this call or that no fsync has reported yet (`wb_error`).
     ///
     /// A page is referenced only while it is looked at (as the kernel's
     /// writeback takes a batch of pages at a time): holding a reference on
@@ -140,6 +141,7 @@ impl Mapping {
     /// [`super::PageCacheError::SourcePanicked`]), or `MappingRemoved`.
     pub fn fsync(&self) -> io::Result<()> {
         self.m.live()?;
+        let mark = self.m.wb_error.lock().mark();
         let idx = self.m.cached_indexes();
         let core = &self.alloc().core;
         for &i in &idx {
@@ -158,7 +160,7 @@ impl Mapping {
                 let _ = self.alloc().cache_page_ref(pfn).map_err(io::Error::other)?.wait_writeback(None, None);
             }
         }
-        if let Some(e) = self.m.wb_error.lock().take() {
+        if let Some(e) = self.m.wb_error.lock().check(mark) {
             return Err(e);
         }
         self.source_call("sync", |s| s.sync())

@@ -56,7 +56,8 @@ impl<'a> Harness<'a> {
     /// A touch of page `index` of `inst` (`rest`: the pages the operation
     /// touches after it, in order). If the model has it uncached: the fill
     /// of a window that starts at it (one page on a source that reads no
-    /// ahead), `Err(fault)` if that failed. Then, on a readahead source, the
+    /// ahead; a failed window of several pages is followed by a read of
+    /// the page alone), `Err(fault)` if that failed. Then, on a readahead source, the
     /// asynchronous windows markers start (their failures fail nothing),
     /// taken here for every page up to the next uncached one. Which touched
     /// page's marker started which window is not observable, and a window
@@ -70,7 +71,17 @@ impl<'a> Harness<'a> {
             assert!(ra || e.count == 1, "a source that reads no ahead was asked for {} pages", e.count);
             self.window(inst, &e);
             if let Some(f) = e.fault {
-                return Err(f);
+                if e.count == 1 {
+                    return Err(f);
+                }
+                // A failed window of several pages falls back to the page
+                // alone.
+                let g = ev.pop_front().unwrap_or_else(|| panic!("no read of page {index} alone after {e:?} failed"));
+                assert!(g.call == Call::Read && g.index == index && g.count == 1, "expected page {index} alone: {g:?}");
+                self.window(inst, &g);
+                if let Some(f) = g.fault {
+                    return Err(f);
+                }
             }
         }
         while ra && self.is_async_window(inst, ev, index, rest) {
