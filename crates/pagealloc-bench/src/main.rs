@@ -8,8 +8,12 @@ mod peers;
 mod report;
 mod show;
 mod stress;
+mod stress_cache_drop;
+mod stress_churn;
+mod stress_churn_check;
 mod stress_nolock;
 mod stress_pagecache;
+mod stress_sources;
 mod workloads;
 
 use clap::{Parser, Subcommand};

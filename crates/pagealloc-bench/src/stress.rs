@@ -60,12 +60,20 @@ pub struct StressArgs {
     /// `stress_nolock`).
     #[arg(long)]
     pub nolock_signal: bool,
-    /// Issue 16's page-cache soak instead of the mix: lookups, reads,
-    /// writes, fsync and deletes of a file-backed mapping twice the arena,
-    /// with reclaim, shrinker calls and compaction running (see
+    /// The page-cache soak instead of the mix: lookups, reads, writes,
+    /// fsync and deletes of a file-backed mapping twice the arena, with
+    /// reclaim, shrinker calls and compaction running, and churn mappings
+    /// removed under their users, some over failing sources (see
     /// `stress_pagecache`).
     #[arg(long)]
     pub pagecache: bool,
+    /// With `--pagecache`: no churn mappings (no removals, no faulty
+    /// sources, no cache drop under held mappings).
+    #[arg(long)]
+    pub no_churn: bool,
+    /// With `--pagecache`: churn mappings' sources never panic or fail.
+    #[arg(long)]
+    pub no_source_faults: bool,
 }
 
 /// What a thread is doing, for the watchdog.
