@@ -11,7 +11,7 @@
 //! | `PAGEALLOC_SQLITE_ARENA`      | arena bytes (`K`/`M`/`G` suffixes)    | 512M      |
 //! | `PAGEALLOC_SQLITE_BUDGET`     | budget bytes, at most the arena       | the arena |
 //! | `PAGEALLOC_SQLITE_HUGEPAGES`  | `1`: back the arena with hugepages    | 0         |
-//! | `PAGEALLOC_SQLITE_STATS`      | `1`: one stats line on stderr at exit | 0         |
+//! | `PAGEALLOC_SQLITE_STATS`      | `1`: one stats line on stderr at exit (processes that opened a database) | 0 |
 //!
 //! The constructor acts only when `LD_PRELOAD` names this library: a program
 //! that links the library (or the Rust crate) installs it itself, with
@@ -106,7 +106,11 @@ pub fn stats_line() -> String {
 }
 
 extern "C" fn print_stats_at_exit() {
-    eprintln!("{}", stats_line());
+    // A process that never opened a database (a shell the preload passed
+    // through on its way to the program) says nothing.
+    if crate::global().is_some_and(|g| g.totals().0 > 0) {
+        eprintln!("{}", stats_line());
+    }
 }
 
 /// With `PAGEALLOC_SQLITE_STATS=1`, print [`stats_line`] at exit (once).
