@@ -116,11 +116,15 @@ impl PagePtr {
     }
 
     /// Free the header and its extra area (not the frame).
-    pub(crate) fn free_header(self) {
+    ///
+    /// # Safety
+    /// The page is in no map or LRU list, SQLite holds no pointer to it, and
+    /// no copy of this `PagePtr` is used afterwards.
+    pub(crate) unsafe fn free_header(self) {
         let words = self.hdr().extra_words;
         let extra = self.hdr().base.p_extra.cast::<u64>();
         // SAFETY: both were made by `new` with Box (the slice with `words`
-        // elements); the page left every map, so nothing else points here.
+        // elements); the caller's contract says nothing else points here.
         unsafe {
             drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(extra, words)));
             drop(Box::from_raw(self.0.as_ptr()));
@@ -328,7 +332,11 @@ impl Group {
         for v in victims {
             let r = self.alloc.free_pages(v.page.hdr().pfn, v.order);
             debug_assert!(r.is_ok(), "freeing a cache frame failed: {r:?}");
-            v.page.free_header();
+            // SAFETY: a victim was taken out of its map and lists under the
+            // mutex (remove_page) and is freed once, here; SQLite discarded
+            // it, or it was unpinned (SQLite holds no pointer to an
+            // unpinned page) when evicted.
+            unsafe { v.page.free_header() };
         }
     }
 }

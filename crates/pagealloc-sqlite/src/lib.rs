@@ -57,7 +57,7 @@ pub use group::Group;
 pub use methods::{cache_stats, METHODS};
 pub use preload::{pagealloc_sqlite_install, pagealloc_sqlite_install_from_env, stats_line};
 
-use pagealloc::{Backing, PageAllocator, PAGE_SIZE};
+use pagealloc::{Backing, PageAllocator, PAGEBLOCK_PAGES, PAGE_SIZE};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -76,6 +76,25 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Self { arena_bytes: 512 << 20, hugepages: false, budget_bytes: None }
+    }
+}
+
+impl Config {
+    /// The checks that need no allocator: the arena is whole pageblocks, the
+    /// budget one page to the arena.
+    ///
+    /// # Errors
+    /// [`InstallError::Arena`] or [`InstallError::Budget`].
+    pub fn validate(&self) -> Result<(), InstallError> {
+        let block = PAGEBLOCK_PAGES * PAGE_SIZE as u64;
+        if self.arena_bytes == 0 || !self.arena_bytes.is_multiple_of(block) {
+            return Err(InstallError::Arena(self.arena_bytes));
+        }
+        let budget = self.budget_bytes.unwrap_or(self.arena_bytes);
+        if budget < PAGE_SIZE as u64 || budget > self.arena_bytes {
+            return Err(InstallError::Budget { budget, arena: self.arena_bytes });
+        }
+        Ok(())
     }
 }
 
@@ -112,6 +131,8 @@ impl std::error::Error for CreateError {}
 /// Why [`install`] or [`Group::new`] failed.
 #[derive(Debug)]
 pub enum InstallError {
+    /// The arena is not a positive multiple of a pageblock (2 MiB).
+    Arena(u64),
     /// The budget is under one 4 KiB page or over the arena.
     Budget {
         /// The budget asked for, in bytes.
@@ -133,6 +154,7 @@ impl std::fmt::Display for InstallError {
             Self::Budget { budget, arena } => {
                 write!(f, "budget of {budget} bytes must be at least {PAGE_SIZE} and at most the arena ({arena})")
             }
+            Self::Arena(n) => write!(f, "arena of {n} bytes is not a positive multiple of 2 MiB"),
             Self::Allocator(e) => write!(f, "allocator configuration: {e}"),
             Self::AlreadyInstalled => f.write_str("a pagealloc page cache is installed already"),
             Self::Sqlite(rc) => write!(f, "sqlite3_config(SQLITE_CONFIG_PCACHE2) failed with {rc}"),
@@ -166,10 +188,8 @@ impl Group {
     /// # Errors
     /// [`InstallError::Budget`] or [`InstallError::Allocator`].
     pub fn new(cfg: &Config) -> Result<Arc<Self>, InstallError> {
+        cfg.validate()?;
         let budget = cfg.budget_bytes.unwrap_or(cfg.arena_bytes);
-        if budget < PAGE_SIZE as u64 || budget > cfg.arena_bytes {
-            return Err(InstallError::Budget { budget, arena: cfg.arena_bytes });
-        }
         let backing = if cfg.hugepages { Backing::HugePages } else { Backing::Anonymous };
         // No page reporting (a thread that madvises free blocks away) and no
         // lock statistics: a cache wants neither's cost.
@@ -204,11 +224,35 @@ impl Group {
 /// # Errors
 /// A bad configuration, a second install, or SQLite refusing the config.
 pub fn install(cfg: &Config) -> Result<Arc<Group>, InstallError> {
-    if methods::GLOBAL.get().is_some() {
+    if methods::GLOBAL.get().is_some() || methods::PENDING.lock().is_some() {
         return Err(InstallError::AlreadyInstalled);
     }
     let g = Group::new(cfg)?;
     methods::GLOBAL.set(Arc::clone(&g)).map_err(|_| InstallError::AlreadyInstalled)?;
+    configure_sqlite()?;
+    Ok(g)
+}
+
+/// As [`install`], but the group (its arena) is built by the first
+/// `xCreate`; `cfg` is checked now, except what only building the allocator
+/// can find (then `xCreate` fails: SQLITE_NOMEM, the reason on stderr).
+///
+/// # Errors
+/// As [`install`].
+pub fn install_lazy(cfg: &Config) -> Result<(), InstallError> {
+    cfg.validate()?;
+    {
+        let mut pending = methods::PENDING.lock();
+        if methods::GLOBAL.get().is_some() || pending.is_some() {
+            return Err(InstallError::AlreadyInstalled);
+        }
+        *pending = Some(*cfg);
+    }
+    configure_sqlite().inspect_err(|_| *methods::PENDING.lock() = None)
+}
+
+/// Hand [`METHODS`] to SQLite, and arrange the exit line.
+fn configure_sqlite() -> Result<(), InstallError> {
     // SAFETY: SQLITE_CONFIG_PCACHE2 takes one `sqlite3_pcache_methods2*`,
     // which SQLite copies; METHODS is a 'static of that layout.
     let rc = unsafe { ffi::sqlite3_config(ffi::SQLITE_CONFIG_PCACHE2, &raw const METHODS) };
@@ -216,10 +260,10 @@ pub fn install(cfg: &Config) -> Result<Arc<Group>, InstallError> {
         return Err(InstallError::Sqlite(rc));
     }
     preload::register_exit_stats();
-    Ok(g)
+    Ok(())
 }
 
-/// The installed group, if any.
+/// The installed group, if any (a lazy install's once a database opened).
 #[must_use]
 pub fn global() -> Option<Arc<Group>> {
     methods::GLOBAL.get().cloned()

@@ -5,12 +5,39 @@
 
 use crate::ffi::{PcacheMethods2, Sqlite3Pcache, Sqlite3PcachePage, SQLITE_OK};
 use crate::group::{Group, PagePtr};
-use crate::{CacheStats, CreateError};
+use crate::{CacheStats, Config, CreateError};
+use parking_lot::Mutex;
 use std::ffi::{c_int, c_uint, c_void};
 use std::sync::{Arc, OnceLock};
 
-/// The group `xCreate` makes caches in: set once by [`crate::install`].
+/// The group `xCreate` makes caches in: set once, by [`crate::install`] or
+/// by the first `xCreate` after a lazy install.
 pub(crate) static GLOBAL: OnceLock<Arc<Group>> = OnceLock::new();
+
+/// A lazy install's configuration (the preload path), until the first
+/// `xCreate` builds the group from it: a process the preload passes through
+/// without opening a database never maps an arena.
+pub(crate) static PENDING: Mutex<Option<Config>> = Mutex::new(None);
+
+/// The process's group, built now if a lazy install left it pending.
+pub(crate) fn global_group() -> Option<&'static Arc<Group>> {
+    if let Some(g) = GLOBAL.get() {
+        return Some(g);
+    }
+    let mut pending = PENDING.lock();
+    // Another thread may have built it while this one waited for the lock.
+    if let Some(g) = GLOBAL.get() {
+        return Some(g);
+    }
+    let cfg = pending.take()?;
+    match Group::new(&cfg) {
+        Ok(g) => GLOBAL.get_or_init(|| g).into(),
+        Err(e) => {
+            eprintln!("pagealloc-sqlite: no page cache: {e}");
+            None
+        }
+    }
+}
 
 /// What SQLite's `sqlite3_pcache*` points to.
 pub(crate) struct CacheHandle {
@@ -80,7 +107,7 @@ unsafe extern "C" fn x_init(_arg: *mut c_void) -> c_int {
 unsafe extern "C" fn x_shutdown(_arg: *mut c_void) {}
 
 unsafe extern "C" fn x_create(sz_page: c_int, sz_extra: c_int, purgeable: c_int) -> *mut Sqlite3Pcache {
-    let Some(g) = GLOBAL.get() else { return std::ptr::null_mut() };
+    let Some(g) = global_group() else { return std::ptr::null_mut() };
     let (Ok(page), Ok(extra)) = (usize::try_from(sz_page), usize::try_from(sz_extra)) else {
         return std::ptr::null_mut();
     };

@@ -80,11 +80,12 @@ pub extern "C" fn pagealloc_sqlite_install(arena_bytes: u64, budget_bytes: u64, 
 }
 
 /// C: install as configured by the `PAGEALLOC_SQLITE_*` variables (module
-/// doc); the codes of [`pagealloc_sqlite_install`].
+/// doc), building the arena at the first `xCreate` ([`crate::install_lazy`]);
+/// the codes of [`pagealloc_sqlite_install`].
 #[no_mangle]
 pub extern "C" fn pagealloc_sqlite_install_from_env() -> c_int {
     match config_from_env() {
-        Ok(cfg) => install_rc(crate::install(&cfg).map(drop)),
+        Ok(cfg) => install_rc(crate::install_lazy(&cfg)),
         Err(e) => {
             eprintln!("pagealloc-sqlite: not installed: {e}");
             SQLITE_ERROR

@@ -246,7 +246,12 @@ fn budget_below_one_page_per_cache_refuses_creation() {
         Group::new(&Config { arena_bytes: ARENA, hugepages: false, budget_bytes: Some(2 * ARENA) }),
         Err(InstallError::Budget { .. })
     ));
-    assert!(matches!(Group::new(&Config { arena_bytes: 12345, ..Config::default() }), Err(InstallError::Allocator(_))));
+    assert!(matches!(Group::new(&Config { arena_bytes: 12345, ..Config::default() }), Err(InstallError::Arena(12345))));
+    assert!(matches!(Group::new(&Config { arena_bytes: 0, ..Config::default() }), Err(InstallError::Arena(0))));
+    assert!(matches!(
+        Group::new(&Config { arena_bytes: 1 << 60, ..Config::default() }),
+        Err(InstallError::Allocator(_))
+    ));
     assert_conserved(&g);
 }
 
