@@ -55,7 +55,7 @@ mod preload;
 pub use cache::{page_order, MAX_EXTRA, MAX_PAGE_SIZE, MIN_PAGE_SIZE};
 pub use group::Group;
 pub use methods::{cache_stats, METHODS};
-pub use preload::{pagealloc_sqlite_install, pagealloc_sqlite_install_from_env, stats_line};
+pub use preload::{pagealloc_sqlite_install, pagealloc_sqlite_install_from_env, pagealloc_sqlite_totals, stats_line};
 
 use pagealloc::{Backing, PageAllocator, PAGEBLOCK_PAGES, PAGE_SIZE};
 use std::sync::atomic::Ordering::Relaxed;

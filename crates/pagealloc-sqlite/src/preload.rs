@@ -93,6 +93,20 @@ pub extern "C" fn pagealloc_sqlite_install_from_env() -> c_int {
     }
 }
 
+/// C: the totals since install (caches created, fetches, hits, misses,
+/// evictions) into `out`; 0, or -1 (out untouched) before the first cache.
+///
+/// # Safety
+/// `out` points to 5 writable `uint64_t`.
+#[no_mangle]
+pub unsafe extern "C" fn pagealloc_sqlite_totals(out: *mut u64) -> c_int {
+    let Some(g) = crate::global() else { return -1 };
+    let (c, f, h, m, e) = g.totals();
+    // SAFETY: the caller's contract.
+    unsafe { std::ptr::copy_nonoverlapping([c, f, h, m, e].as_ptr(), out, 5) };
+    0
+}
+
 /// The exit line: `pagealloc-sqlite: caches C fetches F hits H misses M
 /// evictions E`, then the budget and the frames in use.
 #[must_use]
