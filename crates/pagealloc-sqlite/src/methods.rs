@@ -100,12 +100,24 @@ unsafe fn handle<'a>(cache: *mut Sqlite3Pcache) -> &'a CacheHandle {
     unsafe { &*cache.cast::<CacheHandle>() }
 }
 
+/// `xInit`: nothing to set up (the group exists or is pending).
+///
+/// # Safety
+/// None beyond SQLite's: `_arg` is unused.
 unsafe extern "C" fn x_init(_arg: *mut c_void) -> c_int {
     SQLITE_OK
 }
 
+/// `xShutdown`: caches are destroyed one by one; nothing global to undo.
+///
+/// # Safety
+/// None: `_arg` is unused.
 unsafe extern "C" fn x_shutdown(_arg: *mut c_void) {}
 
+/// `xCreate`: a cache in the process's group, or null (SQLITE_NOMEM).
+///
+/// # Safety
+/// None: plain integers.
 unsafe extern "C" fn x_create(sz_page: c_int, sz_extra: c_int, purgeable: c_int) -> *mut Sqlite3Pcache {
     let Some(g) = global_group() else { return std::ptr::null_mut() };
     let (Ok(page), Ok(extra)) = (usize::try_from(sz_page), usize::try_from(sz_extra)) else {
@@ -115,24 +127,40 @@ unsafe extern "C" fn x_create(sz_page: c_int, sz_extra: c_int, purgeable: c_int)
     g.create_cache(page, extra, purgeable != 0).unwrap_or(std::ptr::null_mut())
 }
 
+/// `xCachesize`: see the [`Group`] method of the same name.
+///
+/// # Safety
+/// SQLite's contract: `cache` came from `xCreate` and is not destroyed; calls on one cache do not overlap.
 unsafe extern "C" fn x_cachesize(cache: *mut Sqlite3Pcache, n: c_int) {
     // SAFETY: SQLite passes a cache xCreate made and has not destroyed.
     let h = unsafe { handle(cache) };
     h.group.cachesize(h.id, n);
 }
 
+/// `xPagecount`: see the [`Group`] method of the same name.
+///
+/// # Safety
+/// SQLite's contract: `cache` came from `xCreate` and is not destroyed; calls on one cache do not overlap.
 unsafe extern "C" fn x_pagecount(cache: *mut Sqlite3Pcache) -> c_int {
     // SAFETY: as in x_cachesize.
     let h = unsafe { handle(cache) };
     c_int::try_from(h.group.pagecount(h.id)).unwrap_or(c_int::MAX)
 }
 
+/// `xFetch`: see the [`Group`] method of the same name.
+///
+/// # Safety
+/// SQLite's contract: `cache` came from `xCreate` and is not destroyed; calls on one cache do not overlap.
 unsafe extern "C" fn x_fetch(cache: *mut Sqlite3Pcache, key: c_uint, create: c_int) -> *mut Sqlite3PcachePage {
     // SAFETY: as in x_cachesize.
     let h = unsafe { handle(cache) };
     h.group.fetch(h.id, key, create)
 }
 
+/// `xUnpin`: see the [`Group`] method of the same name.
+///
+/// # Safety
+/// SQLite's contract: `cache` came from `xCreate` and is not destroyed, and `page` came from its `xFetch` and was not discarded; calls on one cache do not overlap.
 unsafe extern "C" fn x_unpin(cache: *mut Sqlite3Pcache, page: *mut Sqlite3PcachePage, discard: c_int) {
     // SAFETY: as in x_cachesize.
     let h = unsafe { handle(cache) };
@@ -141,6 +169,10 @@ unsafe extern "C" fn x_unpin(cache: *mut Sqlite3Pcache, page: *mut Sqlite3Pcache
     h.group.unpin(h.id, p, discard != 0);
 }
 
+/// `xRekey`: see the [`Group`] method of the same name.
+///
+/// # Safety
+/// SQLite's contract: `cache` came from `xCreate` and is not destroyed, and `page` came from its `xFetch` and was not discarded; calls on one cache do not overlap.
 unsafe extern "C" fn x_rekey(cache: *mut Sqlite3Pcache, page: *mut Sqlite3PcachePage, old: c_uint, new: c_uint) {
     // SAFETY: as in x_cachesize.
     let h = unsafe { handle(cache) };
@@ -149,18 +181,30 @@ unsafe extern "C" fn x_rekey(cache: *mut Sqlite3Pcache, page: *mut Sqlite3Pcache
     h.group.rekey(h.id, p, old, new);
 }
 
+/// `xTruncate`: see the [`Group`] method of the same name.
+///
+/// # Safety
+/// SQLite's contract: `cache` came from `xCreate` and is not destroyed; calls on one cache do not overlap.
 unsafe extern "C" fn x_truncate(cache: *mut Sqlite3Pcache, limit: c_uint) {
     // SAFETY: as in x_cachesize.
     let h = unsafe { handle(cache) };
     h.group.truncate(h.id, limit);
 }
 
+/// `xDestroy`: see the [`Group`] method of the same name.
+///
+/// # Safety
+/// SQLite's contract: `cache` came from `xCreate` and is not destroyed; calls on one cache do not overlap.
 unsafe extern "C" fn x_destroy(cache: *mut Sqlite3Pcache) {
     // SAFETY: as in x_cachesize; after this call SQLite never uses `cache`.
     let h = unsafe { Box::from_raw(cache.cast::<CacheHandle>()) };
     h.group.destroy(h.id);
 }
 
+/// `xShrink`: see the [`Group`] method of the same name.
+///
+/// # Safety
+/// SQLite's contract: `cache` came from `xCreate` and is not destroyed; calls on one cache do not overlap.
 unsafe extern "C" fn x_shrink(cache: *mut Sqlite3Pcache) {
     // SAFETY: as in x_cachesize.
     let h = unsafe { handle(cache) };
