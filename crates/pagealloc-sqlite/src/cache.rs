@@ -1,0 +1,287 @@
+//! The operations of one cache (`xCreate` .. `xDestroy`), as methods of its
+//! [`Group`] taking the cache's id. Each takes the group mutex once (a fetch
+//! that allocates takes it twice, allocating in between with it dropped) and
+//! frees what it took out of the cache after dropping it.
+
+use crate::ffi::Sqlite3PcachePage;
+use crate::group::{CacheState, Group, PagePtr, Victim, CACHE_GFP};
+use crate::{CacheStats, CreateError};
+use pagealloc::{AllocError, Pfn, PAGE_SIZE};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering::Relaxed;
+
+/// Smallest and largest page sizes SQLite allows (`SQLITE_MAX_PAGE_SIZE`).
+pub const MIN_PAGE_SIZE: usize = 512;
+/// See [`MIN_PAGE_SIZE`].
+pub const MAX_PAGE_SIZE: usize = 65536;
+
+/// SQLite's `PgHdr` plus the b-tree's `MemPage` is about 200 bytes; the issue
+/// bounds the extra area under 250, and we accept up to a frame's worth.
+pub const MAX_EXTRA: usize = PAGE_SIZE;
+
+/// Order of the block holding one page of `sz_page` bytes: pages up to a
+/// frame take one frame each (order 0), larger ones a block of
+/// `sz_page / PAGE_SIZE` frames, so every page is one buddy block that
+/// reclaim gives back whole.
+#[must_use]
+pub fn page_order(sz_page: usize) -> u32 {
+    (sz_page.max(PAGE_SIZE) / PAGE_SIZE).trailing_zeros()
+}
+
+/// Retries of a cheap (no-wait) allocation that lost a lock race.
+const CHEAP_TRIES: u32 = 4;
+
+impl Group {
+    /// `xCreate`: a new cache, or why not.
+    pub(crate) fn create(&self, sz_page: usize, sz_extra: usize, purgeable: bool) -> Result<u32, CreateError> {
+        if !sz_page.is_power_of_two() || !(MIN_PAGE_SIZE..=MAX_PAGE_SIZE).contains(&sz_page) {
+            return Err(CreateError::PageSize(sz_page));
+        }
+        if sz_extra > MAX_EXTRA {
+            return Err(CreateError::Extra(sz_extra));
+        }
+        let order = page_order(sz_page);
+        let frames = 1u64 << order;
+        let mut st = self.state.lock();
+        if st.reserved + frames > self.budget {
+            return Err(CreateError::Budget { need: st.reserved + frames, budget: self.budget });
+        }
+        st.reserved += frames;
+        let c = CacheState {
+            map: HashMap::new(),
+            lru: BTreeMap::new(),
+            order,
+            frames,
+            sz_extra,
+            purgeable,
+            max: 100,
+            n_pinned: 0,
+            stats: CacheStats::default(),
+        };
+        let id = match st.free_ids.pop() {
+            Some(id) => {
+                st.caches[id as usize] = Some(c);
+                id
+            }
+            None => {
+                st.caches.push(Some(c));
+                (st.caches.len() - 1) as u32
+            }
+        };
+        self.totals.caches.fetch_add(1, Relaxed);
+        Ok(id)
+    }
+
+    /// `xFetch`: the page for `key`, pinned, or null. `create`: 0 looks up
+    /// only, 1 allocates if cheap, 2 makes every effort.
+    pub(crate) fn fetch(&self, id: u32, key: u32, create: i32) -> *mut Sqlite3PcachePage {
+        let mut st = self.state.lock();
+        self.totals.fetches.fetch_add(1, Relaxed);
+        let c = st.cache_mut(id);
+        c.stats.fetches += 1;
+        if let Some(&p) = c.map.get(&key) {
+            c.stats.hits += 1;
+            self.totals.hits.fetch_add(1, Relaxed);
+            st.pin(id, p);
+            return p.as_sqlite();
+        }
+        c.stats.misses += 1;
+        self.totals.misses.fetch_add(1, Relaxed);
+        if create == 0 {
+            return std::ptr::null_mut();
+        }
+        drop(st);
+        self.fetch_new(id, key, create >= 2)
+    }
+
+    /// A miss that may create: recycle the cache's own oldest unpinned page
+    /// at its soft limit (as pcache1 does), else make room in the budget
+    /// (`hard` only: by evicting the coldest unpinned pages of any cache) and
+    /// allocate a frame (`hard`: with direct reclaim; else from free memory).
+    #[cold]
+    fn fetch_new(&self, id: u32, key: u32, hard: bool) -> *mut Sqlite3PcachePage {
+        let mut st = self.state.lock();
+        let c = st.cache(id);
+        let (order, frames, sz_extra) = (c.order, c.frames, c.sz_extra);
+        // pcache1's rule: a cheap creation leaves a tenth of the cache for
+        // unpinned pages, so SQLite spills dirty pages rather than grow.
+        if !hard && c.purgeable && c.n_pinned >= c.max * 9 / 10 {
+            return std::ptr::null_mut();
+        }
+        if c.purgeable && c.map.len() as u64 >= c.max && !c.lru.is_empty() {
+            return self.recycle_locked(&mut st, id, key);
+        }
+        let mut victims = Vec::new();
+        if st.used + frames > self.budget {
+            if hard {
+                let short = st.used + frames - self.budget;
+                st.evict_global(short, &mut victims);
+            }
+            if st.used + frames > self.budget {
+                drop(st);
+                self.release(victims, true);
+                return std::ptr::null_mut();
+            }
+        }
+        // Reserve the frames before allocating, so that racing fetches
+        // cannot together overrun the budget.
+        st.used += frames;
+        drop(st);
+        self.release(victims, true);
+        let Some(pfn) = self.alloc_frame(order, hard) else {
+            self.state.lock().used -= frames;
+            return std::ptr::null_mut();
+        };
+        let buf = self.alloc.page_address(pfn).expect("the arena has backing");
+        let p = PagePtr::new(pfn, buf, key, sz_extra);
+        let mut st = self.state.lock();
+        let c = st.cache_mut(id);
+        if let Some(&q) = c.map.get(&key) {
+            // Another thread created the key meanwhile (SQLite serialises a
+            // cache's calls, so only a misbehaving caller gets here): keep theirs.
+            st.used -= frames;
+            st.pin(id, q);
+            drop(st);
+            self.release(vec![Victim { page: p, order }], false);
+            return q.as_sqlite();
+        }
+        c.map.insert(key, p);
+        c.n_pinned += 1;
+        p.as_sqlite()
+    }
+
+    /// Reuse the cache's oldest unpinned page for `key` (no allocator call).
+    fn recycle_locked(&self, st: &mut crate::group::State, id: u32, key: u32) -> *mut Sqlite3PcachePage {
+        let (&seq, &old) = st.cache(id).lru.first_key_value().expect("checked non-empty");
+        debug_assert_ne!(seq, 0);
+        let p = st.cache(id).map[&old];
+        st.lru_del(id, p);
+        let c = st.cache_mut(id);
+        c.map.remove(&old);
+        c.stats.evictions += 1;
+        self.totals.evictions.fetch_add(1, Relaxed);
+        p.set_key(key);
+        p.set_pinned(true);
+        p.zero_extra_head();
+        c.map.insert(key, p);
+        c.n_pinned += 1;
+        p.as_sqlite()
+    }
+
+    /// A block of `1 << order` frames. `hard`: the ordinary path, whose slow
+    /// path reclaims directly (our shrinker among others); else the no-wait
+    /// path, which never reclaims and stays above the min watermark.
+    fn alloc_frame(&self, order: u32, hard: bool) -> Option<Pfn> {
+        if hard {
+            return self.alloc.alloc_pages(CACHE_GFP, order).ok();
+        }
+        for _ in 0..CHEAP_TRIES {
+            match self.alloc.alloc_pages_nolock(CACHE_GFP, order) {
+                Ok(pfn) => return Some(pfn),
+                Err(AllocError::WouldBlock { .. }) => std::hint::spin_loop(),
+                Err(_) => return None,
+            }
+        }
+        None
+    }
+
+    /// `xUnpin`: purgeable caches put the page on the LRU lists (newest);
+    /// `discard` frees it at once. A non-purgeable cache keeps it in its map
+    /// only: nothing but SQLite's discard, truncate or destroy drops it.
+    pub(crate) fn unpin(&self, id: u32, p: PagePtr, discard: bool) {
+        let mut st = self.state.lock();
+        debug_assert!(p.pinned(), "xUnpin of an unpinned page");
+        if discard {
+            let v = st.remove_page(id, p.key());
+            drop(st);
+            self.release(v.into_iter().collect(), false);
+            return;
+        }
+        p.set_pinned(false);
+        let c = st.cache_mut(id);
+        c.n_pinned -= 1;
+        if c.purgeable {
+            st.lru_add(id, p);
+        }
+    }
+
+    /// `xRekey`: move `p` from `old` to `new`, dropping a page at `new`.
+    pub(crate) fn rekey(&self, id: u32, p: PagePtr, old: u32, new: u32) {
+        let mut st = self.state.lock();
+        debug_assert_eq!(p.key(), old);
+        let v = if old == new { None } else { st.remove_page(id, new) };
+        if old != new {
+            let on_lru = p.seq() != 0;
+            st.lru_del(id, p);
+            st.cache_mut(id).map.remove(&old);
+            p.set_key(new);
+            st.cache_mut(id).map.insert(new, p);
+            if on_lru {
+                st.lru_add(id, p);
+            }
+        }
+        drop(st);
+        self.release(v.into_iter().collect(), false);
+    }
+
+    /// `xTruncate`: drop every page with key >= `limit`, pinned ones too.
+    pub(crate) fn truncate(&self, id: u32, limit: u32) {
+        let mut st = self.state.lock();
+        let keys: Vec<u32> = st.cache(id).map.keys().copied().filter(|&k| k >= limit).collect();
+        let victims = keys.into_iter().filter_map(|k| st.remove_page(id, k)).collect();
+        drop(st);
+        self.release(victims, false);
+    }
+
+    /// `xShrink`: free every unpinned page of a purgeable cache (a
+    /// non-purgeable cache's unpinned pages are its only copy of the data).
+    pub(crate) fn shrink(&self, id: u32) {
+        let mut st = self.state.lock();
+        let mut victims = Vec::new();
+        while let Some(v) = st.evict_cache_oldest(id) {
+            victims.push(v);
+        }
+        drop(st);
+        self.release(victims, true);
+    }
+
+    /// `xCachesize`: the soft limit; a purgeable cache over it drops its
+    /// oldest unpinned pages down to it.
+    pub(crate) fn cachesize(&self, id: u32, n: i32) {
+        let mut st = self.state.lock();
+        let c = st.cache_mut(id);
+        c.max = u64::try_from(n).unwrap_or(0);
+        let mut victims = Vec::new();
+        while st.cache(id).purgeable && st.cache(id).map.len() as u64 > st.cache(id).max {
+            let Some(v) = st.evict_cache_oldest(id) else { break };
+            victims.push(v);
+        }
+        drop(st);
+        self.release(victims, true);
+    }
+
+    /// `xPagecount`: pages in the cache, pinned or not.
+    pub(crate) fn pagecount(&self, id: u32) -> usize {
+        self.state.lock().cache(id).map.len()
+    }
+
+    /// `xDestroy`: free every page and the cache itself.
+    pub(crate) fn destroy(&self, id: u32) {
+        let mut st = self.state.lock();
+        let keys: Vec<u32> = st.cache(id).map.keys().copied().collect();
+        let victims = keys.into_iter().filter_map(|k| st.remove_page(id, k)).collect();
+        let c = st.caches[id as usize].take().expect("a cache SQLite destroyed");
+        debug_assert!(c.lru.is_empty() && c.n_pinned == 0);
+        st.reserved -= c.frames;
+        st.free_ids.push(id);
+        drop(st);
+        self.release(victims, false);
+    }
+
+    /// The counters of cache `id`.
+    pub(crate) fn stats(&self, id: u32) -> CacheStats {
+        let st = self.state.lock();
+        let c = st.cache(id);
+        CacheStats { pinned: c.n_pinned, pages: c.map.len() as u64, ..c.stats }
+    }
+}

@@ -1,0 +1,350 @@
+//! A group of page caches sharing one allocator and one budget (SQLite's
+//! `PGroup` in pcache1.c, with the frames coming from pagealloc).
+//!
+//! Everything a cache holds is under the group's one mutex ([`State`]): the
+//! caches' maps, their LRU lists and the global LRU. SQLite's own pcache1
+//! does the same when its caches share memory (one `PGroup` mutex for all of
+//! them); frames are allocated and freed with the mutex dropped, because the
+//! allocator's direct reclaim calls back into [`GroupShrinker`], which takes it.
+//!
+//! Invariants (under the mutex, with no fetch between its two lock sections):
+//! - `used` == sum over open caches of `pages * frames_per_page`;
+//! - `lru_frames` == sum over `lru` entries of their cache's frames per page;
+//! - a page is on `lru` iff its cache is purgeable and the page is unpinned,
+//!   and then it is in its cache's `lru` under the same sequence number;
+//! - `reserved` == sum over open caches of one page's frames <= `budget`.
+
+use crate::ffi::Sqlite3PcachePage;
+use crate::CacheStats;
+use pagealloc::{Gfp, PageAllocator, Pfn, ShrinkControl, Shrinker};
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, HashMap};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Weak};
+
+/// Flags of every cache frame: reclaimable through our shrinker, as the
+/// kernel's slab caches with shrinkers are; not movable (nothing migrates them).
+pub(crate) const CACHE_GFP: Gfp = Gfp::RECLAIMABLE;
+
+/// One cached page. `base` comes first: the `sqlite3_pcache_page*` SQLite
+/// holds is the header's address. The mutable fields are atomics only so that
+/// a shared reference is sound; every access is made under the group mutex,
+/// which orders them (hence Relaxed).
+#[repr(C)]
+pub(crate) struct PageHdr {
+    pub(crate) base: Sqlite3PcachePage,
+    pub(crate) pfn: Pfn,
+    key: AtomicU32,
+    pinned: AtomicBool,
+    /// Position on the LRU lists; 0 while not on them.
+    seq: AtomicU64,
+    /// Words behind `base.p_extra` (at least one, so the first 8 bytes exist).
+    extra_words: usize,
+}
+
+/// A page header owned by a cache map; the pointer is live while it is in one.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct PagePtr(NonNull<PageHdr>);
+
+// SAFETY: a header is plain data reached only under the group mutex (module
+// invariants); the frame behind `p_buf` belongs to the group's allocator.
+unsafe impl Send for PagePtr {}
+
+impl PagePtr {
+    /// A new pinned page on frame `pfn` (at `buf`) with `sz_extra` bytes of
+    /// extra, all zero (SQLite needs the first 8 zero on a new page).
+    pub(crate) fn new(pfn: Pfn, buf: NonNull<u8>, key: u32, sz_extra: usize) -> Self {
+        let extra_words = sz_extra.div_ceil(8).max(1);
+        let extra = Box::into_raw(vec![0u64; extra_words].into_boxed_slice());
+        let hdr = Box::new(PageHdr {
+            base: Sqlite3PcachePage { p_buf: buf.as_ptr().cast(), p_extra: extra.cast() },
+            pfn,
+            key: AtomicU32::new(key),
+            pinned: AtomicBool::new(true),
+            seq: AtomicU64::new(0),
+            extra_words,
+        });
+        PagePtr(NonNull::from(Box::leak(hdr)))
+    }
+
+    /// The header of a page SQLite gave back.
+    ///
+    /// # Safety
+    /// `p` must have come from this crate's `xFetch` and not have been freed.
+    pub(crate) unsafe fn from_sqlite(p: *mut Sqlite3PcachePage) -> Self {
+        // `base` is the first field of the repr(C) header.
+        PagePtr(NonNull::new(p.cast::<PageHdr>()).expect("SQLite passed a null page"))
+    }
+
+    pub(crate) fn as_sqlite(self) -> *mut Sqlite3PcachePage {
+        self.0.as_ptr().cast()
+    }
+
+    pub(crate) fn hdr(&self) -> &PageHdr {
+        // SAFETY: a PagePtr is only made for a header this crate allocated and
+        // used while it sits in a cache map or a victim list (freed only by
+        // `free_header`, which consumes it), so the pointer is live.
+        unsafe { self.0.as_ref() }
+    }
+
+    pub(crate) fn key(self) -> u32 {
+        self.hdr().key.load(Relaxed)
+    }
+    pub(crate) fn set_key(self, k: u32) {
+        self.hdr().key.store(k, Relaxed);
+    }
+    pub(crate) fn pinned(self) -> bool {
+        self.hdr().pinned.load(Relaxed)
+    }
+    pub(crate) fn set_pinned(self, v: bool) {
+        self.hdr().pinned.store(v, Relaxed);
+    }
+    pub(crate) fn seq(self) -> u64 {
+        self.hdr().seq.load(Relaxed)
+    }
+    pub(crate) fn set_seq(self, s: u64) {
+        self.hdr().seq.store(s, Relaxed);
+    }
+
+    /// Zero the first 8 bytes of the extra area: the page is new to SQLite.
+    /// Only for a page SQLite does not hold (just recycled).
+    pub(crate) fn zero_extra_head(self) {
+        // SAFETY: `p_extra` points to `extra_words >= 1` words this header
+        // owns; SQLite holds no pointer into them while the page is unpinned.
+        unsafe { self.hdr().base.p_extra.cast::<u64>().write(0) };
+    }
+
+    /// Free the header and its extra area (not the frame).
+    ///
+    /// # Safety
+    /// The page is in no map or LRU list, SQLite holds no pointer to it, and
+    /// no copy of this `PagePtr` is used afterwards.
+    pub(crate) unsafe fn free_header(self) {
+        let words = self.hdr().extra_words;
+        let extra = self.hdr().base.p_extra.cast::<u64>();
+        // SAFETY: both were made by `new` with Box (the slice with `words`
+        // elements); the caller's contract says nothing else points here.
+        unsafe {
+            drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(extra, words)));
+            drop(Box::from_raw(self.0.as_ptr()));
+        }
+    }
+}
+
+/// One cache's state (under the group mutex).
+pub(crate) struct CacheState {
+    pub(crate) map: HashMap<u32, PagePtr>,
+    /// This cache's unpinned pages, oldest first (purgeable caches only).
+    pub(crate) lru: BTreeMap<u64, u32>,
+    pub(crate) order: u32,
+    pub(crate) frames: u64,
+    pub(crate) sz_extra: usize,
+    pub(crate) purgeable: bool,
+    /// The soft limit (`xCachesize`), in pages.
+    pub(crate) max: u64,
+    pub(crate) n_pinned: u64,
+    pub(crate) stats: CacheStats,
+}
+
+/// Everything under the group mutex; see the module invariants.
+#[derive(Default)]
+pub(crate) struct State {
+    pub(crate) caches: Vec<Option<CacheState>>,
+    pub(crate) free_ids: Vec<u32>,
+    /// Unpinned pages of purgeable caches, oldest first: seq -> (cache, key).
+    pub(crate) lru: BTreeMap<u64, (u32, u32)>,
+    pub(crate) next_seq: u64,
+    pub(crate) used: u64,
+    pub(crate) reserved: u64,
+    pub(crate) lru_frames: u64,
+}
+
+/// A page taken out of its cache, to free once the mutex is dropped.
+pub(crate) struct Victim {
+    pub(crate) page: PagePtr,
+    pub(crate) order: u32,
+}
+
+impl State {
+    pub(crate) fn cache(&self, id: u32) -> &CacheState {
+        self.caches[id as usize].as_ref().expect("a cache SQLite destroyed")
+    }
+    pub(crate) fn cache_mut(&mut self, id: u32) -> &mut CacheState {
+        self.caches[id as usize].as_mut().expect("a cache SQLite destroyed")
+    }
+
+    /// Put an unpinned page of a purgeable cache on both LRU lists, newest.
+    pub(crate) fn lru_add(&mut self, id: u32, p: PagePtr) {
+        self.next_seq += 1;
+        let seq = self.next_seq;
+        p.set_seq(seq);
+        self.lru.insert(seq, (id, p.key()));
+        let c = self.cache_mut(id);
+        c.lru.insert(seq, p.key());
+        let frames = c.frames;
+        self.lru_frames += frames;
+    }
+
+    /// Take a page off both LRU lists (no-op when it is not on them).
+    pub(crate) fn lru_del(&mut self, id: u32, p: PagePtr) {
+        let seq = p.seq();
+        if seq == 0 {
+            return;
+        }
+        p.set_seq(0);
+        self.lru.remove(&seq);
+        let c = self.cache_mut(id);
+        c.lru.remove(&seq);
+        let frames = c.frames;
+        self.lru_frames -= frames;
+    }
+
+    /// Pin a page of cache `id` (no-op when pinned): off the LRU lists.
+    pub(crate) fn pin(&mut self, id: u32, p: PagePtr) {
+        if !p.pinned() {
+            self.lru_del(id, p);
+            p.set_pinned(true);
+            self.cache_mut(id).n_pinned += 1;
+        }
+    }
+
+    /// Take page `key` out of cache `id`, pinned or not, for freeing.
+    pub(crate) fn remove_page(&mut self, id: u32, key: u32) -> Option<Victim> {
+        let p = self.cache_mut(id).map.remove(&key)?;
+        self.lru_del(id, p);
+        let c = self.cache_mut(id);
+        if p.pinned() {
+            c.n_pinned -= 1;
+        }
+        let (frames, order) = (c.frames, c.order);
+        self.used -= frames;
+        Some(Victim { page: p, order })
+    }
+
+    /// Evict the oldest unpinned page of cache `id` (counted as an eviction).
+    pub(crate) fn evict_cache_oldest(&mut self, id: u32) -> Option<Victim> {
+        let (&seq, &key) = self.cache(id).lru.first_key_value()?;
+        debug_assert_eq!(self.lru.get(&seq), Some(&(id, key)));
+        self.cache_mut(id).stats.evictions += 1;
+        self.remove_page(id, key)
+    }
+
+    /// Evict the oldest unpinned pages of any cache until `frames` frames are
+    /// freed or none is left; returns the victims.
+    pub(crate) fn evict_global(&mut self, frames: u64, out: &mut Vec<Victim>) -> u64 {
+        let mut freed = 0;
+        while freed < frames {
+            let Some((_, &(id, _))) = self.lru.first_key_value() else { break };
+            let Some(v) = self.evict_cache_oldest(id) else { break };
+            freed += 1 << v.order;
+            out.push(v);
+        }
+        freed
+    }
+}
+
+/// Totals over every cache the group ever had, for the exit line.
+#[derive(Default, Debug)]
+pub(crate) struct Totals {
+    pub(crate) caches: AtomicU64,
+    pub(crate) fetches: AtomicU64,
+    pub(crate) hits: AtomicU64,
+    pub(crate) misses: AtomicU64,
+    pub(crate) evictions: AtomicU64,
+}
+
+/// Caches sharing one allocator and one budget. Made by [`crate::install`]
+/// for the process, or by [`Group::new`] for tests and embedders.
+pub struct Group {
+    pub(crate) alloc: PageAllocator,
+    /// The most frames all caches together may hold.
+    pub(crate) budget: u64,
+    pub(crate) state: Mutex<State>,
+    pub(crate) totals: Totals,
+    shrinker: u64,
+}
+
+impl std::fmt::Debug for Group {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Group").field("budget", &self.budget).field("totals", &self.totals).finish()
+    }
+}
+
+/// The group's LRU as the allocator's shrinker: direct reclaim (any thread
+/// whose allocation runs short) evicts the coldest unpinned pages of every
+/// purgeable cache. Weak, so that the allocator inside the group does not keep
+/// the group alive.
+struct GroupShrinker(Weak<Group>);
+
+impl Shrinker for GroupShrinker {
+    fn count_objects(&self, _sc: &ShrinkControl) -> u64 {
+        self.0.upgrade().map_or(0, |g| g.state.lock().lru_frames)
+    }
+    fn scan_objects(&self, sc: &ShrinkControl) -> u64 {
+        let Some(g) = self.0.upgrade() else { return 0 };
+        let mut victims = Vec::new();
+        let freed = g.state.lock().evict_global(sc.nr_to_scan.max(1), &mut victims);
+        g.release(victims, true);
+        freed
+    }
+}
+
+impl Group {
+    /// A group over a new allocator with `budget_frames` frames of budget.
+    pub(crate) fn with_allocator(alloc: PageAllocator, budget_frames: u64) -> Arc<Self> {
+        Arc::new_cyclic(|weak| {
+            let shrinker = alloc.register_shrinker(Arc::new(GroupShrinker(weak.clone())));
+            Group {
+                alloc,
+                budget: budget_frames,
+                state: Mutex::new(State::default()),
+                totals: Totals::default(),
+                shrinker,
+            }
+        })
+    }
+
+    /// The allocator the group's frames come from.
+    #[must_use]
+    pub fn allocator(&self) -> &PageAllocator {
+        &self.alloc
+    }
+
+    /// The budget in frames.
+    #[must_use]
+    pub fn budget_frames(&self) -> u64 {
+        self.budget
+    }
+
+    /// Frames the group's pages hold now.
+    #[must_use]
+    pub fn used_frames(&self) -> u64 {
+        self.state.lock().used
+    }
+
+    /// Free the victims' frames and headers (call with the mutex dropped).
+    /// `evicted`: they were evicted, not discarded (counted in the totals).
+    pub(crate) fn release(&self, victims: Vec<Victim>, evicted: bool) {
+        if evicted && !victims.is_empty() {
+            self.totals.evictions.fetch_add(victims.len() as u64, Relaxed);
+        }
+        for v in victims {
+            let r = self.alloc.free_pages(v.page.hdr().pfn, v.order);
+            debug_assert!(r.is_ok(), "freeing a cache frame failed: {r:?}");
+            // SAFETY: a victim was taken out of its map and lists under the
+            // mutex (remove_page) and is freed once, here; SQLite discarded
+            // it, or it was unpinned (SQLite holds no pointer to an
+            // unpinned page) when evicted.
+            unsafe { v.page.free_header() };
+        }
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        self.alloc.unregister_shrinker(self.shrinker);
+        // Caches hold an Arc, so none is open: every page was freed.
+        debug_assert_eq!(self.state.get_mut().used, 0);
+    }
+}

@@ -1,0 +1,273 @@
+//! # pagealloc-sqlite
+//!
+//! SQLite's page cache on pagealloc: an implementation of
+//! `sqlite3_pcache_methods2` ([`METHODS`]) whose pages are frames of one
+//! [`PageAllocator`], so that every database of the process shares one memory
+//! budget and the coldest pages of any of them go first when it runs short.
+//! Installed by [`install`] (Rust), `pagealloc_sqlite_install` (C), or with
+//! no change to the program by `LD_PRELOAD=libpagealloc_sqlite.so`
+//! (see `preload`).
+//!
+//! ## Pages, frames and the extra area
+//! A page of up to 4 KiB takes one frame (order 0); a larger page one block
+//! of `szPage / 4096` frames (order 1..=4 for 8..64 KiB), so a page is always
+//! one buddy block and evicting it gives the allocator a whole block back.
+//! Pages under 4 KiB (512..2048 bytes) also take a frame each, wasting the
+//! rest: sharing a frame would need a sub-allocator in which one live page
+//! pins the frame for all its neighbours, so reclaim could evict pages and
+//! free nothing. SQLite's default page size is 4096, so the case is rare.
+//!
+//! The frame holds the page's bytes only (`pBuf`). The extra area (`pExtra`,
+//! SQLite's `PgHdr`, ~200 bytes) lives beside it, in the page's header on the
+//! heap ([`group`]'s `PageHdr`), with its first 8 bytes zeroed whenever a page
+//! is new to SQLite (allocated or recycled), as pcache1 guarantees.
+//!
+//! ## Creation, budget and reclaim
+//! `xFetch` with createFlag 1 ("only if cheap") first recycles the cache's own
+//! oldest unpinned page when the cache is at its soft limit (`xCachesize`,
+//! as pcache1 honours `PRAGMA cache_size`), refuses when over the global
+//! budget, and otherwise allocates with `alloc_pages_nolock`: no slow path,
+//! no direct reclaim, never below the min watermark. createFlag 2 ("every
+//! effort") recycles the same way, makes room in the budget by evicting the
+//! coldest unpinned pages of *every* cache, and allocates with `alloc_pages`,
+//! whose slow path reclaims directly, through the group's LRU registered as
+//! a [`pagealloc::Shrinker`]. So pressure from any user of the allocator
+//! evicts the coldest unpinned pages of all purgeable caches.
+//!
+//! Pinned pages are never reclaimed. Unpinned pages of a purgeable cache sit
+//! on the cache's LRU and on the group's global LRU; SQLite unpins only clean
+//! pages, so eviction just frees the frame. A cache that is not purgeable (an
+//! in-memory database) keeps its unpinned pages off the LRU lists: only
+//! SQLite's discard, `xTruncate` and `xDestroy` drop them.
+//!
+//! ## Threads
+//! Every method is thread-safe: one mutex per group guards all caches' maps
+//! and the LRU lists (as pcache1's `PGroup` mutex does), and frames are
+//! allocated and freed with it dropped.
+#![warn(missing_docs)]
+
+mod cache;
+pub mod ffi;
+mod group;
+mod methods;
+mod preload;
+
+pub use cache::{page_order, MAX_EXTRA, MAX_PAGE_SIZE, MIN_PAGE_SIZE};
+pub use group::Group;
+pub use methods::{cache_stats, METHODS};
+pub use preload::{pagealloc_sqlite_install, pagealloc_sqlite_install_from_env, pagealloc_sqlite_totals, stats_line};
+
+use pagealloc::{Backing, PageAllocator, PAGEBLOCK_PAGES, PAGE_SIZE};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+/// How to build the process's page-cache group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// The allocator's arena in bytes (a multiple of 2 MiB). Reserved with
+    /// `MAP_NORESERVE`: memory is only used as pages are touched.
+    pub arena_bytes: u64,
+    /// Back the arena with transparent hugepages.
+    pub hugepages: bool,
+    /// The most bytes all caches together may hold; `None`: the whole arena.
+    pub budget_bytes: Option<u64>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self { arena_bytes: 512 << 20, hugepages: false, budget_bytes: None }
+    }
+}
+
+impl Config {
+    /// The checks that need no allocator: the arena is whole pageblocks, the
+    /// budget one page to the arena.
+    ///
+    /// # Errors
+    /// [`InstallError::Arena`] or [`InstallError::Budget`].
+    pub fn validate(&self) -> Result<(), InstallError> {
+        let block = PAGEBLOCK_PAGES * PAGE_SIZE as u64;
+        if self.arena_bytes == 0 || !self.arena_bytes.is_multiple_of(block) {
+            return Err(InstallError::Arena(self.arena_bytes));
+        }
+        let budget = self.budget_bytes.unwrap_or(self.arena_bytes);
+        if budget < PAGE_SIZE as u64 || budget > self.arena_bytes {
+            return Err(InstallError::Budget { budget, arena: self.arena_bytes });
+        }
+        Ok(())
+    }
+}
+
+/// Why `xCreate` made no cache (SQLite then reports `SQLITE_NOMEM`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CreateError {
+    /// Not a power of two in 512..=65536.
+    PageSize(usize),
+    /// An extra area over [`MAX_EXTRA`] bytes.
+    Extra(usize),
+    /// The budget (frames) has no room for one page of each open cache.
+    Budget {
+        /// Frames one page of each open cache, this one included, needs.
+        need: u64,
+        /// The budget in frames.
+        budget: u64,
+    },
+}
+
+impl std::fmt::Display for CreateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::PageSize(n) => write!(f, "unsupported page size {n} (a power of two in 512..=65536)"),
+            Self::Extra(n) => write!(f, "extra area of {n} bytes over {MAX_EXTRA}"),
+            Self::Budget { need, budget } => {
+                write!(f, "budget of {budget} frames below one page of each open cache ({need} frames)")
+            }
+        }
+    }
+}
+
+impl std::error::Error for CreateError {}
+
+/// Why [`install`] or [`Group::new`] failed.
+#[derive(Debug)]
+pub enum InstallError {
+    /// The arena is not a positive multiple of a pageblock (2 MiB).
+    Arena(u64),
+    /// The budget is under one 4 KiB page or over the arena.
+    Budget {
+        /// The budget asked for, in bytes.
+        budget: u64,
+        /// The arena, in bytes.
+        arena: u64,
+    },
+    /// The allocator refused the configuration.
+    Allocator(pagealloc::ConfigError),
+    /// A group was installed already.
+    AlreadyInstalled,
+    /// `sqlite3_config` failed (SQLite was initialised already): its code.
+    Sqlite(i32),
+}
+
+impl std::fmt::Display for InstallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Budget { budget, arena } => {
+                write!(f, "budget of {budget} bytes must be at least {PAGE_SIZE} and at most the arena ({arena})")
+            }
+            Self::Arena(n) => write!(f, "arena of {n} bytes is not a positive multiple of 2 MiB"),
+            Self::Allocator(e) => write!(f, "allocator configuration: {e}"),
+            Self::AlreadyInstalled => f.write_str("a pagealloc page cache is installed already"),
+            Self::Sqlite(rc) => write!(f, "sqlite3_config(SQLITE_CONFIG_PCACHE2) failed with {rc}"),
+        }
+    }
+}
+
+impl std::error::Error for InstallError {}
+
+/// Counters of one cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// `xFetch` calls.
+    pub fetches: u64,
+    /// Fetches that found the page.
+    pub hits: u64,
+    /// Fetches that did not (created or not).
+    pub misses: u64,
+    /// Unpinned pages dropped without SQLite's discard (LRU, soft limit,
+    /// budget, reclaim, `xShrink`).
+    pub evictions: u64,
+    /// Pages pinned now.
+    pub pinned: u64,
+    /// Pages in the cache now.
+    pub pages: u64,
+}
+
+impl Group {
+    /// A group over a new allocator built from `cfg`.
+    ///
+    /// # Errors
+    /// [`InstallError::Budget`] or [`InstallError::Allocator`].
+    pub fn new(cfg: &Config) -> Result<Arc<Self>, InstallError> {
+        cfg.validate()?;
+        let budget = cfg.budget_bytes.unwrap_or(cfg.arena_bytes);
+        let backing = if cfg.hugepages { Backing::HugePages } else { Backing::Anonymous };
+        // No page reporting (a thread that madvises free blocks away) and no
+        // lock statistics: a cache wants neither's cost.
+        let acfg = pagealloc::Config::new()
+            .arena_bytes(cfg.arena_bytes)
+            .backing(backing)
+            .page_reporting(false)
+            .lock_stats(false);
+        let alloc = PageAllocator::new(acfg).map_err(InstallError::Allocator)?;
+        Ok(Group::with_allocator(alloc, budget / PAGE_SIZE as u64))
+    }
+
+    /// Totals over every cache of the group: (caches, fetches, hits,
+    /// misses, evictions).
+    #[must_use]
+    pub fn totals(&self) -> (u64, u64, u64, u64, u64) {
+        let t = &self.totals;
+        (
+            t.caches.load(Relaxed),
+            t.fetches.load(Relaxed),
+            t.hits.load(Relaxed),
+            t.misses.load(Relaxed),
+            t.evictions.load(Relaxed),
+        )
+    }
+}
+
+/// Build the process's group from `cfg` and install it with
+/// `sqlite3_config(SQLITE_CONFIG_PCACHE2)`. Call before the first connection
+/// (before `sqlite3_initialize`).
+///
+/// # Errors
+/// A bad configuration, a second install, or SQLite refusing the config.
+pub fn install(cfg: &Config) -> Result<Arc<Group>, InstallError> {
+    if methods::GLOBAL.get().is_some() || methods::PENDING.lock().is_some() {
+        return Err(InstallError::AlreadyInstalled);
+    }
+    let g = Group::new(cfg)?;
+    methods::GLOBAL.set(Arc::clone(&g)).map_err(|_| InstallError::AlreadyInstalled)?;
+    configure_sqlite()?;
+    Ok(g)
+}
+
+/// As [`install`], but the group (its arena) is built by the first
+/// `xCreate`; `cfg` is checked now, except what only building the allocator
+/// can find (then `xCreate` fails: SQLITE_NOMEM, the reason on stderr).
+///
+/// # Errors
+/// As [`install`].
+pub fn install_lazy(cfg: &Config) -> Result<(), InstallError> {
+    cfg.validate()?;
+    {
+        let mut pending = methods::PENDING.lock();
+        if methods::GLOBAL.get().is_some() || pending.is_some() {
+            return Err(InstallError::AlreadyInstalled);
+        }
+        *pending = Some(*cfg);
+    }
+    configure_sqlite().inspect_err(|_| *methods::PENDING.lock() = None)
+}
+
+/// Hand [`METHODS`] to SQLite, and arrange the exit line.
+fn configure_sqlite() -> Result<(), InstallError> {
+    // SAFETY: SQLITE_CONFIG_PCACHE2 takes one `sqlite3_pcache_methods2*`,
+    // which SQLite copies; METHODS is a 'static of that layout.
+    let rc = unsafe { ffi::sqlite3_config(ffi::SQLITE_CONFIG_PCACHE2, &raw const METHODS) };
+    if rc != ffi::SQLITE_OK {
+        return Err(InstallError::Sqlite(rc));
+    }
+    preload::register_exit_stats();
+    Ok(())
+}
+
+/// The installed group, if any (a lazy install's once a database opened).
+#[must_use]
+pub fn global() -> Option<Arc<Group>> {
+    methods::GLOBAL.get().cloned()
+}
+
+#[cfg(test)]
+mod tests;
