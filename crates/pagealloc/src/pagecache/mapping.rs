@@ -25,6 +25,7 @@ use crate::page::flags::{DIRTY, GUARD, HEAD, LOCKED, REF_MASK, REF_ONE, UPTODATE
 use crate::pageref::{self, TryGet};
 use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering, RwLock};
 use crate::types::{Gfp, Pfn, PAGE_SIZE};
+use crossbeam_utils::CachePadded;
 use std::io;
 use std::sync::Arc;
 
@@ -41,7 +42,9 @@ pub(crate) const NO_SLOT: usize = usize::MAX;
 pub(crate) struct MappingInner {
     pub(crate) id: u64,
     pub(crate) slot: usize,
-    shards: [RwLock<super::index_map::IndexMap>; SHARDS],
+    /// Each shard on its own cache line: a lookup writes its shard's lock
+    /// word, and sequential readers work on neighbouring shards at once.
+    shards: [CachePadded<RwLock<super::index_map::IndexMap>>; SHARDS],
     pub(super) source: Arc<dyn PageSource>,
     nr: AtomicU64,
     /// Killed: no page joins the map any more (module doc).
@@ -57,7 +60,7 @@ impl MappingInner {
         Self {
             id,
             slot,
-            shards: std::array::from_fn(|_| RwLock::new(super::index_map::new_map())),
+            shards: std::array::from_fn(|_| CachePadded::new(RwLock::new(super::index_map::new_map()))),
             source,
             nr: AtomicU64::new(0),
             dead: AtomicBool::new(slot == NO_SLOT),
