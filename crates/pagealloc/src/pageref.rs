@@ -17,9 +17,11 @@
 //!   reference cannot both succeed (loom model in `pagecache::loom_tests`).
 //! - 16 bits: [`get`] refuses to pass [`USER_REF_MAX`] for a user and
 //!   [`try_get`] 65535 for the cache itself (a typed error, never a wrap).
-//! - The last put freezes the page for its free (see [`put_testzero`]).
+//! - Freezing (the last put, reclaim, migration) leaves the claimed word
+//!   [`frozen_word`]: between the freeze and the free, the page is nobody's
+//!   to lock, mark or reference.
 
-use crate::page::flags::{GUARD, HEAD, LOCKED, LRU, REF_MASK, REF_ONE, REF_SHIFT};
+use crate::page::flags::{ACTIVE, DIRTY, GUARD, HEAD, LOCKED, LRU, PCP, REFERENCED, REF_MASK, REF_ONE, REF_SHIFT};
 use crate::sync::{AtomicU32, Ordering};
 
 /// The reference count in a flags word.
@@ -84,16 +86,15 @@ pub(crate) fn get(flags: &AtomicU32) -> TryGet {
     try_get_below(flags, USER_REF_MAX)
 }
 
-/// Drop a reference (`put_page_testzero`): true when it was the last, and
-/// the caller must free the page. The last put freezes the page for its
-/// free in the same RMW: the count goes to 0 and the word takes
-/// `LOCKED | GUARD`, so between this put and the free no stranger can lock,
-/// reference or free the page (they see a page locked for a guard), and the
-/// freer claims it with `Core::claim_frozen`. A holder of the page lock
-/// holds a reference, so the last put never finds the page locked.
+/// Drop a reference (`put_page_testzero`): `Some(old)` when it was the
+/// last, and the caller must free the page (`Core::free_frozen` with the
+/// word `old` the put replaced). The last put freezes the page for its free
+/// in the same RMW ([`frozen_word`]): no stranger can lock, reference,
+/// mark or free it between this put and the free. A holder of the page
+/// lock holds a reference, so the last put never finds the page locked.
 /// Release: the caller's writes to the page happen before whoever frees it.
 #[inline]
-pub(crate) fn put_testzero(flags: &AtomicU32) -> Result<bool, u32> {
+pub(crate) fn put_testzero(flags: &AtomicU32) -> Result<Option<u32>, u32> {
     let mut f = flags.load(Ordering::Relaxed);
     loop {
         if f & HEAD == 0 || f & REF_MASK == 0 {
@@ -101,33 +102,39 @@ pub(crate) fn put_testzero(flags: &AtomicU32) -> Result<bool, u32> {
         }
         let last = count_of(f) == 1;
         debug_assert!(!last || f & (LOCKED | GUARD) == 0, "last put of a locked page: {f:#x}");
-        let new = if last { (f - REF_ONE) | LOCKED | GUARD } else { f - REF_ONE };
+        let new = if last { frozen_word(f) } else { f - REF_ONE };
         match flags.compare_exchange_weak(f, new, Ordering::AcqRel, Ordering::Relaxed) {
-            Ok(_) => return Ok(last),
+            Ok(_) => return Ok(last.then_some(f)),
             Err(cur) => f = cur,
         }
     }
 }
 
-/// Whether flags word `f` is a page frozen for its free: an allocated head
-/// with a count of 0, locked for a guard (the last put's word, or a page
-/// reclaim or migration froze and keeps locked), off the LRU lists.
-#[inline]
-pub(crate) const fn frozen_for_free(f: u32) -> bool {
-    f & (HEAD | LOCKED | GUARD) == HEAD | LOCKED | GUARD && f & (REF_MASK | LRU) == 0
+/// The word of a page frozen for its free: claimed (`PCP`, no `HEAD`), as a
+/// free's claim leaves it, with the page-cache bits the free still needs
+/// (`LRU` and `ACTIVE` name the list it must leave, `DIRTY` the gauge it
+/// must leave). No pfn-taking call acts on a word without `HEAD`, and no
+/// lookup or LRU isolation takes a reference on it.
+#[inline(always)]
+pub(crate) const fn frozen_word(f: u32) -> u32 {
+    PCP | (f & (LRU | ACTIVE | DIRTY | REFERENCED))
 }
 
-/// Take the count from exactly `expected` to 0 (`folio_ref_freeze`): after
-/// this no [`try_get`] succeeds. False if anyone else holds a reference.
+/// Take the count from exactly `expected` to frozen (`folio_ref_freeze`):
+/// the word becomes [`frozen_word`], so no [`try_get`] succeeds and no
+/// stranger's pfn call can touch it. `Some(old)`: the word replaced, which
+/// the caller either frees the page with or stores back to unfreeze it
+/// (nobody else writes a frozen word). `None` if anyone else holds a
+/// reference.
 #[inline]
-pub(crate) fn freeze(flags: &AtomicU32, expected: u32) -> bool {
+pub(crate) fn freeze(flags: &AtomicU32, expected: u32) -> Option<u32> {
     let mut f = flags.load(Ordering::Relaxed);
     loop {
         if f & HEAD == 0 || count_of(f) != expected {
-            return false;
+            return None;
         }
-        match flags.compare_exchange_weak(f, f & !REF_MASK, Ordering::Acquire, Ordering::Relaxed) {
-            Ok(_) => return true,
+        match flags.compare_exchange_weak(f, frozen_word(f), Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => return Some(f),
             Err(cur) => f = cur,
         }
     }
@@ -144,11 +151,11 @@ mod tests {
         w.store(HEAD | REF_ONE, Ordering::Relaxed);
         assert!(try_get(&w));
         assert_eq!(count_of(w.load(Ordering::Relaxed)), 2);
-        assert!(!freeze(&w, 1));
-        assert_eq!(put_testzero(&w), Ok(false));
-        w.fetch_or(LOCKED, Ordering::Relaxed);
-        assert!(freeze(&w, 1));
-        assert_eq!(w.load(Ordering::Relaxed), HEAD | LOCKED);
+        assert!(freeze(&w, 1).is_none());
+        assert_eq!(put_testzero(&w), Ok(None));
+        w.fetch_or(LOCKED | GUARD | LRU, Ordering::Relaxed);
+        assert_eq!(freeze(&w, 1), Some(HEAD | LOCKED | GUARD | LRU | REF_ONE));
+        assert_eq!(w.load(Ordering::Relaxed), PCP | LRU, "claimed, with the list it must leave");
         assert!(!try_get(&w), "a frozen page takes no reference");
         assert!(put_testzero(&w).is_err());
         w.store(REF_ONE, Ordering::Relaxed);
@@ -170,13 +177,10 @@ mod tests {
 
     #[test]
     fn the_last_put_freezes_for_the_free() {
-        let w = AtomicU32::new(HEAD | (2 * REF_ONE));
-        assert_eq!(put_testzero(&w), Ok(false));
-        assert!(!frozen_for_free(w.load(Ordering::Relaxed)));
-        assert_eq!(put_testzero(&w), Ok(true));
-        let f = w.load(Ordering::Relaxed);
-        assert_eq!(f, HEAD | LOCKED | GUARD);
-        assert!(frozen_for_free(f));
+        let w = AtomicU32::new(HEAD | DIRTY | (2 * REF_ONE));
+        assert_eq!(put_testzero(&w), Ok(None));
+        assert_eq!(put_testzero(&w), Ok(Some(HEAD | DIRTY | REF_ONE)));
+        assert_eq!(w.load(Ordering::Relaxed), PCP | DIRTY);
         assert_eq!(try_get_below(&w, REF_MAX), TryGet::Zero);
     }
 }
@@ -192,10 +196,10 @@ mod loom_tests {
     #[test]
     fn reclaim_vs_new_reference() {
         loom::model(|| {
-            let w = Arc::new(AtomicU32::new(HEAD | 2 * REF_ONE));
+            let w = Arc::new(AtomicU32::new(HEAD | (2 * REF_ONE)));
             let w2 = w.clone();
             let t = loom::thread::spawn(move || try_get(&w2));
-            let froze = freeze(&w, 2);
+            let froze = freeze(&w, 2).is_some();
             let got = t.join().unwrap();
             let c = count_of(w.load(Ordering::Relaxed));
             if froze {
@@ -210,10 +214,10 @@ mod loom_tests {
 
     /// The last put against a stranger's lock attempt (the public pfn
     /// API's `trylock_page`, which may lock a page only while its count is
-    /// 0) and a lookup's `try_get`: the put freezes the page locked in its
-    /// own RMW, so the stranger never takes the lock (before the put it is
-    /// refused by the count, after it by the lock) and the lookup never
-    /// revives it; the putter always claims the page for its free.
+    /// 0) and a lookup's `try_get`: the put freezes the page into the
+    /// claimed word in its own RMW, so the stranger never takes the lock
+    /// (before the put it is refused by the count, after it the page is no
+    /// allocated head) and the lookup never revives it.
     #[test]
     fn last_put_vs_stranger_lock_and_lookup() {
         loom::model(|| {
@@ -227,7 +231,7 @@ mod loom_tests {
                     && w2.compare_exchange(f, f | LOCKED, Ordering::Acquire, Ordering::Relaxed).is_ok()
             });
             let lookup = loom::thread::spawn(move || try_get(&w3));
-            let last = put_testzero(&w).unwrap();
+            let last = put_testzero(&w).unwrap().is_some();
             let locked = stranger.join().unwrap();
             let got = lookup.join().unwrap();
             assert!(!locked, "a stranger locked a page on its way to the free");
@@ -238,7 +242,7 @@ mod loom_tests {
                 assert_eq!(count_of(f), 1);
             } else {
                 assert!(last);
-                assert!(frozen_for_free(f), "{f:#x}");
+                assert_eq!(f, PCP, "frozen: claimed for the free");
             }
         });
     }

@@ -37,49 +37,28 @@ impl Core {
         let p = pfn.as_u64();
         let d = self.mm.descs().get(p as usize).ok_or(FreeError::OutOfRange { pfn, nr_pages: self.mm.nr_pages() })?;
         match pageref::put_testzero(&d.flags) {
-            Ok(true) => {
-                self.free_frozen(pfn);
+            Ok(Some(old)) => {
+                self.free_frozen(pfn, old);
                 Ok(())
             }
-            Ok(false) => Ok(()),
+            Ok(None) => Ok(()),
             Err(_) => Err(self.diagnose_free(pfn, Order::ZERO)),
         }
     }
 
-    /// Free a page frozen for its free (`pageref::frozen_for_free`: the last
-    /// put's word, or a page the cache froze and kept locked): off its LRU
-    /// list under the LRU lock, its dirty state dropped, then claimed from
-    /// the frozen word and freed by the ordinary path.
-    pub(crate) fn free_frozen(&self, pfn: Pfn) {
+    /// Free a page frozen for its free (`pageref::frozen_word`: the last
+    /// put's, or a page the cache froze), whose word before the freeze was
+    /// `old`: off its LRU list under the LRU lock, its dirty state dropped,
+    /// then freed by the ordinary path (the frozen word is a claim already:
+    /// nobody else can lock, reference or free it). `old`'s `WAITERS` says
+    /// whom to wake.
+    pub(crate) fn free_frozen(&self, pfn: Pfn, old: u32) {
         let p = pfn.as_u64();
         self.unlist_and_clean(p);
-        let Some(old) = self.claim_frozen(p) else { return };
+        debug_assert_eq!(self.mm.page(p).flags(), crate::page::flags::PCP, "pfn {p} was not frozen");
         let order = super::claim::claimed_order(self.mm.page(p).order());
         self.init_on_free(p, order);
         self.finish_free(pfn, order, old);
-    }
-
-    /// Claim page `p`, frozen for its free, for the lists: one CAS from the
-    /// frozen word (whatever marks a stranger's refused calls left beside
-    /// it) to `PCP`. The frozen word is the freer's alone: nobody else can
-    /// lock, reference or free it, so this fails only for a page that was
-    /// not frozen (an internal error, left alone and reported in debug
-    /// builds). Returns the word replaced (its `WAITERS` says whom to wake).
-    fn claim_frozen(&self, p: u64) -> Option<u32> {
-        let d = self.mm.page(p);
-        let mut f = d.flags();
-        loop {
-            if !pageref::frozen_for_free(f) {
-                debug_assert!(false, "free of pfn {p} that is not frozen: {f:#x}");
-                return None;
-            }
-            // Acquire: pairs with the Release of the last put (the holders'
-            // writes to the page happen before its next owner's).
-            match d.flags.compare_exchange(f, crate::page::flags::PCP, Ordering::Acquire, Ordering::Relaxed) {
-                Ok(old) => return Some(old),
-                Err(cur) => f = cur,
-            }
-        }
     }
 
     /// Take unreferenced page `p` off its LRU list (under the LRU lock) and
@@ -96,17 +75,17 @@ impl Core {
         }
     }
 
-    /// [`Core::free_frozen`] for a batch of order-0 pages, straight to the
-    /// buddy lists with one zone-lock hold per zone run, skipping this
-    /// thread's front cache and per-CPU list: kswapd's frees (the thread
-    /// allocates nothing, and pages parked on its caches would be hidden from
-    /// the watermarks it reclaims for). Returns the pages freed.
-    pub(crate) fn free_frozen_to_buddy(&self, pfns: &[u64]) -> u64 {
-        let mut claimed = Vec::with_capacity(pfns.len());
+    /// [`Core::free_frozen`] for a batch of order-0 pages (each with its
+    /// word before the freeze), straight to the buddy lists with one
+    /// zone-lock hold per zone run, skipping this thread's front cache and
+    /// per-CPU list: kswapd's frees (the thread allocates nothing, and pages
+    /// parked on its caches would be hidden from the watermarks it reclaims
+    /// for). Returns the pages freed.
+    pub(crate) fn free_frozen_to_buddy(&self, pages: &[(u64, u32)]) -> u64 {
+        let mut claimed = Vec::with_capacity(pages.len());
         let mut wake = Vec::new();
-        for &p in pfns {
+        for &(p, old) in pages {
             self.unlist_and_clean(p);
-            let Some(old) = self.claim_frozen(p) else { continue };
             self.init_on_free(p, Order::ZERO);
             claimed.push(p);
             if old & crate::page::flags::WAITERS != 0 || !self.cfg.page_lock_waiters_bit {

@@ -21,7 +21,7 @@ use super::checked::{guarded, PageCacheError, PageIndex};
 use super::handle::CacheLock;
 use super::{CacheInner, PageHandle, PageSource};
 use crate::allocator::PageAllocator;
-use crate::page::flags::{DIRTY, GUARD, HEAD, LOCKED, REF_MASK, REF_ONE, UPTODATE};
+use crate::page::flags::{DIRTY, GUARD, HEAD, LOCKED, REF_ONE, UPTODATE};
 use crate::pageref::{self, TryGet};
 use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering, RwLock};
 use crate::types::{Gfp, Pfn, PAGE_SIZE};
@@ -241,9 +241,15 @@ impl Mapping {
                 // A stream's marker starts its next window before we wait.
                 self.ra_hit(index)?;
                 let r = self.alloc().cache_page_ref(pfn).map_err(io::Error::other)?;
-                if !r.uptodate() && !CacheLock::lock(self.alloc(), pfn).page_ref().uptodate() {
-                    // The fill failed and dropped the page: try ourselves.
-                    continue;
+                if !r.uptodate() {
+                    let lock = CacheLock::lock(self.alloc(), pfn);
+                    if !lock.page_ref().uptodate() {
+                        // Its fill ended without filling it: a failed fill
+                        // dropped it; one whose filler unwound left it
+                        // mapped: drop it too. Then fill it ourselves.
+                        self.delete_locked(pfn.as_u64(), index);
+                        continue;
+                    }
                 }
                 self.alloc().core.mark_page_accessed(pfn.as_u64());
                 return Ok(h);
@@ -306,7 +312,6 @@ impl Mapping {
         let pfn = self.alloc_cache_page(HEAD | LOCKED | GUARD | (refs * REF_ONE))?;
         let p = pfn.as_u64();
         super::kswapd::Kswapd::maybe_wake(a, p);
-        let d = a.core.mm.page(p);
         self.cache.owners[p as usize].store(CacheInner::owner_word(self.m.slot, index), Ordering::Release);
         {
             let mut s = self.m.shard(index).write();
@@ -315,9 +320,7 @@ impl Mapping {
             if refused.is_some() || s.contains_key(&index) {
                 drop(s);
                 self.cache.owners[p as usize].store(0, Ordering::Relaxed);
-                // Frozen for the free: still locked, its count dropped.
-                d.flags.fetch_and(!REF_MASK, Ordering::Release);
-                a.core.free_frozen(pfn);
+                self.unborn(pfn, refs);
                 return refused.map_or(Ok(None), |e| Err(e.into()));
             }
             s.insert(index, p as u32);
@@ -325,6 +328,24 @@ impl Mapping {
         }
         a.core.lru_cache_add(p);
         Ok(Some(pfn))
+    }
+
+    /// Give back a page `alloc_insert` allocated (locked, with `refs`
+    /// references) but did not insert. A stranger may have taken a
+    /// reference on it meanwhile (`get_page` of its pfn): then it is
+    /// unlocked and our references put, and the stranger's last put frees
+    /// it; else it is frozen and freed at once.
+    fn unborn(&self, pfn: Pfn, refs: u32) {
+        let core = &self.alloc().core;
+        match pageref::freeze(&core.mm.page(pfn.as_u64()).flags, refs) {
+            Some(old) => core.free_frozen(pfn, old),
+            None => {
+                drop(CacheLock::adopt(self.alloc(), pfn));
+                for _ in 0..refs {
+                    let _ = core.put_page(pfn);
+                }
+            }
+        }
     }
 
     /// Remove a locked, referenced page from the mapping and drop the cache's

@@ -78,13 +78,14 @@ pub(crate) fn migrate(c: &CacheInner, from: u64, to: u64) -> Moved {
         return Moved::Busy;
     }
     let Some((m, index)) = c.owner(from) else { return back(lock, Moved::Busy) };
-    if !pageref::freeze(&d.flags, 2) {
+    let Some(old) = pageref::freeze(&d.flags, 2) else {
         core.events.count(VmEvent::PgmigrateFail, 1);
         return back(lock, Moved::Failed);
-    }
-    // Frozen and locked: nobody reads, writes or references `from` now.
+    };
+    // Frozen: nobody reads, writes, marks or references `from` now. Its
+    // state is the word the freeze replaced (which only we held locked).
     core.copy_frame(from, to);
-    let keep = d.flags() & (UPTODATE | DIRTY | REFERENCED | ACTIVE);
+    let keep = old & (UPTODATE | DIRTY | REFERENCED | ACTIVE);
     c.owners[to as usize].store(CacheInner::owner_word(m.slot, index), Ordering::Release);
     let td = core.mm.page(to);
     // Release: the bytes and owner word are visible to whoever gets a
@@ -95,7 +96,7 @@ pub(crate) fn migrate(c: &CacheInner, from: u64, to: u64) -> Moved {
         // undone all the same): the target is the caller's again.
         td.flags.store(crate::page::flags::MIGRATE_TARGET, Ordering::Release);
         c.owners[to as usize].store(0, Ordering::Release);
-        d.flags.fetch_add(2 * REF_ONE, Ordering::Relaxed);
+        d.flags.store(old, Ordering::Release);
         core.events.count(VmEvent::PgmigrateFail, 1);
         return back(lock, Moved::Failed);
     }
@@ -109,10 +110,10 @@ pub(crate) fn migrate(c: &CacheInner, from: u64, to: u64) -> Moved {
             core.vmscan.gauges.dirty(zt, true);
         }
     }
-    // `from` is freed still locked and frozen: no stranger can take it
-    // between its replacement and its free.
+    // `from` is freed from its frozen word (its lock went with the freeze):
+    // no stranger can take it between its replacement and its free.
     lock.keep_locked();
-    core.free_frozen_to_buddy(&[from]);
+    core.free_frozen_to_buddy(&[(from, old)]);
     drop(CacheLock::adopt(&c.alloc, Pfn::new(to)));
     core.putback_lru(&[to]);
     core.events.count(VmEvent::PgmigrateSuccess, 1);

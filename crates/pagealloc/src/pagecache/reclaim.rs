@@ -17,9 +17,10 @@
 //!   put, which frees it if it was the last;
 //! - otherwise the count is frozen from exactly 2 (cache + isolation) to 0,
 //!   which fails if anyone else holds a reference (the page goes back); on
-//!   success the page leaves its mapping and is freed still locked and
-//!   frozen (`Core::free_frozen_to_buddy`: no stranger can lock or reference
-//!   it between its removal and its free) (`pgsteal_*`), all of a scan's
+//!   success the page leaves its mapping and is freed from the frozen word
+//!   (`Core::free_frozen_to_buddy`; the frozen word is a claim, so no
+//!   stranger can lock, mark or reference it between its removal and its
+//!   free) (`pgsteal_*`), all of a scan's
 //!   pages in one batch straight to the
 //!   buddy lists, where the watermarks that reclaim works for count them (on
 //!   the reclaimer's front cache or per-CPU list they would be invisible to
@@ -28,7 +29,7 @@
 use super::handle::CacheLock;
 use super::mapping::Mapping;
 use super::CacheInner;
-use crate::page::flags::{ACTIVE, DIRTY, REFERENCED, REF_ONE, WRITEBACK};
+use crate::page::flags::{ACTIVE, DIRTY, REFERENCED, WRITEBACK};
 use crate::pageref;
 use crate::sync::Ordering;
 use crate::types::Pfn;
@@ -140,7 +141,7 @@ fn shrink_inactive(c: &CacheInner, n: usize, nr: usize, direct: bool) -> u64 {
     for p in v {
         match reclaim_one(c, p) {
             Fate::Back => back.push(p),
-            Fate::Free => to_buddy.push(p),
+            Fate::Free(old) => to_buddy.push((p, old)),
             Fate::Gone => {}
         }
     }
@@ -154,8 +155,9 @@ fn shrink_inactive(c: &CacheInner, n: usize, nr: usize, direct: bool) -> u64 {
 enum Fate {
     /// Back to the LRU (isolation's reference put there).
     Back,
-    /// Removed from its mapping, frozen and still locked: to be freed.
-    Free,
+    /// Removed from its mapping and frozen (the word before the freeze):
+    /// to be freed.
+    Free(u32),
     /// Truncated while isolated: isolation's reference was put.
     Gone,
 }
@@ -194,15 +196,15 @@ fn reclaim_one(c: &CacheInner, p: u64) -> Fate {
             return Fate::Back;
         }
     }
-    if !pageref::freeze(&d.flags, 2) {
-        return Fate::Back;
-    }
+    let Some(old) = pageref::freeze(&d.flags, 2) else { return Fate::Back };
     if !m.remove_if(index, p) {
-        // Deleted while unlocked for its writeback: undo the freeze.
-        d.flags.fetch_add(2 * REF_ONE, Ordering::Relaxed);
+        // Deleted while unlocked for its writeback: undo the freeze (nobody
+        // else writes a frozen word).
+        d.flags.store(old, Ordering::Release);
         return Fate::Back;
     }
     c.owners[p as usize].store(0, Ordering::Release);
+    // Frozen: the lock word went with the freeze.
     lock.keep_locked();
-    Fate::Free
+    Fate::Free(old)
 }

@@ -96,13 +96,18 @@ impl Mapping {
     pub(crate) fn writeback_locked(cache: &CacheInner, m: &MappingInner, lock: CacheLock<'_>, pfn: Pfn, index: u64) {
         let core = &cache.alloc.core;
         let d = core.mm.page(pfn.as_u64());
-        if d.flags.fetch_and(!DIRTY, Ordering::Relaxed) & DIRTY == 0 {
+        // Dirty is set only under the page lock, which we hold: the test
+        // and the clear below agree. Writeback is set before dirty is
+        // cleared, so an fsync that skips a page neither dirty nor under
+        // writeback never skips one whose write is still to come.
+        if d.flags() & DIRTY == 0 {
             return;
         }
-        let zone = core.zone_of(pfn.as_u64()).idx.get();
-        core.vmscan.gauges.dirty(zone, false);
         let r = *lock.page_ref();
         let _ = r.set_writeback();
+        d.flags.fetch_and(!DIRTY, Ordering::Relaxed);
+        let zone = core.zone_of(pfn.as_u64()).idx.get();
+        core.vmscan.gauges.dirty(zone, false);
         core.vmscan.gauges.writeback(zone, true);
         drop(lock);
         // SAFETY: see `page_bytes`: under writeback with a reference held;

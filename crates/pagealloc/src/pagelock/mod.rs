@@ -73,7 +73,7 @@ mod writeback;
 pub use cancel::CancelToken;
 
 use crate::error::{PageStateError, WaitError};
-use crate::page::flags::{GUARD, HEAD, LOCKED, UPTODATE, WAITERS};
+use crate::page::flags::{GUARD, HEAD, LOCKED, REF_MASK, UPTODATE, WAITERS};
 use crate::sync::{AtomicU32, Ordering};
 use crate::types::Pfn;
 use std::cell::Cell;
@@ -93,6 +93,23 @@ mod kind {
     pub(super) const WANTS_HANDOFF: usize = 4;
     /// Or-ed into `EXCLUSIVE`: this waiter locks for a guard (a handoff sets `GUARD`).
     pub(super) const FOR_GUARD: usize = 8;
+    /// Or-ed into `EXCLUSIVE`: this waiter may not lock a reference-counted
+    /// page (it came through the public pfn API, which refuses the cache's
+    /// pages): a handoff must never give it one. It started waiting while
+    /// the pfn was a raw page, or being freed; the page may have been freed
+    /// and reborn as a cache page since.
+    pub(super) const DENY_REFS: usize = 16;
+}
+
+/// What a handoff attempt found.
+enum Handoff {
+    /// The lock is the waiter's now.
+    Done,
+    /// The page is not the waiter's to lock (freed, or reference-counted
+    /// for a waiter that may not lock such pages): wake it to find out.
+    Denied,
+    /// Someone else holds the lock: the waiter stays queued.
+    Taken,
 }
 
 /// Wake tokens: why a waiter was woken.
@@ -269,6 +286,9 @@ impl<'a> PageRef<'a> {
             if extra & GUARD != 0 {
                 token |= kind::FOR_GUARD;
             }
+            if self.deny & REF_MASK != 0 {
+                token |= kind::DENY_REFS;
+            }
             match self.park(token, LOCKED | GUARD, deadline, cancel) {
                 ParkResult::Unparked(wake::HANDED_OFF) => return Ok(()),
                 ParkResult::Unparked(wake::FREED) | ParkResult::Invalid => {}
@@ -392,15 +412,22 @@ impl<'a> PageRef<'a> {
                 kind::EXCLUSIVE if !exclusive_seen => {
                     exclusive_seen = true;
                     if tok & kind::WANTS_HANDOFF == 0 {
-                        FilterOp::Unpark
-                    } else if self.lock_for_handoff(if tok & kind::FOR_GUARD != 0 { GUARD } else { 0 }) {
-                        handed.set(true);
-                        FilterOp::Unpark
-                    } else {
+                        return FilterOp::Unpark;
+                    }
+                    let extra = if tok & kind::FOR_GUARD != 0 { GUARD } else { 0 };
+                    let deny = if tok & kind::DENY_REFS != 0 { REF_MASK } else { 0 };
+                    match self.lock_for_handoff(extra, deny) {
+                        Handoff::Done => {
+                            handed.set(true);
+                            FilterOp::Unpark
+                        }
+                        // Not this waiter's to lock: woken without the lock,
+                        // its retry reports why.
+                        Handoff::Denied => FilterOp::Unpark,
                         // A newcomer took the lock in the gap since our unlock;
                         // its unlock will see WAITERS (this waiter stays) and
                         // try the handoff again.
-                        FilterOp::Skip
+                        Handoff::Taken => FilterOp::Skip,
                     }
                 }
                 _ => FilterOp::Skip,
@@ -417,17 +444,20 @@ impl<'a> PageRef<'a> {
     }
 
     /// Under the bucket lock: set `LOCKED` (and `extra`) for a waiter that
-    /// asked for a handoff.
-    fn lock_for_handoff(&self, extra: u32) -> bool {
+    /// asked for a handoff, unless the word has a bit of the waiter's `deny`.
+    fn lock_for_handoff(&self, extra: u32, deny: u32) -> Handoff {
         let mut f = self.flags.load(Ordering::Relaxed);
         loop {
-            if f & (HEAD | LOCKED | GUARD) != HEAD {
-                return false;
+            if f & HEAD == 0 || f & deny != 0 {
+                return Handoff::Denied;
+            }
+            if f & (LOCKED | GUARD) != 0 {
+                return Handoff::Taken;
             }
             // Acquire: pairs with the Release of the unlock that cleared LOCKED
             // (ours, or a newcomer's); the waiter acquires from our wake store.
             match self.flags.compare_exchange(f, f | LOCKED | extra, Ordering::Acquire, Ordering::Relaxed) {
-                Ok(_) => return true,
+                Ok(_) => return Handoff::Done,
                 Err(cur) => f = cur,
             }
         }

@@ -64,7 +64,9 @@ pub struct ShrinkControl {
 /// A cache that gives memory back under pressure (the kernel's `struct
 /// shrinker`): `count_objects` says how much it could free, `scan_objects`
 /// frees up to `nr_to_scan` and returns the pages freed. Called with no
-/// allocator lock held; it must not block on memory.
+/// allocator lock held; it must not block on memory. A call that panics
+/// counts as 0 (nothing to free, nothing freed): the panic is caught, so
+/// the allocation that reclaimed goes on.
 pub trait Shrinker: Send + Sync {
     /// Freeable objects (pages) now; 0 skips the scan.
     fn count_objects(&self, sc: &ShrinkControl) -> u64;
@@ -197,18 +199,18 @@ impl Vmscan {
     pub(crate) fn shrink_all(&self, nr: u64, nid: Option<u32>, direct: bool) -> u64 {
         let list: Vec<Arc<dyn Shrinker>> = self.shrinkers.read().iter().map(|(_, s)| s.clone()).collect();
         let probe = ShrinkControl { nr_to_scan: 0, nid, direct };
-        let counts: Vec<u64> = list.iter().map(|s| s.count_objects(&probe)).collect();
-        let total: u64 = counts.iter().sum();
+        let counts: Vec<u64> = list.iter().map(|s| guarded(|| s.count_objects(&probe))).collect();
+        let total: u64 = counts.iter().fold(0, |a, &c| a.saturating_add(c));
         if total == 0 {
             return 0;
         }
-        let mut freed = 0;
+        let mut freed = 0u64;
         for (s, c) in list.iter().zip(counts) {
             if c == 0 {
                 continue;
             }
             let share = (nr.saturating_mul(c) / total).max(1).min(c);
-            freed += s.scan_objects(&ShrinkControl { nr_to_scan: share, nid, direct });
+            freed = freed.saturating_add(guarded(|| s.scan_objects(&ShrinkControl { nr_to_scan: share, nid, direct })));
         }
         freed
     }
@@ -261,4 +263,13 @@ impl Vmscan {
         }
         Ok(())
     }
+}
+
+/// A user shrinker's call, with its panic caught: a shrinker that panics
+/// counted or freed nothing. Shrinkers run inside allocations (direct
+/// reclaim), where the caller may hold page locks of pages it is inserting
+/// (a page-cache fill's window): a panic unwinding from here would leave
+/// them held.
+fn guarded(f: impl FnOnce() -> u64) -> u64 {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(0)
 }
