@@ -71,11 +71,17 @@ pub struct Config {
     pub hugepages: bool,
     /// The most bytes all caches together may hold; `None`: the whole arena.
     pub budget_bytes: Option<u64>,
+    /// Free page reporting: blocks that stay free for a while (2 s) are
+    /// given back to the kernel (madvise), so a process whose databases
+    /// closed or shrank returns to its baseline resident memory. Off by
+    /// default: its thread and the faults on reuse are a cost a cache that
+    /// stays full never repays.
+    pub page_reporting: bool,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Self { arena_bytes: 512 << 20, hugepages: false, budget_bytes: None }
+        Self { arena_bytes: 512 << 20, hugepages: false, budget_bytes: None, page_reporting: false }
     }
 }
 
@@ -191,12 +197,12 @@ impl Group {
         cfg.validate()?;
         let budget = cfg.budget_bytes.unwrap_or(cfg.arena_bytes);
         let backing = if cfg.hugepages { Backing::HugePages } else { Backing::Anonymous };
-        // No page reporting (a thread that madvises free blocks away) and no
-        // lock statistics: a cache wants neither's cost.
+        // Page reporting (a thread that madvises free blocks away) only when
+        // asked for, and no lock statistics: a full cache wants neither.
         let acfg = pagealloc::Config::new()
             .arena_bytes(cfg.arena_bytes)
             .backing(backing)
-            .page_reporting(false)
+            .page_reporting(cfg.page_reporting)
             .lock_stats(false);
         let alloc = PageAllocator::new(acfg).map_err(InstallError::Allocator)?;
         Ok(Group::with_allocator(alloc, budget / PAGE_SIZE as u64))

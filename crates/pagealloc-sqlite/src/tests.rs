@@ -8,7 +8,7 @@ use std::sync::Arc;
 const ARENA: u64 = 8 << 20;
 
 fn group(budget: Option<u64>) -> Arc<Group> {
-    Group::new(&Config { arena_bytes: ARENA, hugepages: false, budget_bytes: budget }).unwrap()
+    Group::new(&Config { arena_bytes: ARENA, hugepages: false, budget_bytes: budget, page_reporting: false }).unwrap()
 }
 
 /// The C entry points, unwrapped, over one cache.
@@ -239,11 +239,16 @@ fn budget_below_one_page_per_cache_refuses_creation() {
         x.destroy();
     }
     assert!(matches!(
-        Group::new(&Config { arena_bytes: ARENA, hugepages: false, budget_bytes: Some(100) }),
+        Group::new(&Config { arena_bytes: ARENA, hugepages: false, budget_bytes: Some(100), page_reporting: false }),
         Err(InstallError::Budget { .. })
     ));
     assert!(matches!(
-        Group::new(&Config { arena_bytes: ARENA, hugepages: false, budget_bytes: Some(2 * ARENA) }),
+        Group::new(&Config {
+            arena_bytes: ARENA,
+            hugepages: false,
+            budget_bytes: Some(2 * ARENA),
+            page_reporting: false
+        }),
         Err(InstallError::Budget { .. })
     ));
     assert!(matches!(Group::new(&Config { arena_bytes: 12345, ..Config::default() }), Err(InstallError::Arena(12345))));
