@@ -5,9 +5,10 @@
 
 use crate::ffi::Sqlite3PcachePage;
 use crate::group::{CacheState, Group, PagePtr, Victim, CACHE_GFP};
+use crate::lru::{Kind, Lru};
 use crate::{CacheStats, CreateError};
 use pagealloc::{AllocError, Pfn, PAGE_SIZE};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Smallest and largest page sizes SQLite allows (`SQLITE_MAX_PAGE_SIZE`).
@@ -49,7 +50,7 @@ impl Group {
         st.reserved += frames;
         let c = CacheState {
             map: HashMap::new(),
-            lru: BTreeMap::new(),
+            lru: Lru::new(Kind::Cache),
             order,
             frames,
             sz_extra,
@@ -133,7 +134,7 @@ impl Group {
             return std::ptr::null_mut();
         };
         let buf = self.alloc.page_address(pfn).expect("the arena has backing");
-        let p = PagePtr::new(pfn, buf, key, sz_extra);
+        let p = PagePtr::new(pfn, buf, id, key, sz_extra);
         let mut st = self.state.lock();
         let c = st.cache_mut(id);
         if let Some(&q) = c.map.get(&key) {
@@ -152,9 +153,8 @@ impl Group {
 
     /// Reuse the cache's oldest unpinned page for `key` (no allocator call).
     fn recycle_locked(&self, st: &mut crate::group::State, id: u32, key: u32) -> *mut Sqlite3PcachePage {
-        let (&seq, &old) = st.cache(id).lru.first_key_value().expect("checked non-empty");
-        debug_assert_ne!(seq, 0);
-        let p = st.cache(id).map[&old];
+        let p = st.cache(id).lru.first().expect("checked non-empty");
+        let old = p.key();
         st.lru_del(id, p);
         let c = st.cache_mut(id);
         c.map.remove(&old);
@@ -211,14 +211,10 @@ impl Group {
         debug_assert_eq!(p.key(), old);
         let v = if old == new { None } else { st.remove_page(id, new) };
         if old != new {
-            let on_lru = p.seq() != 0;
-            st.lru_del(id, p);
+            // The LRU lists link headers, not keys: the page keeps its place.
             st.cache_mut(id).map.remove(&old);
             p.set_key(new);
             st.cache_mut(id).map.insert(new, p);
-            if on_lru {
-                st.lru_add(id, p);
-            }
         }
         drop(st);
         self.release(v.into_iter().collect(), false);

@@ -49,6 +49,7 @@
 mod cache;
 pub mod ffi;
 mod group;
+mod lru;
 mod methods;
 mod preload;
 
