@@ -112,6 +112,11 @@ impl Group {
         if c.purgeable && c.map.len() as u64 >= c.max && !c.lru.is_empty() {
             return self.recycle_locked(&mut st, id, key);
         }
+        if st.used + frames > self.budget && !st.cache(id).map.contains_key(&key) {
+            if let Some(p) = self.steal_locked(&mut st, id, key) {
+                return p;
+            }
+        }
         let mut victims = Vec::new();
         if st.used + frames > self.budget {
             if hard {
@@ -166,6 +171,34 @@ impl Group {
         c.map.insert(key, p);
         c.n_pinned += 1;
         p.as_sqlite()
+    }
+
+    /// At the budget: take the group's oldest unpinned page from its cache
+    /// for `key` of cache `id`, frame and header as they are, when its page
+    /// and extra sizes are this cache's (pcache1 recycles its group's LRU
+    /// page the same way). A miss at the budget then costs no allocator
+    /// call, no header allocation and no second `xFetch` with createFlag 2.
+    fn steal_locked(&self, st: &mut crate::group::State, id: u32, key: u32) -> Option<*mut Sqlite3PcachePage> {
+        let p = st.lru.first()?;
+        let from = p.cache();
+        let (src, dst) = (st.cache(from), st.cache(id));
+        if src.order != dst.order || src.sz_extra != dst.sz_extra {
+            return None;
+        }
+        let v = st.remove_page(from, p.key()).expect("an LRU page is in its cache's map");
+        debug_assert_eq!(v.page, p);
+        st.cache_mut(from).stats.evictions += 1;
+        self.totals.evictions.fetch_add(1, Relaxed);
+        let c = st.cache_mut(id);
+        let frames = c.frames;
+        p.set_cache(id);
+        p.set_key(key);
+        p.set_pinned(true);
+        p.zero_extra_head();
+        c.map.insert(key, p);
+        c.n_pinned += 1;
+        st.used += frames;
+        Some(p.as_sqlite())
     }
 
     /// A block of `1 << order` frames. `hard`: the ordinary path, whose slow

@@ -41,7 +41,7 @@ pub(crate) struct PageHdr {
     /// On the LRU lists (unpinned, purgeable cache).
     on_lru: AtomicBool,
     /// The cache the page belongs to (global eviction finds it from here).
-    cache: u32,
+    cache: AtomicU32,
     /// LRU links, `[Kind][prev, next]`; null while not on that list.
     links: [[AtomicPtr<PageHdr>; 2]; 2],
     /// Words behind `base.p_extra` (at least one, so the first 8 bytes exist).
@@ -68,7 +68,7 @@ impl PagePtr {
             key: AtomicU32::new(key),
             pinned: AtomicBool::new(true),
             on_lru: AtomicBool::new(false),
-            cache,
+            cache: AtomicU32::new(cache),
             links: Default::default(),
             extra_words,
         });
@@ -108,7 +108,10 @@ impl PagePtr {
         self.hdr().pinned.store(v, Relaxed);
     }
     pub(crate) fn cache(self) -> u32 {
-        self.hdr().cache
+        self.hdr().cache.load(Relaxed)
+    }
+    pub(crate) fn set_cache(self, id: u32) {
+        self.hdr().cache.store(id, Relaxed);
     }
     /// Link `which` (0 prev, 1 next) of list `k`.
     pub(crate) fn link(self, k: Kind, which: usize) -> Option<PagePtr> {

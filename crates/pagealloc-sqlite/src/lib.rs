@@ -25,11 +25,14 @@
 //! ## Creation, budget and reclaim
 //! `xFetch` with createFlag 1 ("only if cheap") first recycles the cache's own
 //! oldest unpinned page when the cache is at its soft limit (`xCachesize`,
-//! as pcache1 honours `PRAGMA cache_size`), refuses when over the global
-//! budget, and otherwise allocates with `alloc_pages_nolock`: no slow path,
-//! no direct reclaim, never below the min watermark. createFlag 2 ("every
-//! effort") recycles the same way, makes room in the budget by evicting the
-//! coldest unpinned pages of *every* cache, and allocates with `alloc_pages`,
+//! as pcache1 honours `PRAGMA cache_size`); at the global budget it recycles
+//! the group's oldest unpinned page in place, frame and header, when that
+//! page's cache has the same page and extra sizes (pcache1 recycles its
+//! group's LRU page the same way), and otherwise refuses; below the budget
+//! it allocates with `alloc_pages_nolock`: no slow path, no direct reclaim,
+//! never below the min watermark. createFlag 2 ("every effort") recycles
+//! the same way, makes room in the budget by evicting the coldest unpinned
+//! pages of *every* cache, and allocates with `alloc_pages`,
 //! whose slow path reclaims directly, through the group's LRU registered as
 //! a [`pagealloc::Shrinker`]. So pressure from any user of the allocator
 //! evicts the coldest unpinned pages of all purgeable caches.
