@@ -4,11 +4,10 @@
 //! frees what it took out of the cache after dropping it.
 
 use crate::ffi::Sqlite3PcachePage;
-use crate::group::{CacheState, Group, PagePtr, Victim, CACHE_GFP};
+use crate::group::{CacheState, Group, KeyMap, PagePtr, Victim, CACHE_GFP};
 use crate::lru::{Kind, Lru};
 use crate::{CacheStats, CreateError};
 use pagealloc::{AllocError, Pfn, PAGE_SIZE};
-use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Smallest and largest page sizes SQLite allows (`SQLITE_MAX_PAGE_SIZE`).
@@ -49,7 +48,7 @@ impl Group {
         }
         st.reserved += frames;
         let c = CacheState {
-            map: HashMap::new(),
+            map: KeyMap::default(),
             lru: Lru::new(Kind::Cache),
             order,
             frames,

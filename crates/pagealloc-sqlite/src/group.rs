@@ -20,6 +20,7 @@ use crate::CacheStats;
 use pagealloc::{Gfp, PageAllocator, Pfn, ShrinkControl, Shrinker};
 use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
@@ -147,9 +148,33 @@ impl PagePtr {
     }
 }
 
+/// The page-number hash of a cache's map: one multiply (Fibonacci hashing),
+/// as pcache1's `iKey % nHash` is one division. std's SipHash guards
+/// against keys an attacker chooses; page numbers are SQLite's, and every
+/// hit pays the hash under the group mutex.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = (self.0 ^ u64::from(n)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// A cache's map: page number -> page.
+pub(crate) type KeyMap = HashMap<u32, PagePtr, BuildHasherDefault<KeyHasher>>;
+
 /// One cache's state (under the group mutex).
 pub(crate) struct CacheState {
-    pub(crate) map: HashMap<u32, PagePtr>,
+    pub(crate) map: KeyMap,
     /// This cache's unpinned pages, oldest first (purgeable caches only).
     pub(crate) lru: Lru,
     pub(crate) order: u32,
