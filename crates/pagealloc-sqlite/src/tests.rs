@@ -329,3 +329,35 @@ fn destroy_frees_pinned_and_unpinned_pages() {
     m.destroy();
     assert_conserved(&g);
 }
+
+#[test]
+fn recycling_follows_the_global_lru_across_caches() {
+    let g = group(Some(3 * 4096));
+    let a = open(&g, 4096, true);
+    let b = open(&g, 4096, true);
+    a.unpin(a.fetch(0, 2), false);
+    b.unpin(b.fetch(0, 2), false);
+    a.unpin(a.fetch(1, 2), false);
+    // A hit makes a0 the newest: b0 is now the oldest, then a1.
+    a.unpin(a.fetch(0, 0), false);
+    // A rekey of a pinned page: unpinned, it is the newest under its new key.
+    let r = a.fetch(1, 0);
+    a.rekey(r, 1, 7);
+    a.unpin(r, false);
+    let p = a.fetch(2, 1);
+    assert!(!p.is_null(), "cheap creation at the budget recycles b0 in place");
+    assert!(b.fetch(0, 0).is_null(), "b0 was the oldest");
+    assert_eq!(b.stats().evictions, 1);
+    let q = b.fetch(1, 1);
+    assert!(!q.is_null());
+    assert!(a.fetch(0, 0).is_null(), "a0 was next");
+    let r = a.fetch(7, 0);
+    assert!(!r.is_null(), "a7 (was a1) was the newest");
+    a.unpin(r, false);
+    assert_eq!((a.pagecount(), b.pagecount(), g.used_frames()), (2, 1, 3));
+    a.unpin(p, false);
+    b.unpin(q, false);
+    a.destroy();
+    b.destroy();
+    assert_conserved(&g);
+}
