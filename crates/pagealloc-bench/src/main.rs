@@ -7,6 +7,8 @@ mod harness;
 mod peers;
 mod report;
 mod show;
+mod sqlite_child;
+mod sqlite_db;
 mod stress;
 mod stress_cache_drop;
 mod stress_churn;
@@ -92,6 +94,10 @@ enum Cmd {
         /// Idle milliseconds sampled after the frees.
         idle_ms: u64,
     },
+    /// One page cache's side of `bench sqlite`'s many-databases workload,
+    /// in a process of its own (the cache is process-wide).
+    #[command(hide = true)]
+    SqliteChild(sqlite_child::ChildArgs),
 }
 
 #[derive(Subcommand)]
@@ -114,6 +120,7 @@ fn main() {
         Cmd::Stress(args) => std::process::exit(stress::run(&args)),
         Cmd::Fastpath { mode, pages } => std::process::exit(fastpath::run(mode, pages)),
         Cmd::BurstPeer { peer, blocks, idle_ms } => std::process::exit(burst_peer::run(peer, blocks, idle_ms)),
+        Cmd::SqliteChild(args) => std::process::exit(sqlite_child::run(&args)),
         Cmd::Bench { action: Some(BenchCmd::Compare { old, new }), .. } => compare(&old, &new),
         Cmd::Bench { action: None, experiment, full, json, quiet, verbose, out, page_fault1 } => {
             experiments::page_fault1::set_args(page_fault1);

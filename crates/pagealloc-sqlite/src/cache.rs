@@ -4,10 +4,10 @@
 //! frees what it took out of the cache after dropping it.
 
 use crate::ffi::Sqlite3PcachePage;
-use crate::group::{CacheState, Group, PagePtr, Victim, CACHE_GFP};
+use crate::group::{CacheState, Group, KeyMap, PagePtr, Victim, CACHE_GFP};
+use crate::lru::{Kind, Lru};
 use crate::{CacheStats, CreateError};
 use pagealloc::{AllocError, Pfn, PAGE_SIZE};
-use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Smallest and largest page sizes SQLite allows (`SQLITE_MAX_PAGE_SIZE`).
@@ -48,8 +48,8 @@ impl Group {
         }
         st.reserved += frames;
         let c = CacheState {
-            map: HashMap::new(),
-            lru: BTreeMap::new(),
+            map: KeyMap::default(),
+            lru: Lru::new(Kind::Cache),
             order,
             frames,
             sz_extra,
@@ -111,6 +111,11 @@ impl Group {
         if c.purgeable && c.map.len() as u64 >= c.max && !c.lru.is_empty() {
             return self.recycle_locked(&mut st, id, key);
         }
+        if st.used + frames > self.budget && !st.cache(id).map.contains_key(&key) {
+            if let Some(p) = self.steal_locked(&mut st, id, key) {
+                return p;
+            }
+        }
         let mut victims = Vec::new();
         if st.used + frames > self.budget {
             if hard {
@@ -133,7 +138,7 @@ impl Group {
             return std::ptr::null_mut();
         };
         let buf = self.alloc.page_address(pfn).expect("the arena has backing");
-        let p = PagePtr::new(pfn, buf, key, sz_extra);
+        let p = PagePtr::new(pfn, buf, id, key, sz_extra);
         let mut st = self.state.lock();
         let c = st.cache_mut(id);
         if let Some(&q) = c.map.get(&key) {
@@ -152,9 +157,8 @@ impl Group {
 
     /// Reuse the cache's oldest unpinned page for `key` (no allocator call).
     fn recycle_locked(&self, st: &mut crate::group::State, id: u32, key: u32) -> *mut Sqlite3PcachePage {
-        let (&seq, &old) = st.cache(id).lru.first_key_value().expect("checked non-empty");
-        debug_assert_ne!(seq, 0);
-        let p = st.cache(id).map[&old];
+        let p = st.cache(id).lru.first().expect("checked non-empty");
+        let old = p.key();
         st.lru_del(id, p);
         let c = st.cache_mut(id);
         c.map.remove(&old);
@@ -166,6 +170,34 @@ impl Group {
         c.map.insert(key, p);
         c.n_pinned += 1;
         p.as_sqlite()
+    }
+
+    /// At the budget: take the group's oldest unpinned page from its cache
+    /// for `key` of cache `id`, frame and header as they are, when its page
+    /// and extra sizes are this cache's (pcache1 recycles its group's LRU
+    /// page the same way). A miss at the budget then costs no allocator
+    /// call, no header allocation and no second `xFetch` with createFlag 2.
+    fn steal_locked(&self, st: &mut crate::group::State, id: u32, key: u32) -> Option<*mut Sqlite3PcachePage> {
+        let p = st.lru.first()?;
+        let from = p.cache();
+        let (src, dst) = (st.cache(from), st.cache(id));
+        if src.order != dst.order || src.sz_extra != dst.sz_extra {
+            return None;
+        }
+        let v = st.remove_page(from, p.key()).expect("an LRU page is in its cache's map");
+        debug_assert_eq!(v.page, p);
+        st.cache_mut(from).stats.evictions += 1;
+        self.totals.evictions.fetch_add(1, Relaxed);
+        let c = st.cache_mut(id);
+        let frames = c.frames;
+        p.set_cache(id);
+        p.set_key(key);
+        p.set_pinned(true);
+        p.zero_extra_head();
+        c.map.insert(key, p);
+        c.n_pinned += 1;
+        st.used += frames;
+        Some(p.as_sqlite())
     }
 
     /// A block of `1 << order` frames. `hard`: the ordinary path, whose slow
@@ -211,14 +243,10 @@ impl Group {
         debug_assert_eq!(p.key(), old);
         let v = if old == new { None } else { st.remove_page(id, new) };
         if old != new {
-            let on_lru = p.seq() != 0;
-            st.lru_del(id, p);
+            // The LRU lists link headers, not keys: the page keeps its place.
             st.cache_mut(id).map.remove(&old);
             p.set_key(new);
             st.cache_mut(id).map.insert(new, p);
-            if on_lru {
-                st.lru_add(id, p);
-            }
         }
         drop(st);
         self.release(v.into_iter().collect(), false);

@@ -9,18 +9,20 @@
 //!
 //! Invariants (under the mutex, with no fetch between its two lock sections):
 //! - `used` == sum over open caches of `pages * frames_per_page`;
-//! - `lru_frames` == sum over `lru` entries of their cache's frames per page;
+//! - `lru_frames` == sum over pages on `lru` of their cache's frames per page;
 //! - a page is on `lru` iff its cache is purgeable and the page is unpinned,
-//!   and then it is in its cache's `lru` under the same sequence number;
+//!   and then it is on its cache's `lru` too (`on_lru` set; [`crate::lru`]);
 //! - `reserved` == sum over open caches of one page's frames <= `budget`.
 
 use crate::ffi::Sqlite3PcachePage;
+use crate::lru::{Kind, Lru};
 use crate::CacheStats;
 use pagealloc::{Gfp, PageAllocator, Pfn, ShrinkControl, Shrinker};
 use parking_lot::Mutex;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
 
 /// Flags of every cache frame: reclaimable through our shrinker, as the
@@ -37,8 +39,12 @@ pub(crate) struct PageHdr {
     pub(crate) pfn: Pfn,
     key: AtomicU32,
     pinned: AtomicBool,
-    /// Position on the LRU lists; 0 while not on them.
-    seq: AtomicU64,
+    /// On the LRU lists (unpinned, purgeable cache).
+    on_lru: AtomicBool,
+    /// The cache the page belongs to (global eviction finds it from here).
+    cache: AtomicU32,
+    /// LRU links, `[Kind][prev, next]`; null while not on that list.
+    links: [[AtomicPtr<PageHdr>; 2]; 2],
     /// Words behind `base.p_extra` (at least one, so the first 8 bytes exist).
     extra_words: usize,
 }
@@ -54,7 +60,7 @@ unsafe impl Send for PagePtr {}
 impl PagePtr {
     /// A new pinned page on frame `pfn` (at `buf`) with `sz_extra` bytes of
     /// extra, all zero (SQLite needs the first 8 zero on a new page).
-    pub(crate) fn new(pfn: Pfn, buf: NonNull<u8>, key: u32, sz_extra: usize) -> Self {
+    pub(crate) fn new(pfn: Pfn, buf: NonNull<u8>, cache: u32, key: u32, sz_extra: usize) -> Self {
         let extra_words = sz_extra.div_ceil(8).max(1);
         let extra = Box::into_raw(vec![0u64; extra_words].into_boxed_slice());
         let hdr = Box::new(PageHdr {
@@ -62,7 +68,9 @@ impl PagePtr {
             pfn,
             key: AtomicU32::new(key),
             pinned: AtomicBool::new(true),
-            seq: AtomicU64::new(0),
+            on_lru: AtomicBool::new(false),
+            cache: AtomicU32::new(cache),
+            links: Default::default(),
             extra_words,
         });
         PagePtr(NonNull::from(Box::leak(hdr)))
@@ -100,11 +108,19 @@ impl PagePtr {
     pub(crate) fn set_pinned(self, v: bool) {
         self.hdr().pinned.store(v, Relaxed);
     }
-    pub(crate) fn seq(self) -> u64 {
-        self.hdr().seq.load(Relaxed)
+    pub(crate) fn cache(self) -> u32 {
+        self.hdr().cache.load(Relaxed)
     }
-    pub(crate) fn set_seq(self, s: u64) {
-        self.hdr().seq.store(s, Relaxed);
+    pub(crate) fn set_cache(self, id: u32) {
+        self.hdr().cache.store(id, Relaxed);
+    }
+    /// Link `which` (0 prev, 1 next) of list `k`.
+    pub(crate) fn link(self, k: Kind, which: usize) -> Option<PagePtr> {
+        NonNull::new(self.hdr().links[k as usize][which].load(Relaxed)).map(PagePtr)
+    }
+    pub(crate) fn set_link(self, k: Kind, which: usize, to: Option<PagePtr>) {
+        let raw = to.map_or(std::ptr::null_mut(), |p| p.0.as_ptr());
+        self.hdr().links[k as usize][which].store(raw, Relaxed);
     }
 
     /// Zero the first 8 bytes of the extra area: the page is new to SQLite.
@@ -132,11 +148,35 @@ impl PagePtr {
     }
 }
 
+/// The page-number hash of a cache's map: one multiply (Fibonacci hashing),
+/// as pcache1's `iKey % nHash` is one division. std's SipHash guards
+/// against keys an attacker chooses; page numbers are SQLite's, and every
+/// hit pays the hash under the group mutex.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = (self.0 ^ u64::from(n)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// A cache's map: page number -> page.
+pub(crate) type KeyMap = HashMap<u32, PagePtr, BuildHasherDefault<KeyHasher>>;
+
 /// One cache's state (under the group mutex).
 pub(crate) struct CacheState {
-    pub(crate) map: HashMap<u32, PagePtr>,
+    pub(crate) map: KeyMap,
     /// This cache's unpinned pages, oldest first (purgeable caches only).
-    pub(crate) lru: BTreeMap<u64, u32>,
+    pub(crate) lru: Lru,
     pub(crate) order: u32,
     pub(crate) frames: u64,
     pub(crate) sz_extra: usize,
@@ -148,13 +188,11 @@ pub(crate) struct CacheState {
 }
 
 /// Everything under the group mutex; see the module invariants.
-#[derive(Default)]
 pub(crate) struct State {
     pub(crate) caches: Vec<Option<CacheState>>,
     pub(crate) free_ids: Vec<u32>,
-    /// Unpinned pages of purgeable caches, oldest first: seq -> (cache, key).
-    pub(crate) lru: BTreeMap<u64, (u32, u32)>,
-    pub(crate) next_seq: u64,
+    /// Unpinned pages of purgeable caches, oldest first.
+    pub(crate) lru: Lru,
     pub(crate) used: u64,
     pub(crate) reserved: u64,
     pub(crate) lru_frames: u64,
@@ -164,6 +202,19 @@ pub(crate) struct State {
 pub(crate) struct Victim {
     pub(crate) page: PagePtr,
     pub(crate) order: u32,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        Self {
+            caches: Vec::new(),
+            free_ids: Vec::new(),
+            lru: Lru::new(Kind::Global),
+            used: 0,
+            reserved: 0,
+            lru_frames: 0,
+        }
+    }
 }
 
 impl State {
@@ -176,26 +227,24 @@ impl State {
 
     /// Put an unpinned page of a purgeable cache on both LRU lists, newest.
     pub(crate) fn lru_add(&mut self, id: u32, p: PagePtr) {
-        self.next_seq += 1;
-        let seq = self.next_seq;
-        p.set_seq(seq);
-        self.lru.insert(seq, (id, p.key()));
+        debug_assert!(!p.hdr().on_lru.load(Relaxed) && p.cache() == id);
+        p.hdr().on_lru.store(true, Relaxed);
+        self.lru.push_back(p);
         let c = self.cache_mut(id);
-        c.lru.insert(seq, p.key());
+        c.lru.push_back(p);
         let frames = c.frames;
         self.lru_frames += frames;
     }
 
     /// Take a page off both LRU lists (no-op when it is not on them).
     pub(crate) fn lru_del(&mut self, id: u32, p: PagePtr) {
-        let seq = p.seq();
-        if seq == 0 {
+        if !p.hdr().on_lru.load(Relaxed) {
             return;
         }
-        p.set_seq(0);
-        self.lru.remove(&seq);
+        p.hdr().on_lru.store(false, Relaxed);
+        self.lru.remove(p);
         let c = self.cache_mut(id);
-        c.lru.remove(&seq);
+        c.lru.remove(p);
         let frames = c.frames;
         self.lru_frames -= frames;
     }
@@ -224,8 +273,7 @@ impl State {
 
     /// Evict the oldest unpinned page of cache `id` (counted as an eviction).
     pub(crate) fn evict_cache_oldest(&mut self, id: u32) -> Option<Victim> {
-        let (&seq, &key) = self.cache(id).lru.first_key_value()?;
-        debug_assert_eq!(self.lru.get(&seq), Some(&(id, key)));
+        let key = self.cache(id).lru.first()?.key();
         self.cache_mut(id).stats.evictions += 1;
         self.remove_page(id, key)
     }
@@ -235,8 +283,10 @@ impl State {
     pub(crate) fn evict_global(&mut self, frames: u64, out: &mut Vec<Victim>) -> u64 {
         let mut freed = 0;
         while freed < frames {
-            let Some((_, &(id, _))) = self.lru.first_key_value() else { break };
-            let Some(v) = self.evict_cache_oldest(id) else { break };
+            // The global oldest is its cache's oldest too (crate::lru).
+            let Some(p) = self.lru.first() else { break };
+            let Some(v) = self.evict_cache_oldest(p.cache()) else { break };
+            debug_assert_eq!(v.page, p);
             freed += 1 << v.order;
             out.push(v);
         }

@@ -25,11 +25,14 @@
 //! ## Creation, budget and reclaim
 //! `xFetch` with createFlag 1 ("only if cheap") first recycles the cache's own
 //! oldest unpinned page when the cache is at its soft limit (`xCachesize`,
-//! as pcache1 honours `PRAGMA cache_size`), refuses when over the global
-//! budget, and otherwise allocates with `alloc_pages_nolock`: no slow path,
-//! no direct reclaim, never below the min watermark. createFlag 2 ("every
-//! effort") recycles the same way, makes room in the budget by evicting the
-//! coldest unpinned pages of *every* cache, and allocates with `alloc_pages`,
+//! as pcache1 honours `PRAGMA cache_size`); at the global budget it recycles
+//! the group's oldest unpinned page in place, frame and header, when that
+//! page's cache has the same page and extra sizes (pcache1 recycles its
+//! group's LRU page the same way), and otherwise refuses; below the budget
+//! it allocates with `alloc_pages_nolock`: no slow path, no direct reclaim,
+//! never below the min watermark. createFlag 2 ("every effort") recycles
+//! the same way, makes room in the budget by evicting the coldest unpinned
+//! pages of *every* cache, and allocates with `alloc_pages`,
 //! whose slow path reclaims directly, through the group's LRU registered as
 //! a [`pagealloc::Shrinker`]. So pressure from any user of the allocator
 //! evicts the coldest unpinned pages of all purgeable caches.
@@ -49,6 +52,7 @@
 mod cache;
 pub mod ffi;
 mod group;
+mod lru;
 mod methods;
 mod preload;
 
@@ -71,11 +75,17 @@ pub struct Config {
     pub hugepages: bool,
     /// The most bytes all caches together may hold; `None`: the whole arena.
     pub budget_bytes: Option<u64>,
+    /// Free page reporting: blocks that stay free for a while (2 s) are
+    /// given back to the kernel (madvise), so a process whose databases
+    /// closed or shrank returns to its baseline resident memory. Off by
+    /// default: its thread and the faults on reuse are a cost a cache that
+    /// stays full never repays.
+    pub page_reporting: bool,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Self { arena_bytes: 512 << 20, hugepages: false, budget_bytes: None }
+        Self { arena_bytes: 512 << 20, hugepages: false, budget_bytes: None, page_reporting: false }
     }
 }
 
@@ -191,12 +201,12 @@ impl Group {
         cfg.validate()?;
         let budget = cfg.budget_bytes.unwrap_or(cfg.arena_bytes);
         let backing = if cfg.hugepages { Backing::HugePages } else { Backing::Anonymous };
-        // No page reporting (a thread that madvises free blocks away) and no
-        // lock statistics: a cache wants neither's cost.
+        // Page reporting (a thread that madvises free blocks away) only when
+        // asked for, and no lock statistics: a full cache wants neither.
         let acfg = pagealloc::Config::new()
             .arena_bytes(cfg.arena_bytes)
             .backing(backing)
-            .page_reporting(false)
+            .page_reporting(cfg.page_reporting)
             .lock_stats(false);
         let alloc = PageAllocator::new(acfg).map_err(InstallError::Allocator)?;
         Ok(Group::with_allocator(alloc, budget / PAGE_SIZE as u64))

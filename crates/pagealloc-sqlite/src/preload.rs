@@ -11,6 +11,7 @@
 //! | `PAGEALLOC_SQLITE_ARENA`      | arena bytes (`K`/`M`/`G` suffixes)    | 512M      |
 //! | `PAGEALLOC_SQLITE_BUDGET`     | budget bytes, at most the arena       | the arena |
 //! | `PAGEALLOC_SQLITE_HUGEPAGES`  | `1`: back the arena with hugepages    | 0         |
+//! | `PAGEALLOC_SQLITE_REPORTING`  | `1`: give long-free blocks back to the kernel | 0 |
 //! | `PAGEALLOC_SQLITE_STATS`      | `1`: one stats line on stderr at exit (processes that opened a database) | 0 |
 //!
 //! The constructor acts only when `LD_PRELOAD` names this library: a program
@@ -52,6 +53,7 @@ fn config_from_env() -> Result<Config, String> {
     }
     cfg.budget_bytes = bytes("PAGEALLOC_SQLITE_BUDGET")?;
     cfg.hugepages = env_flag("PAGEALLOC_SQLITE_HUGEPAGES");
+    cfg.page_reporting = env_flag("PAGEALLOC_SQLITE_REPORTING");
     Ok(cfg)
 }
 
@@ -74,8 +76,12 @@ fn install_rc(r: Result<(), InstallError>) -> c_int {
 /// SQLite initialised) or `SQLITE_ERROR` (a bad size; the reason on stderr).
 #[no_mangle]
 pub extern "C" fn pagealloc_sqlite_install(arena_bytes: u64, budget_bytes: u64, hugepages: c_int) -> c_int {
-    let cfg =
-        Config { arena_bytes, hugepages: hugepages != 0, budget_bytes: (budget_bytes != 0).then_some(budget_bytes) };
+    let cfg = Config {
+        arena_bytes,
+        hugepages: hugepages != 0,
+        budget_bytes: (budget_bytes != 0).then_some(budget_bytes),
+        ..Config::default()
+    };
     install_rc(crate::install(&cfg).map(drop))
 }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 const ARENA: u64 = 8 << 20;
 
 fn group(budget: Option<u64>) -> Arc<Group> {
-    Group::new(&Config { arena_bytes: ARENA, hugepages: false, budget_bytes: budget }).unwrap()
+    Group::new(&Config { arena_bytes: ARENA, hugepages: false, budget_bytes: budget, page_reporting: false }).unwrap()
 }
 
 /// The C entry points, unwrapped, over one cache.
@@ -239,11 +239,16 @@ fn budget_below_one_page_per_cache_refuses_creation() {
         x.destroy();
     }
     assert!(matches!(
-        Group::new(&Config { arena_bytes: ARENA, hugepages: false, budget_bytes: Some(100) }),
+        Group::new(&Config { arena_bytes: ARENA, hugepages: false, budget_bytes: Some(100), page_reporting: false }),
         Err(InstallError::Budget { .. })
     ));
     assert!(matches!(
-        Group::new(&Config { arena_bytes: ARENA, hugepages: false, budget_bytes: Some(2 * ARENA) }),
+        Group::new(&Config {
+            arena_bytes: ARENA,
+            hugepages: false,
+            budget_bytes: Some(2 * ARENA),
+            page_reporting: false
+        }),
         Err(InstallError::Budget { .. })
     ));
     assert!(matches!(Group::new(&Config { arena_bytes: 12345, ..Config::default() }), Err(InstallError::Arena(12345))));
@@ -256,7 +261,7 @@ fn budget_below_one_page_per_cache_refuses_creation() {
 }
 
 #[test]
-fn budget_evicts_other_caches_only_with_every_effort() {
+fn budget_recycles_the_groups_coldest_page() {
     let g = group(Some(8 * 4096));
     let a = open(&g, 4096, true);
     let b = open(&g, 4096, true);
@@ -264,14 +269,15 @@ fn budget_evicts_other_caches_only_with_every_effort() {
         a.unpin(a.fetch(k, 2), false);
     }
     assert_eq!(g.used_frames(), 8);
-    assert!(b.fetch(0, 1).is_null(), "cheap: no eviction of another cache");
-    let p = b.fetch(0, 2);
-    assert!(!p.is_null(), "every effort: the coldest page of cache a goes");
+    let p = b.fetch(0, 1);
+    assert!(!p.is_null(), "cheap: the coldest page of cache a is recycled in place, as pcache1 does");
+    assert_eq!(g.used_frames(), 8, "no frame allocated");
     assert_eq!(a.pagecount(), 7);
     assert!(a.fetch(0, 0).is_null(), "key 0 was the coldest");
     assert_eq!(a.stats().evictions, 1);
     // All pinned: nothing to evict, so even every effort fails.
     let pins: Vec<_> = (1..8).map(|k| a.fetch(k, 0)).collect();
+    assert!(b.fetch(1, 1).is_null());
     assert!(b.fetch(1, 2).is_null());
     for q in pins {
         a.unpin(q, false);
@@ -321,5 +327,37 @@ fn destroy_frees_pinned_and_unpinned_pages() {
     assert_eq!(g.used_frames(), 20 * 4 + 20);
     c.destroy();
     m.destroy();
+    assert_conserved(&g);
+}
+
+#[test]
+fn recycling_follows_the_global_lru_across_caches() {
+    let g = group(Some(3 * 4096));
+    let a = open(&g, 4096, true);
+    let b = open(&g, 4096, true);
+    a.unpin(a.fetch(0, 2), false);
+    b.unpin(b.fetch(0, 2), false);
+    a.unpin(a.fetch(1, 2), false);
+    // A hit makes a0 the newest: b0 is now the oldest, then a1.
+    a.unpin(a.fetch(0, 0), false);
+    // A rekey of a pinned page: unpinned, it is the newest under its new key.
+    let r = a.fetch(1, 0);
+    a.rekey(r, 1, 7);
+    a.unpin(r, false);
+    let p = a.fetch(2, 1);
+    assert!(!p.is_null(), "cheap creation at the budget recycles b0 in place");
+    assert!(b.fetch(0, 0).is_null(), "b0 was the oldest");
+    assert_eq!(b.stats().evictions, 1);
+    let q = b.fetch(1, 1);
+    assert!(!q.is_null());
+    assert!(a.fetch(0, 0).is_null(), "a0 was next");
+    let r = a.fetch(7, 0);
+    assert!(!r.is_null(), "a7 (was a1) was the newest");
+    a.unpin(r, false);
+    assert_eq!((a.pagecount(), b.pagecount(), g.used_frames()), (2, 1, 3));
+    a.unpin(p, false);
+    b.unpin(q, false);
+    a.destroy();
+    b.destroy();
     assert_conserved(&g);
 }

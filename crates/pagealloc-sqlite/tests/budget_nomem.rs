@@ -17,7 +17,13 @@ fn open_and_use(name: &str) -> Result<Db, common::Error> {
 fn a_budget_below_one_page_per_cache_is_sqlite_nomem() {
     // Room for 8 frames: each connection holds a 4 KiB cache (1 frame
     // reserved) plus the pages it uses.
-    let g = install(&Config { arena_bytes: 4 << 20, hugepages: false, budget_bytes: Some(8 * 4096) }).unwrap();
+    let g = install(&Config {
+        arena_bytes: 4 << 20,
+        hugepages: false,
+        budget_bytes: Some(8 * 4096),
+        page_reporting: false,
+    })
+    .unwrap();
     let mut open = Vec::new();
     let err = loop {
         match open_and_use(":memory:") {

@@ -19,6 +19,8 @@ pub mod pagetypeinfo;
 pub mod pcp_flush;
 pub mod proactive_compaction;
 pub mod reporting_cost;
+pub mod sqlite;
+pub mod sqlite_speedtest;
 pub mod stress_highalloc;
 
 use crate::harness::Experiment;
@@ -52,5 +54,6 @@ pub fn on_demand() -> Vec<Box<dyn Experiment>> {
         Box::new(dd::Dd),
         Box::new(pagecache_map::PagecacheMap),
         Box::new(proactive_compaction::ProactiveCompaction),
+        Box::new(sqlite::Sqlite),
     ]
 }

@@ -1,0 +1,234 @@
+//! `pagealloc bench sqlite` (on demand only: it writes databases and runs
+//! child processes). pagealloc's SQLite page cache (crates/pagealloc-sqlite)
+//! against SQLite's own, pcache1, in three parts:
+//!
+//! a. speedtest1, SQLite's benchmark, head to head at the same cache memory
+//!    ([`super::sqlite_speedtest`]); target: pagealloc's throughput at least
+//!    0.95x pcache1's.
+//! b. Many databases, one budget: `DBS` databases whose data is several
+//!    times the budget, Zipf-skewed reads and some writes from several
+//!    threads, each cache in a child process of its own
+//!    ([`crate::sqlite_child`]): pcache1 with the budget split statically
+//!    (`cache_size` = budget / DBS per connection) against pagealloc with
+//!    the budget shared. Hit rate, throughput, resident memory over the
+//!    baseline against the budget. Targets: at least 1.5x pcache1's
+//!    throughput; resident growth within the budget + 5%.
+//! c. Idle return: each child closes its connections and samples its
+//!    resident memory for 3.5 s; pagealloc's cache has page reporting on
+//!    (blocks free for 2 s are madvised away), pcache1 frees into malloc.
+//!    Reported, no target: what is left over the baseline at the end.
+
+use super::sqlite_speedtest;
+use crate::harness::{Ctx, Experiment, ExperimentResult, Figure, Plot};
+use crate::sqlite_child::ChildRun;
+use crate::sqlite_db::Db;
+use std::path::Path;
+use std::process::Command;
+
+/// The experiment.
+pub struct Sqlite;
+
+/// Databases (quick and full alike: the point is many).
+const DBS: usize = 64;
+/// Rows of 200-byte blobs per database: about 230 pages of 4 KiB each, so
+/// 64 databases hold about 58 MiB.
+const ROWS: u64 = 4000;
+/// The budget both caches get: about a quarter of the data.
+const BUDGET: u64 = 16 << 20;
+/// Zipf exponent over databases and over rows.
+const SKEW: f64 = 1.0;
+/// Percent of operations that write.
+const WRITE_PCT: u64 = 10;
+/// The stated overhead per cached 4 KiB page outside the budget, which
+/// counts frames only: SQLite's extra area (its `PgHdr` and the b-tree's
+/// `MemPage`, about 200 bytes on 64-bit), pagealloc-sqlite's page header
+/// (about 80 bytes) and malloc's per-allocation overhead for the two.
+const HEADER_BYTES: u64 = 320;
+/// Idle sampling after the close: past pagealloc's 2 s reporting delay.
+const IDLE_MS: u64 = 3500;
+
+/// Create the databases in `dir` (SQLite's own cache: this process never
+/// installs pagealloc's).
+fn populate(dir: &Path) -> Result<(), String> {
+    for i in 0..DBS {
+        let path = dir.join(format!("db{i}.sqlite"));
+        let _ = std::fs::remove_file(&path);
+        let db = Db::open(&path)?;
+        db.exec(&format!(
+            "PRAGMA synchronous=OFF; PRAGMA journal_mode=MEMORY;
+             CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB);
+             WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < {ROWS})
+             INSERT INTO t SELECT x, randomblob(200) FROM c;"
+        ))?;
+    }
+    Ok(())
+}
+
+/// One child run of `cache`.
+fn child(ctx: &Ctx, dir: &Path, cache: &str, threads: usize) -> Result<ChildRun, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let secs = if ctx.full { 10.0 } else { 3.0 };
+    let out = Command::new(exe)
+        .arg("sqlite-child")
+        .arg(cache)
+        .arg(dir)
+        .args(["--dbs", &DBS.to_string(), "--rows", &ROWS.to_string(), "--budget", &BUDGET.to_string()])
+        .args(["--threads", &threads.to_string(), "--secs", &secs.to_string(), "--warm-ms", "1500"])
+        .args(["--skew", &SKEW.to_string(), "--write-pct", &WRITE_PCT.to_string()])
+        .args(["--idle-ms", &IDLE_MS.to_string()])
+        .output()
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().last().unwrap_or_default();
+    serde_json::from_str(line).map_err(|_| format!("{cache} child: {} {}", line, String::from_utf8_lossy(&out.stderr)))
+}
+
+/// Bytes to MiB.
+fn mib(b: f64) -> f64 {
+    b / f64::from(1 << 20)
+}
+
+/// Figures of one child run, pushed as samples per variant.
+fn record(all: &mut Vec<(String, String, String, f64, bool)>, v: &str, c: &ChildRun) {
+    let over = |b: u64| mib(b.saturating_sub(c.rss_base) as f64);
+    let hit = c.hits as f64 * 100.0 / (c.hits + c.misses).max(1) as f64;
+    let idle_end = c.idle.last().map_or(0, |x| x.1);
+    let mut push = |m: &str, unit: &str, x: f64, hb: bool| all.push((m.into(), v.into(), unit.into(), x, hb));
+    push("many-throughput", "ops/s", c.ops as f64 / c.secs, true);
+    push("many-hit-rate", "%", hit, true);
+    push("many-rss-over-base", "MiB", over(c.rss_end), false);
+    push("many-rss-over-open", "MiB", mib(c.rss_end.saturating_sub(c.rss_open) as f64), false);
+    push("many-peak-over-base", "MiB", over(c.rss_peak), false);
+    push("idle-rss-over-base", "MiB", over(idle_end), false);
+    for &(t, rss) in &c.idle {
+        // Quarter-second buckets, so the rounds' samples line up.
+        let t = (t + 125) / 250 * 250;
+        push(&format!("idle-{t}ms"), "MiB", over(rss), false);
+    }
+}
+
+/// Part b and c into `r`.
+fn many(ctx: &Ctx, r: &mut ExperimentResult) {
+    let dir = std::env::temp_dir().join(format!("pagealloc-bench-sqlite-{}", std::process::id()));
+    if let Err(e) = std::fs::create_dir_all(&dir).map_err(|e| e.to_string()).and_then(|()| populate(&dir)) {
+        r.line(ctx, format!("many databases: not run: {e}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
+    }
+    let threads = 2 * std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut all = Vec::new();
+    let pb = ctx.bar("sqlite many-dbs", 2 * ctx.repeats as u64);
+    for round in 0..ctx.repeats {
+        for v in ["pcache1", "pagealloc"] {
+            match child(ctx, &dir, v, threads) {
+                Ok(c) => {
+                    if c.errors > 0 {
+                        r.notes.push(format!("{v} round {round}: {} operations failed", c.errors));
+                    }
+                    record(&mut all, v, &c);
+                }
+                Err(e) => r.notes.push(e),
+            }
+            pb.inc(1);
+        }
+    }
+    pb.finish_and_clear();
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut keys: Vec<(String, String)> = all.iter().map(|x| (x.0.clone(), x.1.clone())).collect();
+    keys.dedup();
+    keys.sort();
+    keys.dedup();
+    for (m, v) in keys {
+        let xs: Vec<_> = all.iter().filter(|x| x.0 == m && x.1 == v).collect();
+        let mut f = Figure::new(&m, &v, &xs[0].2, xs.iter().map(|x| x.3).collect());
+        if let Some(t) = m.strip_prefix("idle-").and_then(|t| t.strip_suffix("ms")).and_then(|t| t.parse::<u64>().ok())
+        {
+            f = f.param("ms", t);
+        }
+        f.higher_is_better = xs[0].4;
+        r.figures.push(f.param("threads", threads as u64).param("dbs", DBS as u64));
+    }
+    summarise(ctx, r, threads);
+}
+
+/// The lines and targets of parts b and c.
+fn summarise(ctx: &Ctx, r: &mut ExperimentResult, threads: usize) {
+    let get = |r: &ExperimentResult, m: &str, v: &str| r.get(m, v).map_or(f64::NAN, |f| f.value);
+    let budget = mib(BUDGET as f64);
+    r.line(
+        ctx,
+        format!(
+            "many databases: {DBS} dbs x {ROWS} rows (about {:.0} MiB), budget {budget:.0} MiB, {threads} threads, \
+             Zipf {SKEW}, {WRITE_PCT}% writes",
+            mib((DBS as u64 * ROWS * 215) as f64)
+        ),
+    );
+    for v in ["pcache1", "pagealloc"] {
+        r.line(
+            ctx,
+            format!(
+                "  {v:<9} {:>9.0} ops/s  hit {:5.1}%  resident over base {:6.1} MiB (peak {:6.1})  after {} ms idle \
+                 {:6.1} MiB",
+                get(r, "many-throughput", v),
+                get(r, "many-hit-rate", v),
+                get(r, "many-rss-over-base", v),
+                get(r, "many-peak-over-base", v),
+                IDLE_MS,
+                get(r, "idle-rss-over-base", v),
+            ),
+        );
+    }
+    let ratio = get(r, "many-throughput", "pagealloc") / get(r, "many-throughput", "pcache1");
+    r.line(ctx, format!("  throughput pagealloc / pcache1: {ratio:.2}x"));
+    r.figures.push(Figure::new("many-throughput-ratio", "pagealloc", "x", vec![ratio]).higher_better());
+    r.target("many databases: throughput, pagealloc / pcache1 (>= 1.5)", ratio, 1.5, ratio >= 1.5);
+    r.line(
+        ctx,
+        format!(
+            "  resident growth during the workload (connections open to end): pcache1 {:.1} MiB, pagealloc {:.1} \
+             MiB; budget {budget:.0} MiB",
+            get(r, "many-rss-over-open", "pcache1"),
+            get(r, "many-rss-over-open", "pagealloc")
+        ),
+    );
+    let rss = get(r, "many-rss-over-open", "pagealloc");
+    let limit = budget * 1.05;
+    r.target(
+        "many databases: pagealloc resident growth in the workload, MiB (<= budget + 5%)",
+        rss,
+        limit,
+        rss <= limit,
+    );
+    let stated = budget + mib((BUDGET / 4096 * HEADER_BYTES) as f64);
+    r.target(
+        format!(
+            "many databases: pagealloc resident growth, MiB (<= budget + {HEADER_BYTES} B per page of headers, + 5%)"
+        ),
+        rss,
+        stated * 1.05,
+        rss <= stated * 1.05,
+    );
+}
+
+impl Experiment for Sqlite {
+    fn name(&self) -> &'static str {
+        "sqlite"
+    }
+
+    fn run(&self, ctx: &Ctx) -> ExperimentResult {
+        let mut r = ExperimentResult::new(self.name(), "sqlite: pagealloc's page cache against SQLite's pcache1", None);
+        sqlite_speedtest::run(ctx, &mut r);
+        many(ctx, &mut r);
+        r.notes.push(
+            "resident memory is VmRSS over the child's own baseline (before its first connection); it includes \
+             the per-page headers (about 320 bytes, 7.8% of a 4 KiB page) and statement memory as well as the pages"
+                .into(),
+        );
+        r.plot = Some(
+            Plot::line("Resident memory over baseline after closing every database", "ms", "ms after close", "MiB")
+                .series("pcache1 (malloc)", "pcache1", Some("idle-*ms"))
+                .series("pagealloc (page reporting)", "pagealloc", Some("idle-*ms")),
+        );
+        r
+    }
+}

@@ -1,0 +1,222 @@
+//! `pagealloc sqlite-child` (hidden): one cache's side of `bench sqlite`'s
+//! many-databases workload, in a process of its own, because the page cache
+//! is process-wide and must be chosen before the first connection.
+//!
+//! The child opens the `--dbs` databases the parent populated (table
+//! `t(id INTEGER PRIMARY KEY, v BLOB)`, `--rows` rows of 200 bytes each),
+//! one connection per database shared by all threads behind a mutex, and:
+//! - `pcache1`: SQLite's own cache, `PRAGMA cache_size` = budget / dbs on
+//!   each connection (the static split an application would configure);
+//! - `pagealloc`: pagealloc's cache installed with the whole budget shared,
+//!   page reporting on, and each connection's `cache_size` set to the whole
+//!   budget so that only the shared budget limits it.
+//!
+//! Then `--threads` threads pick a database and a row by Zipf (`--skew`) and
+//! read it (`SELECT length(v)`, checked to be 200), or with probability
+//! `--write-pct`% rewrite it, for a warm-up of `--warm-ms` and then
+//! `--secs` measured. It reports hits and misses (`sqlite3_db_status`,
+//! reset after the warm-up), operations, VmRSS before opening (the
+//! baseline), with the connections open, at the end and its peak, then closes every connection and
+//! samples VmRSS for `--idle-ms`. One JSON line ([`ChildRun`]) on stdout.
+
+use crate::sqlite_db::{proc_status_bytes, Db, Rng, Stmt, Zipf};
+use pagealloc_sqlite::ffi;
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The child's arguments.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ChildArgs {
+    /// `pcache1` or `pagealloc`.
+    pub cache: String,
+    /// Directory of the databases `db<i>.sqlite`.
+    pub dir: PathBuf,
+    /// Databases.
+    #[arg(long)]
+    pub dbs: usize,
+    /// Rows in each.
+    #[arg(long)]
+    pub rows: u64,
+    /// Bytes all caches together may hold.
+    #[arg(long)]
+    pub budget: u64,
+    /// Worker threads.
+    #[arg(long)]
+    pub threads: usize,
+    /// Measured seconds.
+    #[arg(long)]
+    pub secs: f64,
+    /// Warm-up milliseconds (not measured).
+    #[arg(long)]
+    pub warm_ms: u64,
+    /// Zipf exponent over databases and over rows.
+    #[arg(long)]
+    pub skew: f64,
+    /// Percent of operations that write.
+    #[arg(long)]
+    pub write_pct: u64,
+    /// Milliseconds of idle sampling after the connections close.
+    #[arg(long)]
+    pub idle_ms: u64,
+}
+
+/// What one child measured.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ChildRun {
+    /// Operations in the measured interval.
+    pub ops: u64,
+    /// Seconds measured.
+    pub secs: f64,
+    /// Page-cache hits and misses (sum over connections, measured interval).
+    pub hits: u64,
+    /// See `hits`.
+    pub misses: u64,
+    /// Reads that did not find their row, and failed steps.
+    pub errors: u64,
+    /// VmRSS (bytes) before the first connection.
+    pub rss_base: u64,
+    /// VmRSS (bytes) with every connection open, before the workload.
+    pub rss_open: u64,
+    /// VmRSS at the end of the measured interval.
+    pub rss_end: u64,
+    /// VmHWM (bytes) at the end of the measured interval.
+    pub rss_peak: u64,
+    /// (ms after the close, VmRSS bytes) while idle.
+    pub idle: Vec<(u64, u64)>,
+}
+
+/// One database and its two statements (dropped before the connection).
+struct Conn {
+    read: Stmt,
+    write: Stmt,
+    db: Db,
+}
+
+/// Open database `i` configured for `cache`.
+fn open(a: &ChildArgs, i: usize) -> Result<Conn, String> {
+    let db = Db::open(&a.dir.join(format!("db{i}.sqlite")))?;
+    let pages = if a.cache == "pagealloc" { a.budget / 4096 } else { a.budget / 4096 / a.dbs as u64 };
+    // synchronous=OFF and an in-memory journal: the writes cost what the
+    // cache costs, not fsyncs, and are the same in both children.
+    db.exec(&format!("PRAGMA cache_size={pages}; PRAGMA synchronous=OFF; PRAGMA journal_mode=MEMORY;"))?;
+    Ok(Conn {
+        read: db.prepare("SELECT length(v) FROM t WHERE id=?1")?,
+        write: db.prepare("UPDATE t SET v=randomblob(200) WHERE id=?1")?,
+        db,
+    })
+}
+
+/// Install pagealloc's cache with the whole budget shared.
+fn install(a: &ChildArgs) -> Result<(), String> {
+    // Twice the budget, in whole pageblocks: room for the allocator's
+    // watermarks; the arena is reserved, not resident, until touched.
+    let arena = (a.budget * 2).div_ceil(2 << 20) * (2 << 20);
+    let cfg = pagealloc_sqlite::Config {
+        arena_bytes: arena,
+        hugepages: false,
+        budget_bytes: Some(a.budget),
+        page_reporting: true,
+    };
+    pagealloc_sqlite::install(&cfg).map(drop).map_err(|e| e.to_string())
+}
+
+/// The workers: run until `stop`, counting into `ops` once `counting`.
+fn work(a: &ChildArgs, conns: &[Mutex<Conn>], stop: &AtomicBool, counting: &AtomicBool, ops: &AtomicU64) -> u64 {
+    let (dbz, rowz) = (Zipf::new(a.dbs, a.skew), Zipf::new(a.rows as usize, a.skew));
+    let errors = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for t in 0..a.threads {
+            let (dbz, rowz, errors) = (&dbz, &rowz, &errors);
+            s.spawn(move || {
+                let mut rng = Rng::new(t as u64 + 1);
+                let (mut n, mut bad) = (0u64, 0u64);
+                while !stop.load(Relaxed) {
+                    // Hot databases are 0, 1, ...; hot rows are spread over
+                    // the file (a multiplicative scramble of the rank), as
+                    // hot keys are in a real table.
+                    let d = dbz.sample(rng.unit());
+                    let id = (rowz.sample(rng.unit()) as u64).wrapping_mul(2_654_435_761) % a.rows + 1;
+                    let write = rng.next_u64() % 100 < a.write_pct;
+                    let mut c = conns[d].lock().expect("connection");
+                    let r = if write { c.write.run(id as i64) } else { c.read.run(id as i64) };
+                    drop(c);
+                    match r {
+                        Ok(Some(200)) => {}
+                        Ok(None) if write => {}
+                        _ => bad += 1,
+                    }
+                    n += 1;
+                    if n.is_multiple_of(64) && counting.load(Relaxed) {
+                        ops.fetch_add(64, Relaxed);
+                    }
+                }
+                errors.fetch_add(bad, Relaxed);
+            });
+        }
+    });
+    errors.load(Relaxed)
+}
+
+/// Run the workload; the measured figures.
+fn measure(a: &ChildArgs) -> Result<ChildRun, String> {
+    if a.cache == "pagealloc" {
+        install(a)?;
+    } else if a.cache != "pcache1" {
+        return Err(format!("unknown cache {:?}", a.cache));
+    }
+    let mut run = ChildRun { rss_base: proc_status_bytes("VmRSS"), ..ChildRun::default() };
+    let conns: Vec<Mutex<Conn>> = (0..a.dbs).map(|i| open(a, i).map(Mutex::new)).collect::<Result<_, _>>()?;
+    run.rss_open = proc_status_bytes("VmRSS");
+    let (stop, counting, ops) = (AtomicBool::new(false), AtomicBool::new(false), AtomicU64::new(0));
+    let mut t0 = Instant::now();
+    std::thread::scope(|s| {
+        let h = s.spawn(|| work(a, &conns, &stop, &counting, &ops));
+        std::thread::sleep(Duration::from_millis(a.warm_ms));
+        for c in &conns {
+            let c = c.lock().expect("connection");
+            c.db.status(ffi::SQLITE_DBSTATUS_CACHE_HIT, true);
+            c.db.status(ffi::SQLITE_DBSTATUS_CACHE_MISS, true);
+        }
+        t0 = Instant::now();
+        counting.store(true, Relaxed);
+        std::thread::sleep(Duration::from_secs_f64(a.secs));
+        counting.store(false, Relaxed);
+        run.secs = t0.elapsed().as_secs_f64();
+        run.rss_end = proc_status_bytes("VmRSS");
+        run.rss_peak = proc_status_bytes("VmHWM");
+        stop.store(true, Relaxed);
+        run.errors = h.join().expect("workers");
+    });
+    run.ops = ops.load(Relaxed);
+    for c in &conns {
+        let c = c.lock().expect("connection");
+        run.hits += c.db.status(ffi::SQLITE_DBSTATUS_CACHE_HIT, false).max(0) as u64;
+        run.misses += c.db.status(ffi::SQLITE_DBSTATUS_CACHE_MISS, false).max(0) as u64;
+    }
+    drop(conns);
+    let closed = Instant::now();
+    while closed.elapsed() < Duration::from_millis(a.idle_ms) {
+        run.idle.push((closed.elapsed().as_millis() as u64, proc_status_bytes("VmRSS")));
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    run.idle.push((closed.elapsed().as_millis() as u64, proc_status_bytes("VmRSS")));
+    Ok(run)
+}
+
+/// The subcommand: the JSON line, or `sqlite-child: error <why>` and 1.
+pub fn run(a: &ChildArgs) -> i32 {
+    match measure(a) {
+        Ok(r) => {
+            println!("{}", serde_json::to_string(&r).expect("json"));
+            0
+        }
+        Err(e) => {
+            println!("sqlite-child: error {e}");
+            1
+        }
+    }
+}
