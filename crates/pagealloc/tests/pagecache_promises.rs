@@ -5,6 +5,8 @@
 //! sources that panic. Every test that tears a cache down ends with exact
 //! conservation: every page free again.
 
+mod common;
+use common::all_back;
 use pagealloc::{
     Backing, Config, FileSource, FillFn, PageAllocator, PageCache, PageCacheConfig, PageCacheError, PageSource, Pfn,
     Readahead, MAX_FILE_BYTES, MAX_INDEX, PAGE_SIZE,
@@ -21,16 +23,6 @@ fn alloc(mib: u64) -> Arc<PageAllocator> {
 
 fn cache(a: &Arc<PageAllocator>) -> PageCache {
     PageCache::new(a.clone(), PageCacheConfig { kswapd: false }).unwrap()
-}
-
-/// Every page free again once the cache and its handles are gone.
-fn all_back(a: &PageAllocator) {
-    a.lru_add_drain_all();
-    a.drain_all_pages();
-    a.check_invariants().unwrap();
-    let c = a.census();
-    assert_eq!(c.allocated, 0, "{c:?}");
-    assert_eq!(c.free + c.pcp, a.managed_pages(), "{c:?}");
 }
 
 /// The refusal an I/O error carries.

@@ -1,10 +1,12 @@
 //! Strangers racing the page cache through the public pfn API (found by
-//! review; each test failed before its fix): `unlock_page`,
+//! review; each failed before its fix, the refused-insert one rarely): `unlock_page`,
 //! `clear_page_uptodate`, `get_page` and `lock_page` of pfns the cache is
 //! freeing, migrating, refusing or unlocking; a writeback racing an fsync;
 //! and a user shrinker that panics inside a fill's allocation. Every test
 //! ends with exact conservation.
 
+mod common;
+use common::all_back;
 use pagealloc::{
     Backing, Config, FillFn, Gfp, PageAllocator, PageCache, PageCacheConfig, PageSource, PageStateError, Pfn,
     ShrinkControl, Shrinker,
@@ -25,15 +27,6 @@ fn filled() -> Arc<dyn PageSource> {
         b.fill(i as u8 ^ 0x5a);
         Ok(())
     }))
-}
-
-fn all_back(a: &PageAllocator) {
-    a.lru_add_drain_all();
-    a.drain_all_pages();
-    a.check_invariants().unwrap();
-    let c = a.census();
-    assert_eq!(c.allocated, 0, "{c:?}");
-    assert_eq!(c.free + c.pcp, a.managed_pages(), "{c:?}");
 }
 
 /// Run `stranger` on the pfn `target` names (u64::MAX: none) on its own

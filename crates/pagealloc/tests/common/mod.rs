@@ -85,3 +85,15 @@ pub fn ends_where_it_began(a: &PageAllocator, free0: u64) {
     a.check_invariants().unwrap();
     assert_eq!(a.nr_free_pages(), free0, "pages lost or made up");
 }
+
+/// Everything is free again once a page cache, its mappings and its
+/// handles are gone and the lists drained: nothing allocated, every
+/// managed page free or on a per-CPU list, the invariants intact.
+pub fn all_back(a: &PageAllocator) {
+    a.lru_add_drain_all();
+    a.drain_all_pages();
+    a.check_invariants().unwrap();
+    let c = a.census();
+    assert_eq!(c.allocated, 0, "{c:?}");
+    assert_eq!(c.free + c.pcp, a.managed_pages(), "{c:?}");
+}

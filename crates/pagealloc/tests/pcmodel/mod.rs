@@ -342,12 +342,7 @@ fn check_page(h: &PageHandle<'_>, want: &[u8], what: &str) {
 }
 
 /// Everything is back once the cache, its handles and its mappings are
-/// gone and the lists drained.
+/// gone and the lists drained (the shared check).
 pub fn assert_conserved(a: &PageAllocator) {
-    a.lru_add_drain_all();
-    a.drain_all_pages();
-    a.check_invariants().unwrap();
-    let c = a.census();
-    assert_eq!(c.allocated, 0, "{c:?}");
-    assert_eq!(c.free + c.pcp, a.managed_pages(), "{c:?}");
+    crate::common::all_back(a);
 }
