@@ -49,6 +49,12 @@ impl Worker<'_> {
                 counts.seen_errors.fetch_add(1, Ordering::Relaxed);
                 Refusal::Fault
             }
+            (None, None)
+                if cid.faulty && Injected::copied_op(e).is_some_and(|op| ops.iter().any(|o| allowed(o, op))) =>
+            {
+                counts.seen_errors.fetch_add(1, Ordering::Relaxed);
+                Refusal::Fault
+            }
             (None, None) if e.kind() == io::ErrorKind::OutOfMemory && !ops.is_empty() => {
                 self.sh.failed_fills.fetch_add(1, Ordering::Relaxed);
                 Refusal::NoMemory

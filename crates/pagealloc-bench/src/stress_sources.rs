@@ -154,6 +154,15 @@ impl Injected {
     pub(crate) fn of(e: &io::Error) -> Option<&Injected> {
         e.get_ref().and_then(|i| i.downcast_ref())
     }
+
+    /// The operation of an injected failure that reached the caller as a
+    /// copy: a failed write back is reported to every fsync that overlapped
+    /// it, and all but the first get its kind and message only (the
+    /// library's fsync error sequence), not this type.
+    pub(crate) fn copied_op(e: &io::Error) -> Option<SourceOp> {
+        let msg = e.to_string();
+        SourceOp::ALL.into_iter().find(|o| msg.starts_with(&format!("injected failure of {} call ", o.name())))
+    }
 }
 
 impl fmt::Display for Injected {
