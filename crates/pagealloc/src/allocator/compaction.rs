@@ -74,10 +74,7 @@ impl PageAllocator {
     /// to the buddy lists, and then the owner's panic goes on in this thread.
     /// The page stays its owner's, to use or free as before.
     pub fn compact_memory(&self) -> CompactOutcome {
-        let mut caught = OwnerPanic::default();
-        let out = self.core.compact_memory(&mut caught);
-        caught.resume();
-        out
+        OwnerPanic::resuming(|caught| self.core.compact_memory(caught))
     }
 
     /// Compact zone `zone` (an index into the zones, as reports list them) until a
@@ -88,10 +85,8 @@ impl PageAllocator {
     /// [`PageAllocator::compact_memory`].
     pub fn compact_zone(&self, zone: usize, order: u32) -> Option<CompactOutcome> {
         let zi = ZoneIdx::new(zone).filter(|&zi| self.core.zones.get(zi).is_some())?;
-        let mut caught = OwnerPanic::default();
-        let out = self.core.compact_zone(zi, Some(Order::new(order).unwrap_or(Order::MAX)), &mut caught);
-        caught.resume();
-        Some(out)
+        let order = Some(Order::new(order).unwrap_or(Order::MAX));
+        Some(OwnerPanic::resuming(|caught| self.core.compact_zone(zi, order, caught)))
     }
 
     /// Allocate exactly `[start, start + nr_pages)`, migrating the movable
@@ -111,10 +106,7 @@ impl PageAllocator {
     /// is undone (pages already moved stay moved), and then the owner's
     /// panic goes on in this thread.
     pub fn alloc_contig_range(&self, start: Pfn, nr_pages: u64, gfp: Gfp) -> Result<(), AllocError> {
-        let mut caught = OwnerPanic::default();
-        let r = self.core.alloc_contig_range(start, nr_pages, gfp, &mut caught);
-        caught.resume();
-        r
+        OwnerPanic::resuming(|caught| self.core.alloc_contig_range(start, nr_pages, gfp, caught))
     }
 
     /// `/sys/kernel/debug/extfrag/extfrag_index`, from lock-free counters.

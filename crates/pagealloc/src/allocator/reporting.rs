@@ -341,9 +341,7 @@ impl PageAllocator {
     /// When an owner's [`crate::MovableOps`] callback panics while compacting:
     /// as [`PageAllocator::compact_memory`], with no release pass.
     pub fn compact_and_report_now(&self) -> (bool, ReportPass) {
-        let mut caught = OwnerPanic::default();
-        let compacted = compact_for_release(&self.core, &mut caught).is_some();
-        caught.resume();
+        let compacted = OwnerPanic::resuming(|caught| compact_for_release(&self.core, caught)).is_some();
         (compacted, self.core.reporting.pass(self.core.zones.as_slice(), &self.core.mm, true))
     }
 

@@ -49,10 +49,7 @@ impl PageAllocator {
     /// When an owner's [`crate::MovableOps`] callback panics in that
     /// fallback: as [`PageAllocator::alloc_contig_range`].
     pub fn alloc_contig_pages(&self, nr_pages: u64, gfp: Gfp) -> Result<Pfn, AllocError> {
-        let mut caught = OwnerPanic::default();
-        let r = self.core.alloc_contig_pages(nr_pages, gfp, &mut caught);
-        caught.resume();
-        r
+        OwnerPanic::resuming(|caught| self.core.alloc_contig_pages(nr_pages, gfp, caught))
     }
 
     /// Free a range from [`PageAllocator::alloc_contig_pages`] (order-0

@@ -100,10 +100,8 @@ fn loom_migrate_races_owner_free() {
             // is nobody's movable page.
             (p, a2.alloc_pages(Gfp::MOVABLE, 0).unwrap())
         });
-        let mut caught = OwnerPanic::default();
-        let moved = a.core.migrate_one(src.as_u64(), target.as_u64(), &mut caught);
         // The owner's assertions panic: they fail the model.
-        caught.resume();
+        let moved = OwnerPanic::resuming(|caught| a.core.migrate_one(src.as_u64(), target.as_u64(), caught));
         let (freed, reused) = t.join().unwrap();
         assert!(!a.core.is_migratable_racy(reused.as_u64()), "a fresh page came out movable");
         a.free_pages(reused, 0).unwrap();
@@ -186,10 +184,8 @@ fn loom_migrate_races_trusting_owner_free() {
             // is nobody's movable page.
             (freed, a2.alloc_pages(Gfp::MOVABLE, 0).unwrap())
         });
-        let mut caught = OwnerPanic::default();
-        let moved = a.core.migrate_one(src.as_u64(), target.as_u64(), &mut caught);
         // The owner's assertions panic: they fail the model.
-        caught.resume();
+        let moved = OwnerPanic::resuming(|caught| a.core.migrate_one(src.as_u64(), target.as_u64(), caught));
         let (freed, reused) = t.join().unwrap();
         assert!(!a.core.is_migratable_racy(reused.as_u64()), "a fresh page came out movable");
         a.free_pages(reused, 0).unwrap();
@@ -236,10 +232,8 @@ fn loom_migrate_races_owner_lock() {
                 Err(e) => panic!("the owner's lock of {} failed: {e}", *g),
             }
         });
-        let mut caught = OwnerPanic::default();
-        let moved = a.core.migrate_one(src.as_u64(), target.as_u64(), &mut caught);
         // The owner's assertions panic: they fail the model.
-        caught.resume();
+        let moved = OwnerPanic::resuming(|caught| a.core.migrate_one(src.as_u64(), target.as_u64(), caught));
         let locked = t.join().unwrap();
         let now = *owner.page.lock();
         match moved {

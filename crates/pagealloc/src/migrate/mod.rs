@@ -74,6 +74,16 @@ impl OwnerPanic {
         self.caught.is_some()
     }
 
+    /// Run `f` with a fresh `OwnerPanic`, then go on unwinding with the
+    /// panic it caught, if any: the shape of every public call that
+    /// migrates in the caller's thread.
+    pub(crate) fn resuming<R>(f: impl FnOnce(&mut OwnerPanic) -> R) -> R {
+        let mut caught = Self::default();
+        let r = f(&mut caught);
+        caught.resume();
+        r
+    }
+
     /// Go on unwinding with the caught panic, if any, in the calling thread
     /// (the state it left has been restored by then).
     pub(crate) fn resume(self) {

@@ -105,9 +105,9 @@ impl<'a> CacheLock<'a> {
         self.uptodate = true;
     }
 
-    /// Keep the page locked past this guard: its holder frees it locked
-    /// (see `Core::free_frozen_to_buddy`).
-    pub(crate) fn keep_locked(self) {
+    /// The page was frozen (`pageref::freeze`): its lock bits went with the
+    /// frozen word, so there is nothing left to release.
+    pub(crate) fn into_frozen(self) {
         std::mem::forget(self);
     }
 }

@@ -112,7 +112,7 @@ pub(crate) fn migrate(c: &CacheInner, from: u64, to: u64) -> Moved {
     }
     // `from` is freed from its frozen word (its lock went with the freeze):
     // no stranger can take it between its replacement and its free.
-    lock.keep_locked();
+    lock.into_frozen();
     core.free_frozen_to_buddy(&[(from, old)]);
     drop(CacheLock::adopt(&c.alloc, Pfn::new(to)));
     core.putback_lru(&[to]);

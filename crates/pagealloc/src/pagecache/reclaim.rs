@@ -204,7 +204,6 @@ fn reclaim_one(c: &CacheInner, p: u64) -> Fate {
         return Fate::Back;
     }
     c.owners[p as usize].store(0, Ordering::Release);
-    // Frozen: the lock word went with the freeze.
-    lock.keep_locked();
+    lock.into_frozen();
     Fate::Free(old)
 }
