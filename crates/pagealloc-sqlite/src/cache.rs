@@ -4,8 +4,10 @@
 //! frees what it took out of the cache after dropping it.
 
 use crate::ffi::Sqlite3PcachePage;
-use crate::group::{CacheState, Group, KeyMap, PagePtr, Victim, CACHE_GFP};
-use crate::lru::{Kind, Lru};
+use crate::group::{CacheState, Group, KeyMap, Victim, CACHE_GFP};
+use crate::lru::Lru;
+use crate::page::Kind;
+use crate::page::PagePtr;
 use crate::{CacheStats, CreateError};
 use pagealloc::{AllocError, Pfn, PAGE_SIZE};
 use std::sync::atomic::Ordering::Relaxed;

@@ -54,6 +54,7 @@ pub mod ffi;
 mod group;
 mod lru;
 mod methods;
+mod page;
 mod preload;
 
 pub use cache::{page_order, MAX_EXTRA, MAX_PAGE_SIZE, MIN_PAGE_SIZE};

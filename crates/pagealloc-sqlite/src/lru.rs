@@ -13,16 +13,7 @@
 //! `head` is None iff `tail` is None iff `len == 0`; following `next` from
 //! `head` reaches `tail` in `len - 1` steps with `prev` mirroring it.
 
-use crate::group::PagePtr;
-
-/// Which pair of links of a header a list uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// The group's list over every purgeable cache.
-    Global = 0,
-    /// The page's own cache's list.
-    Cache = 1,
-}
+use crate::page::{Kind, PagePtr};
 
 /// One list; its nodes are page headers.
 #[derive(Debug)]

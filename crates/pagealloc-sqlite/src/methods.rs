@@ -4,7 +4,8 @@
 //! (a panic aborts instead: SQLite cannot handle one).
 
 use crate::ffi::{PcacheMethods2, Sqlite3Pcache, Sqlite3PcachePage, SQLITE_OK};
-use crate::group::{Group, PagePtr};
+use crate::group::Group;
+use crate::page::PagePtr;
 use crate::{CacheStats, Config, CreateError};
 use parking_lot::Mutex;
 use std::ffi::{c_int, c_uint, c_void};

@@ -1,0 +1,136 @@
+//! A cached page's header ([`PageHdr`], reached through [`PagePtr`]): the
+//! `sqlite3_pcache_page` SQLite holds, the frame behind it, and the links of
+//! the two LRU lists it may be on ([`Kind`]; the lists are in `lru`).
+
+use crate::ffi::Sqlite3PcachePage;
+use pagealloc::Pfn;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering::Relaxed};
+
+/// Which pair of links of a header a list uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// The group's list over every purgeable cache.
+    Global = 0,
+    /// The page's own cache's list.
+    Cache = 1,
+}
+
+/// One cached page. `base` comes first: the `sqlite3_pcache_page*` SQLite
+/// holds is the header's address. The mutable fields are atomics only so that
+/// a shared reference is sound; every access is made under the group mutex,
+/// which orders them (hence Relaxed).
+#[repr(C)]
+pub(crate) struct PageHdr {
+    pub(crate) base: Sqlite3PcachePage,
+    pub(crate) pfn: Pfn,
+    key: AtomicU32,
+    pinned: AtomicBool,
+    /// On the LRU lists (unpinned, purgeable cache).
+    pub(crate) on_lru: AtomicBool,
+    /// The cache the page belongs to (global eviction finds it from here).
+    cache: AtomicU32,
+    /// LRU links, `[Kind][prev, next]`; null while not on that list.
+    links: [[AtomicPtr<PageHdr>; 2]; 2],
+    /// Words behind `base.p_extra` (at least one, so the first 8 bytes exist).
+    extra_words: usize,
+}
+
+/// A page header owned by a cache map; the pointer is live while it is in one.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct PagePtr(NonNull<PageHdr>);
+
+// SAFETY: a header is plain data reached only under the group mutex (module
+// invariants); the frame behind `p_buf` belongs to the group's allocator.
+unsafe impl Send for PagePtr {}
+
+impl PagePtr {
+    /// A new pinned page on frame `pfn` (at `buf`) with `sz_extra` bytes of
+    /// extra, all zero (SQLite needs the first 8 zero on a new page).
+    pub(crate) fn new(pfn: Pfn, buf: NonNull<u8>, cache: u32, key: u32, sz_extra: usize) -> Self {
+        let extra_words = sz_extra.div_ceil(8).max(1);
+        let extra = Box::into_raw(vec![0u64; extra_words].into_boxed_slice());
+        let hdr = Box::new(PageHdr {
+            base: Sqlite3PcachePage { p_buf: buf.as_ptr().cast(), p_extra: extra.cast() },
+            pfn,
+            key: AtomicU32::new(key),
+            pinned: AtomicBool::new(true),
+            on_lru: AtomicBool::new(false),
+            cache: AtomicU32::new(cache),
+            links: Default::default(),
+            extra_words,
+        });
+        PagePtr(NonNull::from(Box::leak(hdr)))
+    }
+
+    /// The header of a page SQLite gave back.
+    ///
+    /// # Safety
+    /// `p` must have come from this crate's `xFetch` and not have been freed.
+    pub(crate) unsafe fn from_sqlite(p: *mut Sqlite3PcachePage) -> Self {
+        // `base` is the first field of the repr(C) header.
+        PagePtr(NonNull::new(p.cast::<PageHdr>()).expect("SQLite passed a null page"))
+    }
+
+    pub(crate) fn as_sqlite(self) -> *mut Sqlite3PcachePage {
+        self.0.as_ptr().cast()
+    }
+
+    pub(crate) fn hdr(&self) -> &PageHdr {
+        // SAFETY: a PagePtr is only made for a header this crate allocated and
+        // used while it sits in a cache map or a victim list (freed only by
+        // `free_header`, which consumes it), so the pointer is live.
+        unsafe { self.0.as_ref() }
+    }
+
+    pub(crate) fn key(self) -> u32 {
+        self.hdr().key.load(Relaxed)
+    }
+    pub(crate) fn set_key(self, k: u32) {
+        self.hdr().key.store(k, Relaxed);
+    }
+    pub(crate) fn pinned(self) -> bool {
+        self.hdr().pinned.load(Relaxed)
+    }
+    pub(crate) fn set_pinned(self, v: bool) {
+        self.hdr().pinned.store(v, Relaxed);
+    }
+    pub(crate) fn cache(self) -> u32 {
+        self.hdr().cache.load(Relaxed)
+    }
+    pub(crate) fn set_cache(self, id: u32) {
+        self.hdr().cache.store(id, Relaxed);
+    }
+    /// Link `which` (0 prev, 1 next) of list `k`.
+    pub(crate) fn link(self, k: Kind, which: usize) -> Option<PagePtr> {
+        NonNull::new(self.hdr().links[k as usize][which].load(Relaxed)).map(PagePtr)
+    }
+    pub(crate) fn set_link(self, k: Kind, which: usize, to: Option<PagePtr>) {
+        let raw = to.map_or(std::ptr::null_mut(), |p| p.0.as_ptr());
+        self.hdr().links[k as usize][which].store(raw, Relaxed);
+    }
+
+    /// Zero the first 8 bytes of the extra area: the page is new to SQLite.
+    /// Only for a page SQLite does not hold (just recycled).
+    pub(crate) fn zero_extra_head(self) {
+        // SAFETY: `p_extra` points to `extra_words >= 1` words this header
+        // owns; SQLite holds no pointer into them while the page is unpinned.
+        unsafe { self.hdr().base.p_extra.cast::<u64>().write(0) };
+    }
+
+    /// Free the header and its extra area (not the frame).
+    ///
+    /// # Safety
+    /// The page is in no map or LRU list, SQLite holds no pointer to it, and
+    /// no copy of this `PagePtr` is used afterwards.
+    pub(crate) unsafe fn free_header(self) {
+        let words = self.hdr().extra_words;
+        let extra = self.hdr().base.p_extra.cast::<u64>();
+        // SAFETY: both were made by `new` with Box (the slice with `words`
+        // elements); the caller's contract says nothing else points here.
+        unsafe {
+            drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(extra, words)));
+            drop(Box::from_raw(self.0.as_ptr()));
+        }
+    }
+}
