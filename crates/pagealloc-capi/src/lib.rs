@@ -43,7 +43,7 @@ use std::mem::MaybeUninit;
 use std::ptr::{self, NonNull};
 use std::time::Duration;
 
-use ::pagealloc::{Backing, Config, DrainMode, Gfp, PageAllocator, Pfn};
+use ::pagealloc::{Backing, Config, Gfp, PageAllocator, Pfn};
 
 pub use status::pagealloc_status;
 use status::pagealloc_status::*;
@@ -106,7 +106,8 @@ pub const PAGEALLOC_BACKING_NONE: u32 = 3;
 
 /// `pagealloc_config.drain_mode`: today's kernel (one pass under the zone lock). The default.
 pub const PAGEALLOC_DRAIN_SINGLE_PASS: u32 = 0;
-/// `pagealloc_config.drain_mode`: seed 1's two-pass drain.
+/// `pagealloc_config.drain_mode`: the old two-pass drain (a library built
+/// with the `seed-variants` feature only).
 pub const PAGEALLOC_DRAIN_TWO_PASS: u32 = 1;
 
 // --------------------------------------------------------------------- config
@@ -144,11 +145,14 @@ pub struct pagealloc_config {
     pub pcp_lists: bool,
     /// The thread-owned front cache before the per-CPU lists. Default on.
     pub front_cache: bool,
-    /// Seed 4 A/B: use the page lock's waiters bit. Default on.
+    /// Use the page lock's waiters bit. Default on; off (the old design) needs a
+    /// library built with the `seed-variants` feature.
     pub page_lock_waiters_bit: bool,
-    /// Seed 2 A/B: cache the migratetype on the page at free (old design). Default off.
+    /// Cache the migratetype on the page at free (the old design; needs
+    /// `seed-variants`). Default off.
     pub pcp_migratetype_cache: bool,
-    /// Seed 5 A/B: build pagetypeinfo by walking lists (old design). Default off.
+    /// Build pagetypeinfo by walking lists (the old design; needs
+    /// `seed-variants`). Default off.
     pub pagetypeinfo_walk_lists: bool,
 }
 
@@ -171,15 +175,61 @@ impl pagealloc_config {
             percpu_pagelist_high_fraction: c.percpu_pagelist_high_fraction,
             pcp_batch: c.pcp_batch.unwrap_or(0),
             page_lock_unfairness: c.page_lock_unfairness,
-            drain_mode: match c.drain_mode {
-                DrainMode::TwoPass => PAGEALLOC_DRAIN_TWO_PASS,
-                _ => PAGEALLOC_DRAIN_SINGLE_PASS,
-            },
             pcp_lists: c.pcp_lists,
             front_cache: c.front_cache,
+            drain_mode: PAGEALLOC_DRAIN_SINGLE_PASS,
+            page_lock_waiters_bit: true,
+            pcp_migratetype_cache: false,
+            pagetypeinfo_walk_lists: false,
+        }
+        .with_variants_of(c)
+    }
+
+    /// The old designs' switches as `c` has them (`seed-variants` only: a
+    /// library without it always has today's design).
+    fn with_variants_of(self, c: &Config) -> Self {
+        #[cfg(feature = "seed-variants")]
+        return Self {
+            drain_mode: match c.drain_mode {
+                ::pagealloc::DrainMode::TwoPass => PAGEALLOC_DRAIN_TWO_PASS,
+                _ => PAGEALLOC_DRAIN_SINGLE_PASS,
+            },
             page_lock_waiters_bit: c.page_lock_waiters_bit,
             pcp_migratetype_cache: c.pcp_migratetype_cache,
             pagetypeinfo_walk_lists: c.pagetypeinfo_walk_lists,
+            ..self
+        };
+        #[cfg(not(feature = "seed-variants"))]
+        {
+            let _ = c;
+            self
+        }
+    }
+
+    /// Apply the old designs' switches to `c`. Without `seed-variants` only
+    /// today's design is accepted, with an error that says what is missing.
+    fn variants_to_rust(self, c: Config) -> Res<Config> {
+        let two_pass = match self.drain_mode {
+            PAGEALLOC_DRAIN_SINGLE_PASS => false,
+            PAGEALLOC_DRAIN_TWO_PASS => true,
+            d => return Err(invalid(format_args!("drain_mode {d} is not one of PAGEALLOC_DRAIN_*"))),
+        };
+        #[cfg(feature = "seed-variants")]
+        return Ok(c
+            .drain_mode(if two_pass { ::pagealloc::DrainMode::TwoPass } else { ::pagealloc::DrainMode::SinglePass })
+            .page_lock_waiters_bit(self.page_lock_waiters_bit)
+            .pcp_migratetype_cache(self.pcp_migratetype_cache)
+            .pagetypeinfo_walk_lists(self.pagetypeinfo_walk_lists));
+        #[cfg(not(feature = "seed-variants"))]
+        {
+            if two_pass || !self.page_lock_waiters_bit || self.pcp_migratetype_cache || self.pagetypeinfo_walk_lists {
+                return Err(invalid(format_args!(
+                    "drain_mode, page_lock_waiters_bit, pcp_migratetype_cache and pagetypeinfo_walk_lists \
+                     select the seed experiments' old designs, which need a library built with the \
+                     seed-variants feature"
+                )));
+            }
+            Ok(c)
         }
     }
 
@@ -191,12 +241,7 @@ impl pagealloc_config {
             PAGEALLOC_BACKING_NONE => Backing::None,
             b => return Err(invalid(format_args!("backing {b} is not one of PAGEALLOC_BACKING_*"))),
         };
-        let drain_mode = match self.drain_mode {
-            PAGEALLOC_DRAIN_SINGLE_PASS => DrainMode::SinglePass,
-            PAGEALLOC_DRAIN_TWO_PASS => DrainMode::TwoPass,
-            d => return Err(invalid(format_args!("drain_mode {d} is not one of PAGEALLOC_DRAIN_*"))),
-        };
-        Ok(Config::new()
+        let c = Config::new()
             .arena_bytes(self.arena_bytes)
             .movable_zone_bytes(self.movable_zone_bytes)
             .min_free_kbytes((self.min_free_kbytes != 0).then_some(self.min_free_kbytes))
@@ -208,12 +253,9 @@ impl pagealloc_config {
             .percpu_pagelist_high_fraction(self.percpu_pagelist_high_fraction)
             .pcp_batch((self.pcp_batch != 0).then_some(self.pcp_batch))
             .page_lock_unfairness(self.page_lock_unfairness)
-            .drain_mode(drain_mode)
             .pcp_lists(self.pcp_lists)
-            .front_cache(self.front_cache)
-            .page_lock_waiters_bit(self.page_lock_waiters_bit)
-            .pcp_migratetype_cache(self.pcp_migratetype_cache)
-            .pagetypeinfo_walk_lists(self.pagetypeinfo_walk_lists))
+            .front_cache(self.front_cache);
+        self.variants_to_rust(c)
     }
 }
 

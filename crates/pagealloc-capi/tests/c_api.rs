@@ -68,6 +68,10 @@ fn build_opt(src: &Path, name: &str, link: Link, opt: &str) -> PathBuf {
     let lib = lib_dir();
     let mut c = Command::new(cc());
     c.args(["-std=c11", opt, "-g", "-Wall", "-Wextra", "-Werror", "-I"]).arg(root().join("include")).arg(src);
+    // The library under test accepts the old designs only with this feature.
+    if cfg!(feature = "seed-variants") {
+        c.arg("-DPAGEALLOC_SEED_VARIANTS");
+    }
     match link {
         Link::Static => {
             c.arg(lib.join("libpagealloc_c.a")).args(NATIVE_LIBS);

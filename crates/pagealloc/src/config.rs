@@ -1,6 +1,12 @@
 //! Construction-time settings. Everything here is fixed when the allocator is
-//! built; old-design variants for the A/B experiments are chosen here so the fast
-//! path pays nothing for them when they are off.
+//! built.
+//!
+//! The old designs that the seed experiments compare against (a two-pass
+//! per-CPU drain, the migratetype cached on the page, the page lock without a
+//! waiters bit, `pagetypeinfo` by walking the free lists) exist only with the
+//! `seed-variants` cargo feature. Without it their fields and setters are
+//! absent and the accessors below are constants, so no path of a default
+//! build branches on them.
 
 use crate::error::ConfigError;
 use crate::types::{Order, Pfn, MAX_ORDER, PAGEBLOCK_ORDER};
@@ -49,7 +55,9 @@ pub enum Backing {
     None,
 }
 
-/// How a per-CPU list is emptied into the buddy (seed 1's A/B).
+/// How a per-CPU list is emptied into the buddy (the `pcp-flush` and
+/// `page-fault1` experiments' A/B; `seed-variants` feature only).
+#[cfg(feature = "seed-variants")]
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub enum DrainMode {
     /// Today's kernel: pick and merge in one pass under the zone lock.
@@ -118,21 +126,30 @@ pub struct Config {
     /// room for experiments while keeping each per-CPU list's up-front capacity,
     /// a few times the batch, small.
     pub pcp_batch: Option<u32>,
-    /// Seed 1 A/B: how per-CPU lists drain.
+    /// How per-CPU lists drain (`seed-variants` feature only).
+    #[cfg(feature = "seed-variants")]
     pub drain_mode: DrainMode,
-    /// Seed 2 A/B: cache the migratetype on the page at free (the old design).
+    /// Cache the migratetype on the page at free, the design before the
+    /// `pcp-flush` experiment's patch (`seed-variants` feature only).
+    #[cfg(feature = "seed-variants")]
     pub pcp_migratetype_cache: bool,
     /// Use per-CPU page lists for small orders (off: every request goes to the
     /// buddy lists under the zone lock). Default on.
     pub pcp_lists: bool,
     /// Use the thread-owned front cache before the per-CPU lists. Default on.
     pub front_cache: bool,
-    /// Seed 4 A/B: use the waiters bit (true, today) or always look up the queue.
+    /// Use the waiters bit (true, today) or always look up the wait queue at
+    /// unlock, as before the `page-lock` experiment's patch (`seed-variants`
+    /// feature only).
+    #[cfg(feature = "seed-variants")]
     pub page_lock_waiters_bit: bool,
     /// How often a queued lock waiter may lose to a newcomer before direct
     /// handoff (any value; 0 hands off at once). Default 5.
     pub page_lock_unfairness: u32,
-    /// Seed 5 A/B: build pagetypeinfo by walking lists under the zone lock.
+    /// Build pagetypeinfo by walking the free lists under the zone lock, as
+    /// before the `pagetypeinfo` experiment's patch (`seed-variants` feature
+    /// only).
+    #[cfg(feature = "seed-variants")]
     pub pagetypeinfo_walk_lists: bool,
     // --- Free page reporting and page initialisation (issue 18) ---
     /// Free page reporting: release free blocks that stayed free for
@@ -230,12 +247,16 @@ impl Default for Config {
             nr_cpus: None,
             percpu_pagelist_high_fraction: 0,
             pcp_batch: None,
+            #[cfg(feature = "seed-variants")]
             drain_mode: DrainMode::SinglePass,
+            #[cfg(feature = "seed-variants")]
             pcp_migratetype_cache: false,
             pcp_lists: true,
             front_cache: true,
+            #[cfg(feature = "seed-variants")]
             page_lock_waiters_bit: true,
             page_lock_unfairness: 5,
+            #[cfg(feature = "seed-variants")]
             pagetypeinfo_walk_lists: false,
             page_reporting: true,
             page_reporting_order: None,
@@ -292,20 +313,12 @@ setters! {
     percpu_pagelist_high_fraction: u32,
     /// Set [`Config::pcp_batch`].
     pcp_batch: Option<u32>,
-    /// Set [`Config::drain_mode`].
-    drain_mode: DrainMode,
-    /// Set [`Config::pcp_migratetype_cache`].
-    pcp_migratetype_cache: bool,
     /// Set [`Config::pcp_lists`].
     pcp_lists: bool,
     /// Set [`Config::front_cache`].
     front_cache: bool,
-    /// Set [`Config::page_lock_waiters_bit`].
-    page_lock_waiters_bit: bool,
     /// Set [`Config::page_lock_unfairness`].
     page_lock_unfairness: u32,
-    /// Set [`Config::pagetypeinfo_walk_lists`].
-    pagetypeinfo_walk_lists: bool,
     /// Set [`Config::page_reporting`].
     page_reporting: bool,
     /// Set [`Config::page_reporting_order`].
@@ -336,6 +349,50 @@ setters! {
     hugepage_filler: bool,
     /// Set [`Config::prefetch_on_alloc`].
     prefetch_on_alloc: bool,
+}
+
+#[cfg(feature = "seed-variants")]
+setters! {
+    /// Set [`Config::drain_mode`].
+    drain_mode: DrainMode,
+    /// Set [`Config::pcp_migratetype_cache`].
+    pcp_migratetype_cache: bool,
+    /// Set [`Config::page_lock_waiters_bit`].
+    page_lock_waiters_bit: bool,
+    /// Set [`Config::pagetypeinfo_walk_lists`].
+    pagetypeinfo_walk_lists: bool,
+}
+
+/// The variant switches as the paths read them. Without `seed-variants` each
+/// is today's design as a constant, and `#[inline(always)]` lets the branches
+/// on it fold away.
+impl Config {
+    /// Unlock and free test the page's waiters bit before the wait queue.
+    #[inline(always)]
+    pub(crate) fn waiters_bit(&self) -> bool {
+        #[cfg(feature = "seed-variants")]
+        return self.page_lock_waiters_bit;
+        #[cfg(not(feature = "seed-variants"))]
+        return true;
+    }
+
+    /// A per-CPU drain trusts the migratetype cached on each page.
+    #[inline(always)]
+    pub(crate) fn pcp_mt_cache(&self) -> bool {
+        #[cfg(feature = "seed-variants")]
+        return self.pcp_migratetype_cache;
+        #[cfg(not(feature = "seed-variants"))]
+        return false;
+    }
+
+    /// A per-CPU drain picks its pages before it takes the zone lock.
+    #[inline(always)]
+    pub(crate) fn two_pass_drain(&self) -> bool {
+        #[cfg(feature = "seed-variants")]
+        return self.drain_mode == DrainMode::TwoPass;
+        #[cfg(not(feature = "seed-variants"))]
+        return false;
+    }
 }
 
 impl Config {

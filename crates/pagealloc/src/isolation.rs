@@ -245,7 +245,7 @@ impl Core {
         for (p, &old) in (s..).zip(&olds) {
             self.init_on_free(p, Order::ZERO);
             self.free_claimed(p, Order::ZERO);
-            if old & flags::WAITERS != 0 || !self.cfg.page_lock_waiters_bit {
+            if old & flags::WAITERS != 0 || !self.cfg.waiters_bit() {
                 self.wake_freed(Pfn::new(p));
             }
         }

@@ -59,13 +59,16 @@ mod zone;
 #[doc(hidden)]
 pub use allocator::{front_abi, FrontView, ThreadFront};
 pub use allocator::{PageAllocator, ReportingStats, ZoneResidency};
-pub use config::{Backing, Config, DrainMode, ReportCallback};
+#[cfg(feature = "seed-variants")]
+pub use config::DrainMode;
+pub use config::{Backing, Config, ReportCallback};
 pub use cpu::{pin_to_cpu, possible_cpus};
 pub use error::{AllocError, BulkFreeError, ConfigError, FreeError, InvariantError, PageStateError, WaitError};
 pub use invariants::{Fragmentation, ZoneCensus};
 pub use lockstat::{
     tick_unit, LockStatReport, PcpLockStatReport, ZoneLockStat, LOCKSTAT_BUCKETS, LOCKSTAT_SAMPLE, PCP_HOLD_SAMPLE,
 };
+#[cfg(feature = "seed-variants")]
 pub use page_alloc::bulk_linked::{ChainIter, PageChain};
 pub use reporting::ReportPass;
 /// Bytes in one page descriptor (at most 16).

@@ -277,6 +277,7 @@ fn large_bulk_free_mixed_misuse(cfg: Config, n: usize, slots_form: bool, seed: u
 fn large_bulk_frees_with_duplicates_bad_pfns_locked_and_isolated_pages() {
     let configs = [
         Config::small(32 << 20),
+        #[cfg(feature = "seed-variants")]
         Config::small(32 << 20).page_lock_waiters_bit(false),
         Config::small(32 << 20).front_cache(false),
         Config::small(32 << 20).pcp_lists(false),

@@ -37,6 +37,7 @@ fn end(a: &PageAllocator, free0: u64) {
     common::ends_where_it_began(a, free0);
 }
 
+#[cfg(feature = "seed-variants")]
 #[test]
 fn a_large_linked_request_takes_the_front_cache_first() {
     let (a, free0) = start();

@@ -1,5 +1,6 @@
 //! The bulk allocator's linked list form: pages threaded through their
 //! descriptors, walked back by the caller, freed from the chain.
+#![cfg(feature = "seed-variants")]
 
 use pagealloc::{Config, Gfp, PageAllocator, Pfn};
 use std::collections::HashSet;

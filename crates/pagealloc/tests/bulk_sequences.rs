@@ -59,6 +59,7 @@ fn config_of(c: u8) -> Config {
         1 => Config::small(32 << 20).movable_zone_bytes(8 << 20),
         2 => Config::small(32 << 20).nodes(2).movable_zone_bytes(4 << 20),
         3 => Config::small(32 << 20).front_cache(false),
+        #[cfg(feature = "seed-variants")]
         4 => Config::small(32 << 20).page_lock_waiters_bit(false),
         _ => Config::small(32 << 20).pcp_lists(false),
     }

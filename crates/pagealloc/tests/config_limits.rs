@@ -1,9 +1,9 @@
 //! Every `Config` value and every size argument gives a typed error or works:
 //! never a panic, never an abort (issue 15, "sound by construction").
 
-use pagealloc::{
-    AllocError, Backing, BulkFreeError, Config, ConfigError, DrainMode, FreeError, Gfp, PageAllocator, Pfn,
-};
+#[cfg(feature = "seed-variants")]
+use pagealloc::DrainMode;
+use pagealloc::{AllocError, Backing, BulkFreeError, Config, ConfigError, FreeError, Gfp, PageAllocator, Pfn};
 use std::error::Error as _;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::process::Command;
@@ -61,10 +61,13 @@ fn every_field_at_its_extremes_is_ok_or_a_typed_error() {
     vary!(nr_cpus: None::<usize>, Some(0), Some(1), Some(8192), Some(8193), Some(1usize << 40), Some(usize::MAX));
     vary!(percpu_pagelist_high_fraction: 0, 1, 7, 8, u32::MAX);
     vary!(pcp_batch: None::<u32>, Some(0), Some(1), Some(4096), Some(4097), Some(u32::MAX));
+    #[cfg(feature = "seed-variants")]
     vary!(drain_mode: DrainMode::SinglePass, DrainMode::TwoPass);
+    #[cfg(feature = "seed-variants")]
     vary!(pcp_migratetype_cache: false, true);
     vary!(pcp_lists: false, true);
     vary!(front_cache: false, true);
+    #[cfg(feature = "seed-variants")]
     vary!(page_lock_waiters_bit: false, true);
     vary!(page_lock_unfairness: 0, 1, u32::MAX);
 

@@ -49,11 +49,12 @@ fn pseudo_random_inputs_match_the_model() {
     }
 }
 
-/// Seed 2's old design (`Config::pcp_migratetype_cache(true)`) used to free a
+/// The old per-CPU design (`Config::pcp_migratetype_cache(true)`) used to free a
 /// drained page onto the list of the type cached at free time even when the
 /// pageblock had become HighAtomic meanwhile, leaving an Unmovable page on a
 /// list inside a HighAtomic block. Drains now use the block's type whenever it
 /// is not a pcp type (pcp.rs `free_coalesced`).
+#[cfg(feature = "seed-variants")]
 #[test]
 fn seed2_cached_migratetype_keeps_hygiene() {
     let f = regressions_dir().join("ignored/crash-seed2-cached-migratetype-hygiene");

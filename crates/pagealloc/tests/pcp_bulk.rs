@@ -1,7 +1,9 @@
 //! Per-CPU lists, the bulk allocator, bulk free and isolation, through the
 //! public API: semantics, bounds, and both A/B designs.
 
-use pagealloc::{BulkFreeError, Config, DrainMode, FreeError, Gfp, PageAllocator, Pfn, PAGEBLOCK_PAGES};
+#[cfg(feature = "seed-variants")]
+use pagealloc::DrainMode;
+use pagealloc::{BulkFreeError, Config, FreeError, Gfp, PageAllocator, Pfn, PAGEBLOCK_PAGES};
 use proptest::prelude::*;
 
 fn small() -> PageAllocator {
@@ -160,6 +162,7 @@ fn contiguous_allocation_takes_free_ranges_only() {
     whole(&a);
 }
 
+#[cfg(feature = "seed-variants")]
 #[test]
 fn both_drain_designs_leave_identical_buddy_state() {
     let run = |cfg: Config| {

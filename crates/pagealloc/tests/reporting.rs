@@ -305,7 +305,9 @@ fn init_on_alloc_zeroes_every_path_and_skips_released_blocks() {
         let mut list = Vec::new();
         assert_eq!(a.alloc_pages_bulk_list(Gfp::MOVABLE, 100, &mut list), 100);
         // The linked list form, within the front cache's batch and over it.
-        let mut linked = Vec::new();
+        #[allow(unused_mut)]
+        let mut linked: Vec<Pfn> = Vec::new();
+        #[cfg(feature = "seed-variants")]
         for nr in [20, 100] {
             let c = a.alloc_pages_bulk_linked(Gfp::MOVABLE, nr);
             assert_eq!(c.len(), nr);

@@ -71,10 +71,21 @@ static void config_and_lifecycle(void) {
     cfg.drain_mode = PAGEALLOC_DRAIN_TWO_PASS;
     EXPECT(PAGEALLOC_ERR_INVALID_ARGUMENT, pagealloc_create(&cfg, NULL));
 
-    /* A good one, each A/B switch flipped, then destroyed. */
+    /* Each old-design switch flipped: accepted only by a library built with
+       the seed-variants feature, refused with a message otherwise. */
     cfg.pcp_migratetype_cache = true;
     cfg.pagetypeinfo_walk_lists = true;
     cfg.page_lock_waiters_bit = false;
+#ifndef PAGEALLOC_SEED_VARIANTS
+    EXPECT(PAGEALLOC_ERR_INVALID_ARGUMENT, pagealloc_create(&cfg, &a));
+    EXPECT_LAST(PAGEALLOC_ERR_INVALID_ARGUMENT, "seed-variants");
+    cfg.drain_mode = PAGEALLOC_DRAIN_SINGLE_PASS;
+    cfg.pcp_migratetype_cache = false;
+    cfg.pagetypeinfo_walk_lists = false;
+    cfg.page_lock_waiters_bit = true;
+#endif
+
+    /* A good one, then destroyed. */
     cfg.nr_cpus = 3;
     cfg.min_free_kbytes = 512;
     EXPECT(PAGEALLOC_OK, pagealloc_create(&cfg, &a));

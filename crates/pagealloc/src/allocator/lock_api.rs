@@ -20,8 +20,7 @@ impl PageAllocator {
         let Some(d) = core.mm.descs().get(pfn.as_u64() as usize) else {
             return Err(PageStateError::OutOfRange { pfn });
         };
-        let policy =
-            LockPolicy { waiters_bit: core.cfg.page_lock_waiters_bit, unfairness: core.cfg.page_lock_unfairness };
+        let policy = LockPolicy { waiters_bit: core.cfg.waiters_bit(), unfairness: core.cfg.page_lock_unfairness };
         Ok(PageRef::new(&d.flags, pfn, policy, None))
     }
 

@@ -7,6 +7,7 @@
 //! Submodules group the rest of the API: [`lock_api`] (page lock, writeback),
 //! [`services`] (isolation, contiguous ranges, invariants, drains).
 
+#[cfg(feature = "seed-variants")]
 mod bulk_linked;
 mod compaction;
 mod dirty;

@@ -29,15 +29,16 @@ impl PageAllocator {
         self.snapshot().buddyinfo()
     }
 
-    /// /proc/pagetypeinfo. Lock-free from the counters by default; with
-    /// `Config::pagetypeinfo_walk_lists(true)`, the old design (walk the lists
-    /// under the zone lock). `render()` gives the kernel's text.
+    /// /proc/pagetypeinfo, lock-free from the counters. `render()` gives the
+    /// kernel's text.
     pub fn pagetypeinfo(&self) -> PageTypeInfo {
+        // The old design, walking the lists under the zone lock, when the
+        // seed-variants build asks for it.
+        #[cfg(feature = "seed-variants")]
         if self.core.cfg.pagetypeinfo_walk_lists {
-            self.core.pagetypeinfo_walk_lists()
-        } else {
-            self.snapshot().pagetypeinfo()
+            return self.core.pagetypeinfo_walk_lists();
         }
+        self.snapshot().pagetypeinfo()
     }
 
     /// /proc/zoneinfo, read without locks.

@@ -118,7 +118,7 @@ impl Core {
     #[inline(always)]
     pub(crate) fn finish_free(&self, pfn: Pfn, order: Order, old: u32) {
         self.free_claimed(pfn.as_u64(), order);
-        if old & flags::WAITERS != 0 || !self.cfg.page_lock_waiters_bit {
+        if old & flags::WAITERS != 0 || !self.cfg.waiters_bit() {
             self.wake_freed(pfn);
         }
         // Blocks the no-lock frees parked: a locked free may wait, so it

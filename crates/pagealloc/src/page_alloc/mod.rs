@@ -31,6 +31,7 @@
 pub(crate) mod array_release;
 pub(crate) mod bulk;
 pub(crate) mod bulk_free;
+#[cfg(feature = "seed-variants")]
 pub(crate) mod bulk_linked;
 pub(crate) mod claim;
 pub(crate) mod deferred;
@@ -147,38 +148,8 @@ impl Core {
     pub(crate) fn new(cfg: Config) -> Result<Self, ConfigError> {
         let pages = cfg.validate()?;
         let nblocks = pages / PAGEBLOCK_PAGES;
-        let per_node = nblocks / cfg.nodes as u64;
-        let movable_blocks = cfg.movable_zone_bytes.div_ceil(PAGE_SIZE as u64 * PAGEBLOCK_PAGES);
         let pageblocks = zone::new_pageblocks(nblocks as usize);
-        let mut zones = Vec::new();
-        let mut nodes_zones = Vec::new();
-        for nid in 0..cfg.nodes {
-            let first = nid as u64 * per_node;
-            let last = if nid + 1 == cfg.nodes { nblocks } else { first + per_node };
-            let span = last - first;
-            if movable_blocks >= span {
-                return Err(ConfigError::EmptyZone {
-                    nid,
-                    zone: "Normal",
-                    why: format!(
-                        "the Movable zone ({} pageblocks) takes all of the node's {} pageblocks",
-                        movable_blocks, span
-                    ),
-                });
-            }
-            let split = last - movable_blocks;
-            // At most 2 * MAX_NODES zones (Config::validate): every index
-            // fits the pageblock word's zone field.
-            let next = |zones: &Vec<Zone>| ZoneIdx::new(zones.len()).expect("zone count bounded by MAX_NODES");
-            let mut zs = vec![next(&zones)];
-            let (lo, mid, hi) = (first * PAGEBLOCK_PAGES, split * PAGEBLOCK_PAGES, last * PAGEBLOCK_PAGES);
-            zones.push(Zone::new(next(&zones), nid, ZoneType::Normal, lo, mid, &pageblocks));
-            if movable_blocks > 0 {
-                zs.push(next(&zones));
-                zones.push(Zone::new(next(&zones), nid, ZoneType::Movable, mid, hi, &pageblocks));
-            }
-            nodes_zones.push(zs);
-        }
+        let (mut zones, nodes_zones) = lay_out_zones(&cfg, nblocks, &pageblocks)?;
         set_watermarks(&mut zones, &nodes_zones, &cfg);
         for z in &mut zones {
             z.lockstat.on.set(cfg.lock_stats);
@@ -198,8 +169,7 @@ impl Core {
         // grouping by mobility off (`Core::alloc_mt`).
         let front_alloc_inline =
             front_on && cfg.nodes == 1 && !cfg.init_on_alloc && !cfg.page_group_by_mobility_disabled;
-        let front_free_inline =
-            front_on && cfg.page_lock_waiters_bit && !cfg.pcp_migratetype_cache && !cfg.init_on_free;
+        let front_free_inline = front_on && cfg.waiters_bit() && !cfg.pcp_mt_cache() && !cfg.init_on_free;
         let nr_zones = zones.len();
         let prefetch_base = if cfg.prefetch_on_alloc { mm.prefetch_base() } else { 0 };
         let core = Core {
@@ -330,6 +300,48 @@ pub(crate) const fn head_flags(owned: bool) -> u32 {
     } else {
         flags::HEAD
     }
+}
+
+/// Split the arena's pageblocks into nodes and each node into a Normal zone
+/// and, with `movable_zone_bytes`, a Movable zone at its top; the zones and
+/// each node's zone indexes.
+fn lay_out_zones(
+    cfg: &Config,
+    nblocks: u64,
+    pageblocks: &Pageblocks,
+) -> Result<(Vec<Zone>, Vec<Vec<ZoneIdx>>), ConfigError> {
+    let movable_blocks = cfg.movable_zone_bytes.div_ceil(PAGE_SIZE as u64 * PAGEBLOCK_PAGES);
+    let per_node = nblocks / cfg.nodes as u64;
+    let mut zones = Vec::new();
+    let mut nodes_zones = Vec::new();
+    for nid in 0..cfg.nodes {
+        let first = nid as u64 * per_node;
+        let last = if nid + 1 == cfg.nodes { nblocks } else { first + per_node };
+        let span = last - first;
+        if movable_blocks >= span {
+            return Err(ConfigError::EmptyZone {
+                nid,
+                zone: "Normal",
+                why: format!(
+                    "the Movable zone ({} pageblocks) takes all of the node's {} pageblocks",
+                    movable_blocks, span
+                ),
+            });
+        }
+        let split = last - movable_blocks;
+        // At most 2 * MAX_NODES zones (Config::validate): every index
+        // fits the pageblock word's zone field.
+        let next = |zones: &Vec<Zone>| ZoneIdx::new(zones.len()).expect("zone count bounded by MAX_NODES");
+        let mut zs = vec![next(&zones)];
+        let (lo, mid, hi) = (first * PAGEBLOCK_PAGES, split * PAGEBLOCK_PAGES, last * PAGEBLOCK_PAGES);
+        zones.push(Zone::new(next(&zones), nid, ZoneType::Normal, lo, mid, pageblocks));
+        if movable_blocks > 0 {
+            zs.push(next(&zones));
+            zones.push(Zone::new(next(&zones), nid, ZoneType::Movable, mid, hi, pageblocks));
+        }
+        nodes_zones.push(zs);
+    }
+    Ok((zones, nodes_zones))
 }
 
 /// Watermarks and lowmem reserves of every zone.

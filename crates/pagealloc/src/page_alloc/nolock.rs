@@ -130,7 +130,7 @@ impl Core {
         self.init_on_free(p, order);
         let cpu = crate::cpu::current_cpu() as usize;
         let d = self.mm.page(p);
-        if old & flags::WAITERS != 0 || !self.cfg.page_lock_waiters_bit {
+        if old & flags::WAITERS != 0 || !self.cfg.waiters_bit() {
             d.set_private_raw(crate::page::private_word_raw(order, 0) | DEFER_WAKE);
             self.defer(cpu, p);
             return Ok(());

@@ -98,6 +98,7 @@ fn invariants_catch_a_corrupt_deferred_list() {
     assert_eq!(a.census().allocated, 0);
 }
 
+#[cfg(feature = "seed-variants")]
 #[test]
 fn nolock_free_wakes_waiters_only_after_the_drain() {
     // The old design (no waiters bit) wakes on every free: a no-lock free

@@ -88,7 +88,7 @@ impl Core {
             self.unlist_and_clean(p);
             self.init_on_free(p, Order::ZERO);
             claimed.push(p);
-            if old & crate::page::flags::WAITERS != 0 || !self.cfg.page_lock_waiters_bit {
+            if old & crate::page::flags::WAITERS != 0 || !self.cfg.waiters_bit() {
                 wake.push(p);
             }
         }

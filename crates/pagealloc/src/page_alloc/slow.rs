@@ -69,7 +69,7 @@ impl Core {
                 return Ok(p);
             }
             if round == 0 {
-                // ---- Direct compaction (issue 17): order > 0, unless Gfp::NO_COMPACT. ----
+                // ---- Direct compaction: order > 0, unless Gfp::NO_COMPACT. ----
                 if let Some(p) = self.try_direct_compact(zl, order, gfp, try_zone) {
                     return Ok(self.prep_new_page(p, order, gfp, head));
                 }
@@ -84,22 +84,12 @@ impl Core {
             }
             if !gave_way && !af.high {
                 gave_way = true;
-                // kswapd is still woken or reclaiming: give it the CPU up to
-                // GIVE_WAY more times, looking after each, before reclaiming
-                // ourselves (the kernel's `throttle_direct_reclaim` makes
-                // direct reclaimers wait while kswapd works).
-                for _ in 0..GIVE_WAY {
-                    if !self.kswapd_active(zl) {
-                        break;
-                    }
-                    std::thread::yield_now();
-                    if let Some(p) = take() {
-                        return Ok(p);
-                    }
+                if let Some(p) = self.give_way_to_kswapd(zl, &take) {
+                    return Ok(p);
                 }
             }
-            // ---- Direct reclaim (issue 16, vmscan): shrink the LRU lists
-            // and shrinkers; retry while it makes progress. ----
+            // ---- Direct reclaim: shrink the LRU lists and shrinkers; retry
+            // while it makes progress. ----
             if self.direct_reclaim(order, gfp) {
                 self.boost_kswapds(zl);
                 continue;
@@ -134,6 +124,23 @@ impl Core {
         }
         self.events.count(VmEvent::AllocFail, 1);
         Err(AllocError::NoMemory { order: order.get() })
+    }
+
+    /// kswapd is still woken or reclaiming: give it the CPU up to GIVE_WAY
+    /// times, looking after each, before reclaiming ourselves (the kernel's
+    /// `throttle_direct_reclaim` makes direct reclaimers wait while kswapd
+    /// works).
+    fn give_way_to_kswapd(&self, zl: &[ZoneIdx], take: &impl Fn() -> Option<Pfn>) -> Option<Pfn> {
+        for _ in 0..GIVE_WAY {
+            if !self.kswapd_active(zl) {
+                return None;
+            }
+            std::thread::yield_now();
+            if let Some(p) = take() {
+                return Some(p);
+            }
+        }
+        None
     }
 
     /// Direct reclaim ran although kswapd runs: raise the boost of each

@@ -10,11 +10,22 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+/// The designs under test: the waiters bit, and with `seed-variants` also the
+/// old design that looks up the wait queue at every unlock.
+const WAITERS_BIT: &[bool] = if cfg!(feature = "seed-variants") { &[true, false] } else { &[true] };
+
 fn small(waiters_bit: bool, unfairness: u32) -> PageAllocator {
-    PageAllocator::new(
-        Config::small(16 << 20).page_lock_waiters_bit(waiters_bit).page_lock_unfairness(unfairness).pcp_lists(false),
-    )
-    .unwrap()
+    let cfg = Config::small(16 << 20).page_lock_unfairness(unfairness).pcp_lists(false);
+    #[cfg(feature = "seed-variants")]
+    let cfg = cfg.page_lock_waiters_bit(waiters_bit);
+    #[cfg(not(feature = "seed-variants"))]
+    assert!(waiters_bit, "the old lock design needs the seed-variants feature");
+    PageAllocator::new(cfg).unwrap()
+}
+
+/// (waiters bit, unfairness) pairs for the handoff tests.
+fn handoff_designs() -> impl Iterator<Item = (bool, u32)> {
+    [(true, 5), (true, 0), (false, 5)].into_iter().filter(|&(bit, _)| bit || WAITERS_BIT.len() > 1)
 }
 
 fn raw_flags(a: &PageAllocator, pfn: Pfn) -> u32 {
@@ -170,7 +181,7 @@ fn free_clears_a_stale_waiters_bit() {
 
 #[test]
 fn unlock_without_waiters_never_touches_the_wait_queue() {
-    for waiters_bit in [true, false] {
+    for &waiters_bit in WAITERS_BIT {
         let a = small(waiters_bit, 5);
         let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
         let before = waitq::accesses_on_this_thread();
@@ -222,7 +233,7 @@ fn timeout_and_cancel_leave_the_lock_alone() {
 
 #[test]
 fn shared_waiters_all_wake_at_unlock() {
-    for waiters_bit in [true, false] {
+    for &waiters_bit in WAITERS_BIT {
         let a = small(waiters_bit, 5);
         let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
         a.lock_page(p).unwrap();
@@ -241,7 +252,7 @@ fn shared_waiters_all_wake_at_unlock() {
 
 #[test]
 fn unfairness_zero_hands_off_in_arrival_order() {
-    for waiters_bit in [true, false] {
+    for &waiters_bit in WAITERS_BIT {
         let a = small(waiters_bit, 0);
         let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
         let order = Mutex::new(Vec::new());
@@ -333,7 +344,7 @@ pub(crate) fn colliding_pages(a: &PageAllocator, n: usize) -> Vec<Pfn> {
 
 #[test]
 fn handoffs_on_one_page() {
-    for (waiters_bit, unfairness) in [(true, 5), (true, 0), (false, 5)] {
+    for (waiters_bit, unfairness) in handoff_designs() {
         let a = small(waiters_bit, unfairness);
         let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
         let per = if unfairness == 0 { 2_000 } else { 20_000 };
@@ -345,7 +356,7 @@ fn handoffs_on_one_page() {
 
 #[test]
 fn handoffs_on_colliding_pages() {
-    for waiters_bit in [true, false] {
+    for &waiters_bit in WAITERS_BIT {
         let a = small(waiters_bit, 5);
         let pages = colliding_pages(&a, 4);
         handoff_storm(&a, &pages, 8, 10_000);
@@ -363,7 +374,7 @@ fn handoffs_on_colliding_pages() {
 #[test]
 #[ignore = "long: 10 million acquisitions; run in release"]
 fn ten_million_handoffs() {
-    for (waiters_bit, unfairness) in [(true, 5), (true, 0), (false, 5)] {
+    for (waiters_bit, unfairness) in handoff_designs() {
         let a = small(waiters_bit, unfairness);
         let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
         let t0 = Instant::now();

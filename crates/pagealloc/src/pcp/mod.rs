@@ -39,7 +39,7 @@ mod take;
 pub(crate) use guard::PcpGuard;
 pub(crate) use take::PcpSet;
 
-use crate::config::DrainMode;
+use crate::config::Config;
 use crate::memmap::MemMap;
 use crate::sync::{FutexMutex, LockedCounter};
 use crate::types::{MigrateType, Order, MIGRATE_PCPTYPES};
@@ -285,40 +285,30 @@ impl PcpLists {
 
     /// Free `nr` pages (at least) from list tails, round-robin over lists,
     /// starting with `first`, into the buddy (the kernel's `free_pcppages_bulk`).
-    /// `cached_mt` selects seed 2's old design: trust the type cached on the page
-    /// at free unless the zone has isolated pageblocks.
-    pub(crate) fn drain(
-        &mut self,
-        zone: &Zone,
-        mm: &MemMap,
-        nr: u32,
-        mode: DrainMode,
-        cached_mt: bool,
-        first: usize,
-    ) -> u32 {
+    /// Today's design picks and merges under one zone-lock hold. The variants
+    /// (constant off without the `seed-variants` feature): the two-pass drain
+    /// picks first and then takes the lock; the migratetype cache trusts the
+    /// type cached on each page at free unless the zone has isolated blocks.
+    pub(crate) fn drain(&mut self, zone: &Zone, mm: &MemMap, nr: u32, cfg: &Config, first: usize) -> u32 {
         let nr = nr.min(self.count);
         if nr == 0 {
             return 0;
         }
         let mut scratch = std::mem::take(&mut self.scratch);
-        // Seed 1's design does every per-page step it can before the zone
+        let cached_mt = cfg.pcp_mt_cache();
+        // The two-pass design does every per-page step it can before the zone
         // lock: the pick, and (unless types cached on the pages decide which
         // blocks may merge) finding the runs and clearing each page's mark.
-        let runs_early = mode == DrainMode::TwoPass && !cached_mt;
-        let (freed, mut g) = match mode {
-            // Today's design: pick and merge under one zone-lock hold.
-            DrainMode::SinglePass => {
-                let g = zone.lock_drain(mm);
-                (self.pick(nr, first, &mut scratch), g)
+        let runs_early = cfg.two_pass_drain() && !cached_mt;
+        let (freed, mut g) = if cfg.two_pass_drain() {
+            let freed = self.pick(nr, first, &mut scratch);
+            if runs_early {
+                coalesce_runs(mm, &mut scratch, |_, _| true);
             }
-            // Seed 1: pick off the lists first, then take the zone lock to merge.
-            DrainMode::TwoPass => {
-                let freed = self.pick(nr, first, &mut scratch);
-                if runs_early {
-                    coalesce_runs(mm, &mut scratch, |_, _| true);
-                }
-                (freed, zone.lock_drain(mm))
-            }
+            (freed, zone.lock_drain(mm))
+        } else {
+            let g = zone.lock_drain(mm);
+            (self.pick(nr, first, &mut scratch), g)
         };
         let check_isolate = cached_mt && zone.stats.block_count[MigrateType::Isolate.index()].get_racy() != 0;
         free_coalesced(&mut g, &mut scratch, cached_mt && !check_isolate, runs_early);
@@ -399,7 +389,7 @@ impl PcpLists {
 ///
 /// The type each block is freed under is its pageblock's, read now under the
 /// zone lock (today's design), or with `use_cache` the type cached on the
-/// page at free (seed 2's old design). A run coalesces only if all its blocks
+/// page at free (the old design of the `pcp-flush` experiment). A run coalesces only if all its blocks
 /// would be freed under the same type, which without the cache they always
 /// are (a run never leaves its pageblock). `runs_ready`: the caller already
 /// turned `blocks` into runs with [`coalesce_runs`] before taking the lock.

@@ -311,7 +311,7 @@ impl PcpLists {
         pcp.events.add_owner(VmEvent::Pgfree, 1 << order.get());
         if self.over_high() {
             let nr = self.drain_target();
-            self.drain(z, mm, nr, cfg.drain_mode, cfg.pcp_migratetype_cache, pi);
+            self.drain(z, mm, nr, cfg, pi);
         }
     }
 
@@ -327,7 +327,7 @@ impl PcpLists {
         if self.over_high() {
             let nr = self.drain_target();
             let first = self.next_list();
-            self.drain(z, mm, nr, cfg.drain_mode, cfg.pcp_migratetype_cache, first);
+            self.drain(z, mm, nr, cfg, first);
         }
     }
 
@@ -335,6 +335,6 @@ impl PcpLists {
     pub(crate) fn drain_all(&mut self, z: &Zone, mm: &MemMap, cfg: &Config) {
         let n = self.count;
         let first = self.next_list();
-        self.drain(z, mm, n, cfg.drain_mode, cfg.pcp_migratetype_cache, first);
+        self.drain(z, mm, n, cfg, first);
     }
 }

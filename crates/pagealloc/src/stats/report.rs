@@ -6,10 +6,10 @@
 //! /proc has no place for.
 //!
 //! Every report is built from counters read without the zone lock (see
-//! [`super::snapshot`]), except the old design of seed 5, kept for the A/B:
-//! with `Config::pagetypeinfo_walk_lists(true)`, `pagetypeinfo` walks every free
-//! list under the zone lock, counting at most 100000 entries per list and dropping
-//! and retaking the lock between orders, as the kernel did before seed 5.
+//! [`super::snapshot`]). (The bench's build also has the old design the
+//! `pagetypeinfo` experiment compares against: walk every free list under the
+//! zone lock, at most 100000 entries per list, dropping and retaking the lock
+//! between orders, as the kernel did before.)
 //!
 //! Formats, as Linux 6.18 prints them (`%6lu ` means the value right aligned in
 //! six columns, then one space). Every key printed is in 6.18's files; we print
@@ -535,10 +535,11 @@ impl Core {
             .collect()
     }
 
-    /// The old design of seed 5: count every free list by walking it under the
-    /// zone lock, at most [`PAGETYPEINFO_CAP`] entries per list, dropping and
+    /// The old design the `pagetypeinfo` experiment compares against: count
+    /// every free list by walking it under the zone lock, at most [`PAGETYPEINFO_CAP`] entries per list, dropping and
     /// retaking the lock between orders. Pageblocks are counted by scanning each
     /// pageblock's type, as the kernel's block-count section does.
+    #[cfg(feature = "seed-variants")]
     pub(crate) fn pagetypeinfo_walk_lists(&self) -> PageTypeInfo {
         let zones = self
             .zones

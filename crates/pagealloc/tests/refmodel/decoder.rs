@@ -12,7 +12,9 @@
 use super::model::Model;
 use super::ops::Drain;
 use super::pageops::LockHow;
-use pagealloc::{Backing, Config, DrainMode, Gfp, MAX_ORDER, PAGEBLOCK_PAGES};
+#[cfg(feature = "seed-variants")]
+use pagealloc::DrainMode;
+use pagealloc::{Backing, Config, Gfp, MAX_ORDER, PAGEBLOCK_PAGES};
 
 /// At most this many operations per input (keeps each run short).
 pub const MAX_STEPS: usize = 600;
@@ -59,10 +61,15 @@ pub fn decode_config(b: &mut Bytes) -> Config {
         .nr_cpus(Some(1 + (b2 & 3) as usize))
         .pcp_lists(b1 & 1 == 0)
         .front_cache(b1 & 2 == 0)
-        .page_lock_waiters_bit(b1 & 4 == 0)
-        .drain_mode(if b1 & 8 != 0 { DrainMode::TwoPass } else { DrainMode::SinglePass })
-        .pcp_migratetype_cache(b1 & 16 != 0)
         .min_free_kbytes(if b1 & 32 != 0 { Some(0) } else { None });
+    // Bits 2-4 pick the old designs; without them the input means today's.
+    #[cfg(feature = "seed-variants")]
+    {
+        cfg = cfg
+            .page_lock_waiters_bit(b1 & 4 == 0)
+            .drain_mode(if b1 & 8 != 0 { DrainMode::TwoPass } else { DrainMode::SinglePass })
+            .pcp_migratetype_cache(b1 & 16 != 0);
+    }
     if b1 & 64 != 0 {
         cfg = cfg.pcp_batch(Some(1 + ((b2 >> 2) & 7) as u32));
     }
