@@ -2,20 +2,12 @@
 
 mod burst_peer;
 mod experiments;
-mod fastpath;
 mod harness;
 mod peers;
 mod report;
 mod show;
 mod sqlite_child;
 mod sqlite_db;
-mod stress;
-mod stress_cache_drop;
-mod stress_churn;
-mod stress_churn_check;
-mod stress_nolock;
-mod stress_pagecache;
-mod stress_sources;
 mod workloads;
 
 use clap::{Parser, Subcommand};
@@ -70,19 +62,6 @@ enum Cmd {
         #[arg(long)]
         walk_lists: bool,
     },
-    /// Soak test: every operation from many threads at once, each result checked;
-    /// prints `stress: N passed, M failed` and exits non-zero on a violation or hang.
-    Stress(stress::StressArgs),
-    /// Run one fast-path loop over about PAGES pages after a fixed warm-up, for
-    /// `scripts/fastpath-budget` to count instructions under callgrind.
-    #[command(hide = true)]
-    Fastpath {
-        /// The loop.
-        #[arg(value_enum)]
-        mode: fastpath::Mode,
-        /// Pages to allocate and free after the warm-up.
-        pages: u64,
-    },
     /// One peer allocator's side of `bench burst-idle`, in a process of its own.
     #[command(hide = true)]
     BurstPeer {
@@ -117,8 +96,6 @@ fn main() {
         Cmd::Show { report, workload, exact, walk_lists } => {
             print!("{}", show::show(&show::ShowArgs { report, workload, exact, walk_lists }));
         }
-        Cmd::Stress(args) => std::process::exit(stress::run(&args)),
-        Cmd::Fastpath { mode, pages } => std::process::exit(fastpath::run(mode, pages)),
         Cmd::BurstPeer { peer, blocks, idle_ms } => std::process::exit(burst_peer::run(peer, blocks, idle_ms)),
         Cmd::SqliteChild(args) => std::process::exit(sqlite_child::run(&args)),
         Cmd::Bench { action: Some(BenchCmd::Compare { old, new }), .. } => compare(&old, &new),

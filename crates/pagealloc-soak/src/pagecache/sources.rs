@@ -1,5 +1,5 @@
 //! The page sources of `stress --pagecache`'s churn mappings (see
-//! `stress_churn`): the page images they serve, a versioned in-memory store
+//! `churn`): the page images they serve, a versioned in-memory store
 //! that behaves as a file does, and [`Faulty`], a wrapper that panics or
 //! fails on a schedule.
 //!

@@ -43,8 +43,8 @@
 //! mappings must fail with `MappingRemoved` and its handles still read
 //! their pages.
 
-use crate::stress_pagecache::Shared;
-use crate::stress_sources::{check_churn, churn_image, FaultCounts, Faulty, SourceOp, Store};
+use super::sources::{check_churn, churn_image, FaultCounts, Faulty, SourceOp, Store};
+use super::Shared;
 use pagealloc::{FillFn, Mapping, PageCache, PageCacheError, PageSource, MAX_FILE_BYTES, MAX_INDEX, PAGE_SIZE};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -320,7 +320,7 @@ impl<'a> Worker<'a> {
             }
             self.end_session(&mut s, &mut buf);
         }
-        crate::stress_cache_drop::final_phase(&mut self, pc, &mut buf);
+        super::cache_drop::final_phase(&mut self, pc, &mut buf);
     }
 
     fn op<'m>(&mut self, pc: &PageCache, s: &mut Session<'m>, buf: &mut [u8]) {

@@ -1,4 +1,4 @@
-//! `pagealloc stress --pagecache`: the page-cache soak. A page cache
+//! `pagealloc-soak stress --pagecache`: the page-cache soak. A page cache
 //! with kswapd (and kcompactd's proactive compaction) over a small arena, one
 //! mapping backed by a real file on tmpfs (`/dev/shm`) twice the arena, and
 //! worker threads that look up, read, write (single pages and bursts of 64),
@@ -27,16 +27,21 @@
 //! churn threads (a quarter as many as the file workers, at least two,
 //! besides them) open, use and hold handles of while a remover kills them,
 //! some over sources that panic or fail on a schedule (`--no-source-faults`
-//! turns those off); see `stress_churn`. At the end the cache is dropped
+//! turns those off); see `churn`. At the end the cache is dropped
 //! while churn threads still hold mappings and handles
-//! (`stress_cache_drop`), and the file mapping's handle must then refuse
+//! (`cache_drop`), and the file mapping's handle must then refuse
 //! calls with `MappingRemoved` too.
 //!
 //! Exit status: 0 clean, 1 violations, 2 setup failure or a hang (a thread
 //! made no progress for `--hang-timeout` seconds).
 
-use crate::stress::StressArgs;
-use crate::stress_churn::{Churn, Rng, Worker};
+mod cache_drop;
+mod churn;
+mod churn_check;
+mod sources;
+
+use crate::args::StressArgs;
+use churn::{Churn, Rng, Worker};
 use pagealloc::{Config, FileSource, Mapping, PageAllocator, PageCache, PageCacheConfig, PageCacheError, PAGE_SIZE};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -325,7 +330,7 @@ pub fn run(args: &StressArgs) -> i32 {
     let nchurn = if args.no_churn { 0 } else { (threads / 4).max(2) };
     let faults = nchurn > 0 && !args.no_source_faults;
     if faults {
-        crate::stress_sources::silence_injected_panics();
+        sources::silence_injected_panics();
     }
     let churn = Churn::new(nchurn.max(1), faults, seed);
     let mut names: Vec<String> = (0..threads).map(|t| format!("file worker {t}")).collect();
@@ -367,7 +372,7 @@ pub fn run(args: &StressArgs) -> i32 {
 }
 
 /// Start every thread, stop them after the duration, drop the cache while
-/// the churn threads hold mappings (`stress_cache_drop`), join them.
+/// the churn threads hold mappings (`cache_drop`), join them.
 fn soak<'s>(
     s: &'s std::thread::Scope<'s, '_>,
     sh: &'s Shared,
@@ -404,7 +409,7 @@ fn soak<'s>(
         let pc = pc.clone();
         s.spawn(move || {
             let _f = Finish(sh, remover_slot);
-            crate::stress_churn::remover(sh, ch, &pc, remover_slot, Rng(seed | 1));
+            churn::remover(sh, ch, &pc, remover_slot, Rng(seed | 1));
         })
     });
     if remover.is_none() {
@@ -438,7 +443,7 @@ fn soak<'s>(
     drop_cache(sh, ch, pc, churners, (shrunk, migrated), main)
 }
 
-/// The churn threads' handshake (`stress_cache_drop`): once each holds its
+/// The churn threads' handshake (`cache_drop`): once each holds its
 /// mappings and handles and no cache reference, drop the cache; then the
 /// file mapping refuses calls too; join the churn threads.
 fn drop_cache(

@@ -1,9 +1,9 @@
 //! The checks of `stress --pagecache`'s churn threads: the rules of
-//! `stress_churn`'s module doc, as code. A failed call is judged by the
+//! `churn`'s module doc, as code. A failed call is judged by the
 //! refusals it may give; a page read is judged by who may have written it.
 
-use crate::stress_churn::{Held, Session, Worker, WRITTEN};
-use crate::stress_sources::{check_churn, Injected, SourceOp, PANIC_MARKER};
+use super::churn::{Held, Session, Worker, WRITTEN};
+use super::sources::{check_churn, Injected, SourceOp, PANIC_MARKER};
 use pagealloc::{PageCacheError, PageHandle};
 use std::io;
 use std::sync::atomic::Ordering;

@@ -49,16 +49,6 @@ pub enum Mode {
     Bulk2,
     /// The array form at bulk size 4.
     Bulk4,
-    /// Seed 3's old list form at bulk size 2: `alloc_pages_bulk_linked`, the
-    /// chain walked and each page freed with `free_pages`, as `bench bulk`.
-    Linked2,
-    /// The same at bulk size 4.
-    Linked4,
-    /// The same at bulk size 64 (over the front cache's batch: the per-CPU
-    /// lists serve it).
-    Linked64,
-    /// The same at bulk size 128.
-    Linked128,
     /// The order-0 pair with the per-CPU lists off (`bench buddy`'s hot pair):
     /// the zone lock and the buddy lists alone, one page kept allocated so
     /// the pair neither splits nor merges.
@@ -75,10 +65,8 @@ impl Mode {
         match self {
             Mode::Pair | Mode::PcpPair | Mode::PcpPairNostats | Mode::BuddyPair => 1,
             Mode::Bulk128 | Mode::List128 | Mode::Owned128 => BULK as u64,
-            Mode::Bulk2 | Mode::Linked2 | Mode::Owned2 => 2,
-            Mode::Bulk4 | Mode::Linked4 | Mode::Owned4 => 4,
-            Mode::Linked64 => 64,
-            Mode::Linked128 => 128,
+            Mode::Bulk2 | Mode::Owned2 => 2,
+            Mode::Bulk4 | Mode::Owned4 => 4,
             Mode::Fault1 => FAULT1 as u64,
         }
     }
@@ -95,10 +83,6 @@ impl Mode {
             Mode::Owned4 => "owned4",
             Mode::Bulk2 => "bulk2",
             Mode::Bulk4 => "bulk4",
-            Mode::Linked2 => "linked2",
-            Mode::Linked4 => "linked4",
-            Mode::Linked64 => "linked64",
-            Mode::Linked128 => "linked128",
             Mode::BuddyPair => "buddy-pair",
             Mode::Fault1 => "fault1",
         }
@@ -164,18 +148,6 @@ fn list_rounds(a: &PageAllocator, out: &mut Vec<Pfn>, rounds: u64) {
 }
 
 #[inline(never)]
-fn linked_rounds(a: &PageAllocator, step: usize, rounds: u64) {
-    for _ in 0..rounds {
-        let c = a.alloc_pages_bulk_linked(Gfp::KERNEL, step);
-        assert_eq!(c.len(), step, "fastpath: linked form came back short");
-        for p in a.chain_iter(&c) {
-            a.free_pages(p, 0).expect("fastpath: free");
-        }
-        drop(c);
-    }
-}
-
-#[inline(never)]
 fn fault1_rounds(a: &PageAllocator, out: &mut Vec<Pfn>, rounds: u64) {
     for _ in 0..rounds {
         for _ in 0..FAULT1 {
@@ -192,7 +164,7 @@ fn fault1_rounds(a: &PageAllocator, out: &mut Vec<Pfn>, rounds: u64) {
 /// warm-up; the exit status.
 pub fn run(mode: Mode, pages: u64) -> i32 {
     let rounds = (pages / mode.pages()).max(1);
-    crate::harness::pin(0);
+    pagealloc::pin_to_cpu(0);
     let arena = if mode == Mode::Fault1 { 1 << 30 } else { 64 << 20 };
     let cfg = Config::new()
         .arena_bytes(arena)
@@ -233,11 +205,6 @@ pub fn run(mode: Mode, pages: u64) -> i32 {
             let mut out = Vec::with_capacity(BULK);
             list_rounds(a, &mut out, WARM_ROUNDS);
             list_rounds(a, &mut out, rounds);
-        }
-        Mode::Linked2 | Mode::Linked4 | Mode::Linked64 | Mode::Linked128 => {
-            let step = mode.pages() as usize;
-            linked_rounds(a, step, WARM_ROUNDS);
-            linked_rounds(a, step, rounds);
         }
         Mode::Fault1 => {
             let mut out = Vec::with_capacity(FAULT1);

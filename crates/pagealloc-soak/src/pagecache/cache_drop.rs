@@ -7,7 +7,7 @@
 //! still reads its page's bytes until it is dropped, which frees the page
 //! (the conservation check at the end sees any page leaked).
 
-use crate::stress_churn::{Worker, CHURN_IDS, CHURN_PAGES};
+use super::churn::{Worker, CHURN_IDS, CHURN_PAGES};
 use pagealloc::{Mapping, PageCache, PageCacheError, PAGE_SIZE};
 use std::io;
 use std::sync::atomic::Ordering;
