@@ -356,7 +356,7 @@ bitflags::bitflags! {
         const ZERO = 1 << 3;
         /// Never leave the requested node.
         const THISNODE = 1 << 4;
-        /// Never compact directly in the slow path (compaction, issue 17).
+        /// Never compact directly in the slow path (see `compaction`).
         const NO_COMPACT = 1 << 8;
         /// Unmovable kernel-style allocation: no type bits (the kernel's GFP_KERNEL).
         const KERNEL = 0;

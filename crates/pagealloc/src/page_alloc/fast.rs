@@ -42,8 +42,8 @@ impl Core {
     /// [`Core::alloc_node`], which refills.
     ///
     /// Budget: with the free fast path, an alloc+free pair on a front-cache
-    /// hit is at most 73 instructions (x86-64, callgrind; the golden test in
-    /// `scripts/fastpath-budget` holds it). No atomic read-modify-write: a
+    /// hit stays within the `pair` budget of `crates/pagealloc/fastpath-budget.txt`
+    /// (x86-64, callgrind; `scripts/fastpath-budget` checks it in CI). No atomic read-modify-write: a
     /// thread-local load, the slot's enter/exit handshake (two stores and a
     /// load), a pop and one store of the descriptor's flags; with backing
     /// memory and `Config::prefetch_on_alloc`, a prefetch of the frame four

@@ -21,7 +21,7 @@ impl Core {
     /// could not take it. False, changing nothing, otherwise:
     /// [`Core::free_slow`] handles it, misuse included.
     ///
-    /// Budget: see [`Core::alloc0_front`] (73 instructions for the pair). The
+    /// Budget: see [`Core::alloc0_front`] (the pair's, in the golden file). The
     /// claim is the one atomic read-modify-write of the pair: a compare-and-
     /// swap from exactly `HEAD` to `PCP`, so a racing free or lock of the
     /// same page makes one of the two fail cleanly.

@@ -6,10 +6,11 @@
 //! /proc has no place for.
 //!
 //! Every report is built from counters read without the zone lock (see
-//! [`super::snapshot`]), except the old design of seed 5, kept for the A/B:
+//! [`super::snapshot`]), except the old design, kept for the pagetypeinfo A/B:
 //! with `Config::pagetypeinfo_walk_lists(true)`, `pagetypeinfo` walks every free
 //! list under the zone lock, counting at most 100000 entries per list and dropping
-//! and retaking the lock between orders, as the kernel did before seed 5.
+//! and retaking the lock between orders, as the kernel did before it kept
+//! per-migratetype free counts.
 //!
 //! Formats, as Linux 6.18 prints them (`%6lu ` means the value right aligned in
 //! six columns, then one space). Every key printed is in 6.18's files; we print
@@ -390,7 +391,7 @@ pub struct PcpStat {
     /// over zones (the kernel keeps this per zone but prints it in no /proc
     /// file of 6.18).
     pub nr_reserved_highatomic: u64,
-    // --- Free page reporting (issue 18): Linux prints none of these ---
+    // --- Free page reporting: Linux prints none of these ---
     /// `page_reporting_passes`: reporting passes run.
     pub page_reporting_passes: u64,
     /// `page_reporting_released`: pages released over the allocator's life.
@@ -535,7 +536,7 @@ impl Core {
             .collect()
     }
 
-    /// The old design of seed 5: count every free list by walking it under the
+    /// The old design (before per-migratetype counts): count every free list by walking it under the
     /// zone lock, at most [`PAGETYPEINFO_CAP`] entries per list, dropping and
     /// retaking the lock between orders. Pageblocks are counted by scanning each
     /// pageblock's type, as the kernel's block-count section does.

@@ -189,13 +189,13 @@ impl Vmscan {
         v.len() != n
     }
 
-    /// Ask every shrinker for about `nr` pages, each in proportion to what it
-    /// says it could free (`do_shrink_slab`); returns the pages freed.
     /// Whether any shrinker is registered.
     pub(crate) fn has_shrinkers(&self) -> bool {
         !self.shrinkers.read().is_empty()
     }
 
+    /// Ask every shrinker for about `nr` pages, each in proportion to what it
+    /// says it could free (`do_shrink_slab`); returns the pages freed.
     pub(crate) fn shrink_all(&self, nr: u64, nid: Option<u32>, direct: bool) -> u64 {
         let list: Vec<Arc<dyn Shrinker>> = self.shrinkers.read().iter().map(|(_, s)| s.clone()).collect();
         let probe = ShrinkControl { nr_to_scan: 0, nid, direct };
