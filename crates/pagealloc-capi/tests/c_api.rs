@@ -113,6 +113,26 @@ fn c_api_test_shared() {
     assert!(out.contains("checks passed"), "{out}");
 }
 
+/// The C quick start in README.md: the first ```c block under
+/// "## Quick start (C)", written out, built as the README says (static) and
+/// run. It must exit 0, which it does only when the double free is refused.
+#[test]
+fn readme_c_quick_start() {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+    let section = readme.split("## Quick start (C)").nth(1).expect("README has a \"## Quick start (C)\" section");
+    let code = section
+        .split("```c\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n```").next())
+        .expect("a ```c block in the C quick start");
+    assert!(code.contains("int main"), "the C quick start must be a whole program:\n{code}");
+    let src = out_dir().join("readme_quick_start.c");
+    std::fs::write(&src, format!("{code}\n")).expect("write readme_quick_start.c");
+    let exe = build(&src, "readme_quick_start", Link::Static);
+    let out = check("README's C quick start", Command::new(&exe).output().expect("run readme_quick_start"));
+    assert!(out.contains("refused: ") && out.contains("double free"), "{out}");
+}
+
 fn tcache_test() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/tcache_test.c")
 }

@@ -1,4 +1,4 @@
-//! `pagealloc stress --nolock-signal`: issue 19's signal soak. A timer thread
+//! `pagealloc-soak stress --nolock-signal`: the signal soak. A timer thread
 //! sends SIGUSR1 to the workers in turn, one signal every 50 us; the handler
 //! frees and allocates with the no-lock API (`alloc_pages_nolock`,
 //! `free_pages_nolock`) while the interrupted workers allocate and free

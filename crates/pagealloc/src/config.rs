@@ -63,7 +63,7 @@ pub enum DrainMode {
     /// Today's kernel: pick and merge in one pass under the zone lock.
     #[default]
     SinglePass,
-    /// Seed 1: pick pages off the lists first, then merge them under the zone lock.
+    /// The old design: pick pages off the lists first, then merge them under the zone lock.
     TwoPass,
 }
 
@@ -151,7 +151,7 @@ pub struct Config {
     /// only).
     #[cfg(feature = "seed-variants")]
     pub pagetypeinfo_walk_lists: bool,
-    // --- Free page reporting and page initialisation (issue 18) ---
+    // --- Free page reporting and page initialisation ---
     /// Free page reporting: release free blocks that stayed free for
     /// [`Config::page_reporting_delay_ms`] (madvise with anonymous or hugepage
     /// backing, [`Config::page_reporting_callback`] with [`Backing::None`]; never
@@ -177,7 +177,7 @@ pub struct Config {
     /// released blocks are already zero and are not zeroed again). The inline
     /// front-cache allocation paths step aside while it is on. Default off.
     pub init_on_alloc: bool,
-    // Compaction (issue 17).
+    // Compaction.
     /// The kernel's `vm.extfrag_threshold` (0..=1000, default 500): direct
     /// compaction for an order above 3 is skipped when the fragmentation
     /// index is at or below it (the failure is lack of memory, not
@@ -186,7 +186,7 @@ pub struct Config {
     // Zone-lock statistics (lockstat):
     /// Count zone-lock wait and hold times (`PageAllocator::lockstat`). Default on.
     pub lock_stats: bool,
-    // --- Free page reporting with hugepage backing, init_on_free (issue 18) ---
+    // --- Free page reporting with hugepage backing, init_on_free ---
     /// With hugepage backing and movable pages registered: when the reporter
     /// finds the allocator idle for the delay, it first compacts the zones if
     /// their free memory outside whole free pageblocks adds up to at least two
@@ -203,7 +203,7 @@ pub struct Config {
     /// two combine: a released block is zero whichever way it was released.
     /// The inline free path steps aside while it is on. Default off.
     pub init_on_free: bool,
-    // kcompactd, proactive compaction and grouping by mobility (issue 17).
+    // kcompactd, proactive compaction and grouping by mobility.
     /// The kernel's `vm.compaction_proactiveness` (0..=100, default 20):
     /// kcompactd compacts a node in the background when its fragmentation
     /// score is above `min(max(100 - p, 5) + 10, 100)` and stops at
@@ -216,7 +216,7 @@ pub struct Config {
     /// movable ones anywhere. Turns the inline front-cache allocation off.
     /// Default off (the kernel sets it when memory is too small to group).
     pub page_group_by_mobility_disabled: bool,
-    // --- Hugepage filler (issue 18) ---
+    // --- Hugepage filler ---
     /// With hugepage backing, per-CPU refills fill partly used pageblocks
     /// before they split a wholly free one (Temeraire's filler in buddy
     /// terms: best fit by free range), so live memory packs into few 2 MiB

@@ -9,6 +9,20 @@ use std::sync::Arc;
 use thiserror::Error;
 
 /// An allocation that could not be met. A normal result, never an abort.
+///
+/// ```
+/// use pagealloc::{AllocError, Config, Gfp, PageAllocator};
+/// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
+/// assert!(matches!(a.alloc_pages(Gfp::KERNEL, 11), Err(AllocError::InvalidOrder { order: 11 })));
+/// let mut held = Vec::new();
+/// let err = loop {
+///     match a.alloc_pages(Gfp::KERNEL, 9) {
+///         Ok(p) => held.push(p),
+///         Err(e) => break e, // the arena is used up: an error, not an abort
+///     }
+/// };
+/// assert!(matches!(err, AllocError::NoMemory { .. }));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum AllocError {
@@ -61,6 +75,16 @@ pub enum AllocError {
 }
 
 /// Why `free_pages` refused a pfn. The allocator's state is unchanged.
+///
+/// ```
+/// use pagealloc::{Config, FreeError, Gfp, PageAllocator};
+/// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
+/// let pfn = a.alloc_pages(Gfp::KERNEL, 2).unwrap();
+/// assert!(matches!(a.free_pages(pfn, 1), Err(FreeError::WrongOrder { .. })));
+/// a.free_pages(pfn, 2).unwrap();
+/// assert_eq!(a.free_pages(pfn, 2), Err(FreeError::DoubleFree { pfn }));
+/// a.check_invariants().unwrap();
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum FreeError {

@@ -160,8 +160,8 @@ impl Core {
                     let mut b = p;
                     while b < p + (1u64 << o) {
                         let bmt = z.pageblock_mt_racy(b);
-                        // Seed 2's old design may file a page under a stale pcp type
-                        // (its known flaw); today's design never does.
+                        // The old migratetype cache may file a page under a stale pcp
+                        // type (its known flaw); today's design never does.
                         let stale_ok = self.cfg.pcp_mt_cache() && bmt.is_pcptype() && mt.is_pcptype();
                         if bmt != mt && !stale_ok {
                             return err(

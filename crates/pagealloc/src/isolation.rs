@@ -8,7 +8,7 @@
 //! drains every per-CPU list and front cache. From then on frees into the block
 //! bypass the per-CPU lists, and pages that were on a list when the bit was set
 //! land on the Isolate list when drained, because drains read the pageblock's
-//! type at drain time (seed 2's correctness half).
+//! type at drain time (a type cached on the page at free would miss the bit).
 //!
 //! A free block larger than a pageblock that straddles the range's edge is split
 //! first, so isolation never reaches outside the pageblocks asked for.
@@ -201,7 +201,7 @@ impl Core {
                 s += align;
             }
         }
-        // Compaction (issue 17): with movable pages about, move them out of a range.
+        // Compaction: with movable pages about, move them out of a range.
         if inner.mobility.any_registered() {
             return inner.alloc_contig_pages_migrate(nr_pages, gfp, caught);
         }

@@ -14,9 +14,12 @@
 //! a.check_invariants().unwrap();
 //! ```
 //!
-//! Layers, each using only the one below: `memmap` (arena, descriptors) ->
-//! `zone`/`buddy` (free areas, merge/split, fallback) -> `allocator` (zonelists,
-//! watermarks, public API).
+//! The layers, from the façade ([`PageAllocator`]) down: the allocation paths
+//! (`page_alloc`), the thread front caches (`front`) and per-CPU lists
+//! (`pcp`), zones and the buddy algorithm (`zone`, `buddy`), and the memory
+//! map (`memmap`: arena, descriptors, pageblock table); reclaim, compaction,
+//! reporting and the page cache sit beside the façade. The repository's
+//! `docs/design.md` draws them and follows one request through them.
 #![warn(missing_docs)]
 
 mod allocator;

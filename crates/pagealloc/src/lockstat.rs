@@ -1,7 +1,8 @@
 //! Zone-lock statistics (the kernel's zone-lock tracepoints, as counters):
 //! how long each zone lock was waited for and held, as log2 histograms of
 //! clock ticks, and how long the per-CPU drains held it and how many pages they
-//! gave back while holding it (seed 1's figure: hold time per drained page).
+//! gave back while holding it (the hold time per drained page, the figure
+//! the bulk-drain experiment compares).
 //!
 //! Ticks: TSC cycles on x86-64 (`rdtsc`, unserialised: a few cycles of skew
 //! either way, no fence on the lock's path), nanoseconds since the first read
@@ -14,11 +15,10 @@
 //!   just after the lock is taken; an uncontended one waited 0 ticks, exactly,
 //!   without reading the clock).
 //! - `sum(hold_hist) == hold_samples <= acquisitions`: holds are *sampled*.
-//!   The clock costs tens of cycles a read (23 ns measured on one of this
-//!   project's hosts, two reads a hold: more than a whole uncontended buddy
-//!   pair), so an uncontended acquisition has its hold timed one time in
+//!   The clock costs tens of cycles a read (two reads a hold cost more
+//!   than a whole uncontended buddy pair), so an uncontended acquisition has its hold timed one time in
 //!   [`LOCKSTAT_SAMPLE`]; a contended acquisition (its wait is timed anyway)
-//!   and every per-CPU drain (seed 1's figure) are always timed.
+//!   and every per-CPU drain (for the hold per drained page) are always timed.
 //!   `hold_ticks / hold_samples` is the mean hold.
 //! - `drains <= hold_samples`; `drain_hold_ticks <= hold_ticks`.
 //! - While counting is off, nothing is counted and the clock is never read. A
@@ -190,11 +190,11 @@ const PCP_OFF: u32 = u32::MAX;
 /// workload aliases with the sampling), and of every blocking acquisition,
 /// is timed. A try-lock pays one decrement and one branch whether counting
 /// is on or off (`countdown` never reaches 0 while off, in practice);
-/// only the sampled holds read the clock. On the development VM a TSC read
-/// costs about 28 ns, and a front-cache workload takes a list lock every
-/// few dozen pages: timing every hold cost 10% of pcp-flush. One in 64
-/// keeps the front-off pair (`scripts/fastpath-budget` pcp-pair) within
-/// its budget: 1 in 16 cost 7 instructions a pair more.
+/// only the sampled holds read the clock. A TSC read costs tens of cycles
+/// and a front-cache workload takes a list lock every few dozen pages, so
+/// timing every hold shows in pcp-flush; one in 64 keeps the front-off
+/// pair (`scripts/fastpath-budget` pcp-pair) within its budget, where 1 in
+/// 16 did not (figures: docs/results/, the fast-path file).
 #[derive(Debug, Clone)]
 pub(crate) struct PcpLockStat {
     /// Try-locks left until the next timed one (the acquisition that brings

@@ -34,6 +34,19 @@ use crate::types::{Gfp, Pfn, PAGE_SIZE};
 
 /// A fixed number of slots, each empty or holding one order-0 page owned by
 /// the array (see the module doc). Dropping it frees its pages.
+///
+/// ```
+/// use pagealloc::{Config, Gfp, PageAllocator};
+/// let a = PageAllocator::new(Config::new().arena_bytes(8 << 20)).unwrap();
+/// let mut arr = a.page_array(16).unwrap();
+/// assert_eq!(arr.fill(Gfp::KERNEL), 16); // every slot now holds a page
+/// arr.frame_mut(3).unwrap()[0] = 7;
+/// assert_eq!(arr.frame(3).unwrap()[0], 7);
+/// let page = arr.take(3).unwrap(); // out of the array, as an owned page
+/// assert_eq!(arr.populated(), 15);
+/// arr.release(); // frees the other 15; `page` frees its own on drop
+/// drop(page);
+/// ```
 pub struct PageArray<'a> {
     alloc: &'a PageAllocator,
     slots: Box<[Option<Pfn>]>,

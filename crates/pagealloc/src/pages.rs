@@ -18,6 +18,19 @@ use crate::types::{Gfp, Pfn, PAGE_SIZE};
 use std::ptr::NonNull;
 
 /// `1 << order` contiguous frames owned by this value. Dropping it frees them.
+///
+/// ```
+/// use pagealloc::{Config, Gfp, PageAllocator, FreeError};
+/// let a = PageAllocator::new(Config::new().arena_bytes(8 << 20)).unwrap();
+/// let mut p = a.alloc(Gfp::ZERO, 1).unwrap(); // two zeroed pages
+/// assert_eq!(p.len(), 2); // frames
+/// let bytes = p.as_mut_slice().unwrap(); // the bytes, through safe code
+/// assert_eq!(bytes.len(), 8192);
+/// bytes[8191] = 1;
+/// // The raw pfn API cannot free what a handle owns.
+/// assert!(matches!(a.free_pages(p.pfn(), 1), Err(FreeError::Owned { .. })));
+/// drop(p); // frees them
+/// ```
 #[must_use = "dropping Pages frees them at once"]
 pub struct Pages<'a> {
     alloc: &'a PageAllocator,

@@ -30,6 +30,14 @@ pub(crate) const MAX_ARENA_BYTES: u64 = ((u32::MAX as u64 - 1) / PAGEBLOCK_PAGES
 /// `Option<Pfn>` is 8 bytes, like the kernel's page pointer array where NULL is
 /// a hole: the bulk allocator's slots are `Option<Pfn>`).
 /// `repr(transparent)`: laid out as its `NonZeroU64` (the number plus one).
+///
+/// ```
+/// use pagealloc::Pfn;
+/// let p = Pfn::new(0x200);
+/// assert_eq!(p.add(3).as_u64(), 0x203);
+/// assert_eq!(p.checked_sub(0x201), None);
+/// assert_eq!(std::mem::size_of::<Option<Pfn>>(), 8);
+/// ```
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[repr(transparent)]
 pub struct Pfn(NonZeroU64);
@@ -356,7 +364,7 @@ bitflags::bitflags! {
         const ZERO = 1 << 3;
         /// Never leave the requested node.
         const THISNODE = 1 << 4;
-        /// Never compact directly in the slow path (compaction, issue 17).
+        /// Never compact directly in the slow path (see `compaction`).
         const NO_COMPACT = 1 << 8;
         /// Unmovable kernel-style allocation: no type bits (the kernel's GFP_KERNEL).
         const KERNEL = 0;

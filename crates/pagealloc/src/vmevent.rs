@@ -69,7 +69,7 @@ events! {
     HighatomicReserve = "highatomic_reserve",
     /// `pgalloc_fail` (ours, pcpstat): allocation failures.
     AllocFail = "pgalloc_fail",
-    // Page cache, LRU and reclaim (issue 16): the kernel's /proc/vmstat names.
+    // Page cache, LRU and reclaim: the kernel's /proc/vmstat names.
     /// `pgscan_kswapd`: LRU pages scanned by kswapd.
     PgscanKswapd = "pgscan_kswapd",
     /// `pgscan_direct`: LRU pages scanned by direct reclaim.
@@ -102,7 +102,7 @@ events! {
     /// `nolock_deferred_free` (ours, pcpstat): no-lock frees parked on the
     /// deferred list because no lock could be had without waiting.
     NolockDeferred = "nolock_deferred_free",
-    // Migration and compaction (issue 17).
+    // Migration and compaction.
     /// `pgmigrate_success` (/proc/vmstat): pages migrated.
     PgmigrateSuccess = "pgmigrate_success",
     /// `pgmigrate_fail` (/proc/vmstat): pages whose migration was tried and
@@ -120,7 +120,7 @@ events! {
     CompactFail = "compact_fail",
     /// `compact_success` (/proc/vmstat): direct compactions after which the allocation succeeded.
     CompactSuccess = "compact_success",
-    // kcompactd and proactive compaction (issue 17, compaction/kcompactd.rs).
+    // kcompactd and proactive compaction (compaction/kcompactd.rs).
     /// `compact_daemon_wake` (/proc/vmstat): kcompactd runs woken by kswapd
     /// for a high-order request.
     CompactDaemonWake = "compact_daemon_wake",
@@ -250,8 +250,8 @@ impl PerCpuEvents {
     }
 
     /// Count `n` events on the calling thread's slot: the CPU it was on when it
-    /// first counted, cached in a thread-local (asking for the CPU on every event
-    /// costs more than the event: sched_getcpu is about 10 ns here).
+    /// first counted, cached in a thread-local (asking for the CPU on every event,
+    /// a `sched_getcpu` call, would cost more than the event).
     #[inline(always)]
     pub(crate) fn count(&self, ev: VmEvent, n: u64) {
         thread_local! {

@@ -30,8 +30,7 @@
 //! `black_box`: both are calls with side effects the compiler cannot drop, and
 //! `black_box(&vec)` made it reload the `Vec` header with one 16-byte load
 //! right after `extend` had stored its length, a store-forwarding stall that
-//! added about 3 ns per call to the list form alone on the AMD EPYC it was
-//! found on.
+//! slowed the list form alone.
 //!
 //! At the largest step a fifth loop runs beside the four forms, timed
 //! alternately with them: the floor of any array form whose free must claim

@@ -1,4 +1,4 @@
-//! `pagealloc bench dd` (issue 16; on demand only: it writes files). Seed 4's
+//! `pagealloc bench dd` (on demand only: it writes files). Seed 4's
 //! dd test as Mel Gorman ran it: a file a tenth of memory (here of the
 //! arena) written with `dd`, then read back, and deleted, over and over, the
 //! elapsed time of each iteration reported in mmtests' layout, on tmpfs
@@ -150,9 +150,10 @@ fn table(rows: &[(String, Vec<Vec<f64>>)]) -> String {
             let label = format!("{fs:<fs_w$} {stat:<6} elapsed");
             s.push_str(&format!("{label:<label_w$} "));
             let base = f(&cols[0]);
-            for c in cols {
+            for (i, c) in cols.iter().enumerate() {
                 let v = f(c);
-                s.push_str(&format!("{v:12.4} ({:7.2}%)", mmtests::pndiff(v, base)));
+                let sig = i > 0 && stat == "Amean" && mmtests::significant(&cols[0], c);
+                s.push_str(&format!("{v:12.4}{}", mmtests::pct_cell(mmtests::pndiff(v, base), sig)));
             }
             s.push('\n');
         }
@@ -272,5 +273,27 @@ impl Experiment for Dd {
             });
         }
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The seed's table stars a significant Amean change against `old`, as
+    /// compare-mmtests.pl does, and leaves overlapping ones in parentheses.
+    #[test]
+    fn table_stars_significant_amean_changes_only() {
+        let rows = vec![(
+            "tmpfs".to_string(),
+            vec![vec![100.0, 101.0, 99.0], vec![70.0, 71.0, 69.0], vec![80.0, 120.0, 100.0]],
+        )];
+        let t = table(&rows);
+        let amean = t.lines().find(|l| l.contains("Amean")).expect("Amean row");
+        // new: 30% faster, intervals apart; kernel: 0% to the mean's noise.
+        assert!(amean.contains("*  30.00%*"), "{t}");
+        assert!(amean.contains("(   0.00%)"), "{t}");
+        assert_eq!(amean.matches('*').count(), 2, "only new is significant: {t}");
+        assert!(t.lines().filter(|l| !l.contains("Amean")).all(|l| !l.contains('*')), "{t}");
     }
 }

@@ -27,9 +27,8 @@ const HUGE: usize = 2 << 20;
 
 /// Rounds a variant runs in a row before the next variant's turn, as
 /// will-it-scale runs one testcase continuously: switching variant every
-/// round left each one's descriptors and lists cold, and cost the hugepage
-/// case 27.9 against 18.7 ns a page in one run (the floor's writes miss the
-/// cache either way).
+/// round left each one's descriptors and lists cold, and slowed the hugepage
+/// case by half (the floor's writes miss the cache either way).
 const BLOCK: usize = 10;
 /// Rounds run after each switch of variant and not recorded: the caches
 /// the previous variant left behind are not this one's.

@@ -1,4 +1,4 @@
-//! `pagealloc bench hugepage-filler` (issue 18; on demand): does the
+//! `pagealloc bench hugepage-filler` (on demand): does the
 //! hugepage filler (`Config::hugepage_filler`: per-CPU refills fill partly
 //! used pageblocks before they split a wholly free one) pack live memory
 //! into fewer 2 MiB pages under a fragmenting workload?
@@ -19,13 +19,9 @@
 //! /proc/self/smaps), and `churn-ns` (the churn's ns per page allocated and
 //! freed, written once: the filler's cost).
 //!
-//! Found: 64 pageblocks with the filler against 65 without (24 would hold
-//! the live pages), the churn 5-10% dearer (three runs at a quieter
-//! moment: 38.1-39.7 ns a page against 35.3-43.2). Counted round by round,
-//! the long-lived pages are in those pageblocks after the first round
-//! already: at each trough every pageblock keeps short-lived survivors, all
-//! are about as full, and the new pages land in all of them. Front caches
-//! off: the same.
+//! The filler packs only where pageblocks differ in fullness: when every
+//! pageblock keeps short-lived survivors at each trough, all are about as
+//! full and new pages land in all of them. Dated figures are in docs/results/.
 
 use super::hugepage::smaps_range;
 use crate::harness::{stats, Ctx, Experiment, ExperimentResult, Figure};

@@ -1,4 +1,4 @@
-//! `pagealloc bench lru-file-readonce` (issue 16; on demand only, not in the
+//! `pagealloc bench lru-file-readonce` (on demand only, not in the
 //! default run: it writes a file ten times the arena). vm-scalability's
 //! lru-file-readonce on our page cache: a 128 MiB arena with a page cache and
 //! kswapd, a real file of ten times the arena on the machine's disk file
@@ -16,15 +16,8 @@
 //! arena (no reclaim runs; checked) give the latency "with no reclaim
 //! running"; the target is p99 under reclaim at most 2x that.
 //!
-//! Figures of 2026-11-23 (`pagealloc bench lru-file-readonce --full`, 5
-//! repeats, medians, on the shared 2-CPU machine at load 5..7), before and
-//! after the reclaim changes of issue 16's session x16: kswapd's share
-//! 52.7% -> 91.7% (runs 50..75% -> 91..96%), failed allocations 83 -> 0,
-//! allocation latency under reclaim p50 210 -> 291 ns, p99 27.3 -> 2.2 us
-//! (no reclaim: 2.0 / 2.3 us), p99.9 93 -> 100 us (no reclaim: 56 / 12 us),
-//! max 22 / 52 ms (scheduler preemption on a loaded machine, no reclaim
-//! alike: 4.5 / 14 ms). kswapd's share moves with the machine's load: its
-//! wakeup waits for a CPU that two pinned readers hold.
+//! kswapd's share moves with the machine's load: its wakeup waits for a CPU
+//! that two pinned readers hold. Dated figures are in docs/results/.
 
 use crate::harness::{pin, rdtsc, Ctx, Experiment, ExperimentResult, Figure};
 use pagealloc::{Config, FileSource, PageAllocator, PageCache, PageCacheConfig, PageSource, PAGE_SIZE};

@@ -1,4 +1,4 @@
-//! `pagealloc bench lru-file-readtwice` (issue 16; on demand only: it writes
+//! `pagealloc bench lru-file-readtwice` (on demand only: it writes
 //! a file and reads it many times). vm-scalability's lru-file-readtwice on our
 //! page cache: a 128 MiB arena with a page cache and kswapd, a real file of
 //! half the arena on the machine's disk file system (the temporary
@@ -25,8 +25,8 @@
 //! Then cold sequential reads measured fairly (`cold_seq`): a file of 256
 //! MiB (passes of 100 ms and more) in an arena of twice that, 11 rounds (21
 //! with `--full`) of one cold pass per variant in a rotating order, the
-//! median of the per-round ratios to the kernel with its min..max; target
-//! (issue 16): at least 0.9x the kernel's throughput for the default
+//! median of the per-round ratios to the kernel with its min..max; target:
+//! at least 0.9x the kernel's throughput for the default
 //! readahead (`new`).
 
 use super::cold_seq::{self, pass};

@@ -415,10 +415,9 @@ impl Experiment for PageFault1 {
         };
         // will-it-scale: 5 warm-up seconds; runtest.py: 5 measured seconds (-s 5).
         // Quick mode warms up for 3: with 1, the two-pass drain's hold per
-        // drained page at 2 threads read about 5 cycles for the first 0.4-0.8
-        // measured seconds and 9-10 after (2026-11-24, four default runs; with
-        // 5 warm-up seconds all 25 samples 8.4-11.4), and that step, not noise,
-        // made seed 1's page-fault1 row "inconclusive" (spread 38-52%).
+        // drained page at 2 threads stepped up during the first measured
+        // second, and that step, not noise, made seed 1's page-fault1 row
+        // "inconclusive" (figures in docs/results/).
         let (warmup, measure) = if ctx.full { (5, 5) } else { (3, 2) };
         let mut kinds = Vec::new();
         if args.variant != VariantArg::TwoPass {
@@ -726,7 +725,7 @@ mod tests {
 
     #[test]
     fn the_old_lines_crash_runtest_py_and_ours_do_not() {
-        // The lines issue 20 reported, which runtest.py could not unpack.
+        // Lines an earlier version printed, which runtest.py could not unpack.
         for old in [
             "testcase:floor: the writes alone, to resident memory (1 threads)\n",
             "testcase:system allocator: 32768 aligned 4 KiB blocks, touch, free (1 threads)\n",

@@ -1,4 +1,4 @@
-//! `pagealloc bench pagecache-map` (issue 16; on demand only: it writes a
+//! `pagealloc bench pagecache-map` (on demand only: it writes a
 //! file). Seed 4's page-range mapping test, scaled to a small arena: the
 //! seed timed mapping a range of a cached file (xfs, sizes 107M..2147M in
 //! 20 steps, "Procs" rows), the work of the kernel's `filemap_map_pages`:

@@ -1,4 +1,4 @@
-//! `pagealloc bench reporting-cost` (issue 18; on demand): what free page
+//! `pagealloc bench reporting-cost` (on demand): what free page
 //! reporting costs the hot paths. Two allocators on the default 1 GiB
 //! anonymous arena, one with reporting on (the default: the reporter thread
 //! runs its passes) and one with it off, measured alternately, round by

@@ -64,8 +64,8 @@ impl Ctx {
 /// `p`, hidden from the optimizer in a register. `std::hint::black_box`
 /// stores its value to the stack and loads it back; in a timed loop that
 /// store can alias (in its low 12 bits) a word the allocator touches next,
-/// and the false dependency showed as pair times from 6.4 to 9.1 ns as the
-/// environment's size moved the stack (tcmalloc's stayed at 6.9 ns).
+/// and the false dependency moved the pair's time with the size of the
+/// environment (which moves the stack) while tcmalloc's stayed put.
 #[inline(always)]
 pub fn opaque_pfn(p: pagealloc::Pfn) -> pagealloc::Pfn {
     // SAFETY: `Pfn` is `repr(transparent)` over a `NonZeroU64`, so it is a

@@ -10,6 +10,10 @@
 //! Amean  alloc-odr4-1     8550.20 (   0.00%)     8901.40 (  -4.11%)
 //! ```
 //!
+//! On the Amean row a difference compare-mmtests.pl judges significant (the
+//! means' 95% intervals apart, [`super::mmtests::significant`]) is printed
+//! between stars, `*  -4.11%*`, as it prints it.
+//!
 //! The percentage is signed so that positive is always better: for
 //! lower-is-better figures it is `100 - new * 100 / base`, for higher-is-better
 //! ones `new * 100 / base - 100`; Stddev is always lower-is-better.
@@ -80,12 +84,15 @@ pub fn table(base: &str, new: &str, rows: &[Row]) -> String {
             }
             let (b, n) = (f(r.base), f(r.new));
             let hib = r.higher_is_better && !always_lower;
+            // compare-mmtests.pl marks a significant difference on the Amean
+            // row only, with stars for parentheses.
+            let sig = name == "Amean" && super::mmtests::significant(r.base, r.new);
             let _ = writeln!(
                 s,
-                "{name:<sw$} {:<w$}{b:>12.2} ({:>7.2}%){n:>12.2} ({:>7.2}%)",
+                "{name:<sw$} {:<w$}{b:>12.2}{}{n:>12.2}{}",
                 r.metric,
-                pct(b, b, hib),
-                pct(b, n, hib)
+                super::mmtests::pct_cell(pct(b, b, hib), false),
+                super::mmtests::pct_cell(pct(b, n, hib), sig)
             );
         }
     }
@@ -167,5 +174,29 @@ mod tests {
         assert_eq!(format!("{:.2}", pct(v, v, true)), "0.00");
         let t = table("a", "b", &[Row { metric: "m", higher_is_better: true, base: &[v], new: &[v] }]);
         assert!(!t.contains("-0.00"), "{t}");
+    }
+
+    /// The Amean cell is starred exactly when the two runs' mean intervals
+    /// are apart, as compare-mmtests.pl stars it; other rows never are.
+    #[test]
+    fn significant_amean_differences_are_starred() {
+        let far =
+            [Row { metric: "m", higher_is_better: false, base: &[100.0, 101.0, 99.0], new: &[130.0, 131.0, 129.0] }];
+        let t = table("a", "b", &far);
+        let amean = t.lines().find(|l| l.starts_with("Amean")).expect("Amean row");
+        assert!(amean.ends_with("* -30.00%*"), "{t}");
+        assert!(amean.contains("(   0.00%)"), "the baseline column is never starred: {t}");
+        for l in t.lines().skip(1).filter(|l| !l.starts_with("Amean")) {
+            assert!(!l.contains('*'), "only the Amean row may be starred: {t}");
+        }
+        // The same means with wide spreads overlap: parentheses.
+        let near =
+            [Row { metric: "m", higher_is_better: false, base: &[60.0, 140.0, 100.0], new: &[90.0, 170.0, 130.0] }];
+        let t = table("a", "b", &near);
+        let amean = t.lines().find(|l| l.starts_with("Amean")).expect("Amean row");
+        assert!(amean.ends_with("( -30.00%)"), "{t}");
+        // One sample a side has no interval: never starred.
+        let one = [Row { metric: "m", higher_is_better: false, base: &[100.0], new: &[130.0] }];
+        assert!(!table("a", "b", &one).contains('*'));
     }
 }

@@ -195,6 +195,28 @@ fn cidiff(new: f64, nci: (f64, f64), base: f64, bci: (f64, f64)) -> f64 {
     }
 }
 
+/// Whether compare-mmtests.pl marks the comparison of `new` against `base`
+/// (both runs' samples) as significant: each run's mean interval is its
+/// Amean ± qnorm(0.975) * Stddev, and the difference of the means over the
+/// intervals' spans toward each other (`cidiff`) is beyond ±1. A run without
+/// a Stddev (fewer than two samples) has no interval and is never marked.
+pub fn significant(base: &[f64], new: &[f64]) -> bool {
+    let (bsum, bci) = summarise(base);
+    let (nsum, nci) = summarise(new);
+    match (bci, nci, bsum.get(SIG_ROW), nsum.get(SIG_ROW)) {
+        (Some(bc), Some(nc), Some(&bv), Some(&nv)) => cidiff(nv, nc, bv, bc).abs() > 1.0,
+        _ => false,
+    }
+}
+
+/// One comparison cell as Compare.pm prints it: ` (%7.2f%)`, or with the
+/// parentheses replaced by stars, ` *%7.2f%*`, when the difference is
+/// significant (see [`significant`]).
+pub fn pct_cell(pct: f64, significant: bool) -> String {
+    let (open, close) = if significant { ('*', '*') } else { ('(', ')') };
+    format!(" {open}{}%{close}", perl_f(pct, 7))
+}
+
 /// Perl's `sprintf("%W.2f", x)`: NaN and infinities as `NaN`, `Inf`, `-Inf`.
 fn perl_f(x: f64, width: usize) -> String {
     if x.is_nan() {
@@ -261,8 +283,7 @@ pub fn compare(runs: &[(&str, &str)]) -> String {
                         (Some(bc), Some(mc), Some(&bv), Some(&mv)) => cidiff(bv, *bc, mv, mc).abs() > 1.0,
                         _ => false,
                     };
-                let (open, close) = if sig { ('*', '*') } else { ('(', ')') };
-                let _ = write!(s, "{} {open}{}%{close}", perl_f(v, field), perl_f(pct, cmp));
+                let _ = write!(s, "{}{}", perl_f(v, field), pct_cell(pct, sig));
             }
             s.push('\n');
         }

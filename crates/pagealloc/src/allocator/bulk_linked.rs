@@ -1,4 +1,4 @@
-//! The façade of the bulk allocator's linked list form (seed 3's old design,
+//! The façade of the bulk allocator's linked list form (the `bulk` experiment's old design,
 //! as the kernel had it): see `page_alloc::bulk_linked`.
 
 use super::PageAllocator;

@@ -1,4 +1,4 @@
-//! The façade's migration and compaction services (issue 17): movable
+//! The façade's migration and compaction services: movable
 //! operations, `compact_memory`, contiguous ranges with migration, and the
 //! fragmentation reports.
 

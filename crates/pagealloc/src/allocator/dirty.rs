@@ -1,4 +1,4 @@
-//! Dirty limits on [`PageAllocator`] (issue 16; the settings and rules are
+//! Dirty limits on [`PageAllocator`] (the settings and rules are
 //! `vmscan::dirty`'s, the flusher and the throttling `pagecache::writeback`'s).
 
 use super::PageAllocator;

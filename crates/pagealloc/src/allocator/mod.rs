@@ -36,6 +36,17 @@ use std::ptr::NonNull;
 
 /// A zoned buddy page-frame allocator over one arena. `Send + Sync`: share it by
 /// reference or clone the handle (clones share one allocator).
+///
+/// ```
+/// use pagealloc::{Config, Gfp, PageAllocator};
+/// // 16 MiB of abstract frames (no memory behind them).
+/// let a = PageAllocator::new(Config::small(16 << 20)).unwrap();
+/// let b = a.clone(); // the same allocator
+/// let pfn = a.alloc_pages(Gfp::KERNEL, 3).unwrap(); // 8 contiguous frames
+/// assert_eq!(pfn.as_u64() % 8, 0, "a block is aligned to its size");
+/// b.free_pages(pfn, 3).unwrap();
+/// b.check_invariants().unwrap();
+/// ```
 #[derive(Clone)]
 pub struct PageAllocator {
     pub(crate) core: Arc<Core>,

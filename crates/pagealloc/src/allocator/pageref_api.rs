@@ -1,5 +1,5 @@
-//! Page references, LRU batches and shrinkers on [`PageAllocator`] (issue 16;
-//! the machinery is in `page_alloc::put` and `vmscan`).
+//! Page references, LRU batches and shrinkers on [`PageAllocator`] (the
+//! machinery is in `page_alloc::put` and `vmscan`).
 
 use super::PageAllocator;
 use crate::error::{FreeError, PageStateError};

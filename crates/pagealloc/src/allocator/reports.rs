@@ -113,7 +113,7 @@ impl PageAllocator {
             ("nr_free_pages", snap.zones.iter().map(|z| z.nr_free_pages).sum()),
             ("nr_free_pages_blocks", snap.zones.iter().map(|z| z.free_pages_blocks()).sum()),
         ];
-        // Page cache gauges (issue 16), in the kernel's node-stat order.
+        // Page cache gauges, in the kernel's node-stat order.
         let (inactive, active) = (0..self.core.nodes.len())
             .map(|n| self.core.vmscan.lru_sizes(n))
             .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));

@@ -93,7 +93,7 @@ impl PageAllocator {
     /// The first broken invariant, with the pfn where it was found.
     pub fn check_invariants(&self) -> Result<(), InvariantError> {
         self.core.check_invariants()?;
-        // The LRU lists (issue 16): each walk agrees with its counter and flags.
+        // The LRU lists: each walk agrees with its counter and flags.
         self.core.vmscan.check(&self.core.mm).map_err(|e| InvariantError::new(0, e))
     }
 

@@ -67,19 +67,19 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 /// Pages per stack (three stacks per thread and allocator: at most 1.5 MiB of
-/// pages, given back by any `drain_all_pages`). 128, the largest bulk size seed
-/// 3's benchmark steps through, so a 128-page array round trip is served by the
-/// thread's stack alone, as the kernel's per-CPU list serves it there (its
-/// `high` is at least four batches: 252 pages on a zone of 1 GiB); at 64, half such an array
-/// went through the per-CPU lists: `bench bulk`'s owned array form at 128,
-/// 2.19-2.22 ns a page at 64 against 1.75-1.79 at 128 (AMD EPYC, 2026-11-24).
+/// pages, given back by any `drain_all_pages`). 128, the largest bulk size the
+/// bulk benchmark (page_bench04_bulk) steps through, so a 128-page array
+/// round trip is served by the thread's stack alone, as the kernel's
+/// per-CPU list serves it there (its `high` is at least four batches: 252
+/// pages on a zone of 1 GiB); at 64, half such an array went through the
+/// per-CPU lists (figures: docs/results/, the fast-path file).
 pub(crate) const FRONT_CAP: usize = 128;
 /// How many allocations ahead `Config::prefetch_on_alloc` prefetches a
 /// frame: far enough for the line to start its way before the caller writes
 /// it, near enough that it is still in the cache then (page-fault1 touches
-/// offset 0 of every page, which all fall in one L1 set). page-fault1 with
-/// hugepage backing, medians of six runs each, in one series: 16.4 ns a page
-/// at 2 and 4, 16.9 at 8, 18.3 at 16; 19.7 without the prefetch.
+/// offset 0 of every page, which all fall in one L1 set). In page-fault1
+/// with hugepage backing 2 and 4 ahead were fastest, 8 and 16 slower, and
+/// all beat no prefetch (figures: docs/results/).
 pub(crate) const PREFETCH_AHEAD: usize = 4;
 /// Pages moved per refill from, or flush to, the per-CPU lists.
 pub(crate) const FRONT_BATCH: usize = 32;

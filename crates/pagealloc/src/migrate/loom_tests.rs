@@ -1,5 +1,5 @@
-//! loom model of migration against the owner's free of the same page
-//! (issue 17): the real `migrate_one` on a one-pageblock, memory-backed
+//! loom model of migration against the owner's free of the same page:
+//! the real `migrate_one` on a one-pageblock, memory-backed
 //! arena, against an owner that behaves as `tests/compaction.rs`'s owners
 //! do (it frees only a page it does not see isolated, forgets it first, and
 //! retries a free refused with `FreeError::Migrating`).

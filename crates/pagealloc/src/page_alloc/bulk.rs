@@ -1,9 +1,9 @@
-//! The bulk allocator (seed 3), order 0 only.
+//! The bulk allocator, order 0 only.
 //!
 //! `alloc_pages_bulk` fills only the empty slots of a caller's slice, from this
 //! thread's front cache first (what it holds) and then under one hold of this
 //! CPU's per-CPU lock, and returns the number of leading populated slots. It can only write through the `&mut [Option<Pfn>]` it was given, so the
-//! kernel reviewer's worry in seed 3 (writing past the array) cannot happen. With
+//! kernel reviewers' worry about the array form (writing past the array) cannot happen. With
 //! one slot to fill, or when the per-CPU lock is busy, it uses the single-page path.
 
 use super::Core;

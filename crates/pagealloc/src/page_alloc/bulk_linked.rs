@@ -1,4 +1,5 @@
-//! The bulk allocator's list form as the kernel had it (seed 3's old design):
+//! The bulk allocator's list form as the kernel had it, the old design the
+//! `bulk` experiment compares against (`seed-variants` feature only):
 //! the pages it returns are threaded onto a chain through their own
 //! descriptors (the 32-bit `next`/`prev` links, as `list_add_tail` threads
 //! `page->lru`), and the caller walks the chain back, one dependent descriptor

@@ -42,8 +42,8 @@ impl Core {
     /// [`Core::alloc_node`], which refills.
     ///
     /// Budget: with the free fast path, an alloc+free pair on a front-cache
-    /// hit is at most 73 instructions (x86-64, callgrind; the golden test in
-    /// `scripts/fastpath-budget` holds it). No atomic read-modify-write: a
+    /// hit stays within the `pair` budget of `crates/pagealloc/fastpath-budget.txt`
+    /// (x86-64, callgrind; `scripts/fastpath-budget` checks it in CI). No atomic read-modify-write: a
     /// thread-local load, the slot's enter/exit handshake (two stores and a
     /// load), a pop and one store of the descriptor's flags; with backing
     /// memory and `Config::prefetch_on_alloc`, a prefetch of the frame four
@@ -230,13 +230,11 @@ impl Core {
     /// a round trip leaves the cache as it found it, its hottest page on
     /// top. Filled front to back, a round trip reversed the top of the stack
     /// (the hottest page went under the others), and the round trip itself
-    /// cost more: `pagealloc bench bulk` on an AMD EPYC, array form at bulk
-    /// 2, 7.24 ns a page front to back, 6.09 back to front, 5.92 with each
-    /// slot written before its page is marked (as here). With fewer pages
-    /// than slots, when the first slots are all holes (a large request, as
-    /// usual) they take the whole stack, back to front too, and the per-CPU
-    /// lists fill the rest (alternating builds, bulk 2-4 a further 0.1-0.2
-    /// ns a page faster with this branch, 128 unchanged); otherwise it
+    /// cost more (`pagealloc bench bulk`, array form at bulk 2; so does
+    /// marking a page before its slot is written). With fewer pages than
+    /// slots, when the first slots are all holes (a large request, as usual)
+    /// they take the whole stack, back to front too, and the per-CPU lists
+    /// fill the rest (faster at bulk 2-4, 128 unchanged); otherwise it
     /// fills front to back and stops when the stack runs dry. Either way
     /// the pages it placed are a prefix of the holes, as the return value
     /// says.

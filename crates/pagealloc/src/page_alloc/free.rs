@@ -21,7 +21,7 @@ impl Core {
     /// could not take it. False, changing nothing, otherwise:
     /// [`Core::free_slow`] handles it, misuse included.
     ///
-    /// Budget: see [`Core::alloc0_front`] (73 instructions for the pair). The
+    /// Budget: see [`Core::alloc0_front`] (the pair's, in the golden file). The
     /// claim is the one atomic read-modify-write of the pair: a compare-and-
     /// swap from exactly `HEAD` to `PCP`, so a racing free or lock of the
     /// same page makes one of the two fail cleanly.
@@ -54,8 +54,8 @@ impl Core {
         // its stores. Claimed, the page is ours to put anywhere (as it is
         // now, if it changed since its word was read).
         // `claim::claim_head` and `claim::changed_under_claim` written out:
-        // through the helpers the same instructions cost `bench bulk`'s pair
-        // 6.10 ns against 5.90 (its loop laid out differently).
+        // through the helpers the same instructions lay the pair's loop out
+        // worse (`bench bulk` measured it slower).
         crate::failinject::claim_window();
         if d.flags.compare_exchange(flags::HEAD, flags::PCP, Ordering::Acquire, Ordering::Relaxed).is_err() {
             return false;
@@ -202,8 +202,8 @@ impl Core {
         true
     }
 
-    /// A page was freed while its waiters bit was set (or, in the design
-    /// before seed 4, any page was freed): wake whoever waits so they see it
+    /// A page was freed while its waiters bit was set (or, in the old design
+    /// without the bit, any page was freed): wake whoever waits so they see it
     /// is gone (page-lock waiters re-check and report NotAllocated).
     #[cold]
     pub(crate) fn wake_freed(&self, pfn: Pfn) {

@@ -14,7 +14,7 @@
 //!   allocated head with nothing that forbids the free) to `PCP`.
 //! - [`free`] and [`give`]: where a claimed block goes: front cache, per-CPU
 //!   list, buddy.
-//! - [`bulk`] and [`bulk_free`]: seed 3's bulk allocator and its partner;
+//! - [`bulk`] and [`bulk_free`]: the bulk allocator and its partner;
 //!   [`array_release`]: a `PageArray`'s release (its pages taken back with a
 //!   plain store each, no claim).
 //! - [`drain`]: emptying per-CPU lists and front caches.
@@ -82,17 +82,17 @@ pub(crate) struct Core {
     pub(crate) prefetch_base: usize,
     /// Whether the inline front-cache free path applies (cache on, frees wake
     /// waiters only when the waiters bit says so, and no type is cached on
-    /// the page at free: seed 2's old design).
+    /// the page at free, the old design of the `pcp-flush` experiment).
     pub(crate) front_free_inline: bool,
     /// Every thread's front cache for this allocator, and the drain lock.
     pub(crate) fronts: Fronts,
-    /// Free page reporting (issue 18).
+    /// Free page reporting.
     pub(crate) reporting: crate::reporting::Reporting,
-    /// LRU lists, LRU batches, shrinkers and reclaim gauges (issue 16).
+    /// LRU lists, LRU batches, shrinkers and reclaim gauges.
     pub(crate) vmscan: Vmscan,
     /// No-lock allocation and free (`nolock`): the deferred-free list.
     pub(crate) nolock: nolock::NoLock,
-    /// Movable operations and compaction state (issue 17).
+    /// Movable operations and compaction state.
     pub(crate) mobility: crate::movable::Mobility,
 }
 

@@ -1,6 +1,6 @@
-//! loom models of the page cache's races on one page (issue 16): a lookup
+//! loom models of the page cache's races on one page: a lookup
 //! taking a reference against reclaim and against delete, a fill against a
-//! reader waiting on the page lock; and (issue 17) a lookup, a write and a
+//! reader waiting on the page lock; and a lookup, a write and a
 //! delete each against migration of the page. They run the real functions
 //! (`Mapping::find_get`/`get`/`delete`, `PageCache::shrink`, the page lock,
 //! `put_page`, the LRU) on a one-pageblock, memory-backed arena with one CPU
@@ -176,7 +176,7 @@ fn loom_pagecache_fill_races_waiter() {
     });
 }
 
-/// An asynchronous readahead window (issue 16, `readahead`): the reader that
+/// An asynchronous readahead window (`readahead`): the reader that
 /// claimed a marker inserts the window's page locked with the read's
 /// reference (`alloc_insert(.., 3)`) and another thread (a readahead worker)
 /// reads it, sets `UPTODATE`, unlocks it and puts the read's reference

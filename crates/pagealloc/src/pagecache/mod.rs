@@ -180,6 +180,24 @@ impl CacheInner {
 }
 
 /// The page cache: see the module doc.
+///
+/// ```
+/// use pagealloc::{Config, FillFn, PageAllocator, PageCache, PageCacheConfig};
+/// use std::sync::Arc;
+/// let a = Arc::new(PageAllocator::new(Config::new().arena_bytes(16 << 20)).unwrap());
+/// let cache = PageCache::new(a, PageCacheConfig::default()).unwrap();
+/// // A mapping whose pages are computed on a miss (no file behind them).
+/// let src = Arc::new(FillFn(|index: u64, buf: &mut [u8]| {
+///     buf.fill(index as u8);
+///     Ok(())
+/// }));
+/// let m = cache.mapping(1, src);
+/// let page = m.get(5).unwrap(); // filled on this first lookup
+/// let mut b = [0u8; 4];
+/// assert_eq!(page.read(0, &mut b), 4);
+/// assert_eq!(b, [5; 4]);
+/// assert!(m.is_cached(5));
+/// ```
 pub struct PageCache {
     inner: Arc<CacheInner>,
     shrinker_id: u64,

@@ -33,9 +33,9 @@
 //! get once the waiter is queued; if the unlocker's came first, the waiter's
 //! sees `LOCKED` clear and it does not sleep. `WAITERS` is cleared only under the bucket lock, by a waker
 //! or an aborting waiter that found no other waiter for this page. No timeout is
-//! involved anywhere. (Seed 4's 2014 patch cleared the bit while looking at the
-//! queue without its lock, and recovered from the race it opened with a
-//! one-second sleep timeout.)
+//! involved anywhere. (The kernel's first version of the bit cleared it while
+//! looking at the queue without its lock, and recovered from the race it
+//! opened with a one-second sleep timeout.)
 //!
 //! Waits come in three kinds: exclusive (`lock_page`: one is woken per unlock),
 //! shared (`wait_on_page_locked`: all are woken, and return, at an unlock) and
@@ -53,8 +53,9 @@
 //! meantime `GUARD` alone keeps every locker (and every free) out. So a guard
 //! is the lock's only releaser and can never release someone else's lock.
 //!
-//! With `Config::page_lock_waiters_bit(false)` (the design before seed 4) nobody
-//! sets `WAITERS`, and every unlock and `end_page_writeback` looks up the bucket.
+//! In the old design without the bit (the `page-lock` experiment's variant,
+//! `seed-variants` feature only) nobody sets `WAITERS`, and every unlock and
+//! `end_page_writeback` looks up the bucket.
 //!
 //! Pages this applies to: the head pfn of an allocated block. A tail pfn, a free
 //! page or a page on a per-CPU list is refused with `NotAllocated` (the block is

@@ -125,7 +125,7 @@ fn smallest_released(g: &crate::zone::ZoneGuard<'_>, order: Order, mt: MigrateTy
 }
 
 /// The run size (log2 of blocks of `order`) a refill takes next, at most
-/// `max_run`: resident memory first (issue 18). When the block a run would
+/// `max_run`: resident memory first. When the block a run would
 /// take was released (REPORTED) while a smaller run can come from resident
 /// memory, take the smaller run. After random frees the resident free memory
 /// lies in small blocks inside partly used pageblocks, and the large runs
@@ -148,7 +148,7 @@ fn resident_run(g: &crate::zone::ZoneGuard<'_>, order: Order, mt: MigrateType, m
     run
 }
 
-/// The run size a refill takes next under the hugepage filler (issue 18):
+/// The run size a refill takes next under the hugepage filler:
 /// at most `max_run`, and no larger than the largest free block of `mt`
 /// below the pageblock order, when there is one. `rmqueue_smallest` then
 /// takes the smallest block that fits, so free memory inside partly used

@@ -390,7 +390,7 @@ pub struct PcpStat {
     /// over zones (the kernel keeps this per zone but prints it in no /proc
     /// file of 6.18).
     pub nr_reserved_highatomic: u64,
-    // --- Free page reporting (issue 18): Linux prints none of these ---
+    // --- Free page reporting: Linux prints none of these ---
     /// `page_reporting_passes`: reporting passes run.
     pub page_reporting_passes: u64,
     /// `page_reporting_released`: pages released over the allocator's life.
@@ -535,8 +535,8 @@ impl Core {
             .collect()
     }
 
-    /// The old design the `pagetypeinfo` experiment compares against: count
-    /// every free list by walking it under the zone lock, at most [`PAGETYPEINFO_CAP`] entries per list, dropping and
+    /// The old design (before per-migratetype counts): count every free list
+    /// by walking it under the zone lock, at most [`PAGETYPEINFO_CAP`] entries per list, dropping and
     /// retaking the lock between orders. Pageblocks are counted by scanning each
     /// pageblock's type, as the kernel's block-count section does.
     #[cfg(feature = "seed-variants")]

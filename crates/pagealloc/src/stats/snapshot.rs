@@ -7,8 +7,8 @@
 //!
 //! Two kinds of snapshot:
 //! - [`crate::PageAllocator::snapshot`] reads each counter once. Counters may come from
-//!   slightly different instants, exactly as the kernel's /proc files do (seed 5:
-//!   "collects data within a short time window").
+//!   slightly different instants, exactly as the kernel's /proc files do (they
+//!   collect their data within a short time window, not at one instant).
 //! - [`crate::PageAllocator::snapshot_consistent`] returns counters that all held at one
 //!   instant. It uses the per-zone seqcount `ZoneStats::seq`, which a writer makes
 //!   odd when it takes the zone lock and even again when it drops it: the reader

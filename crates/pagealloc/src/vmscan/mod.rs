@@ -67,6 +67,27 @@ pub struct ShrinkControl {
 /// allocator lock held; it must not block on memory. A call that panics
 /// counts as 0 (nothing to free, nothing freed): the panic is caught, so
 /// the allocation that reclaimed goes on.
+///
+/// ```
+/// use pagealloc::{Config, PageAllocator, ShrinkControl, Shrinker};
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// /// A cache that could free `held` pages (freeing is only counted here).
+/// struct Cache { held: AtomicU64 }
+/// impl Shrinker for Cache {
+///     fn count_objects(&self, _: &ShrinkControl) -> u64 {
+///         self.held.load(Ordering::Relaxed)
+///     }
+///     fn scan_objects(&self, sc: &ShrinkControl) -> u64 {
+///         let n = sc.nr_to_scan.min(self.held.load(Ordering::Relaxed));
+///         self.held.fetch_sub(n, Ordering::Relaxed);
+///         n
+///     }
+/// }
+/// let a = PageAllocator::new(Config::small(8 << 20)).unwrap();
+/// let id = a.register_shrinker(Arc::new(Cache { held: AtomicU64::new(10) }));
+/// assert!(a.unregister_shrinker(id));
+/// ```
 pub trait Shrinker: Send + Sync {
     /// Freeable objects (pages) now; 0 skips the scan.
     fn count_objects(&self, sc: &ShrinkControl) -> u64;
@@ -189,13 +210,13 @@ impl Vmscan {
         v.len() != n
     }
 
-    /// Ask every shrinker for about `nr` pages, each in proportion to what it
-    /// says it could free (`do_shrink_slab`); returns the pages freed.
     /// Whether any shrinker is registered.
     pub(crate) fn has_shrinkers(&self) -> bool {
         !self.shrinkers.read().is_empty()
     }
 
+    /// Ask every shrinker for about `nr` pages, each in proportion to what it
+    /// says it could free (`do_shrink_slab`); returns the pages freed.
     pub(crate) fn shrink_all(&self, nr: u64, nid: Option<u32>, direct: bool) -> u64 {
         let list: Vec<Arc<dyn Shrinker>> = self.shrinkers.read().iter().map(|(_, s)| s.clone()).collect();
         let probe = ShrinkControl { nr_to_scan: 0, nid, direct };

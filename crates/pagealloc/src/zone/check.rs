@@ -41,7 +41,8 @@ static DEBUG_RELEASES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU
 /// Pages outside the lists are not looked at: a page in transit (taken off a
 /// list, not yet marked; claimed by a free, not yet listed) is legitimately
 /// in neither state here. Hygiene allows a free block of one per-CPU type in
-/// a pageblock of another (seed 2's old migratetype cache may do that, and
+/// a pageblock of another (the old per-CPU migratetype cache,
+/// `Config::pcp_migratetype_cache`, may do that, and
 /// the guard cannot see the configuration; `check_invariants` applies the
 /// exact rule).
 #[cfg(feature = "debug-checks")]

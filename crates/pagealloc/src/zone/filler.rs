@@ -1,4 +1,4 @@
-//! The hugepage filler's bookkeeping (issue 18, `Config::hugepage_filler`
+//! The hugepage filler's bookkeeping (`Config::hugepage_filler`
 //! with hugepage backing): free pages per pageblock on the zone's free
 //! lists, so that a per-CPU refill can take its block from the fullest
 //! pageblock that has room, as tcmalloc's Temeraire filler takes from the

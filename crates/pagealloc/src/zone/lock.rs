@@ -15,8 +15,8 @@ impl Zone {
         self.lock_timing(mm, false)
     }
 
-    /// [`Zone::lock`] for a per-CPU drain: its hold is always timed (seed 1's
-    /// figure, hold time per drained page, counts every drain).
+    /// [`Zone::lock`] for a per-CPU drain: its hold is always timed, so the
+    /// hold time per drained page counts every drain.
     #[inline]
     pub(crate) fn lock_drain<'a>(&'a self, mm: &'a MemMap) -> ZoneGuard<'a> {
         self.lock_timing(mm, true)

@@ -190,7 +190,7 @@ pub(crate) struct Zone {
     /// Times the zone lock was taken (for tests proving readers never take it).
     #[cfg(test)]
     pub(crate) lock_count: std::sync::atomic::AtomicU64,
-    /// `page_group_by_mobility_disabled` (issue 17): every request takes
+    /// `page_group_by_mobility_disabled`: every request takes
     /// from the Movable lists.
     pub(crate) group_off: bool,
 }
