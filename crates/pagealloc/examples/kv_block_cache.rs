@@ -19,7 +19,7 @@
 //!
 //! Run: `cargo run --release -p pagealloc --example kv_block_cache`.
 
-#![allow(dead_code)] // the test in tests/kv_block_cache.rs uses more of it than main does
+#![allow(dead_code)] // the test in tests/integration/kv_block_cache.rs uses more of it than main does
 
 use pagealloc::{AllocError, Gfp, PageAllocator, Pfn, ShrinkControl, Shrinker, PAGE_SIZE};
 use std::collections::hash_map::DefaultHasher;

@@ -1,6 +1,6 @@
 //! loom model of migration against the owner's free of the same page:
 //! the real `migrate_one` on a one-pageblock, memory-backed
-//! arena, against an owner that behaves as `tests/compaction.rs`'s owners
+//! arena, against an owner that behaves as `tests/integration/compaction.rs`'s owners
 //! do (it frees only a page it does not see isolated, forgets it first, and
 //! retries a free refused with `FreeError::Migrating`).
 //!

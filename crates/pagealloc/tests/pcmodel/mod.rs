@@ -1,4 +1,4 @@
-//! The page cache's reference model, driven by `tests/pagecache_model.rs`:
+//! The page cache's reference model, driven by `tests/integration/pagecache_model.rs`:
 //! operation sequences run on a real [`PageCache`] over mappings backed by
 //! fault-injecting in-memory sources, each answer checked against a model
 //! of what the public API promises.

@@ -1,11 +1,11 @@
 //! The reference model: one model of what the public API must answer, shared
-//! by every randomized test. The property tests (`tests/model.rs`,
-//! `tests/bulk_sequences.rs`) call its step functions with operations proptest
+//! by every randomized test. The property tests (`tests/integration/model.rs`,
+//! `tests/integration/bulk_sequences.rs`) call its step functions with operations proptest
 //! generates; the fuzz target (`fuzz/fuzz_targets/ops.rs`, through a `#[path]`
-//! module) and the regression runner (`tests/fuzz_regressions.rs`) decode
+//! module) and the regression runner (`tests/integration/fuzz_regressions.rs`) decode
 //! bytes into the same step functions; the scenario tests of the fast paths
-//! (`tests/bulk_free_edges.rs`, `tests/front_cache_edges.rs`,
-//! `tests/array_alloc_edges.rs`) build their scenarios on it too.
+//! (`tests/integration/bulk_free_edges.rs`, `tests/integration/front_cache_edges.rs`,
+//! `tests/integration/array_alloc_edges.rs`) build their scenarios on it too.
 //!
 //! - [`model`](model.rs): the state (each allocated block by head: order,
 //!   migratetype, lock, writeback and uptodate bits; the isolated pageblocks)

@@ -9,7 +9,7 @@
 //! `fastpath_edges.rs`; its regression seeds are kept in
 //! `bulk_sequences.proptest-regressions`, the strategy unchanged.)
 
-mod refmodel;
+use crate::refmodel;
 
 use pagealloc::{Config, Gfp, Pfn};
 use proptest::prelude::*;

@@ -5,7 +5,7 @@
 //! and a user shrinker that panics inside a fill's allocation. Every test
 //! ends with exact conservation.
 
-mod common;
+use crate::common;
 use common::all_back;
 use pagealloc::{
     Backing, Config, FillFn, Gfp, PageAllocator, PageCache, PageCacheConfig, PageSource, PageStateError, Pfn,

@@ -14,7 +14,7 @@
 //! at the end everything is freed and drained and the allocator must be
 //! whole again.
 
-mod refmodel;
+use crate::refmodel;
 
 use pagealloc::{Config, FreeError, Gfp, MigrateType, Pfn, PAGEBLOCK_PAGES};
 use rand::rngs::StdRng;

@@ -4,7 +4,7 @@
 //! allocator's shrinker; blocks in use never are; contents stay intact;
 //! the allocator's pages are conserved.
 
-#[path = "../examples/kv_block_cache.rs"]
+#[path = "../../examples/kv_block_cache.rs"]
 mod kv;
 
 use kv::{content_key, order_for, BlockRef, KvBlockCache, MAX_BLOCK_ORDER};

@@ -10,7 +10,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-mod common;
+use crate::common;
 /// The owner of the moved pages; page `pfn` holds the words
 /// `key * 0x9e37_79b9 + i`.
 use common::{fill, intact, TrackingOwner as Owner};
@@ -22,7 +22,7 @@ fn violations(a: &PageAllocator, o: &Owner) -> usize {
 
 fn backed(bytes: u64) -> PageAllocator {
     // Proactive compaction off: these tests compact on demand and check
-    // states in between (kcompactd's own tests: tests/kcompactd.rs).
+    // states in between (kcompactd's own tests: tests/integration/kcompactd.rs).
     PageAllocator::new(Config::small(bytes).backing(Backing::Anonymous).compaction_proactiveness(0)).unwrap()
 }
 

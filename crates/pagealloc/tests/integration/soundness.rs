@@ -2,7 +2,7 @@
 //! safe code never gets two owners of a frame, concurrent misuse never
 //! corrupts the allocator, a free never wipes a lock or loses a wakeup.
 //! The races run as many-thread loops; the aliasing cases are small enough
-//! for Miri (`cargo +nightly miri test --test soundness -- pages_`).
+//! for Miri (`cargo +nightly miri test -p pagealloc --test integration -- soundness::pages_`).
 
 use pagealloc::{Config, FreeError, Gfp, PageAllocator, PageStateError, Pfn};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -4,7 +4,7 @@
 //! packs the live pages into few pageblocks and the rest is released. Data
 //! survives every move (checksummed), conservation holds.
 
-mod common;
+use crate::common;
 use common::{fill, intact};
 
 use pagealloc::{Backing, Config, FreeError, Gfp, MovableOps, PageAllocator, Pfn, PAGEBLOCK_PAGES};

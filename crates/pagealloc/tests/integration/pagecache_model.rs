@@ -33,8 +33,7 @@
 //! zero-length read or write of a removed mapping (see the ignored test
 //! below).
 
-mod common;
-mod pcmodel;
+use crate::pcmodel;
 
 use pagealloc::{Backing, Config, PageAllocator, PageCacheError, MAX_FILE_BYTES, MAX_INDEX, PAGE_SIZE};
 use pcmodel::source::{Call, Fault, FaultySource, Planned};

@@ -3,7 +3,7 @@
 //! uses, plus a batch of deterministic pseudo-random inputs, so the model's
 //! checks run under `cargo test` without nightly.
 
-mod refmodel;
+use crate::refmodel;
 
 use std::path::PathBuf;
 

@@ -6,7 +6,7 @@
 //! pageblocks); at the end everything is freed and the arena must be whole
 //! again (only blocks of at least pageblock order).
 
-mod refmodel;
+use crate::refmodel;
 
 use pagealloc::{Config, FreeError, Gfp, MAX_ORDER};
 use proptest::prelude::*;

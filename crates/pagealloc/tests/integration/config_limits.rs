@@ -165,11 +165,15 @@ fn arena_not_a_pageblock_multiple_is_refused_with_a_suggestion() {
 /// machine's memory and overcommit policy; returns whether the child passed.
 fn run_limited(test: &str, limit_mib: u64) {
     let exe = std::env::current_exe().unwrap();
+    // The test's name as the harness knows it: this module's path, less the
+    // binary's own name.
+    let module = module_path!().split_once("::").map_or("", |(_, m)| m);
+    let test = if module.is_empty() { test.to_string() } else { format!("{module}::{test}") };
     let out = Command::new("sh")
         .arg("-c")
         .arg(format!("ulimit -v {} && exec \"$0\" \"$@\"", limit_mib << 10))
         .arg(exe)
-        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .args([test.as_str(), "--exact", "--nocapture", "--test-threads=1"])
         .env("PAGEALLOC_LIMITED_CHILD", "1")
         .output()
         .expect("spawn the limited child");

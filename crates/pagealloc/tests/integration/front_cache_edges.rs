@@ -5,7 +5,7 @@
 //! free is checked by the model (rejections, census, pgfree), the model's
 //! checks run after each call, and at the end the allocator must be whole.
 
-mod refmodel;
+use crate::refmodel;
 
 use pagealloc::front_abi::STACK_CAP;
 use pagealloc::{Config, Gfp, PageAllocator, Pfn};

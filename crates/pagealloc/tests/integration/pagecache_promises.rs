@@ -5,7 +5,7 @@
 //! sources that panic. Every test that tears a cache down ends with exact
 //! conservation: every page free again.
 
-mod common;
+use crate::common;
 use common::all_back;
 use pagealloc::{
     Backing, Config, FileSource, FillFn, PageAllocator, PageCache, PageCacheConfig, PageCacheError, PageSource, Pfn,

@@ -5,7 +5,7 @@
 //! naming its pfns while it fills and releases change nothing. Every test
 //! ends with the invariants and the free page count of its start.
 
-mod common;
+use crate::common;
 use pagealloc::{AllocError, Backing, BulkFreeError, Config, FreeError, Gfp, PageAllocator, PageStateError, Pfn};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

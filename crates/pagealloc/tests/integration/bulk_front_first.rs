@@ -5,7 +5,7 @@
 //! so a page it then cannot push (a full stack) is still freed. Every test
 //! ends with the invariants and the free page count of its start.
 
-mod common;
+use crate::common;
 use pagealloc::{Config, Gfp, PageAllocator, Pfn};
 use std::collections::HashSet;
 

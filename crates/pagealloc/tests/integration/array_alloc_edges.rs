@@ -7,7 +7,7 @@
 //! pgalloc); its checks run after each call and at the end the allocator must
 //! be whole again.
 
-mod refmodel;
+use crate::refmodel;
 
 use pagealloc::{Config, Gfp, Pfn};
 use rand::rngs::StdRng;
