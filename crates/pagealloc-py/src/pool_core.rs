@@ -167,7 +167,14 @@ impl Core {
         drop(self.live()?);
         let order = self.kinds[usize::from(kind)].order;
         let mut got: Vec<u64> = Vec::with_capacity(n);
-        for _ in 0..n {
+        if order == 0 && n > 1 {
+            // One pass of the bulk allocator (one lock round trip, not n);
+            // what it could not get goes the per-block way, with eviction.
+            let mut pfns = Vec::with_capacity(n);
+            self.alloc.alloc_pages_bulk_list(Gfp::KERNEL, n, &mut pfns);
+            got.extend(pfns.iter().map(|p| p.as_u64()));
+        }
+        while got.len() < n {
             match self.alloc_block(order) {
                 Ok(pfn) => got.push(pfn.as_u64()),
                 Err(e) => {
@@ -207,6 +214,12 @@ impl Core {
     }
 
     fn free_frames(&self, ids: &[u64], order: u32) {
+        if order == 0 && ids.len() > 1 {
+            let pfns: Vec<Pfn> = ids.iter().map(|&id| Pfn::new(id)).collect();
+            // Our own order-0 blocks: see below for why an error is ignored.
+            let _ = self.alloc.free_pages_bulk(&pfns);
+            return;
+        }
         for &id in ids {
             // Our own blocks, allocated at this order: a failure is a bug in
             // the pool, and it is surfaced by `check`, not by a panic here.
@@ -263,10 +276,18 @@ impl Core {
                 }
             }
         }
+        self.free_victims(victims);
+        Ok(())
+    }
+
+    /// Free `(id, order)` pairs, the order-0 ones in one bulk call.
+    fn free_victims(&self, mut victims: Vec<(u64, u32)>) {
+        let zeros: Vec<u64> = victims.iter().filter(|v| v.1 == 0).map(|v| v.0).collect();
+        self.free_frames(&zeros, 0);
+        victims.retain(|v| v.1 != 0);
         for (id, order) in victims {
             self.free_frames(&[id], order);
         }
-        Ok(())
     }
 
     /// Add a reference to each block (a prefix-cache hit), taking unused
