@@ -1,0 +1,242 @@
+//! `Page`: one allocated buddy block, owned by a Python object and exported
+//! through the buffer protocol (`memoryview(page)`, `numpy.frombuffer(page,
+//! dtype)`), zero-copy.
+//!
+//! Invariants (under `state`'s lock):
+//! - `exports` counts the buffer views handed out and not yet released; a
+//!   page with `exports > 0` is never freed (`free` raises `BufferError`, as
+//!   `bytearray` refuses to resize with exports). A view holds a reference
+//!   to its page (`Py_buffer.obj`), so the page object outlives every view
+//!   and its drop never sees `exports > 0`.
+//! - `owned` is true from allocation until the block is freed or detached;
+//!   the block is freed exactly once: by `free`, or by the drop of a page
+//!   still owning it.
+//! - The arena stays mapped while the page lives: it holds a clone of the
+//!   allocator, whose last clone unmaps it.
+
+use crate::free_err;
+use pagealloc::{PageAllocator, Pfn, PAGE_SIZE};
+use pyo3::exceptions::PyBufferError;
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+use pyo3::{ffi, IntoPyObjectExt};
+use std::os::raw::c_int;
+use std::sync::Mutex;
+
+struct State {
+    owned: bool,
+    exports: u32,
+}
+
+/// One allocated block of `2**order` pages.
+#[pyclass(module = "pagealloc._native", frozen, weakref)]
+pub struct Page {
+    alloc: PageAllocator,
+    pfn: Pfn,
+    order: u32,
+    /// The block's first byte in the arena; `None` without backing memory.
+    /// A plain address so the page stays `Send + Sync` (the pointer is
+    /// only dereferenced by Python through a view).
+    addr: Option<usize>,
+    state: Mutex<State>,
+}
+
+impl Page {
+    pub(crate) fn new(alloc: PageAllocator, pfn: Pfn, order: u32) -> Self {
+        let addr = alloc.page_address(pfn).map(|p| p.as_ptr() as usize);
+        Page { alloc, pfn, order, addr, state: Mutex::new(State { owned: true, exports: 0 }) }
+    }
+
+    fn size(&self) -> usize {
+        PAGE_SIZE << self.order
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A poisoned lock only means a panic elsewhere; the two fields are
+        // always consistent (each update is one store).
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Give up ownership (for `free` or `detach`): refused while views live
+    /// or when the block is no longer ours.
+    fn disown(&self) -> PyResult<()> {
+        let mut st = self.lock();
+        if st.exports > 0 {
+            return Err(PyBufferError::new_err(format!(
+                "page at pfn {} has {} live buffer view(s) (memoryview/numpy); release them before freeing it",
+                self.pfn.as_u64(),
+                st.exports
+            )));
+        }
+        if !st.owned {
+            return Err(crate::InvalidFree::new_err(format!(
+                "page at pfn {} was already freed or detached",
+                self.pfn.as_u64()
+            )));
+        }
+        st.owned = false;
+        Ok(())
+    }
+
+    /// `Allocator.free(page)`: the page must come from that allocator.
+    pub(crate) fn free_checked(&self, alloc: &PageAllocator) -> PyResult<()> {
+        if !same_allocator(alloc, &self.alloc) {
+            return Err(crate::InvalidFree::new_err(format!(
+                "page at pfn {} belongs to another allocator",
+                self.pfn.as_u64()
+            )));
+        }
+        self.do_free()
+    }
+
+    fn do_free(&self) -> PyResult<()> {
+        self.disown()?;
+        self.alloc.free_pages(self.pfn, self.order).map_err(free_err)
+    }
+}
+
+/// Whether two handles are clones of one allocator: clones share one core,
+/// so their configurations are the same object.
+fn same_allocator(a: &PageAllocator, b: &PageAllocator) -> bool {
+    std::ptr::eq(a.config(), b.config())
+}
+
+#[pymethods]
+impl Page {
+    /// Free the block. Raises `BufferError` while a view of it lives and
+    /// `InvalidFree` if it was already freed.
+    fn free(&self, py: Python<'_>) -> PyResult<()> {
+        self.disown()?;
+        py.detach(|| self.alloc.free_pages(self.pfn, self.order)).map_err(free_err)
+    }
+
+    /// Give the block up without freeing it and return its pfn: from now on
+    /// the caller frees it with `Allocator.free_pfn(pfn, order)`.
+    fn detach(&self) -> PyResult<u64> {
+        self.disown()?;
+        Ok(self.pfn.as_u64())
+    }
+
+    #[getter]
+    fn pfn(&self) -> u64 {
+        self.pfn.as_u64()
+    }
+
+    #[getter]
+    fn order(&self) -> u32 {
+        self.order
+    }
+
+    /// Bytes in the block (`PAGE_SIZE << order`), with or without backing memory.
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.size()
+    }
+
+    /// The block's address in this process, or `None` with `backing="none"`.
+    #[getter]
+    fn address(&self) -> Option<usize> {
+        self.addr
+    }
+
+    /// True until the block is freed or detached.
+    #[getter]
+    fn owned(&self) -> bool {
+        self.lock().owned
+    }
+
+    /// Buffer views of the page alive now.
+    #[getter]
+    fn exports(&self) -> u32 {
+        self.lock().exports
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    /// Free on leaving the `with` block (if still owned).
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        if self.lock().owned {
+            self.free(py)?;
+        }
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        let st = self.lock();
+        let state = if st.owned { "" } else { ", freed" };
+        format!("Page(pfn={}, order={}, nbytes={}{state})", self.pfn.as_u64(), self.order, self.size())
+    }
+
+    /// Pages compare by (allocator, pfn, order).
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let py = other.py();
+        match other.cast::<Page>() {
+            Ok(o) => {
+                let o = o.get();
+                (same_allocator(&self.alloc, &o.alloc) && self.pfn == o.pfn && self.order == o.order).into_py_any(py)
+            }
+            Err(_) => Ok(py.NotImplemented()),
+        }
+    }
+
+    fn __hash__(&self) -> u64 {
+        self.pfn.as_u64() ^ (u64::from(self.order) << 58)
+    }
+
+    /// # Safety
+    /// Called by CPython with a `view` to fill, per the buffer protocol.
+    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
+        let page = slf.get();
+        let Some(addr) = page.addr else {
+            return Err(PyBufferError::new_err(
+                "a page of an allocator with backing='none' has no memory: its pfn indexes your own storage",
+            ));
+        };
+        let mut st = page.lock();
+        if !st.owned {
+            return Err(PyBufferError::new_err(format!("page at pfn {} was freed", page.pfn.as_u64())));
+        }
+        // SAFETY: `view` is CPython's to fill; [addr, addr + nbytes) is our
+        // allocated block, which stays allocated while `exports > 0` (free
+        // refuses) and mapped while the page lives (`view.obj` keeps a
+        // reference to it). FillInfo takes that reference on success.
+        let rc = unsafe {
+            ffi::PyBuffer_FillInfo(
+                view,
+                slf.as_ptr(),
+                addr as *mut std::ffi::c_void,
+                page.size() as ffi::Py_ssize_t,
+                0,
+                flags,
+            )
+        };
+        if rc != 0 {
+            return Err(PyErr::fetch(slf.py()));
+        }
+        st.exports += 1;
+        Ok(())
+    }
+
+    /// # Safety
+    /// Called by CPython once for each view `__getbuffer__` filled.
+    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {
+        let mut st = self.lock();
+        st.exports = st.exports.saturating_sub(1);
+    }
+}
+
+impl Drop for Page {
+    fn drop(&mut self) {
+        let st = self.state.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if st.owned {
+            st.owned = false;
+            // The block is ours and no view can exist (views hold a reference
+            // to this page); an error here would be a bug, and a drop cannot
+            // raise: it is ignored rather than turned into a panic.
+            let _ = self.alloc.free_pages(self.pfn, self.order);
+        }
+    }
+}

@@ -1,0 +1,490 @@
+//! The KV-cache block pool's state, in plain Rust (no Python): blocks of
+//! several kinds, each kind a buddy order, all from one `PageAllocator`.
+//! The design follows vLLM's `BlockPool` (reference-counted blocks, a
+//! block-hash map for prefix caching, unused cached blocks evicted oldest
+//! first) with one change: a block no request uses and no hash names goes
+//! straight back to the buddy allocator, so its frames can merge into a
+//! block of another kind's (larger) order; only cached blocks wait on the
+//! LRU list, where the allocator's shrinker (or the pool itself, when an
+//! allocation fails) evicts them.
+//!
+//! Invariants (under `state`'s lock), checked by [`Core::check`]:
+//! - Every entry in `blocks` owns its buddy block of its kind's order
+//!   (allocated by this pool, freed only by `free_ids`, eviction or close).
+//! - An entry is on `lru` exactly when its `refs` is 0, and then it has a
+//!   `key` (unused blocks without a key were freed at once).
+//! - `cached[(kind, key)] == id` exactly when `blocks[id].key == Some(key)`
+//!   and `blocks[id].kind == kind`.
+//! - `frames[k]` is the sum of `2^order` over the entries of kind `k`;
+//!   `lru_frames` the same over the entries on `lru`.
+//! - No allocation and no free is made with the lock held: the shrinker,
+//!   called from inside an allocation that runs low, takes it.
+
+use pagealloc::{AllocError, Gfp, PageAllocator, Pfn, ShrinkControl, Shrinker};
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+
+/// A block hash given by the user (vLLM's `BlockHash`: an int or bytes).
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub(crate) enum Key {
+    Int(i128),
+    Bytes(Box<[u8]>),
+}
+
+/// A multiplicative hasher: block ids are pfns (dense small integers) and
+/// user keys are already hashes, so SipHash's cost buys nothing here.
+#[derive(Default)]
+pub(crate) struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+type Fast = BuildHasherDefault<IdHasher>;
+
+/// One kind of block: a name and a buddy order.
+#[derive(Clone, Debug)]
+pub(crate) struct Kind {
+    pub name: String,
+    pub order: u32,
+}
+
+#[derive(Debug)]
+struct Entry {
+    kind: u8,
+    refs: u32,
+    key: Option<Key>,
+    /// The LRU stamp while unused (0: in use).
+    lru: u64,
+}
+
+/// Counters since creation.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Counters {
+    pub queries: u64,
+    pub hits: u64,
+    pub evicted: u64,
+    pub evicted_frames: u64,
+    pub shrinker_scans: u64,
+    pub own_evictions: u64,
+}
+
+#[derive(Default)]
+struct State {
+    blocks: HashMap<u64, Entry, Fast>,
+    cached: HashMap<(u8, Key), u64, Fast>,
+    /// Unused cached blocks, oldest first: stamp -> id.
+    lru: BTreeMap<u64, u64>,
+    clock: u64,
+    frames: Vec<u64>,
+    in_use: Vec<u64>,
+    lru_frames: u64,
+    counters: Counters,
+    closed: bool,
+}
+
+/// Why a pool operation was refused; nothing changed.
+#[derive(Debug)]
+pub(crate) enum PoolError {
+    OutOfMemory(String),
+    InvalidFree(String),
+    Invalid(String),
+}
+
+/// A snapshot of the pool's sizes and counters.
+#[derive(Clone, Debug)]
+pub(crate) struct Usage {
+    /// Per kind: (blocks held, blocks in use, frames held).
+    pub kinds: Vec<(u64, u64, u64)>,
+    pub cached_blocks: u64,
+    pub lru_blocks: u64,
+    pub lru_frames: u64,
+    pub counters: Counters,
+}
+
+pub(crate) struct Core {
+    pub alloc: PageAllocator,
+    pub kinds: Vec<Kind>,
+    state: Mutex<State>,
+    shrinker: Mutex<Option<u64>>,
+}
+
+/// The allocator's view of a pool: its unused cached blocks can be freed.
+struct Evictor(Weak<Core>);
+
+impl Shrinker for Evictor {
+    fn count_objects(&self, _sc: &ShrinkControl) -> u64 {
+        self.0.upgrade().map_or(0, |c| c.lock().lru_frames)
+    }
+
+    fn scan_objects(&self, sc: &ShrinkControl) -> u64 {
+        let Some(c) = self.0.upgrade() else { return 0 };
+        c.lock().counters.shrinker_scans += 1;
+        c.evict(u64::MAX, sc.nr_to_scan)
+    }
+}
+
+impl Core {
+    /// A pool on `alloc`, registered as one of its shrinkers.
+    pub(crate) fn new(alloc: PageAllocator, kinds: Vec<Kind>) -> Arc<Self> {
+        let n = kinds.len();
+        let state = State { frames: vec![0; n], in_use: vec![0; n], ..State::default() };
+        let core = Arc::new(Core { alloc, kinds, state: Mutex::new(state), shrinker: Mutex::new(None) });
+        let id = core.alloc.register_shrinker(Arc::new(Evictor(Arc::downgrade(&core))));
+        *core.shrinker.lock().unwrap_or_else(PoisonError::into_inner) = Some(id);
+        core
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every update under the lock completes without panicking (checked
+        // arithmetic aside), so a poisoned lock holds a consistent state.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn live(&self) -> Result<MutexGuard<'_, State>, PoolError> {
+        let st = self.lock();
+        if st.closed {
+            return Err(PoolError::Invalid("the block pool is closed".into()));
+        }
+        Ok(st)
+    }
+
+    /// `n` new blocks of `kind`, each referenced once; all or nothing.
+    pub(crate) fn get_new(&self, kind: u8, n: usize) -> Result<Vec<u64>, PoolError> {
+        drop(self.live()?);
+        let order = self.kinds[usize::from(kind)].order;
+        let mut got: Vec<u64> = Vec::with_capacity(n);
+        if order == 0 && n > 1 {
+            // One pass of the bulk allocator (one lock round trip, not n);
+            // what it could not get goes the per-block way, with eviction.
+            let mut pfns = Vec::with_capacity(n);
+            self.alloc.alloc_pages_bulk_list(Gfp::KERNEL, n, &mut pfns);
+            got.extend(pfns.iter().map(|p| p.as_u64()));
+        }
+        while got.len() < n {
+            match self.alloc_block(order) {
+                Ok(pfn) => got.push(pfn.as_u64()),
+                Err(e) => {
+                    self.free_frames(&got, order);
+                    return Err(PoolError::OutOfMemory(format!(
+                        "cannot get {n} blocks of kind {:?} (order {order}): {e}; {} unused cached blocks left to evict",
+                        self.kinds[usize::from(kind)].name,
+                        self.lock().lru.len()
+                    )));
+                }
+            }
+        }
+        let mut st = self.lock();
+        let k = usize::from(kind);
+        for &id in &got {
+            st.blocks.insert(id, Entry { kind, refs: 1, key: None, lru: 0 });
+        }
+        st.frames[k] += (got.len() as u64) << order;
+        st.in_use[k] += got.len() as u64;
+        Ok(got)
+    }
+
+    /// A block of `order`. When the allocator fails even after asking its
+    /// shrinkers (this pool among them), the frames freed may not have
+    /// merged into a block of this order: evict more, oldest first, and
+    /// retry while anything is left to evict.
+    fn alloc_block(&self, order: u32) -> Result<Pfn, AllocError> {
+        loop {
+            match self.alloc.alloc_pages(Gfp::KERNEL, order) {
+                Ok(pfn) => return Ok(pfn),
+                Err(AllocError::NoMemory { .. }) if self.evict(u64::MAX, 2u64 << order) > 0 => {
+                    self.lock().counters.own_evictions += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn free_frames(&self, ids: &[u64], order: u32) {
+        if order == 0 && ids.len() > 1 {
+            let pfns: Vec<Pfn> = ids.iter().map(|&id| Pfn::new(id)).collect();
+            // Our own order-0 blocks: see below for why an error is ignored.
+            let _ = self.alloc.free_pages_bulk(&pfns);
+            return;
+        }
+        for &id in ids {
+            // Our own blocks, allocated at this order: a failure is a bug in
+            // the pool, and it is surfaced by `check`, not by a panic here.
+            let _ = self.alloc.free_pages(Pfn::new(id), order);
+        }
+    }
+
+    /// Each id must name a block of this pool with enough references for
+    /// its occurrences in `ids`; checked for all before any change.
+    fn check_held(st: &State, ids: &[u64], need_refs: bool) -> Result<(), PoolError> {
+        let mut sorted = ids.to_vec();
+        sorted.sort_unstable();
+        for run in sorted.chunk_by(|a, b| a == b) {
+            let id = run[0];
+            let Some(e) = st.blocks.get(&id) else {
+                return Err(PoolError::InvalidFree(format!("block {id} is not held by this pool (already freed?)")));
+            };
+            if need_refs && (e.refs as usize) < run.len() {
+                return Err(PoolError::InvalidFree(format!(
+                    "block {id} is freed {} time(s) but has {} reference(s) (double free?)",
+                    run.len(),
+                    e.refs
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Drop one reference from each block; unused blocks with a key go to
+    /// the LRU tail in the order given, the others back to the allocator.
+    pub(crate) fn free_ids(&self, ids: &[u64]) -> Result<(), PoolError> {
+        let mut victims = Vec::new();
+        {
+            let mut st = self.live()?;
+            Self::check_held(&st, ids, true)?;
+            let st = &mut *st;
+            for &id in ids {
+                let e = st.blocks.get_mut(&id).expect("checked above");
+                e.refs -= 1;
+                if e.refs > 0 {
+                    continue;
+                }
+                let (k, order) = (usize::from(e.kind), self.kinds[usize::from(e.kind)].order);
+                st.in_use[k] -= 1;
+                if e.key.is_some() {
+                    st.clock += 1;
+                    e.lru = st.clock;
+                    st.lru.insert(st.clock, id);
+                    st.lru_frames += 1 << order;
+                } else {
+                    st.blocks.remove(&id);
+                    st.frames[k] -= 1 << order;
+                    victims.push((id, order));
+                }
+            }
+        }
+        self.free_victims(victims);
+        Ok(())
+    }
+
+    /// Free `(id, order)` pairs, the order-0 ones in one bulk call.
+    fn free_victims(&self, mut victims: Vec<(u64, u32)>) {
+        let zeros: Vec<u64> = victims.iter().filter(|v| v.1 == 0).map(|v| v.0).collect();
+        self.free_frames(&zeros, 0);
+        victims.retain(|v| v.1 != 0);
+        for (id, order) in victims {
+            self.free_frames(&[id], order);
+        }
+    }
+
+    /// Add a reference to each block (a prefix-cache hit), taking unused
+    /// ones off the LRU list.
+    pub(crate) fn touch(&self, ids: &[u64]) -> Result<(), PoolError> {
+        let mut st = self.live()?;
+        Self::check_held(&st, ids, false)?;
+        let st = &mut *st;
+        for &id in ids {
+            let e = st.blocks.get_mut(&id).expect("checked above");
+            if e.refs == u32::MAX {
+                return Err(PoolError::Invalid(format!("block {id} has too many references")));
+            }
+            if e.refs == 0 {
+                let order = self.kinds[usize::from(e.kind)].order;
+                st.lru.remove(&e.lru);
+                st.lru_frames -= 1 << order;
+                st.in_use[usize::from(e.kind)] += 1;
+                e.lru = 0;
+            }
+            e.refs += 1;
+        }
+        Ok(())
+    }
+
+    /// Publish full blocks under their hashes. A block already cached
+    /// under another hash is an error; a hash already naming another block
+    /// keeps that block (as vLLM does), and this one stays unnamed.
+    pub(crate) fn cache(&self, ids: &[u64], keys: Vec<Key>) -> Result<usize, PoolError> {
+        let mut st = self.live()?;
+        Self::check_held(&st, ids, true)?;
+        for (&id, key) in ids.iter().zip(&keys) {
+            if let Some(old) = &st.blocks[&id].key {
+                if old != key {
+                    return Err(PoolError::Invalid(format!("block {id} is already cached under another hash")));
+                }
+            }
+        }
+        let mut added = 0;
+        for (&id, key) in ids.iter().zip(keys) {
+            let kind = st.blocks[&id].kind;
+            if st.blocks[&id].key.is_some() || st.cached.contains_key(&(kind, key.clone())) {
+                continue;
+            }
+            st.cached.insert((kind, key.clone()), id);
+            st.blocks.get_mut(&id).expect("checked").key = Some(key);
+            added += 1;
+        }
+        Ok(added)
+    }
+
+    /// The block cached under `key` for `kind`, if any (no reference taken:
+    /// `touch` it to use it, as in vLLM).
+    pub(crate) fn lookup(&self, kind: u8, key: Key) -> Result<Option<u64>, PoolError> {
+        let mut st = self.live()?;
+        st.counters.queries += 1;
+        let hit = st.cached.get(&(kind, key)).copied();
+        st.counters.hits += u64::from(hit.is_some());
+        Ok(hit)
+    }
+
+    /// Evict unused cached blocks, oldest first, until `max_blocks` blocks
+    /// or `max_frames` frames are freed; returns the frames freed.
+    pub(crate) fn evict(&self, max_blocks: u64, max_frames: u64) -> u64 {
+        let mut victims = Vec::new();
+        {
+            let mut st = self.lock();
+            let st = &mut *st;
+            let mut frames = 0;
+            while (victims.len() as u64) < max_blocks && frames < max_frames {
+                let Some((_, id)) = st.lru.pop_first() else { break };
+                let e = st.blocks.remove(&id).expect("the LRU names held blocks");
+                let (k, order) = (usize::from(e.kind), self.kinds[usize::from(e.kind)].order);
+                if let Some(key) = e.key {
+                    st.cached.remove(&(e.kind, key));
+                }
+                st.frames[k] -= 1 << order;
+                st.lru_frames -= 1 << order;
+                st.counters.evicted += 1;
+                st.counters.evicted_frames += 1 << order;
+                frames += 1u64 << order;
+                victims.push((id, order));
+            }
+        }
+        let mut freed = 0;
+        for (id, order) in victims {
+            self.free_frames(&[id], order);
+            freed += 1u64 << order;
+        }
+        freed
+    }
+
+    /// Forget every hash: unused cached blocks are freed, blocks in use
+    /// are freed when their last user frees them. Returns blocks freed.
+    pub(crate) fn reset(&self) -> Result<u64, PoolError> {
+        let before = self.live()?.counters.evicted;
+        self.evict(u64::MAX, u64::MAX);
+        let mut st = self.lock();
+        st.cached.clear();
+        for e in st.blocks.values_mut() {
+            e.key = None;
+        }
+        Ok(st.counters.evicted - before)
+    }
+
+    /// The sizes and counters now.
+    pub(crate) fn usage(&self) -> Usage {
+        let st = self.lock();
+        let mut held = vec![0u64; self.kinds.len()];
+        for e in st.blocks.values() {
+            held[usize::from(e.kind)] += 1;
+        }
+        Usage {
+            kinds: (0..self.kinds.len()).map(|k| (held[k], st.in_use[k], st.frames[k])).collect(),
+            cached_blocks: st.cached.len() as u64,
+            lru_blocks: st.lru.len() as u64,
+            lru_frames: st.lru_frames,
+            counters: st.counters,
+        }
+    }
+
+    /// The references of block `id`, or `None` if the pool does not hold it.
+    pub(crate) fn refs(&self, id: u64) -> Option<u32> {
+        self.lock().blocks.get(&id).map(|e| e.refs)
+    }
+
+    /// Free every block (in use or cached) and refuse further calls.
+    pub(crate) fn close(&self) {
+        let victims: Vec<(u64, u32)> = {
+            let mut st = self.lock();
+            st.closed = true;
+            st.lru.clear();
+            st.cached.clear();
+            st.lru_frames = 0;
+            st.frames.fill(0);
+            st.in_use.fill(0);
+            st.blocks.drain().map(|(id, e)| (id, self.kinds[usize::from(e.kind)].order)).collect()
+        };
+        for (id, order) in victims {
+            self.free_frames(&[id], order);
+        }
+        if let Some(id) = self.shrinker.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            self.alloc.unregister_shrinker(id);
+        }
+    }
+}
+
+impl Core {
+    /// Check the module's invariants; the first broken one, described.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        let st = self.lock();
+        let mut frames = vec![0u64; self.kinds.len()];
+        let mut in_use = vec![0u64; self.kinds.len()];
+        let mut lru_frames = 0;
+        for (&id, e) in &st.blocks {
+            let order = self.kinds[usize::from(e.kind)].order;
+            frames[usize::from(e.kind)] += 1 << order;
+            if e.refs > 0 {
+                in_use[usize::from(e.kind)] += 1;
+                if e.lru != 0 {
+                    return Err(format!("block {id} is in use and on the LRU list"));
+                }
+            } else {
+                if e.key.is_none() || st.lru.get(&e.lru) != Some(&id) {
+                    return Err(format!("unused block {id} is not a cached block on the LRU list"));
+                }
+                lru_frames += 1 << order;
+            }
+            if let Some(k) = &e.key {
+                if st.cached.get(&(e.kind, k.clone())) != Some(&id) {
+                    return Err(format!("block {id} has a hash the cache map does not give it"));
+                }
+            }
+        }
+        if st.lru.len() != st.blocks.values().filter(|e| e.refs == 0).count() {
+            return Err("the LRU list names blocks that are not unused".into());
+        }
+        if st.cached.values().any(|id| !st.blocks.contains_key(id)) {
+            return Err("the cache map names a block the pool does not hold".into());
+        }
+        if frames != st.frames || in_use != st.in_use || lru_frames != st.lru_frames {
+            return Err(format!(
+                "counters drifted: frames {:?} vs {:?}, in use {:?} vs {:?}, LRU frames {} vs {lru_frames}",
+                st.frames, frames, st.in_use, in_use, st.lru_frames
+            ));
+        }
+        Ok(())
+    }
+
+    /// Frames held now (in use and cached), all kinds.
+    pub(crate) fn frames_held(&self) -> u64 {
+        self.lock().frames.iter().sum()
+    }
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
