@@ -117,15 +117,3 @@ impl Experiment for Buddy {
         r
     }
 }
-
-/// A small deterministic generator (the runs must be repeatable).
-pub struct Lcg(pub u64);
-impl Lcg {
-    /// Next value (xorshift64*).
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-}

@@ -22,6 +22,7 @@
 //! `idle-rss-<t>ms` (the same ratio every 500 ms, the plot).
 
 use crate::burst_peer::{self, Outcome, Peer, PeerRun};
+use crate::harness::rand::shuffle;
 use crate::harness::{Ctx, Experiment, ExperimentResult, Figure, Plot};
 use pagealloc::{Config, Gfp, PageAllocator, Pfn, PAGE_SIZE};
 use std::time::{Duration, Instant};
@@ -33,7 +34,7 @@ pub struct BurstIdle;
 const IDLE_S: u64 = 3;
 
 fn rss_pages() -> u64 {
-    crate::show::process_rss_pages().unwrap_or(0)
+    crate::harness::process_rss_pages().unwrap_or(0)
 }
 
 /// Pages of the arena's mapping that are resident (mincore): the part of the
@@ -49,18 +50,6 @@ fn arena_resident_pages(a: &PageAllocator) -> u64 {
         return 0;
     }
     vec.iter().filter(|&&b| b & 1 != 0).count() as u64
-}
-
-/// Shuffle `v` in place: Fisher-Yates with a fixed xorshift sequence, so every
-/// allocator frees its blocks in the same order.
-pub fn shuffle<T>(v: &mut [T]) {
-    let mut x = 0x2545_f491_4f6c_dd1du64;
-    for i in (1..v.len()).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        v.swap(i, (x % (i as u64 + 1)) as usize);
-    }
 }
 
 /// One allocator's figures: the sizes, the ratio, and the ratio every 500 ms.

@@ -85,7 +85,7 @@
 //! `huge-no-prefetch` variant is the hugepage case with it off, in the same
 //! run.
 
-use super::burst_idle::shuffle;
+use crate::harness::rand::shuffle;
 use crate::harness::{Ctx, Experiment, ExperimentResult, Figure};
 use pagealloc::{Backing, Config, Gfp, MovableOps, PageAllocator, Pfn, PAGE_SIZE};
 use std::collections::HashMap;
@@ -99,7 +99,7 @@ pub struct Hugepage;
 const IDLE_S: u64 = 3;
 
 fn rss_pages() -> u64 {
-    crate::show::process_rss_pages().unwrap_or(0)
+    crate::harness::process_rss_pages().unwrap_or(0)
 }
 
 /// `Rss` and `AnonHugePages` (KiB) of the mappings of /proc/self/smaps that

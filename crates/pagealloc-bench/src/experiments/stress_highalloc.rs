@@ -14,7 +14,7 @@
 //! compact between the fill and the requests: `proactive-compaction` shows
 //! it).
 
-use super::buddy::Lcg;
+use crate::harness::rand::Lcg;
 use crate::harness::{stats, Ctx, Experiment, ExperimentResult, Figure};
 use pagealloc::stats::events::VmEvent;
 use pagealloc::{Config, FillFn, Gfp, MovableOps, PageAllocator, PageCache, PageCacheConfig, Pfn};
