@@ -123,15 +123,17 @@ fn main() {
         Cmd::SqliteChild(args) => std::process::exit(sqlite_child::run(&args)),
         Cmd::Bench { action: Some(BenchCmd::Compare { old, new }), .. } => compare(&old, &new),
         Cmd::Bench { action: None, experiment, full, json, quiet, verbose, out, page_fault1 } => {
-            experiments::page_fault1::set_args(page_fault1);
-            let all = experiments::all();
+            let all = experiments::all(&page_fault1);
             let chosen: Vec<_> = match &experiment {
                 None => all,
                 Some(n) => {
                     let v: Vec<_> = all.into_iter().chain(experiments::on_demand()).filter(|e| e.name() == n).collect();
                     if v.is_empty() {
-                        let names: Vec<_> =
-                            experiments::all().iter().chain(&experiments::on_demand()).map(|e| e.name()).collect();
+                        let names: Vec<_> = experiments::all(&page_fault1)
+                            .iter()
+                            .chain(&experiments::on_demand())
+                            .map(|e| e.name())
+                            .collect();
                         eprintln!("unknown experiment {n:?}; known: {}", names.join(", "));
                         std::process::exit(2);
                     }
