@@ -97,6 +97,7 @@ fn uncontended(ctx: &Ctx, r: &mut ExperimentResult, allocs: &[PageAllocator], on
 }
 
 /// 2. Unlock alone, nobody waiting: lock 4096 pages, time unlocking them.
+///
 /// Returns each allocator's pages, freed at the end of the run.
 fn unlock_alone(r: &mut ExperimentResult, allocs: &[PageAllocator], reps: usize) -> Vec<Vec<Pfn>> {
     let n = 4096;

@@ -197,6 +197,9 @@ fn slowdown(base: &[Vec<f64>], col: &[Vec<f64>]) -> f64 {
     (stats::mean(&logs).exp() - 1.0) * 100.0
 }
 
+/// Per batch size, one condition's samples.
+type Samples = Vec<Vec<f64>>;
+
 /// One design's arena and what the rounds share: the outer loop count, the
 /// logs (one per monitor condition) and the rounds preempted and run again.
 struct Design<'a> {
@@ -215,7 +218,7 @@ fn batch_run(
     d: &mut Design<'_>,
     order: u32,
     batch: u64,
-    (alloc, free): (&mut [Vec<Vec<f64>>], &mut [Vec<Vec<f64>>]),
+    (alloc, free): (&mut [Samples], &mut [Samples]),
 ) {
     let (design, a, outer) = (d.name, d.a, d.outer);
     let inner = if ctx.full { 10_000 } else { (20_000 / (batch + 1)).max(1) };
