@@ -1,4 +1,4 @@
-//! `pagealloc bench burst-idle` (issue 18; on demand only, not in the default
+//! `pagealloc bench burst-idle` (on demand only, not in the default
 //! run: it idles for seconds). A burst, then idleness: allocate 80% of the
 //! default arena (1 GiB, in quick and full mode) one order-0 page at a time,
 //! touch every page, free three quarters of them in random order, then idle

@@ -1,4 +1,4 @@
-//! `pagealloc bench dd` (issue 16; on demand only: it writes files). Seed 4's
+//! `pagealloc bench dd` (on demand only: it writes files). Seed 4's
 //! dd test as Mel Gorman ran it: a file a tenth of memory (here of the
 //! arena) written with `dd`, then read back, and deleted, over and over, the
 //! elapsed time of each iteration reported in mmtests' layout, on tmpfs

@@ -1,4 +1,4 @@
-//! `pagealloc bench hugepage` (issue 18; on demand: it idles for seconds).
+//! `pagealloc bench hugepage` (on demand: it idles for seconds).
 //! Hugepage coverage and cost, 4 KiB and hugepage backing side by side.
 //!
 //! Part 1, the burst: burst-idle's pattern (80% of the default 1 GiB arena
