@@ -37,53 +37,9 @@
 //! allocations and frees alone (`alloc-free-no-write`). `pagealloc bench
 //! hugepage-fault` runs part 2 alone.
 //!
-//! What part 2 found (issue 18's question why page-fault1 was slower with
-//! hugepage backing, 131 against 62 ns a page once): it is not, in rounds of
-//! steady state. With 200 rounds of 32768 pages and the median taken, the
-//! hugepage figure is 0.88-0.95x the best 4 KiB one; a round is about a
-//! millisecond, so a figure of a few rounds on a shared machine is a
-//! preemption's or the first round's (which takes the faults: 5.6 us a page
-//! with hugepages against 9.7 with 4 KiB pages, zeroing 2 MiB at a time).
-//! The allocator hands pages out in ascending 4 KiB steps (97% of steps), so
-//! the writes alone cost what the floor's do (8.9 ns against 10-13); the
-//! allocator alone costs 9.5-11.7 ns a page; together 26-29 ns, more than
-//! the sum.
-//!
-//! Where the excess is (issue 18's 2x-the-floor target, missed at 2.4-2.7x):
-//! the loop's halves apart show it in the alloc + write half (19-22 ns a
-//! page in the main loop against 4.5 ns of allocation alone and a 9.4-10 ns
-//! floor), not in the bulk free (4.6-5 ns with or without the writes). The
-//! allocator's side is small and fast: `pagealloc fastpath fault1` counts
-//! 107.8 instructions a page under callgrind (inline pop and the loop's own
-//! push 33, front and per-CPU refills 18.7, bulk free 56), run at about 5
-//! instructions a cycle. What costs is what lies between two missing
-//! writes: each write to a page not in the cache waits about a DRAM latency,
-//! and the writes overlap only as far as the core's windows reach past the
-//! instructions between them. A plain C loop over a 128 MiB hugepage buffer
-//! (`scripts/mlp-floor.c`: one byte a 4 KiB page, lines evicted between
-//! rounds) shows it with no allocator at all: 10.5 ns a page alone, 13-14
-//! with 4 stores to a hot line between writes, 15.5-16.3 with 6, 16-17.5
-//! with 8, 18.6-19.4 with 8 hot loads (three runs; busier, 12, 16, 18.5,
-//! 20 and 21). The inline
-//! allocation makes 5 stores (slot state twice, stack length, the page's
-//! flags, the event count) and the loop 2 (the pfn and the vector's
-//! length). Tried without effect: descriptors on transparent hugepages
-//! (madvised memmap: 0.5-1 ns), the next pages' first lines prefetched at
-//! each front refill (32 prefetches at once: the refill slows as much as the
-//! writes gain), the inline allocation's event count left out (a hack, to
-//! see: 24.5-28.3 ns a page, no change).
-//!
-//! What brought it under 2x: two things. The variants used to take turns
-//! round by round, so each round found the descriptors and lists the other
-//! variants had evicted (27.9 ns a page in that order against 18.7 with the
-//! hugepage rounds run back to back, in one process); will-it-scale runs one
-//! testcase continuously, so the variants now run in blocks of 10 rounds,
-//! the first 2 after each switch unrecorded. And the inline allocation now
-//! prefetches the frame it will hand out four pops later
-//! (`Config::prefetch_on_alloc`): the write then finds its line arriving,
-//! instead of starting a DRAM round trip behind the allocator's stores. The
-//! `huge-no-prefetch` variant is the hugepage case with it off, in the same
-//! run.
+//! What part 2 showed about page-fault1's cost with hugepage backing, and
+//! why the variants run in blocks and the inline allocation prefetches, is
+//! in `docs/results/2026-11-24-hugepage-fault.md`.
 
 use crate::harness::rand::shuffle;
 use crate::harness::{Ctx, Experiment, ExperimentResult, Figure};
