@@ -79,7 +79,8 @@
 // `pagealloc_config.drain_mode`: today's kernel (one pass under the zone lock). The default.
 #define PAGEALLOC_DRAIN_SINGLE_PASS 0
 
-// `pagealloc_config.drain_mode`: seed 1's two-pass drain.
+// `pagealloc_config.drain_mode`: the old two-pass drain (a library built
+// with the `seed-variants` feature only).
 #define PAGEALLOC_DRAIN_TWO_PASS 1
 
 // Bytes per page.
@@ -226,11 +227,14 @@ typedef struct pagealloc_config {
   bool pcp_lists;
   // The thread-owned front cache before the per-CPU lists. Default on.
   bool front_cache;
-  // Seed 4 A/B: use the page lock's waiters bit. Default on.
+  // Use the page lock's waiters bit. Default on; off (the old design) needs a
+  // library built with the `seed-variants` feature.
   bool page_lock_waiters_bit;
-  // Seed 2 A/B: cache the migratetype on the page at free (old design). Default off.
+  // Cache the migratetype on the page at free (the old design; needs
+  // `seed-variants`). Default off.
   bool pcp_migratetype_cache;
-  // Seed 5 A/B: build pagetypeinfo by walking lists (old design). Default off.
+  // Build pagetypeinfo by walking lists (the old design; needs
+  // `seed-variants`). Default off.
   bool pagetypeinfo_walk_lists;
 } pagealloc_config;
 

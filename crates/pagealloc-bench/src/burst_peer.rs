@@ -6,7 +6,7 @@
 //! 4 KiB-aligned 4 KiB blocks instead of order-0 pages: take the resident set
 //! (/proc/self/statm) before the burst, allocate `BLOCKS` blocks touching one
 //! byte of each, free three quarters of them in the experiment's random order
-//! ([`crate::experiments::burst_idle::shuffle`]), then idle with nothing called,
+//! ([`crate::harness::rand::shuffle`]), then idle with nothing called,
 //! sampling the resident set every 100 ms for `IDLE_MS`. It prints one line per
 //! sample, `sample <t_ms> <rss_pages>` (t from just before the frees), then
 //! `burst-peer: before=<p> allocated=<n> live=<n> burst=<p> peak=<p> after=<p>`
@@ -130,7 +130,7 @@ pub fn parse(out: &str) -> Result<Outcome, String> {
 }
 
 fn rss_pages() -> u64 {
-    crate::show::process_rss_pages().unwrap_or(0)
+    crate::harness::process_rss_pages().unwrap_or(0)
 }
 
 /// The child's work, written to `out` (see the module's documentation).
@@ -151,7 +151,7 @@ pub fn child(peer: Peer, blocks: usize, idle_ms: u64, out: &mut impl Write) -> s
         unsafe { b.write_volatile(1) };
         ptrs.push(b);
     }
-    crate::experiments::burst_idle::shuffle(&mut ptrs);
+    crate::harness::rand::shuffle(&mut ptrs);
     let allocated = ptrs.len();
     let keep = allocated / 4;
     let burst = rss_pages();

@@ -100,74 +100,92 @@ fn main() {
         Cmd::SqliteChild(args) => std::process::exit(sqlite_child::run(&args)),
         Cmd::Bench { action: Some(BenchCmd::Compare { old, new }), .. } => compare(&old, &new),
         Cmd::Bench { action: None, experiment, full, json, quiet, verbose, out, page_fault1 } => {
-            experiments::page_fault1::set_args(page_fault1);
-            let all = experiments::all();
-            let chosen: Vec<_> = match &experiment {
-                None => all,
-                Some(n) => {
-                    let v: Vec<_> = all.into_iter().chain(experiments::on_demand()).filter(|e| e.name() == n).collect();
-                    if v.is_empty() {
-                        let names: Vec<_> =
-                            experiments::all().iter().chain(&experiments::on_demand()).map(|e| e.name()).collect();
-                        eprintln!("unknown experiment {n:?}; known: {}", names.join(", "));
-                        std::process::exit(2);
-                    }
-                    v
-                }
-            };
-            let (t0, started) = (std::time::Instant::now(), std::time::SystemTime::now());
-            let mut machine = report::Machine::probe();
-            if let Some(w) = machine.busy_warning() {
-                eprintln!("{w}");
+            let chosen = choose(experiment.as_deref(), &page_fault1);
+            bench(chosen, full, json, quiet, verbose, &out);
+        }
+    }
+}
+
+/// The experiments `pagealloc bench [EXPERIMENT]` runs: all of them, or the
+/// one named (which may be on demand); exits on an unknown name.
+fn choose(experiment: Option<&str>, page_fault1: &experiments::page_fault1::Args) -> Vec<Box<dyn harness::Experiment>> {
+    let all = experiments::all(page_fault1);
+    match experiment {
+        None => all,
+        Some(n) => {
+            let v: Vec<_> = all.into_iter().chain(experiments::on_demand()).filter(|e| e.name() == n).collect();
+            if v.is_empty() {
+                let names: Vec<_> =
+                    experiments::all(page_fault1).iter().chain(&experiments::on_demand()).map(|e| e.name()).collect();
+                eprintln!("unknown experiment {n:?}; known: {}", names.join(", "));
+                std::process::exit(2);
             }
-            let ctx = harness::Ctx::new(full, verbose, !quiet);
-            machine.tsc_ghz = ctx.tsc.ghz;
+            v
+        }
+    }
+}
+
+/// Run `chosen`, print each one's targets and the summary, and write the
+/// report (and the JSON, if asked).
+fn bench(
+    chosen: Vec<Box<dyn harness::Experiment>>,
+    full: bool,
+    json: Option<PathBuf>,
+    quiet: bool,
+    verbose: bool,
+    out: &std::path::Path,
+) {
+    let (t0, started) = (std::time::Instant::now(), std::time::SystemTime::now());
+    let mut machine = report::Machine::probe();
+    if let Some(w) = machine.busy_warning() {
+        eprintln!("{w}");
+    }
+    let ctx = harness::Ctx::new(full, verbose, !quiet);
+    machine.tsc_ghz = ctx.tsc.ghz;
+    println!(
+        "{} ({} CPUs), kernel {}, TSC {:.3} GHz; {} mode, {} repeats",
+        machine.cpu_model,
+        machine.cores,
+        machine.kernel,
+        ctx.tsc.ghz,
+        if full { "full" } else { "quick" },
+        ctx.repeats
+    );
+    let mut results = Vec::new();
+    let n = chosen.len();
+    for (i, e) in chosen.into_iter().enumerate() {
+        println!("[{}/{n}] {}", i + 1, e.name());
+        let r = e.run(&ctx);
+        for t in &r.targets {
             println!(
-                "{} ({} CPUs), kernel {}, TSC {:.3} GHz; {} mode, {} repeats",
-                machine.cpu_model,
-                machine.cores,
-                machine.kernel,
-                ctx.tsc.ghz,
-                if full { "full" } else { "quick" },
-                ctx.repeats
+                "target: {} -> {:.3} (limit {}) {}",
+                t.what,
+                t.measured,
+                t.limit,
+                if t.met { "MET" } else { "MISSED" }
             );
-            let mut results = Vec::new();
-            let n = chosen.len();
-            for (i, e) in chosen.into_iter().enumerate() {
-                println!("[{}/{n}] {}", i + 1, e.name());
-                let r = e.run(&ctx);
-                for t in &r.targets {
-                    println!(
-                        "target: {} -> {:.3} (limit {}) {}",
-                        t.what,
-                        t.measured,
-                        t.limit,
-                        if t.met { "MET" } else { "MISSED" }
-                    );
-                }
-                results.push(r);
-            }
-            let info = report::RunInfo {
-                command: report::machine::command_line(),
-                full,
-                repeats: ctx.repeats,
-                started: started.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
-                duration_s: t0.elapsed().as_secs_f64(),
-                machine,
-            };
-            let rep = report::Report::new(info, results);
-            print!("{}", rep.summary());
-            if let Some(path) = json {
-                std::fs::write(&path, rep.to_json()).expect("write json");
-                println!("wrote {}", path.display());
-            }
-            match rep.write_dir(&out) {
-                Ok(index) => println!("report: {} ({:.0} s)", index.display(), rep.duration_s),
-                Err(e) => {
-                    eprintln!("cannot write the report to {}: {e}", out.display());
-                    std::process::exit(1);
-                }
-            }
+        }
+        results.push(r);
+    }
+    let info = report::RunInfo {
+        command: report::machine::command_line(),
+        full,
+        repeats: ctx.repeats,
+        started: started.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        duration_s: t0.elapsed().as_secs_f64(),
+        machine,
+    };
+    let rep = report::Report::new(info, results);
+    print!("{}", rep.summary());
+    if let Some(path) = json {
+        std::fs::write(&path, rep.to_json()).expect("write json");
+        println!("wrote {}", path.display());
+    }
+    match rep.write_dir(out) {
+        Ok(index) => println!("report: {} ({:.0} s)", index.display(), rep.duration_s),
+        Err(e) => {
+            eprintln!("cannot write the report to {}: {e}", out.display());
+            std::process::exit(1);
         }
     }
 }

@@ -1,6 +1,7 @@
 //! `pagealloc show`: build a default arena, run a workload, print a report in the
 //! kernel's format.
 
+use crate::harness::process_rss_pages;
 use crate::workloads;
 use clap::ValueEnum;
 use pagealloc::{Config, PageAllocator};
@@ -111,9 +112,4 @@ fn residency(a: &PageAllocator) -> String {
         out += &format!("process_rss_pages {rss}\n");
     }
     out
-}
-
-/// The process's resident pages (the second field of /proc/self/statm).
-pub fn process_rss_pages() -> Option<u64> {
-    std::fs::read_to_string("/proc/self/statm").ok()?.split_whitespace().nth(1)?.parse().ok()
 }

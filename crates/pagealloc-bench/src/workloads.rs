@@ -1,7 +1,7 @@
 //! Workloads shared by `pagealloc show` and the experiments: a fragmenting mix
 //! of orders and migratetypes, and will-it-scale's page_fault1 pattern.
 
-use crate::experiments::buddy::Lcg;
+use crate::harness::rand::Lcg;
 use pagealloc::{Gfp, PageAllocator, Pfn};
 
 /// `ops` random allocations and frees of mixed orders (mostly 0..3, a few up to

@@ -19,9 +19,11 @@ use std::sync::atomic::Ordering;
 
 use ::pagealloc::{PageAllocator, PageArray, Pfn};
 
-use crate::status::pagealloc_status::{self, *};
-use crate::status::{alloc_err, fail, invalid, run, Res};
-use crate::{handle, opt_out, out, pagealloc, to_gfp, PAGEALLOC_HOLE};
+use crate::args::{opt_out, out, to_gfp};
+use crate::constants::PAGEALLOC_HOLE;
+use crate::handle::{handle, pagealloc};
+use crate::status::pagealloc_status;
+use crate::status::{alloc_err, invalid, run, Res};
 
 /// A page array's tag ("parr").
 const ARRAY_MAGIC: u32 = 0x7061_7272;
@@ -240,9 +242,4 @@ pub unsafe extern "C" fn pagealloc_page_array_take(
         // SAFETY: the caller's contract.
         unsafe { slot_out(arr, i, pfn_out, PageArray::take_pfn) }
     })
-}
-
-/// `pagealloc_destroy`'s refusal while arrays live.
-pub(crate) fn arrays_live(n: usize) -> pagealloc_status {
-    fail(PAGEALLOC_ERR_BUSY, format_args!("{n} page arrays of this allocator are not destroyed yet"))
 }

@@ -26,9 +26,11 @@ use std::sync::atomic::Ordering;
 
 use ::pagealloc::{front_abi as abi, Gfp, ThreadFront};
 
+use crate::alloc::pagealloc_alloc_pages;
+use crate::constants::{PAGEALLOC_GFP_MOVABLE, PAGEALLOC_GFP_RECLAIMABLE, PAGEALLOC_HOLE};
+use crate::handle::{handle, pagealloc};
 use crate::status::pagealloc_status::{self, *};
 use crate::status::{fail, run, Res};
-use crate::{pagealloc, PAGEALLOC_GFP_MOVABLE, PAGEALLOC_GFP_RECLAIMABLE};
 
 /// Bytes per page.
 pub const PAGEALLOC__PAGE_SIZE: u32 = 4096;
@@ -202,8 +204,8 @@ pub unsafe extern "C" fn pagealloc_tcache_create(
 ) -> pagealloc_status {
     run("pagealloc_tcache_create", || {
         // SAFETY: the caller's contract.
-        let inner = unsafe { crate::handle(a) }?;
-        let o = crate::out(out, "out")?;
+        let inner = unsafe { handle(a) }?;
+        let o = crate::args::out(out, "out")?;
         let Some(t) = inner.thread_front() else {
             return Err(fail(PAGEALLOC_ERR_BUSY, "the calling thread is exiting"));
         };
@@ -268,10 +270,10 @@ pub unsafe extern "C" fn pagealloc_tcache_destroy(tc: *mut pagealloc_tcache) -> 
 /// `a` is a live handle (or NULL).
 #[no_mangle]
 pub unsafe extern "C" fn pagealloc_tc_alloc_slow(a: *const pagealloc, gfp_flags: u32) -> u64 {
-    let mut pfn = crate::PAGEALLOC_HOLE;
+    let mut pfn = PAGEALLOC_HOLE;
     // SAFETY: a live handle or NULL; pfn is writable.
-    if unsafe { crate::pagealloc_alloc_pages(a, gfp_flags, 0, &mut pfn) } != PAGEALLOC_OK {
-        return crate::PAGEALLOC_HOLE;
+    if unsafe { pagealloc_alloc_pages(a, gfp_flags, 0, &mut pfn) } != PAGEALLOC_OK {
+        return PAGEALLOC_HOLE;
     }
     pfn
 }
@@ -290,7 +292,7 @@ pub unsafe extern "C" fn pagealloc__tc_free_claimed(a: *const pagealloc, pfn: u6
     run("pagealloc_tc_free_page", || -> Res {
         // SAFETY: the caller's contract: a live handle or NULL, checked here
         // as every entry point checks its handle.
-        let inner = unsafe { crate::handle(a) }?;
+        let inner = unsafe { handle(a) }?;
         // SAFETY: the caller holds the claim.
         unsafe { inner.free_claimed_order0(pfn) };
         Ok(())

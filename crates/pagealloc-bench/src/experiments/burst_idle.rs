@@ -22,6 +22,7 @@
 //! `idle-rss-<t>ms` (the same ratio every 500 ms, the plot).
 
 use crate::burst_peer::{self, Outcome, Peer, PeerRun};
+use crate::harness::rand::shuffle;
 use crate::harness::{Ctx, Experiment, ExperimentResult, Figure, Plot};
 use pagealloc::{Config, Gfp, PageAllocator, Pfn, PAGE_SIZE};
 use std::time::{Duration, Instant};
@@ -33,7 +34,7 @@ pub struct BurstIdle;
 const IDLE_S: u64 = 3;
 
 fn rss_pages() -> u64 {
-    crate::show::process_rss_pages().unwrap_or(0)
+    crate::harness::process_rss_pages().unwrap_or(0)
 }
 
 /// Pages of the arena's mapping that are resident (mincore): the part of the
@@ -49,18 +50,6 @@ fn arena_resident_pages(a: &PageAllocator) -> u64 {
         return 0;
     }
     vec.iter().filter(|&&b| b & 1 != 0).count() as u64
-}
-
-/// Shuffle `v` in place: Fisher-Yates with a fixed xorshift sequence, so every
-/// allocator frees its blocks in the same order.
-pub fn shuffle<T>(v: &mut [T]) {
-    let mut x = 0x2545_f491_4f6c_dd1du64;
-    for i in (1..v.len()).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        v.swap(i, (x % (i as u64 + 1)) as usize);
-    }
 }
 
 /// One allocator's figures: the sizes, the ratio, and the ratio every 500 ms.
@@ -111,6 +100,91 @@ fn touch(a: &PageAllocator, p: Pfn) {
     unsafe { addr.as_ptr().write_volatile(1) };
 }
 
+/// The burst and the frees: 80% of the arena allocated and touched, three
+/// quarters of it freed in random order. What comes back: the pages kept,
+/// and the burst's half of our [`PeerRun`] (no samples, `after` not yet
+/// known).
+fn burst_and_free(a: &PageAllocator) -> (Vec<Pfn>, PeerRun, Instant) {
+    let rss0 = rss_pages();
+    let n = (a.managed_pages() * 8 / 10) as usize;
+    let mut pages = Vec::with_capacity(n);
+    for _ in 0..n {
+        match a.alloc_pages(Gfp::MOVABLE, 0) {
+            Ok(p) => {
+                touch(a, p);
+                pages.push(p);
+            }
+            Err(_) => break,
+        }
+    }
+    // Free three quarters in random order (xorshift Fisher-Yates).
+    shuffle(&mut pages);
+    let allocated = pages.len() as u64;
+    let keep = pages.len() / 4;
+    let burst = rss_pages();
+    let t_free = Instant::now();
+    for p in pages.drain(keep..) {
+        a.free_pages(p, 0).expect("burst-idle free");
+    }
+    let live = keep as u64;
+    let peak = rss_pages();
+    let run = PeerRun { before: rss0, allocated, live, burst, peak, after: peak, samples: Vec::new() };
+    (pages, run, t_free)
+}
+
+/// Idle for `IDLE_S` seconds, a line every 100 ms attributing the excess
+/// over the live pages; fills in `run`'s samples and `after`. Returns when
+/// the resident set first came within the target, in ms after the frees.
+fn idle(ctx: &Ctx, r: &mut ExperimentResult, a: &PageAllocator, run: &mut PeerRun, t_free: Instant) -> Option<u64> {
+    let (rss0, live) = (run.before, run.live);
+    let limit = rss0 as f64 + 1.1 * live as f64;
+    let mut within: Option<u64> = None;
+    for k in 0..=(IDLE_S * 10) {
+        let t = t_free.elapsed().as_millis() as u64;
+        let last = rss_pages();
+        run.after = last;
+        run.samples.push((t, last));
+        let res = a.residency();
+        let reported: u64 = res.iter().map(|z| z.reported).sum();
+        let buddy_free: u64 = res.iter().map(|z| z.free).sum();
+        let free_resident: u64 = res.iter().map(|z| z.free_resident).sum();
+        let pcp: u64 = a.pcp_report().iter().map(|c| u64::from(c.count)).sum();
+        let front = a.managed_pages().saturating_sub(live + buddy_free + pcp);
+        let arena = arena_resident_pages(a);
+        let excess = last as i64 - rss0 as i64 - live as i64;
+        r.line(ctx, format!("{t} {last} {excess} {reported} {free_resident} {pcp} {front} {arena}"));
+        if within.is_none() && last as f64 <= limit {
+            within = Some(t);
+        }
+        if let Some(d) = Duration::from_millis((k + 1) * 100).checked_sub(t_free.elapsed()) {
+            if k < IDLE_S * 10 {
+                std::thread::sleep(d);
+            }
+        }
+    }
+    within
+}
+
+/// The cost of taking it all back: allocate and touch `again` pages.
+/// Returns them, to be freed with the rest.
+fn reallocate(ctx: &Ctx, r: &mut ExperimentResult, a: &PageAllocator, again: usize) -> Vec<Pfn> {
+    let t0 = Instant::now();
+    let mut back = Vec::with_capacity(again);
+    for _ in 0..again {
+        if let Ok(p) = a.alloc_pages(Gfp::MOVABLE, 0) {
+            touch(a, p);
+            back.push(p);
+        }
+    }
+    let ns = t0.elapsed().as_nanos() as f64 / back.len().max(1) as f64;
+    r.line(
+        ctx,
+        format!("# reallocating and touching {} pages: {ns:.0} ns per page ({} bytes each)", back.len(), PAGE_SIZE),
+    );
+    r.notes.push(format!("reallocation after the release: {ns:.0} ns per page, faults included"));
+    back
+}
+
 impl Experiment for BurstIdle {
     fn name(&self) -> &'static str {
         "burst-idle"
@@ -118,40 +192,22 @@ impl Experiment for BurstIdle {
 
     fn run(&self, ctx: &Ctx) -> ExperimentResult {
         let mut r = ExperimentResult::new(self.name(), "Burst then idle: resident memory given back", None);
-        // The default arena (1 GiB) in both modes: the target is
-        // stated for it, and a smaller arena (256 MiB used to be the quick
-        // mode's) has smaller per-CPU lists and meets it more easily.
+        // The default arena (1 GiB) in both modes: the target is stated for
+        // it, and a smaller arena has smaller per-CPU lists and meets it more
+        // easily.
         let cfg = Config::new();
         let bytes = cfg.arena_bytes;
         let a = PageAllocator::new(cfg).expect("burst-idle arena");
-        let rss0 = rss_pages();
         let n = (a.managed_pages() * 8 / 10) as usize;
-        let mut pages = Vec::with_capacity(n);
-        for _ in 0..n {
-            match a.alloc_pages(Gfp::MOVABLE, 0) {
-                Ok(p) => {
-                    touch(&a, p);
-                    pages.push(p);
-                }
-                Err(_) => break,
-            }
-        }
-        // Free three quarters in random order (xorshift Fisher-Yates).
-        shuffle(&mut pages);
-        let allocated = pages.len() as u64;
-        let keep = pages.len() / 4;
-        let burst = rss_pages();
-        let t_free = Instant::now();
-        for p in pages.drain(keep..) {
-            a.free_pages(p, 0).expect("burst-idle free");
-        }
-        let live = keep as u64;
-        let peak = rss_pages();
+        let (pages, mut ours, t_free) = burst_and_free(&a);
         r.line(
             ctx,
             format!(
-                "# arena {} MiB, allocated {n} pages, live {live}, rss before {rss0} after the burst {peak} (pages)",
-                bytes >> 20
+                "# arena {} MiB, allocated {n} pages, live {}, rss before {} after the burst {} (pages)",
+                bytes >> 20,
+                ours.live,
+                ours.before,
+                ours.peak
             ),
         );
         // Attribution of the excess: free pages still resident on the buddy
@@ -163,33 +219,8 @@ impl Experiment for BurstIdle {
             ctx,
             "t_ms rss_pages excess_over_live reported_pages buddy_free_resident pcp_pages front_pages arena_resident",
         );
-        let limit = rss0 as f64 + 1.1 * live as f64;
-        let mut within: Option<u64> = None;
-        let mut last = peak;
-        let mut samples = Vec::new();
-        for k in 0..=(IDLE_S * 10) {
-            let t = t_free.elapsed().as_millis() as u64;
-            last = rss_pages();
-            samples.push((t, last));
-            let res = a.residency();
-            let reported: u64 = res.iter().map(|z| z.reported).sum();
-            let buddy_free: u64 = res.iter().map(|z| z.free).sum();
-            let free_resident: u64 = res.iter().map(|z| z.free_resident).sum();
-            let pcp: u64 = a.pcp_report().iter().map(|c| u64::from(c.count)).sum();
-            let front = a.managed_pages().saturating_sub(live + buddy_free + pcp);
-            let arena = arena_resident_pages(&a);
-            let excess = last as i64 - rss0 as i64 - live as i64;
-            r.line(ctx, format!("{t} {last} {excess} {reported} {free_resident} {pcp} {front} {arena}"));
-            if within.is_none() && last as f64 <= limit {
-                within = Some(t);
-            }
-            if let Some(d) = Duration::from_millis((k + 1) * 100).checked_sub(t_free.elapsed()) {
-                if k < IDLE_S * 10 {
-                    std::thread::sleep(d);
-                }
-            }
-        }
-        let ratio = (last as f64 - rss0 as f64) / live as f64;
+        let within = idle(ctx, &mut r, &a, &mut ours, t_free);
+        let ratio = (ours.after as f64 - ours.before as f64) / ours.live as f64;
         r.target(
             format!("resident after {IDLE_S} s idle, over the resident set before the burst, in live memory"),
             ratio,
@@ -200,22 +231,7 @@ impl Experiment for BurstIdle {
             Some(t) => format!("within rss0 + 1.1x live {t} ms after the frees ended"),
             None => format!("not within rss0 + 1.1x live after {IDLE_S} s"),
         });
-        // The cost of taking it all back: allocate and touch the freed pages.
-        let again = n - keep;
-        let t0 = Instant::now();
-        let mut back = Vec::with_capacity(again);
-        for _ in 0..again {
-            if let Ok(p) = a.alloc_pages(Gfp::MOVABLE, 0) {
-                touch(&a, p);
-                back.push(p);
-            }
-        }
-        let ns = t0.elapsed().as_nanos() as f64 / back.len().max(1) as f64;
-        r.line(
-            ctx,
-            format!("# reallocating and touching {} pages: {ns:.0} ns per page ({} bytes each)", back.len(), PAGE_SIZE),
-        );
-        r.notes.push(format!("reallocation after the release: {ns:.0} ns per page, faults included"));
+        let back = reallocate(ctx, &mut r, &a, n - pages.len());
         let st = a.page_reporting_stats();
         r.notes.push(format!(
             "reporting: {} passes, {} pages in {} blocks released by {} calls, {} errors",
@@ -225,7 +241,6 @@ impl Experiment for BurstIdle {
             a.free_pages(p, 0).expect("burst-idle free");
         }
         drop(a);
-        let ours = PeerRun { before: rss0, allocated, live, burst, peak, after: last, samples };
         push_figures(&mut r, "pagealloc", &ours);
         peers(ctx, &mut r, &ours);
         r

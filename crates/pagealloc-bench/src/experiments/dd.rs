@@ -161,6 +161,85 @@ fn table(rows: &[(String, Vec<Vec<f64>>)]) -> String {
     s
 }
 
+/// One directory's iterations, the variants interleaved (the order rotating
+/// each iteration): a line each, and the elapsed figures. Returns the
+/// elapsed times per variant and how many iterations read back wrong bytes.
+fn dir_runs(
+    ctx: &Ctx,
+    r: &mut ExperimentResult,
+    caches: &[PageCache],
+    dir: &Path,
+    bytes: usize,
+    iters: usize,
+) -> (Vec<Vec<f64>>, u64) {
+    let fs = fs_name(dir);
+    let path = dir.join(format!("pagealloc-dd-{}", std::process::id()));
+    let mut el: Vec<Vec<f64>> = vec![Vec::new(); VARIANTS.len()];
+    let mut bad = 0;
+    for it in 0..iters {
+        for k in 0..VARIANTS.len() {
+            let v = (k + it) % VARIANTS.len();
+            let (t, ok) = match VARIANTS[v] {
+                "kernel" => kernel(&path, bytes),
+                _ => ours(&caches[v], 1 + it as u64, &path, bytes),
+            };
+            bad += u64::from(!ok);
+            let total: f64 = t.iter().sum();
+            el[v].push(total);
+            r.line(
+                ctx,
+                format!("{fs} {}#{it} {total:.4} {:.4} {:.4} {:.4} {:.4}", VARIANTS[v], t[0], t[1], t[2], t[3]),
+            );
+        }
+    }
+    for (k, v) in VARIANTS.iter().enumerate() {
+        r.figures.push(
+            Figure::new(format!("dd-elapsed-{fs}"), *v, "s", el[k].clone())
+                .param("file_mib", (bytes >> 20) as u64)
+                .param("dir", dir.display().to_string()),
+        );
+    }
+    (el, bad)
+}
+
+/// Seed 4's verdict and claim for each file system.
+fn verdicts(ctx: &Ctx, r: &mut ExperimentResult, rows: &[(String, Vec<Vec<f64>>)]) {
+    for (fs, _) in rows {
+        let metric = format!("dd-elapsed-{fs}");
+        let (Some(o), Some(n), Some(k)) = (r.get(&metric, "old"), r.get(&metric, "new"), r.get(&metric, "kernel"))
+        else {
+            continue;
+        };
+        let (change, noise, v) = verdict::judge(o, n);
+        let line = format!(
+            "verdict {fs}: old {:.4} s (noise {:.1}%), new {:.4} s (noise {:.1}%), change {:+.1}% vs noise {:.1}%: {}; \
+             the kernel's dd {:.4} s (noise {:.1}%), ours new / kernel {:.2}x the time",
+            o.value,
+            100.0 * o.spread(),
+            n.value,
+            100.0 * n.spread(),
+            100.0 * change,
+            100.0 * noise,
+            v.words(),
+            k.value,
+            100.0 * k.spread(),
+            n.value / k.value
+        );
+        r.line(ctx, &line);
+        r.notes.push(line);
+        r.claims.push(Claim {
+            seed: 4,
+            text: format!(
+                "seed 4: dd of a file 1/10th of memory, written, read and deleted each iteration: \
+                 tmpfs Max elapsed 0.49 -> 0.48 s (2.04%), ext4 13.34 -> 13.43 s (-0.67%); here on {fs}"
+            ),
+            metric,
+            old: "old".into(),
+            new: "new".into(),
+        });
+    }
+}
+
 impl Experiment for Dd {
     fn name(&self) -> &'static str {
         "dd"
@@ -197,33 +276,9 @@ impl Experiment for Dd {
         let mut rows = Vec::new();
         let mut bad = 0;
         for dir in &dirs {
-            let fs = fs_name(dir);
-            let path = dir.join(format!("pagealloc-dd-{}", std::process::id()));
-            let mut el: Vec<Vec<f64>> = vec![Vec::new(); VARIANTS.len()];
-            for it in 0..iters {
-                for k in 0..VARIANTS.len() {
-                    let v = (k + it) % VARIANTS.len();
-                    let (t, ok) = match VARIANTS[v] {
-                        "kernel" => kernel(&path, bytes),
-                        _ => ours(&caches[v], 1 + it as u64, &path, bytes),
-                    };
-                    bad += u64::from(!ok);
-                    let total: f64 = t.iter().sum();
-                    el[v].push(total);
-                    r.line(
-                        ctx,
-                        format!("{fs} {}#{it} {total:.4} {:.4} {:.4} {:.4} {:.4}", VARIANTS[v], t[0], t[1], t[2], t[3]),
-                    );
-                }
-            }
-            for (k, v) in VARIANTS.iter().enumerate() {
-                r.figures.push(
-                    Figure::new(format!("dd-elapsed-{fs}"), *v, "s", el[k].clone())
-                        .param("file_mib", (bytes >> 20) as u64)
-                        .param("dir", dir.display().to_string()),
-                );
-            }
-            rows.push((fs, el));
+            let (el, b) = dir_runs(ctx, &mut r, &caches, dir, bytes, iters);
+            bad += b;
+            rows.push((fs_name(dir), el));
         }
         for c in &caches {
             if c.nr_pages() != 0 {
@@ -238,40 +293,7 @@ impl Experiment for Dd {
             r.notes.push(format!("{bad} iterations read back wrong bytes"));
         }
         r.target("iterations that read back wrong bytes", bad as f64, 0.0, bad == 0);
-        for (fs, _) in &rows {
-            let metric = format!("dd-elapsed-{fs}");
-            let (Some(o), Some(n), Some(k)) = (r.get(&metric, "old"), r.get(&metric, "new"), r.get(&metric, "kernel"))
-            else {
-                continue;
-            };
-            let (change, noise, v) = verdict::judge(o, n);
-            let line = format!(
-                "verdict {fs}: old {:.4} s (noise {:.1}%), new {:.4} s (noise {:.1}%), change {:+.1}% vs noise {:.1}%: {}; \
-                 the kernel's dd {:.4} s (noise {:.1}%), ours new / kernel {:.2}x the time",
-                o.value,
-                100.0 * o.spread(),
-                n.value,
-                100.0 * n.spread(),
-                100.0 * change,
-                100.0 * noise,
-                v.words(),
-                k.value,
-                100.0 * k.spread(),
-                n.value / k.value
-            );
-            r.line(ctx, &line);
-            r.notes.push(line);
-            r.claims.push(Claim {
-                seed: 4,
-                text: format!(
-                    "seed 4: dd of a file 1/10th of memory, written, read and deleted each iteration: \
-                     tmpfs Max elapsed 0.49 -> 0.48 s (2.04%), ext4 13.34 -> 13.43 s (-0.67%); here on {fs}"
-                ),
-                metric,
-                old: "old".into(),
-                new: "new".into(),
-            });
-        }
+        verdicts(ctx, &mut r, &rows);
         r
     }
 }

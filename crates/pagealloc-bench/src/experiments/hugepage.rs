@@ -44,7 +44,7 @@
 //! with `Config::prefetch_on_alloc` off, in the same run. What it found, and
 //! where the cost beyond the floor lies, is in docs/results/.
 
-use super::burst_idle::shuffle;
+use crate::harness::rand::shuffle;
 use crate::harness::{Ctx, Experiment, ExperimentResult, Figure};
 use pagealloc::{Backing, Config, Gfp, MovableOps, PageAllocator, Pfn, PAGE_SIZE};
 use std::collections::HashMap;
@@ -58,7 +58,7 @@ pub struct Hugepage;
 const IDLE_S: u64 = 3;
 
 fn rss_pages() -> u64 {
-    crate::show::process_rss_pages().unwrap_or(0)
+    crate::harness::process_rss_pages().unwrap_or(0)
 }
 
 /// `Rss` and `AnonHugePages` (KiB) of the mappings of /proc/self/smaps that
@@ -125,6 +125,63 @@ struct Burst {
     outside: u64,
 }
 
+/// The idle time after the frees: a line every half second, the resident
+/// set against `rss0 + 1.25 x live`. Returns the last resident set and when
+/// it first came within that, in ms after the frees.
+fn idle(
+    ctx: &Ctx,
+    r: &mut ExperimentResult,
+    name: &str,
+    a: &PageAllocator,
+    rss0: u64,
+    live: u64,
+    t_free: Instant,
+) -> (u64, Option<u64>) {
+    let limit = rss0 as f64 + 1.25 * live as f64;
+    let mut within = None;
+    let mut last = 0;
+    r.line(ctx, format!("# {name}: live {live} pages, rss before {rss0}"));
+    r.line(ctx, format!("{name} t_ms rss_pages arena_rss_kb arena_anonhuge_kb free_below_pageblock"));
+    for k in 0..=(IDLE_S * 10) {
+        let t = t_free.elapsed().as_millis() as u64;
+        last = rss_pages();
+        let (rss_kb, huge_kb) = arena_smaps(a);
+        if k % 5 == 0 {
+            r.line(ctx, format!("{name} {t} {last} {rss_kb} {huge_kb} {}", a.free_pages_below_pageblock()));
+        }
+        if within.is_none() && last as f64 <= limit {
+            within = Some(t);
+        }
+        if let Some(d) = Duration::from_millis((k + 1) * 100).checked_sub(t_free.elapsed()) {
+            if k < IDLE_S * 10 {
+                std::thread::sleep(d);
+            }
+        }
+    }
+    (last, within)
+}
+
+/// The allocation side: as many pages again as are live, allocated and
+/// written after the idle time, then freed. Resident free blocks are taken
+/// before released ones (released blocks sit at their lists' tails), so
+/// where partly used hugepages still hold free memory (pinned pages) the
+/// resident set should not grow. Returns the growth per page allocated and
+/// how many came from outside the pageblocks the burst used.
+fn again(a: &PageAllocator, live: u64, pages: &[u64]) -> (f64, u64) {
+    let rss_idle = rss_pages();
+    let again: Vec<Pfn> = (0..live).map_while(|_| a.alloc_pages(Gfp::MOVABLE, 0).ok()).collect();
+    for &p in &again {
+        // SAFETY: allocated to this experiment just now.
+        unsafe { word(a, p.as_u64()).write_volatile(u64::MAX) };
+    }
+    let growth = (rss_pages() as f64 - rss_idle as f64) / again.len().max(1) as f64;
+    // Where they came from: pages outside the pageblocks the burst used.
+    let burst_blocks: std::collections::HashSet<u64> = pages.iter().map(|p| p >> 9).collect();
+    let outside = again.iter().filter(|p| !burst_blocks.contains(&(p.as_u64() >> 9))).count() as u64;
+    a.free_pages_bulk(&again).expect("free");
+    (growth, outside)
+}
+
 fn burst(ctx: &Ctx, r: &mut ExperimentResult, name: &str, backing: Backing, movable: bool) -> Burst {
     let a = PageAllocator::new(Config::new().backing(backing)).expect("hugepage arena");
     let rss0 = rss_pages();
@@ -157,45 +214,10 @@ fn burst(ctx: &Ctx, r: &mut ExperimentResult, name: &str, backing: Backing, mova
         a.free_pages(Pfn::new(pages[k]), 0).expect("free");
     }
     let live = keep as u64;
-    let limit = rss0 as f64 + 1.25 * live as f64;
-    let mut within = None;
-    let mut last = 0;
-    r.line(ctx, format!("# {name}: live {live} pages, rss before {rss0}"));
-    r.line(ctx, format!("{name} t_ms rss_pages arena_rss_kb arena_anonhuge_kb free_below_pageblock"));
-    for k in 0..=(IDLE_S * 10) {
-        let t = t_free.elapsed().as_millis() as u64;
-        last = rss_pages();
-        let (rss_kb, huge_kb) = arena_smaps(&a);
-        if k % 5 == 0 {
-            r.line(ctx, format!("{name} {t} {last} {rss_kb} {huge_kb} {}", a.free_pages_below_pageblock()));
-        }
-        if within.is_none() && last as f64 <= limit {
-            within = Some(t);
-        }
-        if let Some(d) = Duration::from_millis((k + 1) * 100).checked_sub(t_free.elapsed()) {
-            if k < IDLE_S * 10 {
-                std::thread::sleep(d);
-            }
-        }
-    }
+    let (last, within) = idle(ctx, r, name, &a, rss0, live, t_free);
     let (rss_kb, huge_kb) = arena_smaps(&a);
     let st = a.page_reporting_stats();
-    // The allocation side: as many pages again as are live, allocated and
-    // written after the idle time. Resident free blocks are taken before
-    // released ones (released blocks sit at their lists' tails), so where
-    // partly used hugepages still hold free memory (pinned pages) the
-    // resident set should not grow.
-    let rss_idle = rss_pages();
-    let again: Vec<Pfn> = (0..live).map_while(|_| a.alloc_pages(Gfp::MOVABLE, 0).ok()).collect();
-    for &p in &again {
-        // SAFETY: allocated to this experiment just now.
-        unsafe { word(&a, p.as_u64()).write_volatile(u64::MAX) };
-    }
-    let growth = (rss_pages() as f64 - rss_idle as f64) / again.len().max(1) as f64;
-    // Where they came from: pages outside the pageblocks the burst used.
-    let burst_blocks: std::collections::HashSet<u64> = pages.iter().map(|p| p >> 9).collect();
-    let outside = again.iter().filter(|p| !burst_blocks.contains(&(p.as_u64() >> 9))).count() as u64;
-    a.free_pages_bulk(&again).expect("free");
+    let (growth, outside) = again(&a, live, &pages);
     let m = owner.pages.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: every page in the owner's map is allocated to it, and the
     // allocator is idle (no migration running: the experiment is its only user).

@@ -162,15 +162,11 @@ fn decompose(a: &PageAllocator, rounds: usize) -> (f64, f64, f64, f64, f64) {
     (med(&writes), med(&alone), med(&alone_alloc), med(&whole), med(&half))
 }
 
-/// Run part 2 into `r`.
-pub fn run(ctx: &Ctx, r: &mut ExperimentResult) {
-    // A round is about a millisecond: many of them, so that the median is
-    // not a preempted one's on a shared machine.
-    let (warm, rounds): (usize, usize) = (20, if ctx.full { 1000 } else { 200 });
-    crate::harness::pin(0);
-    // The fourth: the hugepage case without `Config::prefetch_on_alloc`,
-    // to show what the prefetch does.
-    let cases: Vec<(&str, PageAllocator)> = [
+/// The allocator cases: resident and anonymous 4 KiB backing, hugepage
+/// backing, and the hugepage case without `Config::prefetch_on_alloc`, to
+/// show what the prefetch does.
+fn cases() -> Vec<(&'static str, PageAllocator)> {
+    [
         ("4k-resident", Backing::Resident, true),
         ("4k-anon", Backing::Anonymous, true),
         ("huge", Backing::HugePages, true),
@@ -180,19 +176,32 @@ pub fn run(ctx: &Ctx, r: &mut ExperimentResult) {
     .map(|(n, b, pf)| {
         (n, PageAllocator::new(Config::new().backing(b).prefetch_on_alloc(pf)).expect("page-fault1 arena"))
     })
-    .collect();
-    let floors = [("floor-4k", Buffer::new(false)), ("floor-huge", Buffer::new(true))];
+    .collect()
+}
+
+/// What the blocks recorded.
+struct Recorded {
+    /// ns a page, per case then per floor.
+    ns: Vec<Vec<f64>>,
+    /// Per case: the arena's Rss and AnonHugePages, KiB.
+    cover: Vec<(u64, u64)>,
+    /// The hugepage case's alloc + write half.
+    halves: Vec<f64>,
+}
+
+/// The variants in turn, a block of rounds each, `warm` rounds unrecorded
+/// and `rounds` recorded; a line of block medians now and then.
+fn run_blocks(
+    ctx: &Ctx,
+    r: &mut ExperimentResult,
+    cases: &[(&str, PageAllocator)],
+    floors: &[(&str, Buffer)],
+    (warm, rounds): (usize, usize),
+) -> Recorded {
     let mut ns: Vec<Vec<f64>> = vec![Vec::new(); cases.len() + floors.len()];
     let mut cover: Vec<(u64, u64)> = vec![(0, 0); cases.len()];
     let mut pfns = Vec::with_capacity(NR_PAGES);
     let mut halves: Vec<f64> = Vec::new();
-    r.line(
-        ctx,
-        format!(
-            "# page-fault1, one thread, ns per page (alloc + write one byte + bulk free): blocks of {BLOCK} rounds \
-             per variant after {BLOCK_WARM} unrecorded, the variants in turn; block medians"
-        ),
-    );
     let blocks = (warm + rounds).div_ceil(BLOCK);
     let warm_blocks = warm.div_ceil(BLOCK);
     for block in 0..blocks {
@@ -231,13 +240,14 @@ pub fn run(ctx: &Ctx, r: &mut ExperimentResult) {
             r.line(ctx, row);
         }
     }
-    r.line(ctx, format!("# huge, this loop: alloc + write half {:.1} ns/page (median)", stats::median(&halves)));
-    let names: Vec<&str> = cases.iter().map(|c| c.0).chain(floors.iter().map(|f| f.0)).collect();
-    r.line(ctx, format!("# columns: {}", names.join(" ")));
-    // Why the hugepage figure is above the floor: the same loop's two halves
-    // apart, on the hugepage arena. The writes alone in the order the
-    // allocator handed the pages out, and the allocator alone (no write).
-    let (writes, alone, alone_alloc, whole, half) = decompose(&cases[2].1, rounds);
+    Recorded { ns, cover, halves }
+}
+
+/// Why the hugepage figure is above the floor: the same loop's two halves
+/// apart, on the hugepage arena. The writes alone in the order the
+/// allocator handed the pages out, and the allocator alone (no write).
+fn apart(ctx: &Ctx, r: &mut ExperimentResult, huge: &PageAllocator, rounds: usize) {
+    let (writes, alone, alone_alloc, whole, half) = decompose(huge, rounds);
     r.line(
         ctx,
         format!(
@@ -256,6 +266,11 @@ pub fn run(ctx: &Ctx, r: &mut ExperimentResult) {
     );
     r.figures.push(Figure::new("writes-in-allocation-order", "huge", "ns", vec![writes]));
     r.figures.push(Figure::new("alloc-free-no-write", "huge", "ns", vec![alone]));
+}
+
+/// Each variant's figures and coverage, then the targets.
+fn summary(ctx: &Ctx, r: &mut ExperimentResult, cases: &[(&str, PageAllocator)], names: &[&str], rec: &Recorded) {
+    let (ns, cover) = (&rec.ns, &rec.cover);
     let med: Vec<f64> = ns.iter().map(|v| stats::median(v)).collect();
     for (k, name) in names.iter().enumerate() {
         r.figures.push(Figure::new("ns-per-page", *name, "ns", ns[k].clone()));
@@ -291,4 +306,27 @@ pub fn run(ctx: &Ctx, r: &mut ExperimentResult) {
     let c = (huge.min(in_use_kb)) as f64 / in_use_kb as f64;
     r.target("page-fault1 with hugepage backing: in-use memory on hugepages (AnonHugePages, at most the in-use 128 MiB, over 128 MiB)", c, 0.9, c >= 0.9);
     r.notes.push(format!("hugepage case: arena Rss {rss} KiB, AnonHugePages {huge} KiB with 128 MiB in use"));
+}
+
+/// Run part 2 into `r`.
+pub fn run(ctx: &Ctx, r: &mut ExperimentResult) {
+    // A round is about a millisecond: many of them, so that the median is
+    // not a preempted one's on a shared machine.
+    let (warm, rounds): (usize, usize) = (20, if ctx.full { 1000 } else { 200 });
+    crate::harness::pin(0);
+    let cases = cases();
+    let floors = [("floor-4k", Buffer::new(false)), ("floor-huge", Buffer::new(true))];
+    r.line(
+        ctx,
+        format!(
+            "# page-fault1, one thread, ns per page (alloc + write one byte + bulk free): blocks of {BLOCK} rounds \
+             per variant after {BLOCK_WARM} unrecorded, the variants in turn; block medians"
+        ),
+    );
+    let rec = run_blocks(ctx, r, &cases, &floors, (warm, rounds));
+    r.line(ctx, format!("# huge, this loop: alloc + write half {:.1} ns/page (median)", stats::median(&rec.halves)));
+    let names: Vec<&str> = cases.iter().map(|c| c.0).chain(floors.iter().map(|f| f.0)).collect();
+    r.line(ctx, format!("# columns: {}", names.join(" ")));
+    apart(ctx, r, &cases[2].1, rounds);
+    summary(ctx, r, &cases, &names, &rec);
 }

@@ -130,6 +130,145 @@ fn kernel(path: &std::path::Path, pages: u64, threads: usize) -> Passes {
     Passes { secs: [s1, s2], fills2: None, errors: e1 + e2 + e3, random: [f64::NAN, r1] }
 }
 
+/// Each variant's figures from the rounds, keyed (variant, measure).
+type Fig = std::collections::BTreeMap<(&'static str, &'static str), Vec<f64>>;
+
+/// The read-twice rounds: every variant once a round, a line for each.
+fn readtwice_rounds(ctx: &Ctx, r: &mut ExperimentResult, path: &std::path::Path, pages: u64, threads: usize) -> Fig {
+    let mut fig: Fig = Default::default();
+    for rep in 0..ctx.repeats {
+        for variant in ["old", "new", "new-no-readahead", "kernel"] {
+            let p = match variant {
+                "kernel" => kernel(path, pages, threads),
+                v => ours(path, pages, threads, v != "old", v != "new-no-readahead"),
+            };
+            let read = pages / threads as u64 * threads as u64;
+            let hit = p.fills2.map(|f| 100.0 * read.saturating_sub(f) as f64 / read as f64);
+            let hit_s = hit.map_or("-".to_string(), |h| format!("{h:.2}"));
+            r.line(
+                ctx,
+                format!(
+                    "{variant}#{rep} {read} {:.4} {:.4} {hit_s} {:.4} {:.4} {}",
+                    p.secs[0], p.secs[1], p.random[0], p.random[1], p.errors
+                ),
+            );
+            fig.entry((variant, "pass1")).or_default().push(p.secs[0]);
+            fig.entry((variant, "pass2")).or_default().push(p.secs[1]);
+            for (k, name) in [(0, "random-lookup"), (1, "random-copy")] {
+                if p.random[k].is_finite() {
+                    fig.entry((variant, name)).or_default().push(p.random[k] * 1e9 / read as f64);
+                }
+            }
+            if let Some(h) = hit {
+                fig.entry((variant, "hit")).or_default().push(h);
+            }
+            if p.errors > 0 {
+                r.notes.push(format!("{variant} run {rep}: {} reads failed", p.errors));
+            }
+        }
+    }
+    fig
+}
+
+/// Cold sequential reads, interleaved rounds (`cold_seq`). False when the
+/// file could not be made (the reason is in the report).
+fn cold_sequential(ctx: &Ctx, r: &mut ExperimentResult, threads: usize) -> bool {
+    let rounds = if ctx.full { 21 } else { 11 };
+    // A file of COLD_FILE (passes of 100 ms and more, so one lost time
+    // slice on the shared CPUs weighs less) in an arena twice its size.
+    let cold_pages = COLD_FILE / PAGE_SIZE as u64;
+    let Some(cold_path) = file_for(ctx, r, "cold", cold_pages, 2 * COLD_FILE, threads) else {
+        return false;
+    };
+    let cold = {
+        let cfg = Config::new().arena_bytes(2 * COLD_FILE).backing(Backing::Resident);
+        let a = Arc::new(PageAllocator::new(cfg).expect("cold arena"));
+        let pc = PageCache::new(a, PageCacheConfig { kswapd: true }).expect("page cache");
+        cold_seq::rounds(&pc, &cold_path, cold_pages, threads, rounds)
+    };
+    let _ = std::fs::remove_file(&cold_path);
+    let pages = cold_pages;
+    r.line(ctx, format!("# cold sequential: {rounds} rounds, order rotating; per variant seconds by round"));
+    for (k, v) in cold_seq::VARIANTS.iter().enumerate() {
+        let s: Vec<String> = cold.secs[k].iter().map(|x| format!("{x:.4}")).collect();
+        r.line(ctx, format!("cold-{v} {}", s.join(" ")));
+        let mbps: Vec<f64> = cold.secs[k].iter().map(|s| (pages * PAGE_SIZE as u64) as f64 / s / 1e6).collect();
+        r.figures.push(Figure::new("cold-seq-read", *v, "MB/s", mbps).higher_better().param("threads", threads as u64));
+        if k > 0 {
+            r.figures.push(
+                Figure::new("cold-seq-vs-kernel", *v, "x", cold.ratio[k].clone())
+                    .higher_better()
+                    .param("threads", threads as u64),
+            );
+            r.notes.push(format!(
+                "cold sequential {v}: {}x the kernel's throughput, median (min..max) of {rounds} interleaved rounds",
+                cold_seq::med_range(&cold.ratio[k])
+            ));
+        }
+    }
+    r.notes.push(format!("new-direct's I/O mode on {}: {}", std::env::temp_dir().display(), cold.direct_mode));
+    if cold.errors > 0 {
+        r.notes.push(format!("cold rounds: {} reads failed", cold.errors));
+    }
+    true
+}
+
+/// The rounds' figures, one per variant and measure.
+fn push_figures(r: &mut ExperimentResult, fig: Fig, threads: usize) {
+    for ((variant, m), v) in fig {
+        let f = match m {
+            "hit" => Figure::new("second-pass-hits", variant, "%", v).higher_better(),
+            q @ ("random-lookup" | "random-copy") => Figure::new(format!("warm-{q}-4k"), variant, "ns/read", v),
+            p => Figure::new(format!("elapsed-{p}"), variant, "s", v),
+        };
+        r.figures.push(f.param("threads", threads as u64));
+    }
+}
+
+/// The targets and the closing note.
+fn targets(r: &mut ExperimentResult) {
+    let val = |m: &str, v: &str| r.get(m, v).map_or(f64::NAN, |f| f.value);
+    let hit = val("second-pass-hits", "new");
+    let cold_new = val("cold-seq-vs-kernel", "new");
+    let (ours2, kernel2) = (val("elapsed-pass2", "new"), val("elapsed-pass2", "kernel"));
+    let (ours1, kernel1) = (val("elapsed-pass1", "new"), val("elapsed-pass1", "kernel"));
+    let no_ra1 = val("elapsed-pass1", "new-no-readahead");
+    // Warm random 4 KiB reads against the kernel's pread of the same
+    // pages from its own cache (the same readers, the same order).
+    let pread = val("warm-random-copy-4k", "kernel");
+    let (look, copy) = (val("warm-random-lookup-4k", "new"), val("warm-random-copy-4k", "new"));
+    r.target("second pass served from the cache, % of pages (median of runs)", hit, 95.0, hit >= 95.0);
+    r.target(
+        "cold sequential read vs the kernel's, x its throughput (median of interleaved rounds)",
+        cold_new,
+        0.9,
+        cold_new >= 0.9,
+    );
+    r.target(
+        "warm random 4 KiB: referenced-page lookup vs the kernel's pread, x faster",
+        pread / look,
+        3.0,
+        pread >= 3.0 * look,
+    );
+    r.target(
+        "warm random 4 KiB: copy out of the cache vs the kernel's pread, x faster",
+        pread / copy,
+        1.5,
+        pread >= 1.5 * copy,
+    );
+    r.notes.push(format!(
+        "warm second pass: ours {:.1} ms, the kernel's pread {:.1} ms ({:.2}x); cold first pass: ours {:.1} ms \
+         ({:.1} ms without readahead), the kernel's {:.1} ms ({:.2}x its throughput) (medians)",
+        ours2 * 1e3,
+        kernel2 * 1e3,
+        kernel2 / ours2,
+        ours1 * 1e3,
+        no_ra1 * 1e3,
+        kernel1 * 1e3,
+        kernel1 / ours1
+    ));
+}
+
 impl Experiment for LruFileReadtwice {
     fn name(&self) -> &'static str {
         "lru-file-readtwice"
@@ -143,126 +282,13 @@ impl Experiment for LruFileReadtwice {
             return r;
         };
         r.line(ctx, "variant#repeat pages pass1_s pass2_s pass2_hit_pct random_lookup_s random_copy_s errors");
-        let mut fig: std::collections::BTreeMap<(&str, &str), Vec<f64>> = Default::default();
-        for rep in 0..ctx.repeats {
-            for variant in ["old", "new", "new-no-readahead", "kernel"] {
-                let p = match variant {
-                    "kernel" => kernel(&path, pages, threads),
-                    v => ours(&path, pages, threads, v != "old", v != "new-no-readahead"),
-                };
-                let read = pages / threads as u64 * threads as u64;
-                let hit = p.fills2.map(|f| 100.0 * read.saturating_sub(f) as f64 / read as f64);
-                let hit_s = hit.map_or("-".to_string(), |h| format!("{h:.2}"));
-                r.line(
-                    ctx,
-                    format!(
-                        "{variant}#{rep} {read} {:.4} {:.4} {hit_s} {:.4} {:.4} {}",
-                        p.secs[0], p.secs[1], p.random[0], p.random[1], p.errors
-                    ),
-                );
-                fig.entry((variant, "pass1")).or_default().push(p.secs[0]);
-                fig.entry((variant, "pass2")).or_default().push(p.secs[1]);
-                for (k, name) in [(0, "random-lookup"), (1, "random-copy")] {
-                    if p.random[k].is_finite() {
-                        fig.entry((variant, name)).or_default().push(p.random[k] * 1e9 / read as f64);
-                    }
-                }
-                if let Some(h) = hit {
-                    fig.entry((variant, "hit")).or_default().push(h);
-                }
-                if p.errors > 0 {
-                    r.notes.push(format!("{variant} run {rep}: {} reads failed", p.errors));
-                }
-            }
-        }
-        // Cold sequential reads, interleaved rounds (`cold_seq`).
-        let rounds = if ctx.full { 21 } else { 11 };
+        let fig = readtwice_rounds(ctx, &mut r, &path, pages, threads);
         let _ = std::fs::remove_file(&path);
-        // A file of COLD_FILE (passes of 100 ms and more, so one lost time
-        // slice on the shared CPUs weighs less) in an arena twice its size.
-        let cold_pages = COLD_FILE / PAGE_SIZE as u64;
-        let Some(cold_path) = file_for(ctx, &mut r, "cold", cold_pages, 2 * COLD_FILE, threads) else {
+        if !cold_sequential(ctx, &mut r, threads) {
             return r;
-        };
-        let cold = {
-            let cfg = Config::new().arena_bytes(2 * COLD_FILE).backing(Backing::Resident);
-            let a = Arc::new(PageAllocator::new(cfg).expect("cold arena"));
-            let pc = PageCache::new(a, PageCacheConfig { kswapd: true }).expect("page cache");
-            cold_seq::rounds(&pc, &cold_path, cold_pages, threads, rounds)
-        };
-        let _ = std::fs::remove_file(&cold_path);
-        let pages = cold_pages;
-        r.line(ctx, format!("# cold sequential: {rounds} rounds, order rotating; per variant seconds by round"));
-        for (k, v) in cold_seq::VARIANTS.iter().enumerate() {
-            let s: Vec<String> = cold.secs[k].iter().map(|x| format!("{x:.4}")).collect();
-            r.line(ctx, format!("cold-{v} {}", s.join(" ")));
-            let mbps: Vec<f64> = cold.secs[k].iter().map(|s| (pages * PAGE_SIZE as u64) as f64 / s / 1e6).collect();
-            r.figures
-                .push(Figure::new("cold-seq-read", *v, "MB/s", mbps).higher_better().param("threads", threads as u64));
-            if k > 0 {
-                r.figures.push(
-                    Figure::new("cold-seq-vs-kernel", *v, "x", cold.ratio[k].clone())
-                        .higher_better()
-                        .param("threads", threads as u64),
-                );
-                r.notes.push(format!(
-                    "cold sequential {v}: {}x the kernel's throughput, median (min..max) of {rounds} interleaved rounds",
-                    cold_seq::med_range(&cold.ratio[k])
-                ));
-            }
         }
-        r.notes.push(format!("new-direct's I/O mode on {}: {}", std::env::temp_dir().display(), cold.direct_mode));
-        if cold.errors > 0 {
-            r.notes.push(format!("cold rounds: {} reads failed", cold.errors));
-        }
-        for ((variant, m), v) in fig {
-            let f = match m {
-                "hit" => Figure::new("second-pass-hits", variant, "%", v).higher_better(),
-                q @ ("random-lookup" | "random-copy") => Figure::new(format!("warm-{q}-4k"), variant, "ns/read", v),
-                p => Figure::new(format!("elapsed-{p}"), variant, "s", v),
-            };
-            r.figures.push(f.param("threads", threads as u64));
-        }
-        let val = |m: &str, v: &str| r.get(m, v).map_or(f64::NAN, |f| f.value);
-        let hit = val("second-pass-hits", "new");
-        let cold_new = val("cold-seq-vs-kernel", "new");
-        let (ours2, kernel2) = (val("elapsed-pass2", "new"), val("elapsed-pass2", "kernel"));
-        let (ours1, kernel1) = (val("elapsed-pass1", "new"), val("elapsed-pass1", "kernel"));
-        let no_ra1 = val("elapsed-pass1", "new-no-readahead");
-        // Warm random 4 KiB reads against the kernel's pread of the same
-        // pages from its own cache (the same readers, the same order).
-        let pread = val("warm-random-copy-4k", "kernel");
-        let (look, copy) = (val("warm-random-lookup-4k", "new"), val("warm-random-copy-4k", "new"));
-        r.target("second pass served from the cache, % of pages (median of runs)", hit, 95.0, hit >= 95.0);
-        r.target(
-            "cold sequential read vs the kernel's, x its throughput (median of interleaved rounds)",
-            cold_new,
-            0.9,
-            cold_new >= 0.9,
-        );
-        r.target(
-            "warm random 4 KiB: referenced-page lookup vs the kernel's pread, x faster",
-            pread / look,
-            3.0,
-            pread >= 3.0 * look,
-        );
-        r.target(
-            "warm random 4 KiB: copy out of the cache vs the kernel's pread, x faster",
-            pread / copy,
-            1.5,
-            pread >= 1.5 * copy,
-        );
-        r.notes.push(format!(
-            "warm second pass: ours {:.1} ms, the kernel's pread {:.1} ms ({:.2}x); cold first pass: ours {:.1} ms \
-             ({:.1} ms without readahead), the kernel's {:.1} ms ({:.2}x its throughput) (medians)",
-            ours2 * 1e3,
-            kernel2 * 1e3,
-            kernel2 / ours2,
-            ours1 * 1e3,
-            no_ra1 * 1e3,
-            kernel1 * 1e3,
-            kernel1 / ours1
-        ));
+        push_figures(&mut r, fig, threads);
+        targets(&mut r);
         r
     }
 }

@@ -25,11 +25,12 @@ pub mod stress_highalloc;
 
 use crate::harness::Experiment;
 
-/// Every experiment, in the order `pagealloc bench` runs them.
-pub fn all() -> Vec<Box<dyn Experiment>> {
+/// Every experiment, in the order `pagealloc bench` runs them; page-fault1
+/// with its command-line flags.
+pub fn all(page_fault1: &page_fault1::Args) -> Vec<Box<dyn Experiment>> {
     vec![
         Box::new(buddy::Buddy),
-        Box::new(page_fault1::PageFault1),
+        Box::new(page_fault1::PageFault1(page_fault1.clone())),
         Box::new(pcp_flush::PcpFlush),
         Box::new(bulk::Bulk),
         Box::new(page_lock::PageLock),

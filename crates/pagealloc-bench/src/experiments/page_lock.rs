@@ -13,6 +13,7 @@
 //! the pages still locked.
 
 use crate::harness::{pin, rdtsc, stats, Ctx, Experiment, ExperimentResult, Figure};
+use indicatif::ProgressBar;
 use pagealloc::{Backing, Config, Gfp, PageAllocator, Pfn};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -66,22 +67,10 @@ impl Experiment for PageLock {
     }
 }
 
-fn run_pinned(ctx: &Ctx) -> ExperimentResult {
-    let mut r = ExperimentResult::new(
-        "page-lock",
-        "Page lock: the waiters bit against a wait-queue lookup at every unlock",
-        Some(4),
-    );
-    let reps = ctx.repeats.max(5);
-    let dur = Duration::from_millis(if ctx.full { 1000 } else { 250 });
-    let threads_list = [2usize, 4, 8];
-    let pb = ctx.bar("page-lock", 4 + 2 * (threads_list.len() as u64 + 4));
-    let allocs: Vec<PageAllocator> = VARIANTS.iter().map(|&(_, wb)| allocator(wb)).collect();
-
-    // 1. Uncontended lock+unlock, interleaved with the raw pair in one run.
+/// 1. Uncontended lock+unlock, interleaved with the raw pair in one run.
+fn uncontended(ctx: &Ctx, r: &mut ExperimentResult, allocs: &[PageAllocator], one: &[Pfn], reps: usize) {
     let iters = if ctx.full { 5_000_000 } else { 1_000_000 };
     let raw = AtomicU32::new(0);
-    let one: Vec<Pfn> = allocs.iter().map(|a| a.alloc_pages(Gfp::KERNEL, 0).unwrap()).collect();
     let mut pair: Vec<Vec<f64>> = vec![Vec::new(); 3]; // raw, old, new
     pin(0);
     for _ in 0..reps {
@@ -105,9 +94,12 @@ fn run_pinned(ctx: &Ctx) -> ExperimentResult {
     for (v, &(name, _)) in VARIANTS.iter().enumerate() {
         r.figures.push(Figure::new("lock-unlock", name, "cycles", pair[v + 1].clone()));
     }
-    pb.inc(1);
+}
 
-    // 2. Unlock alone, nobody waiting: lock 4096 pages, time unlocking them.
+/// 2. Unlock alone, nobody waiting: lock 4096 pages, time unlocking them.
+///
+/// Returns each allocator's pages, freed at the end of the run.
+fn unlock_alone(r: &mut ExperimentResult, allocs: &[PageAllocator], reps: usize) -> Vec<Vec<Pfn>> {
     let n = 4096;
     let raws: Vec<[AtomicU32; 4]> = (0..n).map(|_| Default::default()).collect(); // 16-byte stride
     let sets: Vec<Vec<Pfn>> = allocs.iter().map(|a| pages(a, n)).collect();
@@ -136,6 +128,56 @@ fn run_pinned(ctx: &Ctx) -> ExperimentResult {
     for (v, &(name, _)) in VARIANTS.iter().enumerate() {
         r.figures.push(Figure::new("unlock-nowaiters", name, "cycles", unl[v + 1].clone()));
     }
+    sets
+}
+
+/// 4. Four pages sharing one wait-queue bucket, two threads each; and four
+///    pages in four buckets.
+fn collisions(ctx: &Ctx, r: &mut ExperimentResult, allocs: &[PageAllocator], dur: Duration, pb: &ProgressBar) {
+    for (v, &(name, _)) in VARIANTS.iter().enumerate() {
+        let a = &allocs[v];
+        let (coll, spread) = colliding_and_spread(a, 4);
+        let s: Vec<f64> = (0..ctx.repeats).map(|_| contended(a, &coll, 8, dur).0).collect();
+        r.figures.push(Figure::new("colliding-4x2", name, "ops/s", s).higher_better().param("threads", 8));
+        let s: Vec<f64> = (0..ctx.repeats).map(|_| contended(a, &spread, 8, dur).0).collect();
+        r.figures.push(Figure::new("spread-4x2", name, "ops/s", s).higher_better().param("threads", 8));
+        free_all(a, coll);
+        free_all(a, spread);
+        pb.inc(1);
+    }
+}
+
+/// 6. Page-cache-like passes.
+fn pagecache_passes(ctx: &Ctx, r: &mut ExperimentResult, allocs: &[PageAllocator], pb: &ProgressBar) {
+    let np = if ctx.full { 65536 } else { 16384 };
+    for (v, &(name, _)) in VARIANTS.iter().enumerate() {
+        let a = &allocs[v];
+        let set = pages(a, np);
+        let fill: Vec<f64> = (0..ctx.repeats).map(|_| pagecache_fill(a, &set)).collect();
+        r.figures.push(Figure::new("pagecache-fill", name, "ns/page", fill));
+        let read: Vec<f64> = (0..ctx.repeats).map(|_| pagecache_readers(a, &set, 2)).collect();
+        r.figures.push(Figure::new("pagecache-readers", name, "ns/page", read).param("readers", 2));
+        free_all(a, set);
+        pb.inc(1);
+    }
+}
+
+fn run_pinned(ctx: &Ctx) -> ExperimentResult {
+    let mut r = ExperimentResult::new(
+        "page-lock",
+        "Page lock: the waiters bit against a wait-queue lookup at every unlock",
+        Some(4),
+    );
+    let reps = ctx.repeats.max(5);
+    let dur = Duration::from_millis(if ctx.full { 1000 } else { 250 });
+    let threads_list = [2usize, 4, 8];
+    let pb = ctx.bar("page-lock", 4 + 2 * (threads_list.len() as u64 + 4));
+    let allocs: Vec<PageAllocator> = VARIANTS.iter().map(|&(_, wb)| allocator(wb)).collect();
+    let one: Vec<Pfn> = allocs.iter().map(|a| a.alloc_pages(Gfp::KERNEL, 0).unwrap()).collect();
+
+    uncontended(ctx, &mut r, &allocs, &one, reps);
+    pb.inc(1);
+    let sets = unlock_alone(&mut r, &allocs, reps);
     pb.inc(1);
 
     // 3. Contended throughput on one page.
@@ -150,20 +192,7 @@ fn run_pinned(ctx: &Ctx) -> ExperimentResult {
             pb.inc(1);
         }
     }
-
-    // 4. Four pages sharing one wait-queue bucket, two threads each; and four
-    //    pages in four buckets.
-    for (v, &(name, _)) in VARIANTS.iter().enumerate() {
-        let a = &allocs[v];
-        let (coll, spread) = colliding_and_spread(a, 4);
-        let s: Vec<f64> = (0..ctx.repeats).map(|_| contended(a, &coll, 8, dur).0).collect();
-        r.figures.push(Figure::new("colliding-4x2", name, "ops/s", s).higher_better().param("threads", 8));
-        let s: Vec<f64> = (0..ctx.repeats).map(|_| contended(a, &spread, 8, dur).0).collect();
-        r.figures.push(Figure::new("spread-4x2", name, "ops/s", s).higher_better().param("threads", 8));
-        free_all(a, coll);
-        free_all(a, spread);
-        pb.inc(1);
-    }
+    collisions(ctx, &mut r, &allocs, dur, &pb);
 
     // 5. Wake-up latency: unlock on one CPU to the blocked locker running on another.
     let samples = if ctx.full { 1000 } else { 150 };
@@ -173,19 +202,7 @@ fn run_pinned(ctx: &Ctx) -> ExperimentResult {
         r.figures.push(Figure::new("wake-latency", name, "us", s));
         pb.inc(1);
     }
-
-    // 6. Page-cache-like passes.
-    let np = if ctx.full { 65536 } else { 16384 };
-    for (v, &(name, _)) in VARIANTS.iter().enumerate() {
-        let a = &allocs[v];
-        let set = pages(a, np);
-        let fill: Vec<f64> = (0..ctx.repeats).map(|_| pagecache_fill(a, &set)).collect();
-        r.figures.push(Figure::new("pagecache-fill", name, "ns/page", fill));
-        let read: Vec<f64> = (0..ctx.repeats).map(|_| pagecache_readers(a, &set, 2)).collect();
-        r.figures.push(Figure::new("pagecache-readers", name, "ns/page", read).param("readers", 2));
-        free_all(a, set);
-        pb.inc(1);
-    }
+    pagecache_passes(ctx, &mut r, &allocs, &pb);
     pb.finish_and_clear();
 
     for ((a, p), set) in allocs.iter().zip(one).zip(sets) {

@@ -27,6 +27,7 @@
 use crate::harness::{pin, rdtsc, stats, Claim, Ctx, Experiment, ExperimentResult, Figure};
 use crate::report::mmtests;
 use crate::workloads;
+use indicatif::ProgressBar;
 use pagealloc::{Config, Gfp, PageAllocator, Pfn};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::time::Duration;
@@ -196,6 +197,169 @@ fn slowdown(base: &[Vec<f64>], col: &[Vec<f64>]) -> f64 {
     (stats::mean(&logs).exp() - 1.0) * 100.0
 }
 
+/// Per batch size, one condition's samples.
+type Samples = Vec<Vec<f64>>;
+
+/// One design's arena and what the rounds share: the outer loop count, the
+/// logs (one per monitor condition) and the rounds preempted and run again.
+struct Design<'a> {
+    name: &'static str,
+    a: &'a PageAllocator,
+    outer: usize,
+    logs: [String; 3],
+    redone: u64,
+}
+
+/// One batch size at one order, the three monitor conditions interleaved:
+/// its log lines, figures, and the samples for the slowdowns.
+fn batch_run(
+    ctx: &Ctx,
+    r: &mut ExperimentResult,
+    d: &mut Design<'_>,
+    order: u32,
+    batch: u64,
+    (alloc, free): (&mut [Samples], &mut [Samples]),
+) {
+    let (design, a, outer) = (d.name, d.a, d.outer);
+    let inner = if ctx.full { 10_000 } else { (20_000 / (batch + 1)).max(1) };
+    let retries = if ctx.full { 0 } else { 30 };
+    let mut pages: Vec<Option<Pfn>> = vec![None; batch as usize + 1];
+    let ((series, redone), reads) = with_monitor(a, |mode| {
+        let mut series: [Series; 3] = Default::default();
+        let mut redone = 0;
+        for _ in 0..outer {
+            for (mi, s) in series.iter_mut().enumerate() {
+                mode.store(mi as u8, Ordering::Relaxed);
+                redone += round(a, order, batch, inner, &mut pages, s, retries);
+            }
+        }
+        (series, redone)
+    });
+    d.redone += redone as u64;
+    for (mi, (m, c)) in Monitor::ALL.into_iter().zip(series).enumerate() {
+        for l in &c.lines {
+            d.logs[mi].push_str(l);
+            d.logs[mi].push('\n');
+            if m == Monitor::None || ctx.full {
+                r.line(ctx, l);
+            }
+        }
+        if c.failed > 0 {
+            r.notes.push(format!("{design} {} order {order} batch {batch}: {} allocations failed", m.name(), c.failed));
+        }
+        let metric = |k: &str| format!("{k}-odr{order}-{batch}");
+        r.figures.push(
+            Figure::new(metric("alloc"), format!("{design}-{}", m.name()), "cycles", c.alloc.clone())
+                .param("order", order)
+                .param("batch", batch)
+                .param("inner", inner)
+                .param("monitor_reads", reads),
+        );
+        r.figures.push(
+            Figure::new(metric("free"), format!("{design}-{}", m.name()), "cycles", c.free.clone())
+                .param("order", order)
+                .param("batch", batch)
+                .param("inner", inner),
+        );
+        alloc[mi].push(c.alloc);
+        free[mi].push(c.free);
+    }
+}
+
+/// Every batch size at one order, then the slowdowns the monitors caused.
+fn order_run(ctx: &Ctx, r: &mut ExperimentResult, pb: &ProgressBar, d: &mut Design<'_>, order: u32) {
+    // [monitor][batch] -> samples
+    let mut alloc: Vec<Vec<Vec<f64>>> = vec![Vec::new(); 3];
+    let mut free: Vec<Vec<Vec<f64>>> = vec![Vec::new(); 3];
+    for &batch in &BATCHES {
+        batch_run(ctx, r, d, order, batch, (&mut alloc, &mut free));
+        pb.inc(1);
+    }
+    let design = d.name;
+    for (kind, data) in [("alloc", &alloc), ("free", &free)] {
+        let s10 = slowdown(&data[0], &data[1]);
+        let sc = slowdown(&data[0], &data[2]);
+        r.line(ctx, format!("# {design} order {order} {kind}: Amean change with 10 ms monitor {s10:+.2}%, continuous {sc:+.2}% (geometric mean over batches; + is slower)"));
+        r.figures.push(Figure::new(format!("{kind}-odr{order}-monitor10ms-slowdown"), design, "%", vec![s10]));
+        r.figures.push(Figure::new(format!("{kind}-odr{order}-continuous-slowdown"), design, "%", vec![sc]));
+    }
+}
+
+/// The design's logs in mmtests' layout
+/// (`<run>/iter-0/pagealloc/logs/{pagealloc.log,alloc-N,free-N}`), and
+/// compare-mmtests.pl's tables over them.
+fn mmtests_logs(ctx: &Ctx, r: &mut ExperimentResult, design: &str, logs: &[String; 3]) {
+    let names: Vec<String> = Monitor::ALL.iter().map(|m| format!("{design}-{}", m.run_suffix())).collect();
+    for (name, log) in names.iter().zip(logs) {
+        let dir = format!("{name}/iter-0/pagealloc/logs");
+        for (f, c) in mmtests::split_files(log) {
+            r.raw_file(&format!("{dir}/{f}"), c);
+        }
+        r.raw_file(&format!("{dir}/pagealloc.log"), log.clone());
+    }
+    r.line(ctx, format!("# compare-mmtests.pl -d raw/pagealloc-micro -b pagealloc -n {}", names.join(",")));
+    let runs: Vec<(&str, &str)> = names.iter().map(String::as_str).zip(logs.iter().map(String::as_str)).collect();
+    for l in mmtests::compare(&runs).lines() {
+        r.line(ctx, l);
+    }
+}
+
+/// One design (`walk`: the old list walk) on an arena of its own, scattered
+/// by the same workload: every order, then its logs and tables.
+fn design_run(
+    ctx: &Ctx,
+    r: &mut ExperimentResult,
+    pb: &ProgressBar,
+    (design, walk): (&'static str, bool),
+    orders: &[u32],
+    outer: usize,
+    ops: u64,
+) {
+    let a = PageAllocator::new(Config::new().pagetypeinfo_walk_lists(walk)).expect("default arena");
+    let live = workloads::scattered_order0(&a, ops, 0x5eed);
+    let free_blocks: u64 = a.buddyinfo().zones.iter().map(|z| z.free.iter().sum::<u64>()).sum();
+    r.line(
+        ctx,
+        format!(
+            "# design {design} ({}); {free_blocks} free blocks on the lists",
+            if walk { "walk free lists under the zone lock" } else { "lock-free counters" }
+        ),
+    );
+    let mut d = Design { name: design, a: &a, outer, logs: Default::default(), redone: 0 };
+    for &order in orders {
+        order_run(ctx, r, pb, &mut d, order);
+    }
+    mmtests_logs(ctx, r, design, &d.logs);
+    if d.redone > 0 {
+        r.line(ctx, format!("# {design}: {} rounds preempted by other processes were run again", d.redone));
+    }
+    a.check_invariants().expect("invariants after pagealloc-micro");
+    workloads::free_all(&a, live);
+}
+
+/// The targets on the largest order, and seed 5's claim.
+fn targets_and_claim(r: &mut ExperimentResult, order: u32) {
+    for kind in ["alloc", "free"] {
+        let m = format!("{kind}-odr{order}-monitor10ms-slowdown");
+        let new = r.get(&m, "new").map_or(f64::NAN, |f| f.value);
+        let old = r.get(&m, "old").map_or(f64::NAN, |f| f.value);
+        r.target(
+            format!("counters: order-{order} {kind} Amean with the 10 ms monitor within 2% of none"),
+            new,
+            2.0,
+            new <= 2.0,
+        );
+        r.notes.push(format!("list walk: order-{order} {kind} Amean with the 10 ms monitor {old:+.2}% vs none"));
+    }
+    r.claims.push(Claim {
+        seed: 5,
+        text: "with a monitor reading pagetypeinfo every 10 ms, order-4 alloc/free degraded up to -17% (Min) before, within about -5% after".into(),
+        metric: format!("alloc-odr{order}-monitor10ms-slowdown"),
+        old: "old".into(),
+        new: "new".into(),
+    });
+}
+
 impl Experiment for PageallocMicro {
     fn name(&self) -> &'static str {
         "pagealloc-micro"
@@ -222,133 +386,11 @@ impl Experiment for PageallocMicro {
              compare-mmtests.pl -b pagealloc prints for the logs in raw/pagealloc-micro/; the per-call \
              figures (cycles / calls made) are in results.json",
         );
-        for (design, walk) in [("old", true), ("new", false)] {
-            let a = PageAllocator::new(Config::new().pagetypeinfo_walk_lists(walk)).expect("default arena");
-            let live = workloads::scattered_order0(&a, ops, 0x5eed);
-            let mut total_redone = 0u64;
-            let free_blocks: u64 = a.buddyinfo().zones.iter().map(|z| z.free.iter().sum::<u64>()).sum();
-            let mut logs: [String; 3] = Default::default();
-            r.line(
-                ctx,
-                format!(
-                    "# design {design} ({}); {free_blocks} free blocks on the lists",
-                    if walk { "walk free lists under the zone lock" } else { "lock-free counters" }
-                ),
-            );
-            for &order in &orders {
-                // [monitor][batch] -> samples
-                let mut alloc: Vec<Vec<Vec<f64>>> = vec![Vec::new(); 3];
-                let mut free: Vec<Vec<Vec<f64>>> = vec![Vec::new(); 3];
-                for &batch in &BATCHES {
-                    let inner = if ctx.full { 10_000 } else { (20_000 / (batch + 1)).max(1) };
-                    let retries = if ctx.full { 0 } else { 30 };
-                    let mut pages: Vec<Option<Pfn>> = vec![None; batch as usize + 1];
-                    let ((series, redone), reads) = with_monitor(&a, |mode| {
-                        let mut series: [Series; 3] = Default::default();
-                        let mut redone = 0;
-                        for _ in 0..outer {
-                            for (mi, s) in series.iter_mut().enumerate() {
-                                mode.store(mi as u8, Ordering::Relaxed);
-                                redone += round(&a, order, batch, inner, &mut pages, s, retries);
-                            }
-                        }
-                        (series, redone)
-                    });
-                    total_redone += redone as u64;
-                    for (mi, (m, c)) in Monitor::ALL.into_iter().zip(series).enumerate() {
-                        for l in &c.lines {
-                            logs[mi].push_str(l);
-                            logs[mi].push('\n');
-                            if m == Monitor::None || ctx.full {
-                                r.line(ctx, l);
-                            }
-                        }
-                        if c.failed > 0 {
-                            r.notes.push(format!(
-                                "{design} {} order {order} batch {batch}: {} allocations failed",
-                                m.name(),
-                                c.failed
-                            ));
-                        }
-                        let metric = |k: &str| format!("{k}-odr{order}-{batch}");
-                        r.figures.push(
-                            Figure::new(metric("alloc"), format!("{design}-{}", m.name()), "cycles", c.alloc.clone())
-                                .param("order", order)
-                                .param("batch", batch)
-                                .param("inner", inner)
-                                .param("monitor_reads", reads),
-                        );
-                        r.figures.push(
-                            Figure::new(metric("free"), format!("{design}-{}", m.name()), "cycles", c.free.clone())
-                                .param("order", order)
-                                .param("batch", batch)
-                                .param("inner", inner),
-                        );
-                        alloc[mi].push(c.alloc);
-                        free[mi].push(c.free);
-                    }
-                    pb.inc(1);
-                }
-                for (kind, data) in [("alloc", &alloc), ("free", &free)] {
-                    let s10 = slowdown(&data[0], &data[1]);
-                    let sc = slowdown(&data[0], &data[2]);
-                    r.line(ctx, format!("# {design} order {order} {kind}: Amean change with 10 ms monitor {s10:+.2}%, continuous {sc:+.2}% (geometric mean over batches; + is slower)"));
-                    r.figures.push(Figure::new(
-                        format!("{kind}-odr{order}-monitor10ms-slowdown"),
-                        design,
-                        "%",
-                        vec![s10],
-                    ));
-                    r.figures.push(Figure::new(
-                        format!("{kind}-odr{order}-continuous-slowdown"),
-                        design,
-                        "%",
-                        vec![sc],
-                    ));
-                }
-            }
-            // mmtests' layout: <run>/iter-0/pagealloc/logs/{pagealloc.log,alloc-N,free-N}.
-            let names: Vec<String> = Monitor::ALL.iter().map(|m| format!("{design}-{}", m.run_suffix())).collect();
-            for (name, log) in names.iter().zip(&logs) {
-                let dir = format!("{name}/iter-0/pagealloc/logs");
-                for (f, c) in mmtests::split_files(log) {
-                    r.raw_file(&format!("{dir}/{f}"), c);
-                }
-                r.raw_file(&format!("{dir}/pagealloc.log"), log.clone());
-            }
-            r.line(ctx, format!("# compare-mmtests.pl -d raw/pagealloc-micro -b pagealloc -n {}", names.join(",")));
-            let runs: Vec<(&str, &str)> =
-                names.iter().map(String::as_str).zip(logs.iter().map(String::as_str)).collect();
-            for l in mmtests::compare(&runs).lines() {
-                r.line(ctx, l);
-            }
-            if total_redone > 0 {
-                r.line(ctx, format!("# {design}: {total_redone} rounds preempted by other processes were run again"));
-            }
-            a.check_invariants().expect("invariants after pagealloc-micro");
-            workloads::free_all(&a, live);
+        for design in [("old", true), ("new", false)] {
+            design_run(ctx, &mut r, &pb, design, &orders, outer, ops);
         }
         pb.finish_and_clear();
-        let order = *orders.last().unwrap();
-        for kind in ["alloc", "free"] {
-            let m = format!("{kind}-odr{order}-monitor10ms-slowdown");
-            let new = r.get(&m, "new").map_or(f64::NAN, |f| f.value);
-            let old = r.get(&m, "old").map_or(f64::NAN, |f| f.value);
-            r.target(
-                format!("counters: order-{order} {kind} Amean with the 10 ms monitor within 2% of none"),
-                new,
-                2.0,
-                new <= 2.0,
-            );
-            r.notes.push(format!("list walk: order-{order} {kind} Amean with the 10 ms monitor {old:+.2}% vs none"));
-        }
-        r.claims.push(Claim {
-            seed: 5,
-            text: "with a monitor reading pagetypeinfo every 10 ms, order-4 alloc/free degraded up to -17% (Min) before, within about -5% after".into(),
-            metric: format!("alloc-odr{order}-monitor10ms-slowdown"),
-            old: "old".into(),
-            new: "new".into(),
-        });
+        targets_and_claim(&mut r, *orders.last().unwrap());
         r
     }
 }

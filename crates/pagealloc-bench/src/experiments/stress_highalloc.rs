@@ -14,7 +14,7 @@
 //! compact between the fill and the requests: `proactive-compaction` shows
 //! it).
 
-use super::buddy::Lcg;
+use crate::harness::rand::Lcg;
 use crate::harness::{stats, Ctx, Experiment, ExperimentResult, Figure};
 use pagealloc::stats::events::VmEvent;
 use pagealloc::{Config, FillFn, Gfp, MovableOps, PageAllocator, PageCache, PageCacheConfig, Pfn};
@@ -198,6 +198,109 @@ fn run_cache(compact: bool, arena: u64, seed: u64) -> (Run, u64, u64) {
     (Run { got, theo, lat_us, scanned_per_migrated: spm }, by_free, evicted)
 }
 
+/// The latency quantile `f` of the sorted `lat` (0 when empty).
+fn quantile(lat: &[f64], f: f64) -> f64 {
+    if lat.is_empty() {
+        0.0
+    } else {
+        lat[((lat.len() - 1) as f64 * f) as usize]
+    }
+}
+
+/// One case of the plain fill (grouping, order, compaction), repeated: its
+/// table row and figures. Returns the theoretical maximum (median).
+fn case(
+    ctx: &Ctx,
+    r: &mut ExperimentResult,
+    (grouped, g): (bool, &str),
+    order: u32,
+    (compact, c): (bool, &str),
+    arena: u64,
+) -> f64 {
+    let variant = format!("{g}-{c}");
+    let runs: Vec<Run> =
+        (0..ctx.repeats.max(1)).map(|k| run_once(compact, grouped, order, arena, 0x5eed + k as u64)).collect();
+    let pct: Vec<f64> = runs.iter().map(|x| x.got as f64 * 100.0 / x.theo.max(1) as f64).collect();
+    let mut lat: Vec<f64> = runs.iter().flat_map(|x| x.lat_us.iter().copied()).collect();
+    lat.sort_by(f64::total_cmp);
+    let q = |f: f64| quantile(&lat, f);
+    let spm = stats::median(&runs.iter().map(|x| x.scanned_per_migrated).collect::<Vec<_>>());
+    let theo = stats::median(&runs.iter().map(|x| x.theo as f64).collect::<Vec<_>>());
+    r.line(
+        ctx,
+        format!(
+            "{g:>9} {order:5} {c:>10} {:5} {:12} {:9.1} {:7.1} {:7.1} {:7.1} {spm:17.1}",
+            runs[0].got,
+            runs[0].theo,
+            stats::median(&pct),
+            q(0.5),
+            q(0.99),
+            q(1.0)
+        ),
+    );
+    let got = runs.iter().map(|x| x.got as f64).collect();
+    r.figures.push(Figure::new(format!("order{order}-success-of-max"), &variant, "%", pct).higher_better());
+    r.figures.push(Figure::new(format!("order{order}-got"), &variant, "blocks", got).higher_better());
+    r.figures.push(Figure::new(format!("order{order}-latency-p50"), &variant, "us", vec![q(0.5)]));
+    r.figures.push(Figure::new(format!("order{order}-latency-p99"), &variant, "us", vec![q(0.99)]));
+    r.figures.push(Figure::new(format!("order{order}-scanned-per-migrated"), &variant, "pages", vec![spm]));
+    theo
+}
+
+/// How much lower the theoretical maximum is without grouping by mobility.
+fn grouping_falls(ctx: &Ctx, r: &mut ExperimentResult, theo_of: &HashMap<(bool, u32), f64>) {
+    for order in [9u32, 4] {
+        let (on, off) = (theo_of[&(true, order)], theo_of[&(false, order)]);
+        let fall = if on > 0.0 { (on - off) * 100.0 / on } else { 0.0 };
+        r.line(
+            ctx,
+            format!("order-{order} theoretical maximum: {on:.0} blocks grouped, {off:.0} ungrouped ({fall:.1}% lower without grouping)"),
+        );
+        r.figures.push(Figure::new(
+            format!("order{order}-max-fall-without-grouping"),
+            "grouped-vs-ungrouped",
+            "%",
+            vec![fall],
+        ));
+    }
+}
+
+/// The page-cache fill (kswapd off), order 9, compaction off and on.
+fn pagecache_fill(ctx: &Ctx, r: &mut ExperimentResult, arena: u64) {
+    r.line(ctx, "page-cache fill (kswapd off), order 9: the requests may reclaim as well as compact");
+    r.line(
+        ctx,
+        "compaction  got  theoretical  success%  p50-us  p99-us  max-us  scanned/migrated  evicted by the free-memory bound (blocks)",
+    );
+    for (compact, c) in [(false, "off"), (true, "on")] {
+        let variant = format!("pagecache-{c}");
+        let runs: Vec<(Run, u64, u64)> =
+            (0..ctx.repeats.max(1)).map(|k| run_cache(compact, arena, 0x5eed + k as u64)).collect();
+        let pct: Vec<f64> = runs.iter().map(|(x, _, _)| x.got as f64 * 100.0 / x.theo.max(1) as f64).collect();
+        let mut lat: Vec<f64> = runs.iter().flat_map(|(x, _, _)| x.lat_us.iter().copied()).collect();
+        lat.sort_by(f64::total_cmp);
+        let q = |f: f64| quantile(&lat, f);
+        let ev = stats::median(&runs.iter().map(|(_, _, e)| *e as f64).collect::<Vec<_>>());
+        let (x, by_free, _) = &runs[0];
+        r.line(
+            ctx,
+            format!(
+                "{c:>10} {:4} {:12} {:9.1} {:7.1} {:7.1} {:7.1} {:17.1} {ev:8.0} ({by_free})",
+                x.got,
+                x.theo,
+                stats::median(&pct),
+                q(0.5),
+                q(0.99),
+                q(1.0),
+                x.scanned_per_migrated
+            ),
+        );
+        r.figures.push(Figure::new("order9-success-of-max", &variant, "%", pct).higher_better());
+        r.figures.push(Figure::new("order9-latency-p50", &variant, "us", vec![q(0.5)]));
+        r.figures.push(Figure::new("order9-evicted-by-free-bound", &variant, "pages", vec![ev]));
+    }
+}
+
 impl Experiment for StressHighalloc {
     fn name(&self) -> &'static str {
         "stress-highalloc"
@@ -212,97 +315,20 @@ impl Experiment for StressHighalloc {
         let arena = if ctx.full { 1 << 30 } else { 128 << 20 };
         r.line(ctx, format!("arena {} MiB, 1/64 of the fill unmovable, 60% of the movable pages freed", arena >> 20));
         r.line(ctx, "grouping order compaction  got  theoretical  success%  p50-us  p99-us  max-us  scanned/migrated");
-        let mut theo_of = std::collections::HashMap::new();
+        let mut theo_of = HashMap::new();
         for (grouped, g) in [(true, "grouped"), (false, "ungrouped")] {
             for order in [9u32, 4] {
-                for (compact, c) in [(false, "off"), (true, "on")] {
-                    let variant = format!("{g}-{c}");
-                    let runs: Vec<Run> = (0..ctx.repeats.max(1))
-                        .map(|k| run_once(compact, grouped, order, arena, 0x5eed + k as u64))
-                        .collect();
-                    let pct: Vec<f64> = runs.iter().map(|x| x.got as f64 * 100.0 / x.theo.max(1) as f64).collect();
-                    let mut lat: Vec<f64> = runs.iter().flat_map(|x| x.lat_us.iter().copied()).collect();
-                    lat.sort_by(f64::total_cmp);
-                    let q = |f: f64| if lat.is_empty() { 0.0 } else { lat[((lat.len() - 1) as f64 * f) as usize] };
-                    let spm = stats::median(&runs.iter().map(|x| x.scanned_per_migrated).collect::<Vec<_>>());
-                    let theo = stats::median(&runs.iter().map(|x| x.theo as f64).collect::<Vec<_>>());
+                for compact in [(false, "off"), (true, "on")] {
+                    let theo = case(ctx, &mut r, (grouped, g), order, compact, arena);
                     theo_of.insert((grouped, order), theo);
-                    r.line(
-                        ctx,
-                        format!(
-                            "{g:>9} {order:5} {c:>10} {:5} {:12} {:9.1} {:7.1} {:7.1} {:7.1} {spm:17.1}",
-                            runs[0].got,
-                            runs[0].theo,
-                            stats::median(&pct),
-                            q(0.5),
-                            q(0.99),
-                            q(1.0)
-                        ),
-                    );
-                    let got = runs.iter().map(|x| x.got as f64).collect();
-                    r.figures
-                        .push(Figure::new(format!("order{order}-success-of-max"), &variant, "%", pct).higher_better());
-                    r.figures.push(Figure::new(format!("order{order}-got"), &variant, "blocks", got).higher_better());
-                    r.figures.push(Figure::new(format!("order{order}-latency-p50"), &variant, "us", vec![q(0.5)]));
-                    r.figures.push(Figure::new(format!("order{order}-latency-p99"), &variant, "us", vec![q(0.99)]));
-                    r.figures.push(Figure::new(
-                        format!("order{order}-scanned-per-migrated"),
-                        &variant,
-                        "pages",
-                        vec![spm],
-                    ));
                 }
                 let t = theo_of[&(grouped, order)];
                 r.figures
                     .push(Figure::new(format!("order{order}-theoretical-max"), g, "blocks", vec![t]).higher_better());
             }
         }
-        for order in [9u32, 4] {
-            let (on, off) = (theo_of[&(true, order)], theo_of[&(false, order)]);
-            let fall = if on > 0.0 { (on - off) * 100.0 / on } else { 0.0 };
-            r.line(
-                ctx,
-                format!("order-{order} theoretical maximum: {on:.0} blocks grouped, {off:.0} ungrouped ({fall:.1}% lower without grouping)"),
-            );
-            r.figures.push(Figure::new(
-                format!("order{order}-max-fall-without-grouping"),
-                "grouped-vs-ungrouped",
-                "%",
-                vec![fall],
-            ));
-        }
-        r.line(ctx, "page-cache fill (kswapd off), order 9: the requests may reclaim as well as compact");
-        r.line(
-            ctx,
-            "compaction  got  theoretical  success%  p50-us  p99-us  max-us  scanned/migrated  evicted by the free-memory bound (blocks)",
-        );
-        for (compact, c) in [(false, "off"), (true, "on")] {
-            let variant = format!("pagecache-{c}");
-            let runs: Vec<(Run, u64, u64)> =
-                (0..ctx.repeats.max(1)).map(|k| run_cache(compact, arena, 0x5eed + k as u64)).collect();
-            let pct: Vec<f64> = runs.iter().map(|(x, _, _)| x.got as f64 * 100.0 / x.theo.max(1) as f64).collect();
-            let mut lat: Vec<f64> = runs.iter().flat_map(|(x, _, _)| x.lat_us.iter().copied()).collect();
-            lat.sort_by(f64::total_cmp);
-            let q = |f: f64| if lat.is_empty() { 0.0 } else { lat[((lat.len() - 1) as f64 * f) as usize] };
-            let ev = stats::median(&runs.iter().map(|(_, _, e)| *e as f64).collect::<Vec<_>>());
-            let (x, by_free, _) = &runs[0];
-            r.line(
-                ctx,
-                format!(
-                    "{c:>10} {:4} {:12} {:9.1} {:7.1} {:7.1} {:7.1} {:17.1} {ev:8.0} ({by_free})",
-                    x.got,
-                    x.theo,
-                    stats::median(&pct),
-                    q(0.5),
-                    q(0.99),
-                    q(1.0),
-                    x.scanned_per_migrated
-                ),
-            );
-            r.figures.push(Figure::new("order9-success-of-max", &variant, "%", pct).higher_better());
-            r.figures.push(Figure::new("order9-latency-p50", &variant, "us", vec![q(0.5)]));
-            r.figures.push(Figure::new("order9-evicted-by-free-bound", &variant, "pages", vec![ev]));
-        }
+        grouping_falls(ctx, &mut r, &theo_of);
+        pagecache_fill(ctx, &mut r, arena);
         let on = r.get("order9-success-of-max", "grouped-on").map_or(0.0, |f| f.value);
         r.target("order-9 with compaction on: at least 95% of the theoretical maximum", on, 95.0, on >= 95.0);
         r

@@ -15,6 +15,7 @@
 //!   holds `raw`).
 
 pub mod plot;
+pub mod rand;
 pub mod stats;
 pub mod tsc;
 
@@ -85,6 +86,11 @@ pub fn opaque_ptr<T>(mut p: *mut T) -> *mut T {
     // SAFETY: an empty asm with the pointer in a register: no memory, no stack.
     unsafe { std::arch::asm!("/* {0} */", inout(reg) p, options(nomem, nostack, preserves_flags)) };
     p
+}
+
+/// The process's resident pages (the second field of /proc/self/statm).
+pub fn process_rss_pages() -> Option<u64> {
+    std::fs::read_to_string("/proc/self/statm").ok()?.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Pin the calling thread to `cpu` (modulo the CPUs available).

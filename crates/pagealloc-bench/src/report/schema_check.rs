@@ -44,86 +44,115 @@ fn check(root: &Value, s: &Value, v: &Value, path: &str, errs: &mut Vec<String>)
                 let target = root.get("$defs").and_then(|d| d.get(name)).unwrap_or_else(|| panic!("no $defs/{name}"));
                 check(root, target, v, path, errs);
             }
-            "type" => {
-                let ok = match kv {
-                    Value::String(t) => type_ok(t, v),
-                    Value::Array(ts) => ts.iter().any(|t| type_ok(t.as_str().expect("type names"), v)),
-                    _ => panic!("bad type keyword"),
-                };
-                if !ok {
-                    errs.push(format!("{path}: expected type {kv}, found {v}"));
-                }
+            "type" | "const" | "enum" | "minimum" | "maximum" | "minItems" | "maxItems" => {
+                check_value(k, kv, v, path, errs)
             }
-            "const" => {
-                if kv != v {
-                    errs.push(format!("{path}: expected {kv}, found {v}"));
-                }
-            }
-            "enum" => {
-                if !kv.as_array().expect("enum is an array").contains(v) {
-                    errs.push(format!("{path}: {v} not one of {kv}"));
-                }
-            }
-            "minimum" | "maximum" => {
-                if let (Some(x), Some(lim)) = (v.as_f64(), kv.as_f64()) {
-                    if (k == "minimum" && x < lim) || (k == "maximum" && x > lim) {
-                        errs.push(format!("{path}: {x} violates {k} {lim}"));
-                    }
-                }
-            }
-            "minItems" | "maxItems" => {
-                if let (Some(a), Some(lim)) = (v.as_array(), kv.as_u64()) {
-                    let n = a.len() as u64;
-                    if (k == "minItems" && n < lim) || (k == "maxItems" && n > lim) {
-                        errs.push(format!("{path}: {n} items violates {k} {lim}"));
-                    }
-                }
-            }
-            "required" => {
-                if let Some(o) = v.as_object() {
-                    for r in kv.as_array().expect("required is an array") {
-                        let r = r.as_str().expect("required names");
-                        if !o.contains_key(r) {
-                            errs.push(format!("{path}: missing required {r:?}"));
-                        }
-                    }
-                }
-            }
-            "properties" => {
-                if let Some(o) = v.as_object() {
-                    for (pk, ps) in kv.as_object().expect("properties is an object") {
-                        if let Some(pv) = o.get(pk) {
-                            check(root, ps, pv, &format!("{path}.{pk}"), errs);
-                        }
-                    }
-                }
-            }
-            "additionalProperties" => {
-                if let Some(o) = v.as_object() {
-                    let known = obj.get("properties").and_then(Value::as_object);
-                    for (pk, pv) in o {
-                        if known.is_some_and(|p| p.contains_key(pk)) {
-                            continue;
-                        }
-                        match kv {
-                            Value::Bool(false) => errs.push(format!("{path}: undocumented property {pk:?}")),
-                            Value::Bool(true) => {}
-                            s => check(root, s, pv, &format!("{path}.{pk}"), errs),
-                        }
-                    }
-                }
-            }
-            "items" => {
-                if let Some(a) = v.as_array() {
-                    for (i, x) in a.iter().enumerate() {
-                        check(root, kv, x, &format!("{path}[{i}]"), errs);
-                    }
-                }
+            "required" | "properties" | "additionalProperties" | "items" => {
+                check_members(root, obj, (k, kv), v, path, errs)
             }
             "$defs" => {}
             a if ANNOTATIONS.contains(&a) => {}
             other => panic!("schema keyword {other:?} is not supported by this validator"),
         }
+    }
+}
+
+/// The keywords on the value itself: its type, a constant or enumeration,
+/// and numeric or length bounds.
+fn check_value(k: &str, kv: &Value, v: &Value, path: &str, errs: &mut Vec<String>) {
+    match k {
+        "type" => {
+            let ok = match kv {
+                Value::String(t) => type_ok(t, v),
+                Value::Array(ts) => ts.iter().any(|t| type_ok(t.as_str().expect("type names"), v)),
+                _ => panic!("bad type keyword"),
+            };
+            if !ok {
+                errs.push(format!("{path}: expected type {kv}, found {v}"));
+            }
+        }
+        "const" => {
+            if kv != v {
+                errs.push(format!("{path}: expected {kv}, found {v}"));
+            }
+        }
+        "enum" => {
+            if !kv.as_array().expect("enum is an array").contains(v) {
+                errs.push(format!("{path}: {v} not one of {kv}"));
+            }
+        }
+        "minimum" | "maximum" => {
+            if let (Some(x), Some(lim)) = (v.as_f64(), kv.as_f64()) {
+                if (k == "minimum" && x < lim) || (k == "maximum" && x > lim) {
+                    errs.push(format!("{path}: {x} violates {k} {lim}"));
+                }
+            }
+        }
+        "minItems" | "maxItems" => {
+            if let (Some(a), Some(lim)) = (v.as_array(), kv.as_u64()) {
+                let n = a.len() as u64;
+                if (k == "minItems" && n < lim) || (k == "maxItems" && n > lim) {
+                    errs.push(format!("{path}: {n} items violates {k} {lim}"));
+                }
+            }
+        }
+        _ => unreachable!("not a value keyword: {k}"),
+    }
+}
+
+/// The keywords on an object's or array's members; `obj` is the schema
+/// object holding them (`additionalProperties` reads its `properties`).
+fn check_members(
+    root: &Value,
+    obj: &serde_json::Map<String, Value>,
+    (k, kv): (&str, &Value),
+    v: &Value,
+    path: &str,
+    errs: &mut Vec<String>,
+) {
+    match k {
+        "required" => {
+            if let Some(o) = v.as_object() {
+                for r in kv.as_array().expect("required is an array") {
+                    let r = r.as_str().expect("required names");
+                    if !o.contains_key(r) {
+                        errs.push(format!("{path}: missing required {r:?}"));
+                    }
+                }
+            }
+        }
+        "properties" => {
+            if let Some(o) = v.as_object() {
+                for (pk, ps) in kv.as_object().expect("properties is an object") {
+                    if let Some(pv) = o.get(pk) {
+                        check(root, ps, pv, &format!("{path}.{pk}"), errs);
+                    }
+                }
+            }
+        }
+        "additionalProperties" => {
+            if let Some(o) = v.as_object() {
+                let known = obj.get("properties").and_then(Value::as_object);
+                for (pk, pv) in o {
+                    if known.is_some_and(|p| p.contains_key(pk)) {
+                        continue;
+                    }
+                    match kv {
+                        Value::Bool(false) => errs.push(format!("{path}: undocumented property {pk:?}")),
+                        Value::Bool(true) => {}
+                        s => check(root, s, pv, &format!("{path}.{pk}"), errs),
+                    }
+                }
+            }
+        }
+        "items" => {
+            if let Some(a) = v.as_array() {
+                for (i, x) in a.iter().enumerate() {
+                    check(root, kv, x, &format!("{path}[{i}]"), errs);
+                }
+            }
+        }
+        _ => unreachable!("not a member keyword: {k}"),
     }
 }
 

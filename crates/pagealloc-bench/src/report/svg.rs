@@ -221,33 +221,11 @@ pub fn compact(v: f64) -> String {
     format!("{s}{suf}")
 }
 
-/// Draw the chart as one `<svg>` element.
-pub fn draw(c: &Chart) -> String {
-    let spec = &c.spec;
-    let lines = merged(&c.lines);
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        r#"<svg class="chart" viewBox="0 0 {W} {H}" width="{W}" height="{H}" style="max-width: 100%; height: auto" role="img" aria-label="{}" font-family="sans-serif" font-size="11">"#,
-        esc(&spec.title)
-    );
-    let _ = write!(s, r#"<rect x="0" y="0" width="{W}" height="{H}" fill="white"/>"#);
-    let _ = write!(s, r#"<text x="{LEFT}" y="20" font-size="14" font-weight="bold">{}</text>"#, esc(&spec.title));
-    let all: Vec<&Point> = lines.iter().flat_map(|l| l.points.iter()).collect();
-    if all.is_empty() {
-        let _ = write!(
-            s,
-            r##"<rect x="{LEFT}" y="{TOP}" width="{}" height="{}" fill="none" stroke="#999"/><text x="{}" y="{}" text-anchor="middle" fill="#666">no data</text></svg>"##,
-            RIGHT - LEFT,
-            BOTTOM - TOP,
-            (LEFT + RIGHT) / 2.0,
-            (TOP + BOTTOM) / 2.0
-        );
-        return s;
-    }
-    // y axis.
+/// The y axis over every point (log or linear as the plot asks), with its
+/// grid lines and labels drawn into `s`.
+fn y_axis(s: &mut String, spec: &Plot, all: &[&Point]) -> Axis {
     let (mut ylo, mut yhi) = (f64::INFINITY, f64::NEG_INFINITY);
-    for p in &all {
+    for p in all {
         ylo = ylo.min(p.lo.min(p.y));
         yhi = yhi.max(p.hi.max(p.y));
     }
@@ -272,11 +250,11 @@ pub fn draw(c: &Chart) -> String {
             esc(&compact(t))
         );
     }
-    // x axis and the marks.
-    match spec.kind {
-        PlotKind::Line => draw_lines(&mut s, spec, &lines, &all, &yaxis),
-        PlotKind::Bar => draw_bars(&mut s, &lines, &yaxis),
-    }
+    yaxis
+}
+
+/// The plot's frame, axis labels and legend.
+fn frame_and_legend(s: &mut String, spec: &Plot, lines: &[Line]) {
     let _ = write!(
         s,
         r##"<rect x="{LEFT}" y="{TOP}" width="{}" height="{}" fill="none" stroke="#555"/>"##,
@@ -310,6 +288,39 @@ pub fn draw(c: &Chart) -> String {
             esc(&l.label)
         );
     }
+}
+
+/// Draw the chart as one `<svg>` element.
+pub fn draw(c: &Chart) -> String {
+    let spec = &c.spec;
+    let lines = merged(&c.lines);
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r#"<svg class="chart" viewBox="0 0 {W} {H}" width="{W}" height="{H}" style="max-width: 100%; height: auto" role="img" aria-label="{}" font-family="sans-serif" font-size="11">"#,
+        esc(&spec.title)
+    );
+    let _ = write!(s, r#"<rect x="0" y="0" width="{W}" height="{H}" fill="white"/>"#);
+    let _ = write!(s, r#"<text x="{LEFT}" y="20" font-size="14" font-weight="bold">{}</text>"#, esc(&spec.title));
+    let all: Vec<&Point> = lines.iter().flat_map(|l| l.points.iter()).collect();
+    if all.is_empty() {
+        let _ = write!(
+            s,
+            r##"<rect x="{LEFT}" y="{TOP}" width="{}" height="{}" fill="none" stroke="#999"/><text x="{}" y="{}" text-anchor="middle" fill="#666">no data</text></svg>"##,
+            RIGHT - LEFT,
+            BOTTOM - TOP,
+            (LEFT + RIGHT) / 2.0,
+            (TOP + BOTTOM) / 2.0
+        );
+        return s;
+    }
+    let yaxis = y_axis(&mut s, spec, &all);
+    // x axis and the marks.
+    match spec.kind {
+        PlotKind::Line => draw_lines(&mut s, spec, &lines, &all, &yaxis),
+        PlotKind::Bar => draw_bars(&mut s, &lines, &yaxis),
+    }
+    frame_and_legend(&mut s, spec, &lines);
     s.push_str("</svg>");
     s
 }

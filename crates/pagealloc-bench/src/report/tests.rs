@@ -15,8 +15,8 @@ fn claim(seed: u32, text: &str, metric: &str) -> Claim {
     Claim { seed, text: text.into(), metric: metric.into(), old: "old".into(), new: "new".into() }
 }
 
-/// Six experiments over seeds 1..=5 and one without a seed, covering every verdict.
-pub(super) fn fixture() -> Report {
+/// page-fault1's results: iterations at 1 and 2 threads, a claim, a plot and raw files.
+fn fixture_page_fault1() -> ExperimentResult {
     let mut pf = ExperimentResult::new("page-fault1", "will-it-scale page_fault1", Some(1));
     for (t, old, new) in [(1, 100.0, 104.0), (2, 190.0, 203.0)] {
         let s = |v: f64| vec![v * 0.995, v, v * 1.004];
@@ -35,12 +35,20 @@ pub(super) fn fixture() -> Report {
     );
     pf.raw = "min:95 max:105 total:200\n".into();
     pf.raw_file("csv", "tasks,processes,processes_idle,threads,threads_idle,linear\n1,0,0,104,0,104\n");
+    pf
+}
 
+/// pcp-flush's results: one metric within noise.
+fn fixture_pcp_flush() -> ExperimentResult {
     let mut flush = ExperimentResult::new("pcp-flush", "PCP flush of 10,000-page batches", Some(2));
     flush.figures.push(fig("cycles-per-batch", "old", "cycles", &[1000.0, 1040.0, 980.0]));
     flush.figures.push(fig("cycles-per-batch", "new", "cycles", &[995.0, 1030.0, 990.0]));
     flush.claims.push(claim(2, "about 2.6% fewer cycles", "cycles-per-batch"));
+    flush
+}
 
+/// bulk's results: the forms at every step, a log-x plot.
+fn fixture_bulk() -> ExperimentResult {
     let mut bulk = ExperimentResult::new("bulk", "page_bench04_bulk <list & array>", Some(3));
     for n in [1u32, 2, 4, 8, 16, 32, 64, 128] {
         let list = 190.0 + 100.0 / f64::from(n);
@@ -58,14 +66,22 @@ pub(super) fn fixture() -> Report {
     );
     bulk.raw =
         "time_bench: Type:time_bulk_page_alloc_free_array Per elem: 94 cycles(tsc) 26.170 ns (step:128)\n".into();
+    bulk
+}
 
+/// page-lock's results: a claim against the new design and one with no figure.
+fn fixture_page_lock() -> ExperimentResult {
     let mut lock = ExperimentResult::new("page-lock", "Page lock and the waiters bit", Some(4));
     lock.figures.push(fig("unlock-uncontended", "old", "ns", &[5.0, 5.1, 4.9]));
     lock.figures.push(fig("unlock-uncontended", "new", "ns", &[9.0, 9.2, 8.9]));
     lock.claims.push(claim(4, "fewer cycles in unlock", "unlock-uncontended"));
     lock.claims.push(claim(4, "fewer cycles in wake", "wake-latency"));
     lock.target("uncontended unlock under 20 ns", 9.0, 20.0, true);
+    lock
+}
 
+/// pagetypeinfo's results: a bar plot on a log axis.
+fn fixture_pagetypeinfo() -> ExperimentResult {
     let mut pti = ExperimentResult::new("pagetypeinfo", "pagetypeinfo read latency", Some(5));
     for (state, old, new) in [("fresh", 700.0, 269.0), ("fragmented", 28_700.0, 270.0)] {
         pti.figures.push(fig(&format!("read-{state}"), "old", "us", &[old, old * 1.01]).param("state", state));
@@ -79,7 +95,11 @@ pub(super) fn fixture() -> Report {
             .series("walk (old)", "old", None)
             .series("counters (new)", "new", None),
     );
+    pti
+}
 
+/// pagealloc-micro's results: per-batch figures and mmtests raw files.
+fn fixture_micro() -> ExperimentResult {
     let mut micro = ExperimentResult::new("pagealloc-micro", "mmtests pagealloc-micro, order 4", Some(5));
     for b in [1u32, 16, 512] {
         let base = 5000.0 + f64::from(b);
@@ -100,13 +120,21 @@ pub(super) fn fixture() -> Report {
     micro.raw = "order  4 batch      1 alloc 5001 free 300\n".into();
     micro.raw_file("old-none/iter-0/pagealloc/logs/pagealloc.log", "order  4 batch      1 alloc 5001 free 300\n");
     micro.raw_file("old-none/iter-0/pagealloc/logs/alloc-4", "1 5001\n");
+    micro
+}
 
+/// buddy's results: no seed, a target and a note to escape.
+fn fixture_buddy() -> ExperimentResult {
     let mut buddy = ExperimentResult::new("buddy", "Buddy allocator: pair cost", None);
     buddy.figures.push(fig("pair-order0-hot", "new", "ns", &[30.0, 31.0, 29.5]).param("order", 0));
     buddy.target("order-0 pair at most 60 ns & <fast>", 30.0, 60.0, true);
     buddy.notes.push("a note with <angle brackets> & ampersands".into());
+    buddy
+}
 
-    let info = RunInfo {
+/// The run the fixture's results came from.
+fn fixture_info() -> RunInfo {
+    RunInfo {
         command: "target/release/pagealloc bench --out 'my report'".into(),
         full: false,
         repeats: 3,
@@ -120,8 +148,21 @@ pub(super) fn fixture() -> Report {
             loadavg: [1.5, 0.5, 0.2],
             busy: true,
         },
-    };
-    Report::new(info, vec![pf, flush, bulk, lock, pti, micro, buddy])
+    }
+}
+
+/// Six experiments over seeds 1..=5 and one without a seed, covering every verdict.
+pub(super) fn fixture() -> Report {
+    let experiments = vec![
+        fixture_page_fault1(),
+        fixture_pcp_flush(),
+        fixture_bulk(),
+        fixture_page_lock(),
+        fixture_pagetypeinfo(),
+        fixture_micro(),
+        fixture_buddy(),
+    ];
+    Report::new(fixture_info(), experiments)
 }
 
 /// The verdicts the fixture is built to produce, per seed.
