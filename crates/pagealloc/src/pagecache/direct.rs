@@ -44,7 +44,7 @@ use std::path::Path;
 /// use pagealloc::{DirectFileSource, IoMode};
 /// use std::{fs::OpenOptions, os::unix::fs::OpenOptionsExt};
 /// let path = std::env::temp_dir().join(format!("pagealloc-doc-iomode-{}", std::process::id()));
-/// let src = DirectFileSource::open(&path, true).unwrap(); // tmpfs, for one, refuses O_DIRECT
+/// let src = DirectFileSource::open(&path, true).unwrap(); // buffered where O_DIRECT is refused
 /// let direct_ok = OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&path).is_ok();
 /// assert_eq!(src.mode() == IoMode::Direct, direct_ok);
 /// std::fs::remove_file(&path).unwrap();
