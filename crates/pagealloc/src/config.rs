@@ -37,6 +37,14 @@ pub(crate) const MAX_WATERMARK_SCALE_FACTOR: u32 = 3000;
 pub(crate) const MIN_PERCPU_PAGELIST_HIGH_FRACTION: u32 = 8;
 
 /// What stands behind the page frames.
+///
+/// # Examples
+/// ```
+/// use pagealloc::{Backing, Config, Gfp, PageAllocator};
+/// let a = PageAllocator::new(Config::new().arena_bytes(2 << 20).backing(Backing::None)).unwrap();
+/// let pfn = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
+/// assert!(a.page_address(pfn).is_none()); // frame numbers only: no memory behind them
+/// ```
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub enum Backing {
     /// Anonymous private mmap with MAP_NORESERVE: frames get memory when touched.
@@ -80,6 +88,18 @@ pub(crate) const MAX_REPORTING_BATCH: u32 = 4096;
 /// unreported and is offered again on a later pass. A callback that panics
 /// counts as a failed release: the panic is caught before it can unwind
 /// through the zone lock, and the pass goes on.
+///
+/// # Examples
+/// ```
+/// use pagealloc::{Config, Gfp, PageAllocator, ReportCallback};
+/// use std::sync::{atomic::{AtomicU64, Ordering::Relaxed}, Arc};
+/// static RELEASED: AtomicU64 = AtomicU64::new(0);
+/// let cb = ReportCallback(Arc::new(|_pfn, order| { RELEASED.fetch_add(1 << order, Relaxed); true }));
+/// let a = PageAllocator::new(Config::small(4 << 20).page_reporting_callback(Some(cb))).unwrap();
+/// a.free_pages(a.alloc_pages(Gfp::MOVABLE, 9).unwrap(), 9).unwrap(); // fresh memory counts as released
+/// let pass = a.report_free_pages_now(); // a balloon driver would take these pages
+/// assert!(pass.pages >= 512 && RELEASED.load(Relaxed) == pass.pages);
+/// ```
 #[derive(Clone)]
 pub struct ReportCallback(pub Arc<dyn Fn(Pfn, u32) -> bool + Send + Sync>);
 
@@ -91,6 +111,13 @@ impl std::fmt::Debug for ReportCallback {
 
 /// Settings for a [`crate::PageAllocator`]. Build with [`Config::new`] and the
 /// chained setters; every setter has the name of its field.
+///
+/// # Examples
+/// ```
+/// use pagealloc::{Config, PageAllocator};
+/// let a = PageAllocator::new(Config::small(8 << 20).nodes(2).pcp_batch(Some(8))).unwrap();
+/// assert_eq!((a.nr_nodes(), a.nr_pages()), (2, 2048));
+/// ```
 #[derive(Clone, Debug)]
 pub struct Config {
     /// Bytes in the arena: a whole number of pageblocks (2 MiB), at least one and

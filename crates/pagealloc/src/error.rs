@@ -10,6 +10,8 @@ use thiserror::Error;
 
 /// An allocation that could not be met. A normal result, never an abort.
 ///
+/// # Examples
+///
 /// ```
 /// use pagealloc::{AllocError, Config, Gfp, PageAllocator};
 /// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
@@ -75,6 +77,8 @@ pub enum AllocError {
 }
 
 /// Why `free_pages` refused a pfn. The allocator's state is unchanged.
+///
+/// # Examples
 ///
 /// ```
 /// use pagealloc::{Config, FreeError, Gfp, PageAllocator};
@@ -204,6 +208,15 @@ impl FreeError {
 /// Not `PartialEq`: [`ConfigError::Mmap`] carries the [`std::io::Error`] it came
 /// from (reachable through [`std::error::Error::source`]), which has no equality.
 /// Match on the variants instead.
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, ConfigError, PageAllocator};
+/// let err = PageAllocator::new(Config::small(3 << 20)).err().unwrap();
+/// assert!(matches!(err, ConfigError::ArenaNotPageblockMultiple { bytes } if bytes == 3 << 20));
+/// assert!(err.to_string().ends_with("use 2097152 or 4194304 bytes")); // the sizes that work
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum ConfigError {
@@ -318,6 +331,16 @@ impl std::error::Error for ConfigError {
 }
 
 /// A broken invariant found by `check_invariants`.
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, InvariantError, PageAllocator, Pfn};
+/// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
+/// assert_eq!(a.check_invariants(), Ok(())); // a fresh allocator is sound
+/// let e = InvariantError { pfn: Pfn::new(7), what: "not on a free list".into() };
+/// assert!(e.to_string().ends_with("not on a free list")); // what a failed check prints
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("invariant broken at {pfn:?}: {what}")]
 pub struct InvariantError {
@@ -334,6 +357,17 @@ impl InvariantError {
 }
 
 /// Why a page-state operation (lock, writeback, isolation) was refused.
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, Gfp, PageAllocator, PageStateError};
+/// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
+/// let pfn = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
+/// assert_eq!(a.unlock_page(pfn), Err(PageStateError::NotLocked { pfn }));
+/// a.free_pages(pfn, 0).unwrap();
+/// assert_eq!(a.lock_page(pfn), Err(PageStateError::NotAllocated { pfn }));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum PageStateError {
@@ -418,6 +452,20 @@ pub enum PageStateError {
 }
 
 /// Why a wait ended without its condition.
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{CancelToken, Config, Gfp, PageAllocator, WaitError};
+/// use std::time::Duration;
+/// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
+/// let pfn = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
+/// a.lock_page(pfn).unwrap(); // held: the waits below cannot get it
+/// assert_eq!(a.lock_page_timeout(pfn, Duration::from_millis(1)), Err(WaitError::TimedOut));
+/// let cancel = CancelToken::new();
+/// cancel.cancel();
+/// assert_eq!(a.lock_page_cancellable(pfn, &cancel), Err(WaitError::Cancelled));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum WaitError {
@@ -433,6 +481,18 @@ pub enum WaitError {
 }
 
 /// A bulk free that skipped some entries. Every valid entry was freed.
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, FreeError, Gfp, PageAllocator, Pfn};
+/// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
+/// let pfn = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
+/// let stray = Pfn::new(1 << 30); // past the arena
+/// let err = a.free_pages_bulk(&[pfn, stray]).unwrap_err();
+/// assert!(matches!(err.rejected[..], [(1, FreeError::OutOfRange { .. })]));
+/// assert_eq!(a.free_pages(pfn, 0), Err(FreeError::DoubleFree { pfn })); // it was freed
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub struct BulkFreeError {
     /// `(index in the input slice, why)` for every skipped entry, in input order.

@@ -12,6 +12,17 @@ use crate::types::{MigrateType, MAX_ORDER, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK
 use crate::zone::{Zone, ZoneGuard};
 
 /// Page totals of one zone found by a full walk.
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, Gfp, PageAllocator};
+/// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
+/// let _pfn = a.alloc_pages(Gfp::KERNEL, 4).unwrap();
+/// let c = a.census();
+/// assert_eq!(c.allocated, 16);
+/// assert_eq!(c.free + c.pcp + c.allocated, a.managed_pages()); // every page is somewhere
+/// ```
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct ZoneCensus {
     /// Pages in free blocks on the buddy lists (isolated lists included).
@@ -285,6 +296,17 @@ impl Core {
 }
 
 /// How mixed the pageblocks are: the anti-fragmentation figure of merit.
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, Gfp, PageAllocator};
+/// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
+/// let _pfns = (a.alloc_pages(Gfp::KERNEL, 0).unwrap(), a.alloc_pages(Gfp::MOVABLE, 0).unwrap());
+/// let f = a.fragmentation();
+/// assert_eq!(f.pageblocks, 2); // 4 MiB of 2 MiB pageblocks
+/// assert_eq!(f.mixed, 0); // the two types went to different pageblocks
+/// ```
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Fragmentation {
     /// Pageblocks in all zones.

@@ -353,6 +353,14 @@ impl PcpLockStat {
 
 /// One CPU's list lock for one zone, read without the lock
 /// (`PageAllocator::lockstat`).
+///
+/// # Examples
+/// ```
+/// use pagealloc::{Config, Gfp, PageAllocator};
+/// let a = PageAllocator::new(Config::small(4 << 20).front_cache(false)).unwrap();
+/// a.free_pages(a.alloc_pages(Gfp::KERNEL, 0).unwrap(), 0).unwrap(); // through a per-CPU list
+/// assert!(a.lockstat().pcp.iter().any(|p| p.acquisitions > 0 && p.cpu < pagealloc::possible_cpus()));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PcpLockStatReport {
     /// Zone index in the allocator.
@@ -385,6 +393,12 @@ pub struct PcpLockStatReport {
 }
 
 /// One zone's lock statistics, read without the lock (`PageAllocator::lockstat`).
+///
+/// # Examples
+/// ```
+/// let z = pagealloc::PageAllocator::new(pagealloc::Config::small(4 << 20)).unwrap().lockstat().zones.remove(0);
+/// assert_eq!(z.wait_hist.iter().sum::<u64>(), z.acquisitions); // every acquisition's wait, bucketed
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ZoneLockStat {
     /// Zone index in the allocator.
@@ -417,6 +431,12 @@ pub struct ZoneLockStat {
 }
 
 /// Every zone's lock statistics; `to_string()` gives one block per zone.
+///
+/// # Examples
+/// ```
+/// let r = pagealloc::PageAllocator::new(pagealloc::Config::small(4 << 20)).unwrap().lockstat();
+/// assert!(r.to_string().starts_with("Node 0, zone   Normal lock")); // one block per zone
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LockStatReport {
     /// Per zone.

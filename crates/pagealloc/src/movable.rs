@@ -41,6 +41,26 @@ use std::sync::{Arc, RwLock};
 /// order above 0 that compacted directly) once that call has restored its
 /// state; in kcompactd's and the page reporter's threads it is dropped, and
 /// the thread goes on.
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, Gfp, MovableOps, PageAllocator, Pfn};
+/// use std::sync::{Arc, Mutex};
+/// struct Owner(Mutex<Pfn>); // where the owner keeps its page
+/// impl MovableOps for Owner {
+///     fn migrate(&self, _from: Pfn, to: Pfn) -> bool {
+///         *self.0.lock().unwrap() = to;
+///         true
+///     }
+/// }
+/// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
+/// let pfn = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+/// let owner = Arc::new(Owner(Mutex::new(pfn)));
+/// a.set_page_movable(pfn, a.register_movable_ops(owner.clone())).unwrap();
+/// a.alloc_contig_range(pfn, 1, Gfp::MOVABLE).unwrap(); // wants pfn's frame: the page moves
+/// assert_ne!(*owner.0.lock().unwrap(), pfn);
+/// ```
 pub trait MovableOps: Send + Sync {
     /// Stop using `pfn` for a moment; false refuses (the page stays, no
     /// further call for it).
@@ -87,6 +107,21 @@ pub(crate) trait LruMigrate: Send + Sync {
 }
 
 /// The handle of a registered [`MovableOps`] (never reused in one allocator).
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, Gfp, MovableOps, PageAllocator, Pfn};
+/// use std::sync::Arc;
+/// struct Refuse; // an owner that never lets its pages move
+/// impl MovableOps for Refuse { fn migrate(&self, _: Pfn, _: Pfn) -> bool { false } }
+/// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
+/// let (one, two) = (a.register_movable_ops(Arc::new(Refuse)), a.register_movable_ops(Arc::new(Refuse)));
+/// assert_ne!(one, two);
+/// let pfn = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+/// a.set_page_movable(pfn, one).unwrap();
+/// assert_eq!(a.mobility_census().movable, 1);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MovableId(pub(crate) u32);
 
@@ -179,6 +214,16 @@ impl Mobility {
 }
 
 /// Allocated pages by mobility (see `PageAllocator::mobility_census`).
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, Gfp, PageAllocator};
+/// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
+/// let _pfn = a.alloc_pages(Gfp::KERNEL, 1).unwrap();
+/// let c = a.mobility_census();
+/// assert_eq!((c.movable, c.pinned, c.isolated), (0, 2, 0)); // not registered: pinned
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MobilityCensus {
     /// Allocated blocks' pages registered movable.

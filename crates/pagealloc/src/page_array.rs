@@ -35,6 +35,8 @@ use crate::types::{Gfp, Pfn, PAGE_SIZE};
 /// A fixed number of slots, each empty or holding one order-0 page owned by
 /// the array (see the module doc). Dropping it frees its pages.
 ///
+/// # Examples
+///
 /// ```
 /// use pagealloc::{Config, Gfp, PageAllocator};
 /// let a = PageAllocator::new(Config::new().arena_bytes(8 << 20)).unwrap();

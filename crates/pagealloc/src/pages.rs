@@ -19,6 +19,8 @@ use std::ptr::NonNull;
 
 /// `1 << order` contiguous frames owned by this value. Dropping it frees them.
 ///
+/// # Examples
+///
 /// ```
 /// use pagealloc::{Config, Gfp, PageAllocator, FreeError};
 /// let a = PageAllocator::new(Config::new().arena_bytes(8 << 20)).unwrap();

@@ -31,6 +31,8 @@ pub(crate) const MAX_ARENA_BYTES: u64 = ((u32::MAX as u64 - 1) / PAGEBLOCK_PAGES
 /// a hole: the bulk allocator's slots are `Option<Pfn>`).
 /// `repr(transparent)`: laid out as its `NonZeroU64` (the number plus one).
 ///
+/// # Examples
+///
 /// ```
 /// use pagealloc::Pfn;
 /// let p = Pfn::new(0x200);
@@ -265,6 +267,16 @@ impl fmt::Display for ZoneIdx {
 ///
 /// Values and names are the kernel's without CMA (as this machine's
 /// /proc/pagetypeinfo prints them).
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Gfp, MigrateType};
+/// assert_eq!(Gfp::MOVABLE.migratetype(), MigrateType::Movable);
+/// assert_eq!(MigrateType::Reclaimable.name(), "Reclaimable");
+/// assert_eq!(MigrateType::from_index(MigrateType::HighAtomic.index()), MigrateType::HighAtomic);
+/// assert!(!MigrateType::Isolate.is_pcptype()); // no per-CPU list, no fallback
+/// ```
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 #[repr(u8)]
 pub enum MigrateType {
@@ -352,6 +364,18 @@ impl fmt::Display for MigrateType {
 
 bitflags::bitflags! {
     /// Allocation flags (the kernel's gfp_t, reduced to what user space needs).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pagealloc::{Config, Gfp, MigrateType, PageAllocator};
+    /// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
+    /// let gfp = Gfp::RECLAIMABLE | Gfp::ZERO; // flags combine as bits
+    /// assert_eq!(gfp.migratetype(), MigrateType::Reclaimable);
+    /// let pfn = a.alloc_pages(gfp, 0).unwrap();
+    /// a.free_pages(pfn, 0).unwrap();
+    /// assert_eq!(Gfp::KERNEL, Gfp::empty()); // unmovable: no type bit
+    /// ```
     #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
     pub struct Gfp: u32 {
         /// Memory that may be moved (pageblocks of type Movable; may use the Movable zone).
@@ -393,14 +417,41 @@ impl Gfp {
 }
 
 /// Identifier of a CPU as the scheduler numbers it.
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{possible_cpus, CpuId};
+/// let first = CpuId(0); // CPUs are numbered from 0 up to possible_cpus()
+/// assert!((first.0 as usize) < possible_cpus());
+/// assert!(first < CpuId(1));
+/// ```
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 pub struct CpuId(pub u32);
 
 /// Identifier of a (fake) NUMA node.
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, Gfp, NodeId, PageAllocator};
+/// let a = PageAllocator::new(Config::small(8 << 20).nodes(2)).unwrap();
+/// let pfn = a.alloc_pages_node(NodeId(1), Gfp::THISNODE, 0).unwrap();
+/// assert_eq!(a.pfn_to_nid(pfn), Some(NodeId(1)));
+/// a.free_pages(pfn, 0).unwrap();
+/// ```
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
 pub struct NodeId(pub u32);
 
 /// The zones a node may have, lowest first.
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::ZoneType;
+/// assert!(ZoneType::Normal < ZoneType::Movable); // lowest first
+/// assert_eq!(ZoneType::Movable.name(), "Movable"); // as zoneinfo prints it
+/// ```
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 pub enum ZoneType {
     /// Any allocation may use it.

@@ -220,6 +220,19 @@ fn untimed(e: WaitError) -> PageStateError {
 }
 
 /// A held page lock; dropping it unlocks the page.
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, Gfp, PageAllocator, PageStateError};
+/// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
+/// let pfn = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
+/// let guard = a.lock_page_guard(pfn).unwrap();
+/// assert!(guard.pfn() == pfn && !a.trylock_page(pfn)); // held
+/// assert_eq!(a.unlock_page(pfn), Err(PageStateError::HeldByGuard { pfn }));
+/// guard.unlock_uptodate(); // unlock and mark up to date in one step
+/// assert!(a.page_uptodate(pfn) && a.trylock_page(pfn));
+/// ```
 #[must_use = "dropping the guard unlocks the page at once"]
 pub struct PageLockGuard<'a> {
     alloc: &'a PageAllocator,

@@ -37,6 +37,8 @@ use std::ptr::NonNull;
 /// A zoned buddy page-frame allocator over one arena. `Send + Sync`: share it by
 /// reference or clone the handle (clones share one allocator).
 ///
+/// # Examples
+///
 /// ```
 /// use pagealloc::{Config, Gfp, PageAllocator};
 /// // 16 MiB of abstract frames (no memory behind them).

@@ -16,6 +16,21 @@ use std::sync::Arc;
 /// References belong to their holders: there is no pfn-taking `put_page`,
 /// so no caller can put a reference it does not hold (the cache's own, a
 /// handle's) and free a page its mapping still names.
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, FillFn, Gfp, PageAllocator, PageCache, PageCacheConfig};
+/// use std::sync::Arc;
+/// let a = Arc::new(PageAllocator::new(Config::new().arena_bytes(4 << 20)).unwrap());
+/// let cache = PageCache::new(a.clone(), PageCacheConfig { kswapd: false }).unwrap();
+/// let m = cache.mapping(1, Arc::new(FillFn(|_: u64, buf: &mut [u8]| { buf.fill(0); Ok(()) })));
+/// let pfn = m.get(0).unwrap().pfn(); // a page-cache page: reference counted
+/// let r = a.get_page(pfn).unwrap(); // neither freed nor reclaimed while `r` lives
+/// assert!(r.pfn() == pfn && a.page_count(pfn) >= 2); // the cache's and ours
+/// let raw = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
+/// assert!(a.get_page(raw).is_err()); // raw pages are not reference counted
+/// ```
 #[must_use = "dropping the reference puts it at once"]
 pub struct PageReference<'a> {
     alloc: &'a PageAllocator,

@@ -18,6 +18,18 @@ use crate::types::{Order, MAX_ORDER, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
 use std::time::{Duration, Instant};
 
 /// Free page reporting's settings and lifetime counters.
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, Gfp, PageAllocator};
+/// let a = PageAllocator::new(Config::new().arena_bytes(4 << 20).page_reporting(false)).unwrap();
+/// a.free_pages(a.alloc_pages(Gfp::MOVABLE, 9).unwrap(), 9).unwrap();
+/// let pass = a.report_free_pages_now(); // a synchronous pass; no background ones
+/// let s = a.page_reporting_stats();
+/// assert!(!s.enabled && s.passes == 1);
+/// assert_eq!((s.released_pages, s.released_blocks), (pass.pages, pass.blocks));
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReportingStats {
     /// Background passes running.
@@ -54,6 +66,18 @@ pub struct ReportingStats {
 /// REPORTED are not resident (released, or never touched since the arena was
 /// mapped); every other page is counted resident, an upper bound (a page
 /// allocated but never written is not resident either).
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, Gfp, PageAllocator};
+/// let a = PageAllocator::new(Config::new().arena_bytes(4 << 20).page_reporting(false)).unwrap();
+/// let _pfn = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+/// let z = a.residency()[0];
+/// assert_eq!((z.nid, z.zone, z.managed), (0, "Normal", 1024));
+/// assert_eq!(z.resident, z.managed - z.reported); // never-used memory is not resident
+/// assert!(z.resident >= 1 && z.resident < z.managed);
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ZoneResidency {
     /// The zone's node.

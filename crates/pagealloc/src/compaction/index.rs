@@ -55,6 +55,17 @@ pub(crate) fn unusable_index(i: &FragInfo) -> i32 {
 }
 
 /// `extfrag_index` or `unusable_index`, per zone and order (thousandths).
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, PageAllocator};
+/// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
+/// let (nid, zone, index) = a.extfrag_index().zones[0];
+/// assert_eq!((nid, zone), (0, "Normal"));
+/// assert_eq!(index[0], -1000); // -1000: an order-0 request would succeed
+/// assert_eq!(a.unusable_index().zones[0].2[0], 0); // no free memory unusable at order 0
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FragIndexReport {
     /// True for extfrag_index, false for unusable_index (the two print

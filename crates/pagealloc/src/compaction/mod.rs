@@ -48,6 +48,16 @@ use crate::zone::{AllocFlags, Wmark, Zone};
 const COSTLY_ORDER: u32 = 3;
 
 /// What one compaction pass achieved.
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, PageAllocator};
+/// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
+/// let out = a.compact_zone(0, 3).unwrap(); // zone 0, until an order-3 block is free
+/// assert!(out.success && out.migrated == 0); // one was free already: nothing moved
+/// assert!(a.compact_zone(9, 3).is_none()); // there is no zone 9
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct CompactOutcome {
     /// Pages migrated.

@@ -39,6 +39,20 @@ pub const MAX_MAPPINGS: usize = (1 << (64 - INDEX_BITS)) - 1;
 /// Why a page-cache call was refused. Page-cache calls return
 /// [`std::io::Error`]s; the refusals of this enum travel inside them (see
 /// [`PageCacheError::of`]), with the [`io::ErrorKind`] each variant names.
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, FillFn, PageAllocator, PageCache, PageCacheConfig, PageCacheError};
+/// use std::{io::ErrorKind, sync::Arc};
+/// let a = Arc::new(PageAllocator::new(Config::new().arena_bytes(4 << 20)).unwrap());
+/// let cache = PageCache::new(a, PageCacheConfig { kswapd: false }).unwrap();
+/// let m = cache.mapping(1, Arc::new(FillFn(|_: u64, buf: &mut [u8]| { buf.fill(0); Ok(()) })));
+/// assert!(cache.remove_mapping(1));
+/// let err = m.read(0, &mut [0u8; 8]).unwrap_err(); // an io::Error, as file I/O gives
+/// assert_eq!(err.kind(), ErrorKind::NotFound);
+/// assert_eq!(PageCacheError::of(&err), Some(&PageCacheError::MappingRemoved { id: 1 }));
+/// ```
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum PageCacheError {
@@ -117,6 +131,16 @@ impl From<PageCacheError> for io::Error {
 /// converts its `u64` into before it touches a map, an owner word or a
 /// source, so that `index + 1`, `index * PAGE_SIZE` and the owner word's
 /// packing cannot overflow past it.
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{PageCacheError, PageIndex, MAX_INDEX};
+/// let i = PageIndex::new(3).unwrap();
+/// assert_eq!((i.get(), i.byte_offset()), (3, 3 * 4096));
+/// assert_eq!(PageIndex::of_range(8195, 10), Ok((PageIndex::new(2).unwrap(), 3))); // page 2, byte 3
+/// assert_eq!(PageIndex::new(MAX_INDEX + 1), Err(PageCacheError::IndexTooLarge { index: MAX_INDEX + 1 }));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PageIndex(u64);
 

@@ -37,6 +37,18 @@ use std::os::unix::io::AsRawFd;
 use std::path::Path;
 
 /// How a [`DirectFileSource`] reaches its file.
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{DirectFileSource, IoMode};
+/// use std::{fs::OpenOptions, os::unix::fs::OpenOptionsExt};
+/// let path = std::env::temp_dir().join(format!("pagealloc-doc-iomode-{}", std::process::id()));
+/// let src = DirectFileSource::open(&path, true).unwrap(); // buffered where O_DIRECT is refused
+/// let direct_ok = OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&path).is_ok();
+/// assert_eq!(src.mode() == IoMode::Direct, direct_ok);
+/// std::fs::remove_file(&path).unwrap();
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IoMode {
     /// `O_DIRECT`: the kernel's page cache is bypassed.
@@ -48,6 +60,20 @@ pub enum IoMode {
 
 /// A file accessed with `O_DIRECT` where the file system allows it; see
 /// the module doc.
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{DirectFileSource, PageSource};
+/// let path = std::env::temp_dir().join(format!("pagealloc-doc-direct-{}", std::process::id()));
+/// let src = DirectFileSource::open(&path, true).unwrap(); // read-write, created
+/// src.write_page(1, &[7; 4096]).unwrap(); // whole pages, aligned for O_DIRECT
+/// assert_eq!(src.size(), 8192); // a page written past the end grows the file
+/// let mut page = vec![1; 4096];
+/// src.read_page(0, &mut page).unwrap();
+/// assert!(page.iter().all(|&b| b == 0)); // the hole reads as zeros
+/// std::fs::remove_file(&path).unwrap();
+/// ```
 pub struct DirectFileSource {
     file: File,
     mode: IoMode,

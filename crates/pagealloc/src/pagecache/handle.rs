@@ -9,6 +9,20 @@ use crate::types::{Pfn, PAGE_SIZE};
 /// A referenced page-cache page: while it lives the page is neither freed
 /// nor reclaimed (it may be removed from its mapping; it is then freed when
 /// the last handle drops).
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, FillFn, PageAllocator, PageCache, PageCacheConfig};
+/// use std::sync::Arc;
+/// let a = Arc::new(PageAllocator::new(Config::new().arena_bytes(4 << 20)).unwrap());
+/// let cache = PageCache::new(a, PageCacheConfig { kswapd: false }).unwrap();
+/// let m = cache.mapping(1, Arc::new(FillFn(|i: u64, buf: &mut [u8]| { buf.fill(i as u8); Ok(()) })));
+/// let h = m.get(3).unwrap(); // filled on the miss; kept while `h` lives
+/// let mut b = [0u8; 4];
+/// assert_eq!((h.index(), h.read(4094, &mut b)), (3, 2)); // clamped to the page
+/// assert_eq!(b, [3, 3, 0, 0]);
+/// ```
 #[must_use = "dropping the handle puts its reference at once"]
 pub struct PageHandle<'a> {
     pub(crate) alloc: &'a PageAllocator,

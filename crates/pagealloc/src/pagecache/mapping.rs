@@ -148,6 +148,21 @@ pub(super) enum Who {
 }
 
 /// A handle on one mapping of a [`super::PageCache`].
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, FillFn, PageAllocator, PageCache, PageCacheConfig};
+/// use std::sync::Arc;
+/// let a = Arc::new(PageAllocator::new(Config::new().arena_bytes(4 << 20)).unwrap());
+/// let cache = PageCache::new(a, PageCacheConfig { kswapd: false }).unwrap();
+/// let m = cache.mapping(7, Arc::new(FillFn(|_: u64, buf: &mut [u8]| { buf.fill(0); Ok(()) })));
+/// assert_eq!(m.write(4090, b"hello world").unwrap(), 11); // pages 0 and 1
+/// let mut back = [0u8; 11];
+/// assert_eq!(m.read(4090, &mut back).unwrap(), 11);
+/// assert_eq!(&back, b"hello world");
+/// assert_eq!((m.id(), m.nr_pages()), (7, 2));
+/// ```
 pub struct Mapping {
     pub(super) cache: Arc<CacheInner>,
     pub(super) m: Arc<MappingInner>,

@@ -106,6 +106,18 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Page cache settings.
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, PageAllocator, PageCache, PageCacheConfig};
+/// use std::sync::Arc;
+/// let a = Arc::new(PageAllocator::new(Config::new().arena_bytes(4 << 20)).unwrap());
+/// let cfg = PageCacheConfig { kswapd: false }; // direct reclaim only: no kswapd threads
+/// let cache = PageCache::new(a.clone(), cfg.clone()).unwrap();
+/// assert!(PageCache::new(a, cfg).is_err()); // one page cache per allocator
+/// assert_eq!(cache.nr_pages(), 0);
+/// ```
 #[derive(Clone, Debug)]
 pub struct PageCacheConfig {
     /// Run one kswapd thread per node, woken when a zone falls below its low
@@ -180,6 +192,8 @@ impl CacheInner {
 }
 
 /// The page cache: see the module doc.
+///
+/// # Examples
 ///
 /// ```
 /// use pagealloc::{Config, FillFn, PageAllocator, PageCache, PageCacheConfig};

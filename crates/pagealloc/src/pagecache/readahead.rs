@@ -80,6 +80,19 @@ pub const RA_MAX_LIMIT: u64 = 4096;
 pub(crate) const RA_STREAMS: usize = 8;
 
 /// A page cache's readahead settings (`PageCache::set_readahead`).
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, PageAllocator, PageCache, PageCacheConfig, Readahead, RA_MAX_LIMIT};
+/// use std::sync::Arc;
+/// let a = Arc::new(PageAllocator::new(Config::new().arena_bytes(4 << 20)).unwrap());
+/// let cache = PageCache::new(a, PageCacheConfig { kswapd: false }).unwrap();
+/// assert_eq!(cache.readahead(), Readahead { max_pages: 32, workers: 0 }); // the default
+/// cache.set_readahead(Readahead { max_pages: 128, workers: 0 }).unwrap(); // 512 KiB windows
+/// assert_eq!(cache.readahead().max_pages, 128);
+/// assert!(cache.set_readahead(Readahead { max_pages: RA_MAX_LIMIT + 1, workers: 0 }).is_err());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Readahead {
     /// The largest window, in pages (1..=[`RA_MAX_LIMIT`]; 1 reads only the

@@ -12,6 +12,36 @@ use std::io;
 use std::os::unix::fs::FileExt;
 
 /// Where a mapping's pages come from and go to.
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, PageAllocator, PageCache, PageCacheConfig, PageSource};
+/// use std::{collections::HashMap, io, sync::{Arc, Mutex}};
+/// /// A disk kept in memory: the pages written back, by index.
+/// #[derive(Default)]
+/// struct Disk(Mutex<HashMap<u64, Vec<u8>>>);
+/// impl PageSource for Disk {
+///     fn read_page(&self, index: u64, buf: &mut [u8]) -> io::Result<()> {
+///         match self.0.lock().unwrap().get(&index) {
+///             Some(page) => buf.copy_from_slice(page),
+///             None => buf.fill(0),
+///         }
+///         Ok(())
+///     }
+///     fn write_page(&self, index: u64, buf: &[u8]) -> io::Result<()> {
+///         self.0.lock().unwrap().insert(index, buf.to_vec());
+///         Ok(())
+///     }
+/// }
+/// let a = Arc::new(PageAllocator::new(Config::new().arena_bytes(4 << 20)).unwrap());
+/// let cache = PageCache::new(a, PageCacheConfig { kswapd: false }).unwrap();
+/// let disk = Arc::new(Disk::default());
+/// let m = cache.mapping(1, disk.clone());
+/// m.write(0, b"durable").unwrap();
+/// m.fsync().unwrap(); // the dirty page goes back through write_page
+/// assert_eq!(&disk.0.lock().unwrap()[&0][..7], b"durable");
+/// ```
 pub trait PageSource: Send + Sync {
     /// Fill `buf` (one page) with page `index`'s contents.
     ///
@@ -74,6 +104,22 @@ pub trait PageSource: Send + Sync {
 /// source owns. Bytes past the end of the file read as zeros; writeback
 /// writes whole pages (a file grows to a page multiple). Indexes past
 /// [`MAX_INDEX`](super::MAX_INDEX) are refused (`InvalidInput`).
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, FileSource, PageAllocator, PageCache, PageCacheConfig};
+/// use std::{fs, sync::Arc};
+/// let path = std::env::temp_dir().join(format!("pagealloc-doc-file-{}", std::process::id()));
+/// fs::write(&path, b"on disk").unwrap();
+/// let a = Arc::new(PageAllocator::new(Config::new().arena_bytes(4 << 20)).unwrap());
+/// let cache = PageCache::new(a, PageCacheConfig { kswapd: false }).unwrap();
+/// let m = cache.mapping(1, Arc::new(FileSource(fs::File::open(&path).unwrap())));
+/// let mut b = [1u8; 9];
+/// assert_eq!(m.read(0, &mut b).unwrap(), 9);
+/// assert_eq!(&b, b"on disk\0\0"); // past the file's end: zeros
+/// fs::remove_file(&path).unwrap();
+/// ```
 pub struct FileSource(pub File);
 
 impl PageSource for FileSource {
@@ -110,6 +156,25 @@ impl PageSource for FileSource {
 
 /// A fill callback: a cache of computed blocks with no file behind it
 /// (writes stay in memory; reclaim drops clean pages, writes back nothing).
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, FillFn, PageAllocator, PageCache, PageCacheConfig};
+/// use std::sync::Arc;
+/// let a = Arc::new(PageAllocator::new(Config::new().arena_bytes(4 << 20)).unwrap());
+/// let cache = PageCache::new(a, PageCacheConfig { kswapd: false }).unwrap();
+/// // Page i holds i * i in its first 8 bytes, computed on a miss.
+/// let squares = FillFn(|i: u64, buf: &mut [u8]| {
+///     buf.fill(0); // a fill writes the whole page
+///     buf[..8].copy_from_slice(&(i * i).to_le_bytes());
+///     Ok(())
+/// });
+/// let m = cache.mapping(1, Arc::new(squares));
+/// let mut b = [0u8; 8];
+/// m.read(12 * 4096, &mut b).unwrap();
+/// assert_eq!(u64::from_le_bytes(b), 144);
+/// ```
 pub struct FillFn<F>(pub F);
 
 impl<F: Fn(u64, &mut [u8]) -> io::Result<()> + Send + Sync> PageSource for FillFn<F> {

@@ -7,6 +7,22 @@ use crate::sync::{thread, AtomicBool, Mutex, Ordering};
 /// A cancellation flag for the `_cancellable` waits (the user-space form of the
 /// kernel's killable waits). Cancelling wakes every wait using the token; waits
 /// started after it return `Cancelled` at once. Share it by reference or `Arc`.
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{CancelToken, Config, Gfp, PageAllocator, WaitError};
+/// use std::{thread, time::Duration};
+/// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
+/// let pfn = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
+/// a.lock_page(pfn).unwrap(); // held, and never unlocked below
+/// let token = CancelToken::new();
+/// thread::scope(|s| {
+///     s.spawn(|| { thread::sleep(Duration::from_millis(10)); token.cancel() });
+///     assert_eq!(a.lock_page_cancellable(pfn, &token), Err(WaitError::Cancelled)); // woken
+/// });
+/// assert!(token.is_cancelled());
+/// ```
 #[derive(Debug)]
 pub struct CancelToken {
     cancelled: AtomicBool,

@@ -36,6 +36,18 @@ use crate::zone::Zone;
 ///
 /// Identity (when read consistently): `nr_free_pages == sum over order o and
 /// type t != Isolate of free_blocks[o][t] << o`.
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, MigrateType, PageAllocator, ZoneType};
+/// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
+/// let snap = a.snapshot_consistent();
+/// let z = &snap.zones[0];
+/// assert_eq!((z.nid, z.zone), (0, ZoneType::Normal));
+/// let typed = MigrateType::ALL.iter().filter(|&&t| t != MigrateType::Isolate);
+/// assert_eq!(typed.map(|&t| z.free_pages_of_type(t)).sum::<u64>(), z.nr_free_pages); // the identity
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ZoneCounters {
     /// Node of the zone.
@@ -77,6 +89,16 @@ impl ZoneCounters {
 }
 
 /// Every zone's counters, in zone order (node by node, Normal before Movable).
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, PageAllocator};
+/// let a = PageAllocator::new(Config::small(8 << 20).nodes(2)).unwrap();
+/// let s = a.snapshot_consistent(); // every zone's counters at one instant
+/// assert!(s.consistent && s.zones.len() == 2); // a Normal zone per node
+/// assert_eq!(s.zones.iter().map(|z| z.nr_free_pages).sum::<u64>(), a.nr_free_pages());
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Snapshot {
     /// One entry per zone.

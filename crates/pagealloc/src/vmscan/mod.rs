@@ -51,6 +51,23 @@ use std::sync::Arc;
 pub const LRU_BATCH: usize = 15;
 
 /// What a shrinker is asked to do (the kernel's `shrink_control`).
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, Gfp, PageAllocator, ShrinkControl, Shrinker};
+/// use std::sync::{Arc, Mutex};
+/// struct Spy(Mutex<Vec<ShrinkControl>>); // frees nothing, notes each call
+/// impl Shrinker for Spy {
+///     fn count_objects(&self, sc: &ShrinkControl) -> u64 { self.0.lock().unwrap().push(*sc); 0 }
+///     fn scan_objects(&self, _: &ShrinkControl) -> u64 { 0 }
+/// }
+/// let a = PageAllocator::new(Config::small(2 << 20)).unwrap();
+/// let spy = Arc::new(Spy(Mutex::new(Vec::new())));
+/// a.register_shrinker(spy.clone());
+/// while a.alloc_pages(Gfp::KERNEL, 0).is_ok() {} // until the allocator reclaims
+/// assert!(spy.0.lock().unwrap().iter().any(|sc| sc.direct)); // asked by direct reclaim
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct ShrinkControl {
     /// Objects to scan.
@@ -67,6 +84,8 @@ pub struct ShrinkControl {
 /// allocator lock held; it must not block on memory. A call that panics
 /// counts as 0 (nothing to free, nothing freed): the panic is caught, so
 /// the allocation that reclaimed goes on.
+///
+/// # Examples
 ///
 /// ```
 /// use pagealloc::{Config, PageAllocator, ShrinkControl, Shrinker};
