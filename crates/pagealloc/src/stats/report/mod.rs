@@ -47,9 +47,23 @@ use std::fmt::{self, Write as _};
 /// The kernel's cap on a pagetypeinfo count: larger counts print as `>100000`.
 pub const PAGETYPEINFO_CAP: u64 = 100_000;
 
+mod zoneinfo;
+pub use zoneinfo::{PcpReport, ZoneInfo, ZoneInfoZone};
+
 // ---------------------------------------------------------------- buddyinfo
 
 /// /proc/buddyinfo: free blocks per order, per zone.
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, PageAllocator};
+/// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
+/// let info = a.buddyinfo();
+/// // 4 MiB, all free: one order-10 block in one Normal zone.
+/// assert_eq!(info.zones[0].free[10], 1);
+/// assert!(info.to_string().starts_with("Node 0, zone   Normal "));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BuddyInfo {
     /// One entry per zone.
@@ -57,6 +71,19 @@ pub struct BuddyInfo {
 }
 
 /// One line of /proc/buddyinfo.
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, PageAllocator};
+/// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
+/// let p = a.alloc_pages(pagealloc::Gfp::KERNEL, 0).unwrap();
+/// let zone = &a.buddyinfo().zones[0];
+/// // The zone's free blocks hold every free page (a batch went to this CPU's list).
+/// let pages: u64 = (0..11).map(|o| zone.free[o] << o).sum();
+/// assert_eq!((zone.zone, pages), ("Normal", a.nr_free_pages()));
+/// a.free_pages(p, 0).unwrap();
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BuddyInfoZone {
     /// Node.
@@ -83,6 +110,16 @@ impl fmt::Display for BuddyInfo {
 // ------------------------------------------------------------- pagetypeinfo
 
 /// /proc/pagetypeinfo: free blocks per order and type, and pageblocks per type.
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, PageAllocator};
+/// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
+/// let info = a.pagetypeinfo();
+/// assert_eq!(info.pages_per_block, 512);
+/// assert!(info.render().starts_with("Page block order: 9\n"));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PageTypeInfo {
     /// Order of a pageblock.
@@ -97,6 +134,18 @@ pub struct PageTypeInfo {
 }
 
 /// One zone of /proc/pagetypeinfo.
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, PageAllocator};
+/// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
+/// let zone = &a.pagetypeinfo().zones[0];
+/// // Two pageblocks of 512 pages; per order, the types add up to buddyinfo's count.
+/// assert_eq!(zone.blocks.iter().sum::<u64>(), 2);
+/// let order10: u64 = zone.free.iter().map(|by_order| by_order[10]).sum();
+/// assert_eq!(order10, a.buddyinfo().zones[0].free[10]);
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PageTypeInfoZone {
     /// Node.
@@ -214,129 +263,19 @@ impl fmt::Display for PageTypeInfo {
     }
 }
 
-// ----------------------------------------------------------------- zoneinfo
-
-/// One CPU's per-CPU page list settings in a zone (the `pagesets` section).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PcpReport {
-    /// Zone index (node by node, Normal then Movable).
-    pub zone: usize,
-    /// CPU slot.
-    pub cpu: u32,
-    /// Pages on this CPU's lists for the zone.
-    pub count: u32,
-    /// Drain threshold.
-    pub high: u32,
-    /// Refill and drain batch.
-    pub batch: u32,
-    /// Lowest value `high` may auto-tune to.
-    pub high_min: u32,
-    /// Highest value `high` may auto-tune to.
-    pub high_max: u32,
-}
-
-/// /proc/zoneinfo (the lines this allocator has).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ZoneInfo {
-    /// One entry per zone.
-    pub zones: Vec<ZoneInfoZone>,
-}
-
-/// One zone of /proc/zoneinfo.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ZoneInfoZone {
-    /// Node.
-    pub nid: u32,
-    /// Zone name as the kernel prints it.
-    pub zone: &'static str,
-    /// Free pages (NR_FREE_PAGES).
-    pub free: u64,
-    /// Watermark boost (always 0: we have no boosting).
-    pub boost: u64,
-    /// Watermarks.
-    pub min: u64,
-    /// Low watermark.
-    pub low: u64,
-    /// High watermark.
-    pub high: u64,
-    /// Promotion watermark (high plus one watermark step, as the kernel sets it).
-    pub promo: u64,
-    /// Pages spanned.
-    pub spanned: u64,
-    /// Pages present (no holes: the span).
-    pub present: u64,
-    /// Pages managed by the allocator.
-    pub managed: u64,
-    /// CMA pages (always 0).
-    pub cma: u64,
-    /// lowmem_reserve per zone type (Normal, Movable).
-    pub protection: Vec<u64>,
-    /// The node's statistics as `name value` (the page cache's LRU sizes),
-    /// on the node's first zone only and empty on the others, where the
-    /// kernel prints its `per-node stats` section.
-    pub node_stats: Vec<(&'static str, u64)>,
-    /// Zone statistics as `name value`.
-    pub stats: Vec<(&'static str, u64)>,
-    /// Per-CPU page lists.
-    pub pagesets: Vec<PcpReport>,
-    /// First pfn.
-    pub start_pfn: u64,
-}
-
-impl fmt::Display for ZoneInfo {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for z in &self.zones {
-            writeln!(f, "Node {}, zone {:>8}", z.nid, z.zone)?;
-            if !z.node_stats.is_empty() {
-                f.write_str("  per-node stats\n")?;
-                for (k, v) in &z.node_stats {
-                    writeln!(f, "      {k:<12} {v}")?;
-                }
-            }
-            writeln!(f, "  pages free     {}", z.free)?;
-            for (k, v) in [
-                ("boost", z.boost),
-                ("min", z.min),
-                ("low", z.low),
-                ("high", z.high),
-                ("promo", z.promo),
-                ("spanned", z.spanned),
-                ("present", z.present),
-                ("managed", z.managed),
-                ("cma", z.cma),
-            ] {
-                writeln!(f, "        {k:<8} {v}")?;
-            }
-            f.write_str("        protection: (")?;
-            for (i, p) in z.protection.iter().enumerate() {
-                if i > 0 {
-                    f.write_str(", ")?;
-                }
-                write!(f, "{p}")?;
-            }
-            f.write_str(")\n")?;
-            for (k, v) in &z.stats {
-                writeln!(f, "      {k:<12} {v}")?;
-            }
-            f.write_str("  pagesets\n")?;
-            for p in &z.pagesets {
-                writeln!(f, "    cpu: {}", p.cpu)?;
-                writeln!(f, "              count:    {}", p.count)?;
-                writeln!(f, "              high:     {}", p.high)?;
-                writeln!(f, "              batch:    {}", p.batch)?;
-                writeln!(f, "              high_min: {}", p.high_min)?;
-                writeln!(f, "              high_max: {}", p.high_max)?;
-                f.write_str("  vm stats threshold: 0\n")?;
-            }
-            writeln!(f, "  node_unreclaimable:  0\n  start_pfn:           {}", z.start_pfn)?;
-        }
-        Ok(())
-    }
-}
-
 // ------------------------------------------------------------------- vmstat
 
 /// /proc/vmstat: `name value` lines.
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, PageAllocator};
+/// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
+/// let p = a.alloc_pages(pagealloc::Gfp::KERNEL, 0).unwrap();
+/// assert_eq!(a.vmstat().get("nr_free_pages"), Some(a.nr_free_pages()));
+/// a.free_pages(p, 0).unwrap();
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VmStat {
     /// Every item in print order.
@@ -364,6 +303,18 @@ impl fmt::Display for VmStat {
 /// `pcpstat`: this allocator's own counters, which no /proc file of Linux 6.18
 /// has (they used to be printed in `vmstat` and `zoneinfo`). Printed as `name
 /// value` lines in field order; the name of each is the field's name.
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, PageAllocator};
+/// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
+/// let before = a.pcpstat();
+/// let p = a.alloc_pages(pagealloc::Gfp::KERNEL, 0).unwrap();
+/// a.free_pages(p, 0).unwrap();
+/// assert!(a.pcpstat().pcp_refill >= before.pcp_refill);
+/// assert!(a.pcpstat().to_string().contains("pcp_refill "));
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PcpStat {
     /// `pcp_refill`: refills of a per-CPU list from the buddy lists, one per
