@@ -82,7 +82,8 @@ pub use movable::{MobilityCensus, MovableId, MovableOps};
 pub use page_array::PageArray;
 pub use pagecache::{
     DirectFileSource, FileSource, FillFn, IoMode, Mapping, PageCache, PageCacheConfig, PageCacheError, PageHandle,
-    PageIndex, PageSource, Readahead, MAX_FILE_BYTES, MAX_INDEX, MAX_MAPPINGS, RA_MAX_LIMIT, RA_MAX_PAGES,
+    PageIndex, PageSource, Readahead, WritebackStats, MAX_FILE_BYTES, MAX_INDEX, MAX_MAPPINGS, RA_MAX_LIMIT,
+    RA_MAX_PAGES,
 };
 pub use pagelock::CancelToken;
 pub use pages::Pages;

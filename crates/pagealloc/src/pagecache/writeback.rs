@@ -150,6 +150,16 @@ impl FlushWake {
 
 /// Counters of the flusher and of throttled writers (this crate's own, not
 /// the kernel's: see [`super::PageCache::writeback_stats`]).
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, PageAllocator, PageCache, PageCacheConfig, WritebackStats};
+/// let a = std::sync::Arc::new(PageAllocator::new(Config::new().arena_bytes(4 << 20)).unwrap());
+/// let cache = PageCache::new(a, PageCacheConfig { kswapd: false }).unwrap();
+/// let s: WritebackStats = cache.writeback_stats();
+/// assert_eq!((s.throttled, s.flusher_written), (0, 0)); // nothing written yet
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WritebackStats {
     /// Page dirtyings that found the dirty limit reached (writers throttled).
