@@ -30,6 +30,16 @@ pub fn page_order(sz_page: usize) -> u32 {
     (sz_page.max(PAGE_SIZE) / PAGE_SIZE).trailing_zeros()
 }
 
+/// Bytes one page of a cache with pages of `sz_page` and `sz_extra` bytes
+/// of extra area is charged to the budget: its block of frames, and its
+/// header with the extra area on the heap (with malloc's overhead). The
+/// budget is of memory, so that what the caches hold, headers included,
+/// stays within it.
+#[must_use]
+pub fn page_charge(sz_page: usize, sz_extra: usize) -> u64 {
+    ((PAGE_SIZE as u64) << page_order(sz_page)) + crate::page::header_bytes(sz_extra)
+}
+
 /// Retries of a cheap (no-wait) allocation that lost a lock race.
 const CHEAP_TRIES: u32 = 4;
 
@@ -44,16 +54,18 @@ impl Group {
         }
         let order = page_order(sz_page);
         let frames = 1u64 << order;
+        let charge = page_charge(sz_page, sz_extra);
         let mut st = self.state.lock();
-        if st.reserved + frames > self.budget {
-            return Err(CreateError::Budget { need: st.reserved + frames, budget: self.budget });
+        if st.reserved + charge > self.budget {
+            return Err(CreateError::Budget { need: st.reserved + charge, budget: self.budget });
         }
-        st.reserved += frames;
+        st.reserved += charge;
         let c = CacheState {
             map: KeyMap::default(),
             lru: Lru::new(Kind::Cache),
             order,
             frames,
+            charge,
             sz_extra,
             purgeable,
             max: 100,
@@ -104,49 +116,61 @@ impl Group {
     fn fetch_new(&self, id: u32, key: u32, hard: bool) -> *mut Sqlite3PcachePage {
         let mut st = self.state.lock();
         let c = st.cache(id);
-        let (order, frames, sz_extra) = (c.order, c.frames, c.sz_extra);
+        let (order, frames, charge, sz_extra) = (c.order, c.frames, c.charge, c.sz_extra);
+        if hard {
+            self.totals.hard.fetch_add(1, Relaxed);
+        }
         // pcache1's rule: a cheap creation leaves a tenth of the cache for
         // unpinned pages, so SQLite spills dirty pages rather than grow.
         if !hard && c.purgeable && c.n_pinned >= c.max * 9 / 10 {
+            self.totals.cheap_refused.fetch_add(1, Relaxed);
             return std::ptr::null_mut();
         }
         if c.purgeable && c.map.len() as u64 >= c.max && !c.lru.is_empty() {
             return self.recycle_locked(&mut st, id, key);
         }
-        if st.used + frames > self.budget && !st.cache(id).map.contains_key(&key) {
+        if st.charged + charge > self.budget && !st.cache(id).map.contains_key(&key) {
             if let Some(p) = self.steal_locked(&mut st, id, key) {
                 return p;
             }
         }
         let mut victims = Vec::new();
-        if st.used + frames > self.budget {
+        if st.charged + charge > self.budget {
             if hard {
-                let short = st.used + frames - self.budget;
-                st.evict_global(short, &mut victims);
+                let short = st.charged + charge - self.budget;
+                st.evict_global(0, short, &mut victims);
             }
-            if st.used + frames > self.budget {
+            if st.charged + charge > self.budget {
                 drop(st);
                 self.release(victims, true);
+                self.count_refusal(hard);
                 return std::ptr::null_mut();
             }
         }
-        // Reserve the frames before allocating, so that racing fetches
-        // cannot together overrun the budget.
+        // Charge the page before allocating, so that racing fetches cannot
+        // together overrun the budget.
         st.used += frames;
+        st.charged += charge;
+        st.in_flight.0 += frames;
+        st.in_flight.1 += charge;
         drop(st);
         self.release(victims, true);
         let Some(pfn) = self.alloc_frame(order, hard) else {
-            self.state.lock().used -= frames;
+            self.uncharge(frames, charge);
+            self.count_refusal(hard);
             return std::ptr::null_mut();
         };
         let buf = self.alloc.page_address(pfn).expect("the arena has backing");
         let p = PagePtr::new(pfn, buf, id, key, sz_extra);
         let mut st = self.state.lock();
+        st.in_flight.0 -= frames;
+        st.in_flight.1 -= charge;
         let c = st.cache_mut(id);
         if let Some(&q) = c.map.get(&key) {
             // Another thread created the key meanwhile (SQLite serialises a
             // cache's calls, so only a misbehaving caller gets here): keep theirs.
             st.used -= frames;
+            st.charged -= charge;
             st.pin(id, q);
             drop(st);
             self.release(vec![Victim { page: p, order }], false);
@@ -155,6 +179,22 @@ impl Group {
         c.map.insert(key, p);
         c.n_pinned += 1;
         p.as_sqlite()
+    }
+
+    /// Give back what a fetch charged for a page it could not allocate.
+    fn uncharge(&self, frames: u64, charge: u64) {
+        let mut st = self.state.lock();
+        st.used -= frames;
+        st.charged -= charge;
+        st.in_flight.0 -= frames;
+        st.in_flight.1 -= charge;
+    }
+
+    /// Count a miss that created nothing at createFlag 1.
+    fn count_refusal(&self, hard: bool) {
+        if !hard {
+            self.totals.cheap_refused.fetch_add(1, Relaxed);
+        }
     }
 
     /// Reuse the cache's oldest unpinned page for `key` (no allocator call).
@@ -191,7 +231,7 @@ impl Group {
         st.cache_mut(from).stats.evictions += 1;
         self.totals.evictions.fetch_add(1, Relaxed);
         let c = st.cache_mut(id);
-        let frames = c.frames;
+        let (frames, charge) = (c.frames, c.charge);
         p.set_cache(id);
         p.set_key(key);
         p.set_pinned(true);
@@ -199,6 +239,7 @@ impl Group {
         c.map.insert(key, p);
         c.n_pinned += 1;
         st.used += frames;
+        st.charged += charge;
         Some(p.as_sqlite())
     }
 
@@ -302,7 +343,7 @@ impl Group {
         let victims = keys.into_iter().filter_map(|k| st.remove_page(id, k)).collect();
         let c = st.caches[id as usize].take().expect("a cache SQLite destroyed");
         debug_assert!(c.lru.is_empty() && c.n_pinned == 0);
-        st.reserved -= c.frames;
+        st.reserved -= c.charge;
         st.free_ids.push(id);
         drop(st);
         self.release(victims, false);

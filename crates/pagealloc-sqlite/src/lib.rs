@@ -23,6 +23,11 @@
 //! is new to SQLite (allocated or recycled), as pcache1 guarantees.
 //!
 //! ## Creation, budget and reclaim
+//! The budget is of memory: each page is charged its frames and its header
+//! with the extra area, malloc's overhead included ([`page_charge`]; about
+//! 4.4 KB for a 4 KiB page with SQLite's ~200-byte extra), so that the
+//! resident memory the caches hold stays within it.
+//!
 //! `xFetch` with createFlag 1 ("only if cheap") first recycles the cache's own
 //! oldest unpinned page when the cache is at its soft limit (`xCachesize`,
 //! as pcache1 honours `PRAGMA cache_size`); at the global budget it recycles
@@ -50,6 +55,7 @@
 #![warn(missing_docs)]
 
 mod cache;
+mod check;
 pub mod ffi;
 mod group;
 mod lru;
@@ -57,7 +63,7 @@ mod methods;
 mod page;
 mod preload;
 
-pub use cache::{page_order, MAX_EXTRA, MAX_PAGE_SIZE, MIN_PAGE_SIZE};
+pub use cache::{page_charge, page_order, MAX_EXTRA, MAX_PAGE_SIZE, MIN_PAGE_SIZE};
 pub use group::Group;
 pub use methods::{cache_stats, METHODS};
 pub use preload::{pagealloc_sqlite_install, pagealloc_sqlite_install_from_env, pagealloc_sqlite_totals, stats_line};
@@ -74,7 +80,8 @@ pub struct Config {
     pub arena_bytes: u64,
     /// Back the arena with transparent hugepages.
     pub hugepages: bool,
-    /// The most bytes all caches together may hold; `None`: the whole arena.
+    /// The most bytes all caches together may hold, page headers and
+    /// SQLite's extra areas included ([`page_charge`]); `None`: the arena.
     pub budget_bytes: Option<u64>,
     /// Free page reporting: blocks that stay free for a while (2 s) are
     /// given back to the kernel (madvise), so a process whose databases
@@ -116,11 +123,12 @@ pub enum CreateError {
     PageSize(usize),
     /// An extra area over [`MAX_EXTRA`] bytes.
     Extra(usize),
-    /// The budget (frames) has no room for one page of each open cache.
+    /// The budget has no room for one page of each open cache.
     Budget {
-        /// Frames one page of each open cache, this one included, needs.
+        /// Bytes one page of each open cache, this one included, is charged
+        /// ([`page_charge`]).
         need: u64,
-        /// The budget in frames.
+        /// The budget in bytes.
         budget: u64,
     },
 }
@@ -131,7 +139,7 @@ impl std::fmt::Display for CreateError {
             Self::PageSize(n) => write!(f, "unsupported page size {n} (a power of two in 512..=65536)"),
             Self::Extra(n) => write!(f, "extra area of {n} bytes over {MAX_EXTRA}"),
             Self::Budget { need, budget } => {
-                write!(f, "budget of {budget} frames below one page of each open cache ({need} frames)")
+                write!(f, "budget of {budget} bytes below one page of each open cache ({need} bytes)")
             }
         }
     }
@@ -210,7 +218,7 @@ impl Group {
             .page_reporting(cfg.page_reporting)
             .lock_stats(false);
         let alloc = PageAllocator::new(acfg).map_err(InstallError::Allocator)?;
-        Ok(Group::with_allocator(alloc, budget / PAGE_SIZE as u64))
+        Ok(Group::with_allocator(alloc, budget))
     }
 
     /// Totals over every cache of the group: (caches, fetches, hits,

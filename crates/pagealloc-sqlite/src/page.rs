@@ -36,6 +36,24 @@ pub(crate) struct PageHdr {
     extra_words: usize,
 }
 
+/// glibc malloc's chunk for a request of `n` bytes: 8 bytes of size word,
+/// rounded up to 16, at least 32 (the minimum chunk on 64-bit).
+const fn malloc_chunk(n: usize) -> usize {
+    let c = (n + 8 + 15) & !15;
+    if c < 32 {
+        32
+    } else {
+        c
+    }
+}
+
+/// Heap bytes one page's header costs with `sz_extra` bytes of extra area:
+/// the [`PageHdr`] and the extra words, each one malloc chunk.
+pub(crate) const fn header_bytes(sz_extra: usize) -> u64 {
+    let words = if sz_extra == 0 { 1 } else { sz_extra.div_ceil(8) };
+    (malloc_chunk(std::mem::size_of::<PageHdr>()) + malloc_chunk(words * 8)) as u64
+}
+
 /// A page header owned by a cache map; the pointer is live while it is in one.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct PagePtr(NonNull<PageHdr>);
