@@ -111,9 +111,10 @@ impl Group {
     }
 
     /// A miss that may create: recycle the cache's own oldest unpinned page
-    /// at its soft limit (as pcache1 does), else make room in the budget
-    /// (`hard` only: by evicting the coldest unpinned pages of any cache) and
-    /// allocate a frame (`hard`: with direct reclaim; else from free memory).
+    /// at its soft limit (as pcache1 does), or at the budget the group's
+    /// oldest in place, else make room in the budget by evicting the coldest
+    /// unpinned pages of any cache and allocate a frame (`hard`: with direct
+    /// reclaim; else from free memory only).
     #[cold]
     fn fetch_new(&self, id: u32, key: u32, hard: bool) -> *mut Sqlite3PcachePage {
         let mut st = self.state.lock();
@@ -138,10 +139,13 @@ impl Group {
         }
         let mut victims = Vec::new();
         if st.charged + charge > self.budget {
-            if hard {
-                let short = st.charged + charge - self.budget;
-                st.evict_global(0, short, &mut victims);
-            }
+            // The oldest page is another size (or none is unpinned): evict
+            // the coldest pages until this one fits, also when cheap. That
+            // costs unlinking clean pages, no I/O and no allocator reclaim,
+            // where refusing makes SQLite write dirty pages out first
+            // (pcache1 likewise frees a mismatched LRU page and allocates).
+            let short = st.charged + charge - self.budget;
+            st.evict_global(0, short, &mut victims);
             if st.charged + charge > self.budget {
                 drop(st);
                 self.release(victims, true);

@@ -33,11 +33,14 @@
 //! as pcache1 honours `PRAGMA cache_size`); at the global budget it recycles
 //! the group's oldest unpinned page in place, frame and header, when that
 //! page's cache has the same page and extra sizes (pcache1 recycles its
-//! group's LRU page the same way), and otherwise refuses; below the budget
-//! it allocates with `alloc_pages_nolock`: no slow path, no direct reclaim,
-//! never below the min watermark. createFlag 2 ("every effort") recycles
-//! the same way, makes room in the budget by evicting the coldest unpinned
-//! pages of *every* cache, and allocates with `alloc_pages`,
+//! group's LRU page the same way), and otherwise evicts the coldest
+//! unpinned pages of any cache until the page fits (pcache1 frees a
+//! mismatched LRU page the same way); it allocates with
+//! `alloc_pages_nolock`: no slow path, no direct reclaim, never below the
+//! min watermark, and refuses when nothing unpinned is left to evict or
+//! the cache's pinned pages reach nine tenths of its soft limit. createFlag
+//! 2 ("every effort") recycles and evicts the same way, and allocates with
+//! `alloc_pages`,
 //! whose slow path reclaims directly, through the group's LRU registered as
 //! a [`pagealloc::Shrinker`]. So pressure from any user of the allocator
 //! evicts the coldest unpinned pages of all purgeable caches.

@@ -400,3 +400,38 @@ fn the_budget_charges_headers_and_the_checker_sees_drift() {
     c.destroy();
     assert_conserved(&g);
 }
+
+#[test]
+fn cheap_creation_evicts_a_page_of_another_size() {
+    let g = group(Some(2 * page_charge(16384, 200)));
+    let a = open(&g, 16384, true);
+    let b = open(&g, 4096, true);
+    a.unpin(a.fetch(0, 2), false);
+    a.unpin(a.fetch(1, 2), false);
+    // At the budget, the oldest page is 16 KiB: no in-place recycling for
+    // a 4 KiB cache, so it is evicted and a frame allocated, at createFlag 1.
+    let p = b.fetch(0, 1);
+    assert!(!p.is_null(), "cheap creation evicts a clean page of another size");
+    assert!(a.fetch(0, 0).is_null(), "a0 was the oldest");
+    assert_eq!((a.stats().evictions, a.pagecount()), (1, 1));
+    // With a1 pinned nothing is left to evict: cheap creation fills the
+    // room left and then refuses, leaving a1 alone.
+    let q = a.fetch(1, 0);
+    let mut held = vec![p];
+    loop {
+        let r = b.fetch(held.len() as u32, 1);
+        if r.is_null() {
+            break;
+        }
+        held.push(r);
+    }
+    assert!(held.len() >= 2 && a.pagecount() == 1 && g.create_counts().1 == 1);
+    g.check_invariants().unwrap();
+    a.unpin(q, false);
+    for r in held {
+        b.unpin(r, false);
+    }
+    a.destroy();
+    b.destroy();
+    assert_conserved(&g);
+}
