@@ -111,6 +111,11 @@ pub struct ChildRun {
     pub device_reads: u64,
     /// Mean wait actually slept per charged read, microseconds.
     pub device_wait_us: f64,
+    /// pagealloc only: bytes charged to its budget at the end of the
+    /// measured interval (frames and headers), and the frames alone.
+    pub charged: u64,
+    /// See `charged`.
+    pub frames_bytes: u64,
 }
 
 /// SQLite's extra area per page (Debian's 3.40.1, 64-bit), as
@@ -243,6 +248,10 @@ fn workload(a: &ChildArgs, conns: &[Mutex<Conn>], run: &mut ChildRun) {
         run.device_wait_us = (slept1 - slept0) as f64 / 1000.0 / run.device_reads.max(1) as f64;
         run.rss_end = proc_status_bytes("VmRSS");
         run.rss_peak = proc_status_bytes("VmHWM");
+        if let Some(g) = pagealloc_sqlite::global() {
+            run.charged = g.charged_bytes();
+            run.frames_bytes = g.used_frames() * 4096;
+        }
         stop.store(true, Relaxed);
         run.errors = h.join().expect("workers");
     });

@@ -78,10 +78,10 @@ impl Group {
         let mut lists: HashMap<u32, (Vec<_>, usize)> = HashMap::new();
         for p in &global {
             let id = p.cache();
-            if !lists.contains_key(&id) {
-                lists.insert(id, (st.cache(id).lru.walk()?, 0));
-            }
-            let (list, next) = lists.get_mut(&id).expect("inserted above");
+            let (list, next) = match lists.entry(id) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => e.insert((st.cache(id).lru.walk()?, 0)),
+            };
             if list.get(*next) != Some(p) {
                 return Err(format!("global LRU order differs from cache {id}'s"));
             }

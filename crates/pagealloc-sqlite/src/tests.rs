@@ -376,7 +376,7 @@ fn recycling_follows_the_global_lru_across_caches() {
 fn the_budget_charges_headers_and_the_checker_sees_drift() {
     // A page costs its frame and more: its header and SQLite's extra area.
     let charge = page_charge(4096, 200);
-    assert!(charge >= 4096 + 200 + 64 && charge < 4096 + 512, "{charge}");
+    assert!((4096 + 200 + 64..4096 + 512).contains(&charge), "{charge}");
     assert_eq!(page_charge(16384, 200) - page_charge(4096, 200), 3 * 4096);
     // A budget of 4 whole frames holds 3 pages once headers are charged.
     let g = group(Some(4 * 4096));

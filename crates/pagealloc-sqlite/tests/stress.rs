@@ -70,7 +70,7 @@ fn open_shard(i: usize, dir: &std::path::Path) -> Shard {
         2 | 7 | 12 => 1024,
         _ => 4096,
     };
-    let auto_vacuum = i % 2 == 0;
+    let auto_vacuum = i.is_multiple_of(2);
     // Two caches with a small soft limit: they recycle their own pages, and
     // refuse createFlag 1 once nine tenths are pinned, so SQLite spills.
     let cache_size = if i == 5 || i == 8 { 30 } else { 4000 };
@@ -90,7 +90,7 @@ fn open_shard(i: usize, dir: &std::path::Path) -> Shard {
         KEYS
     };
     let mut s = Shard { db, rows: BTreeMap::new(), side: None, keys, auto_vacuum };
-    let mut rng = Rng(0x5eed ^ (i as u64 + 1) * 0x9e37_79b9);
+    let mut rng = Rng(0x5eed ^ ((i as u64 + 1) * 0x9e37_79b9));
     insert_range(&mut s, &mut rng, 0, keys);
     s
 }
