@@ -116,6 +116,12 @@ pub struct ChildRun {
     pub charged: u64,
     /// See `charged`.
     pub frames_bytes: u64,
+    /// RssAnon (bytes: resident memory less file-backed pages such as the
+    /// code the workload faults in) with the connections open, and at the
+    /// end of the measured interval.
+    pub anon_open: u64,
+    /// See `anon_open`.
+    pub anon_end: u64,
 }
 
 /// SQLite's extra area per page (Debian's 3.40.1, 64-bit), as
@@ -211,6 +217,7 @@ fn measure(a: &ChildArgs) -> Result<ChildRun, String> {
     let mut run = ChildRun { rss_base: proc_status_bytes("VmRSS"), ..ChildRun::default() };
     let conns: Vec<Mutex<Conn>> = (0..a.dbs).map(|i| open(a, i).map(Mutex::new)).collect::<Result<_, _>>()?;
     run.rss_open = proc_status_bytes("VmRSS");
+    run.anon_open = proc_status_bytes("RssAnon");
     workload(a, &conns, &mut run);
     for c in &conns {
         let c = c.lock().expect("connection");
@@ -247,6 +254,7 @@ fn workload(a: &ChildArgs, conns: &[Mutex<Conn>], run: &mut ChildRun) {
         run.device_reads = reads1 - reads0;
         run.device_wait_us = (slept1 - slept0) as f64 / 1000.0 / run.device_reads.max(1) as f64;
         run.rss_end = proc_status_bytes("VmRSS");
+        run.anon_end = proc_status_bytes("RssAnon");
         run.rss_peak = proc_status_bytes("VmHWM");
         if let Some(g) = pagealloc_sqlite::global() {
             run.charged = g.charged_bytes();
