@@ -209,10 +209,12 @@ unsafe extern "C" fn x_open(
     // allocates them); the unix xOpen fills the inner part.
     unsafe {
         let rc = (*real).xOpen.expect("xOpen")(real, name, inner(f), flags, out);
-        let ok = rc == 0 && !(*inner(f)).methods.is_null();
-        // Null methods: SQLite will not call xClose on a failed open.
+        // SQLite calls xClose whenever the methods are set, even after a
+        // failed open; so ours are set exactly when the inner file's are,
+        // and its xClose is reached through them.
+        let opened = !(*inner(f)).methods.is_null();
         f.cast::<Wrapped>().write(Wrapped {
-            base: File { methods: if ok { &raw const METHODS } else { std::ptr::null() } },
+            base: File { methods: if opened { &raw const METHODS } else { std::ptr::null() } },
             charged: flags & SQLITE_OPEN_MAIN_DB != 0,
         });
         rc
