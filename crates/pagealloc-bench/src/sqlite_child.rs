@@ -6,7 +6,9 @@
 //! `t(id INTEGER PRIMARY KEY, v BLOB)`, `--rows` rows of 200 bytes each),
 //! one connection per database shared by all threads behind a mutex, and:
 //! - `pcache1`: SQLite's own cache, `PRAGMA cache_size` = budget / dbs on
-//!   each connection (the static split an application would configure);
+//!   each connection (the static split an application would configure), in
+//!   pages with their headers (`pagealloc_sqlite::page_charge`), the same
+//!   memory as pagealloc's budget;
 //! - `pagealloc`: pagealloc's cache installed with the whole budget shared,
 //!   page reporting on, and each connection's `cache_size` set to the whole
 //!   budget so that only the shared budget limits it.
@@ -16,8 +18,16 @@
 //! `--write-pct`% rewrite it, for a warm-up of `--warm-ms` and then
 //! `--secs` measured. It reports hits and misses (`sqlite3_db_status`,
 //! reset after the warm-up), operations, VmRSS before opening (the
-//! baseline), with the connections open, at the end and its peak, then closes every connection and
-//! samples VmRSS for `--idle-ms`. One JSON line ([`ChildRun`]) on stdout.
+//! baseline), with the connections open, at the end and its peak. Then,
+//! for `--idle-ms` each, it samples VmRSS with the connections open and
+//! idle (beside the bytes the caches hold, `SQLITE_DBSTATUS_CACHE_USED`),
+//! and after closing every connection. One JSON line ([`ChildRun`]) on
+//! stdout.
+//!
+//! `--device-us N` (N > 0) opens the databases through a VFS that charges
+//! N microseconds per page read ([`vfs`]): a miss that goes to a device.
+
+mod vfs;
 
 use crate::sqlite_db::{proc_status_bytes, Db, Rng, Stmt, Zipf};
 use pagealloc_sqlite::ffi;
@@ -59,9 +69,13 @@ pub struct ChildArgs {
     /// Percent of operations that write.
     #[arg(long)]
     pub write_pct: u64,
-    /// Milliseconds of idle sampling after the connections close.
+    /// Milliseconds of idle sampling with the connections open, and again
+    /// after they close (0: neither).
     #[arg(long)]
     pub idle_ms: u64,
+    /// Microseconds a page read of a database waits (0: no wait).
+    #[arg(long, default_value_t = 0)]
+    pub device_us: u64,
 }
 
 /// What one child measured.
@@ -87,7 +101,32 @@ pub struct ChildRun {
     pub rss_peak: u64,
     /// (ms after the close, VmRSS bytes) while idle.
     pub idle: Vec<(u64, u64)>,
+    /// (ms after the workload stopped, VmRSS bytes), connections open.
+    pub idle_open: Vec<(u64, u64)>,
+    /// Bytes the caches hold when the workload stops (sum over the
+    /// connections of `SQLITE_DBSTATUS_CACHE_USED`: pages with SQLite's
+    /// per-page overhead).
+    pub cache_used: u64,
+    /// Page reads charged a device wait in the measured interval.
+    pub device_reads: u64,
+    /// Mean wait actually slept per charged read, microseconds.
+    pub device_wait_us: f64,
+    /// pagealloc only: bytes charged to its budget at the end of the
+    /// measured interval (frames and headers), and the frames alone.
+    pub charged: u64,
+    /// See `charged`.
+    pub frames_bytes: u64,
+    /// RssAnon (bytes: resident memory less file-backed pages such as the
+    /// code the workload faults in) with the connections open, and at the
+    /// end of the measured interval.
+    pub anon_open: u64,
+    /// See `anon_open`.
+    pub anon_end: u64,
 }
+
+/// SQLite's extra area per page (Debian's 3.40.1, 64-bit), as
+/// `sqlite_speedtest` states it.
+const SQLITE_EXTRA: usize = 208;
 
 /// One database and its two statements (dropped before the connection).
 struct Conn {
@@ -99,7 +138,11 @@ struct Conn {
 /// Open database `i` configured for `cache`.
 fn open(a: &ChildArgs, i: usize) -> Result<Conn, String> {
     let db = Db::open(&a.dir.join(format!("db{i}.sqlite")))?;
-    let pages = if a.cache == "pagealloc" { a.budget / 4096 } else { a.budget / 4096 / a.dbs as u64 };
+    // pcache1 gets the budget's memory split evenly: its pages carry the
+    // same per-page overhead (SQLite's extra area, a header, malloc's
+    // chunk) that pagealloc charges to its budget (page_charge).
+    let charge = pagealloc_sqlite::page_charge(4096, SQLITE_EXTRA);
+    let pages = if a.cache == "pagealloc" { a.budget / 4096 } else { a.budget / charge / a.dbs as u64 };
     // synchronous=OFF and an in-memory journal: the writes cost what the
     // cache costs, not fsyncs, and are the same in both children.
     db.exec(&format!("PRAGMA cache_size={pages}; PRAGMA synchronous=OFF; PRAGMA journal_mode=MEMORY;"))?;
@@ -168,43 +211,71 @@ fn measure(a: &ChildArgs) -> Result<ChildRun, String> {
     } else if a.cache != "pcache1" {
         return Err(format!("unknown cache {:?}", a.cache));
     }
+    if a.device_us > 0 {
+        vfs::register(Duration::from_micros(a.device_us))?;
+    }
     let mut run = ChildRun { rss_base: proc_status_bytes("VmRSS"), ..ChildRun::default() };
     let conns: Vec<Mutex<Conn>> = (0..a.dbs).map(|i| open(a, i).map(Mutex::new)).collect::<Result<_, _>>()?;
     run.rss_open = proc_status_bytes("VmRSS");
-    let (stop, counting, ops) = (AtomicBool::new(false), AtomicBool::new(false), AtomicU64::new(0));
-    let mut t0 = Instant::now();
-    std::thread::scope(|s| {
-        let h = s.spawn(|| work(a, &conns, &stop, &counting, &ops));
-        std::thread::sleep(Duration::from_millis(a.warm_ms));
-        for c in &conns {
-            let c = c.lock().expect("connection");
-            c.db.status(ffi::SQLITE_DBSTATUS_CACHE_HIT, true);
-            c.db.status(ffi::SQLITE_DBSTATUS_CACHE_MISS, true);
-        }
-        t0 = Instant::now();
-        counting.store(true, Relaxed);
-        std::thread::sleep(Duration::from_secs_f64(a.secs));
-        counting.store(false, Relaxed);
-        run.secs = t0.elapsed().as_secs_f64();
-        run.rss_end = proc_status_bytes("VmRSS");
-        run.rss_peak = proc_status_bytes("VmHWM");
-        stop.store(true, Relaxed);
-        run.errors = h.join().expect("workers");
-    });
-    run.ops = ops.load(Relaxed);
+    run.anon_open = proc_status_bytes("RssAnon");
+    workload(a, &conns, &mut run);
     for c in &conns {
         let c = c.lock().expect("connection");
         run.hits += c.db.status(ffi::SQLITE_DBSTATUS_CACHE_HIT, false).max(0) as u64;
         run.misses += c.db.status(ffi::SQLITE_DBSTATUS_CACHE_MISS, false).max(0) as u64;
+        run.cache_used += c.db.status(ffi::SQLITE_DBSTATUS_CACHE_USED, false).max(0) as u64;
     }
-    drop(conns);
-    let closed = Instant::now();
-    while closed.elapsed() < Duration::from_millis(a.idle_ms) {
-        run.idle.push((closed.elapsed().as_millis() as u64, proc_status_bytes("VmRSS")));
+    if a.idle_ms > 0 {
+        run.idle_open = sample_rss(a.idle_ms);
+        drop(conns);
+        run.idle = sample_rss(a.idle_ms);
+    }
+    Ok(run)
+}
+
+/// The warm-up and the measured interval into `run`.
+fn workload(a: &ChildArgs, conns: &[Mutex<Conn>], run: &mut ChildRun) {
+    let (stop, counting, ops) = (AtomicBool::new(false), AtomicBool::new(false), AtomicU64::new(0));
+    std::thread::scope(|s| {
+        let h = s.spawn(|| work(a, conns, &stop, &counting, &ops));
+        std::thread::sleep(Duration::from_millis(a.warm_ms));
+        for c in conns {
+            let c = c.lock().expect("connection");
+            c.db.status(ffi::SQLITE_DBSTATUS_CACHE_HIT, true);
+            c.db.status(ffi::SQLITE_DBSTATUS_CACHE_MISS, true);
+        }
+        let (reads0, slept0) = vfs::device_counts();
+        let t0 = Instant::now();
+        counting.store(true, Relaxed);
+        std::thread::sleep(Duration::from_secs_f64(a.secs));
+        counting.store(false, Relaxed);
+        run.secs = t0.elapsed().as_secs_f64();
+        let (reads1, slept1) = vfs::device_counts();
+        run.device_reads = reads1 - reads0;
+        run.device_wait_us = (slept1 - slept0) as f64 / 1000.0 / run.device_reads.max(1) as f64;
+        run.rss_end = proc_status_bytes("VmRSS");
+        run.anon_end = proc_status_bytes("RssAnon");
+        run.rss_peak = proc_status_bytes("VmHWM");
+        if let Some(g) = pagealloc_sqlite::global() {
+            run.charged = g.charged_bytes();
+            run.frames_bytes = g.used_frames() * 4096;
+        }
+        stop.store(true, Relaxed);
+        run.errors = h.join().expect("workers");
+    });
+    run.ops = ops.load(Relaxed);
+}
+
+/// (ms from now, VmRSS bytes) every 250 ms for `ms`, and once at the end.
+fn sample_rss(ms: u64) -> Vec<(u64, u64)> {
+    let t0 = Instant::now();
+    let mut out = Vec::new();
+    while t0.elapsed() < Duration::from_millis(ms) {
+        out.push((t0.elapsed().as_millis() as u64, proc_status_bytes("VmRSS")));
         std::thread::sleep(Duration::from_millis(250));
     }
-    run.idle.push((closed.elapsed().as_millis() as u64, proc_status_bytes("VmRSS")));
-    Ok(run)
+    out.push((t0.elapsed().as_millis() as u64, proc_status_bytes("VmRSS")));
+    out
 }
 
 /// The subcommand: the JSON line, or `sqlite-child: error <why>` and 1.

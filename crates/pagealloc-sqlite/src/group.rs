@@ -7,12 +7,20 @@
 //! them); frames are allocated and freed with the mutex dropped, because the
 //! allocator's direct reclaim calls back into [`GroupShrinker`], which takes it.
 //!
-//! Invariants (under the mutex, with no fetch between its two lock sections):
-//! - `used` == sum over open caches of `pages * frames_per_page`;
+//! The budget is of memory, in bytes: a page is charged its frames and its
+//! header on the heap with SQLite's extra area (`CacheState::charge`), so
+//! that what the caches hold, headers included, stays within the budget.
+//!
+//! Invariants (under the mutex; [`Group::check_invariants`] checks them):
+//! - `used` == sum over open caches of `pages * frames_per_page`, plus
+//!   `in_flight.0`, the frames of pages a fetch charged and is allocating
+//!   with the mutex dropped;
+//! - `charged` == sum over open caches of `pages * charge`, plus
+//!   `in_flight.1`, and <= `budget`;
 //! - `lru_frames` == sum over pages on `lru` of their cache's frames per page;
 //! - a page is on `lru` iff its cache is purgeable and the page is unpinned,
 //!   and then it is on its cache's `lru` too (`on_lru` set; [`crate::lru`]);
-//! - `reserved` == sum over open caches of one page's frames <= `budget`.
+//! - `reserved` == sum over open caches of one page's charge <= `budget`.
 
 use crate::lru::Lru;
 use crate::page::Kind;
@@ -60,6 +68,8 @@ pub(crate) struct CacheState {
     pub(crate) lru: Lru,
     pub(crate) order: u32,
     pub(crate) frames: u64,
+    /// Bytes one page costs: its frames, header and extra area.
+    pub(crate) charge: u64,
     pub(crate) sz_extra: usize,
     pub(crate) purgeable: bool,
     /// The soft limit (`xCachesize`), in pages.
@@ -74,8 +84,14 @@ pub(crate) struct State {
     pub(crate) free_ids: Vec<u32>,
     /// Unpinned pages of purgeable caches, oldest first.
     pub(crate) lru: Lru,
+    /// Frames held by every cache's pages.
     pub(crate) used: u64,
+    /// Bytes charged for every cache's pages (frames and headers).
+    pub(crate) charged: u64,
+    /// Bytes of one page of each open cache.
     pub(crate) reserved: u64,
+    /// (frames, bytes) charged for pages being allocated (mutex dropped).
+    pub(crate) in_flight: (u64, u64),
     pub(crate) lru_frames: u64,
 }
 
@@ -92,7 +108,9 @@ impl Default for State {
             free_ids: Vec::new(),
             lru: Lru::new(Kind::Global),
             used: 0,
+            charged: 0,
             reserved: 0,
+            in_flight: (0, 0),
             lru_frames: 0,
         }
     }
@@ -147,8 +165,9 @@ impl State {
         if p.pinned() {
             c.n_pinned -= 1;
         }
-        let (frames, order) = (c.frames, c.order);
+        let (frames, order, charge) = (c.frames, c.order, c.charge);
         self.used -= frames;
+        self.charged -= charge;
         Some(Victim { page: p, order })
     }
 
@@ -159,16 +178,18 @@ impl State {
         self.remove_page(id, key)
     }
 
-    /// Evict the oldest unpinned pages of any cache until `frames` frames are
-    /// freed or none is left; returns the victims.
-    pub(crate) fn evict_global(&mut self, frames: u64, out: &mut Vec<Victim>) -> u64 {
-        let mut freed = 0;
-        while freed < frames {
+    /// Evict the oldest unpinned pages of any cache until at least `frames`
+    /// frames and `bytes` bytes of charge are freed, or none is left; the
+    /// victims go to `out`. Returns the frames freed.
+    pub(crate) fn evict_global(&mut self, frames: u64, bytes: u64, out: &mut Vec<Victim>) -> u64 {
+        let (mut freed, mut freed_bytes) = (0, 0);
+        while freed < frames || freed_bytes < bytes {
             // The global oldest is its cache's oldest too (crate::lru).
             let Some(p) = self.lru.first() else { break };
             let Some(v) = self.evict_cache_oldest(p.cache()) else { break };
             debug_assert_eq!(v.page, p);
             freed += 1 << v.order;
+            freed_bytes += self.cache(p.cache()).charge;
             out.push(v);
         }
         freed
@@ -183,13 +204,17 @@ pub(crate) struct Totals {
     pub(crate) hits: AtomicU64,
     pub(crate) misses: AtomicU64,
     pub(crate) evictions: AtomicU64,
+    /// Misses with createFlag 2 ("every effort").
+    pub(crate) hard: AtomicU64,
+    /// Misses with createFlag 1 ("only if cheap") that created nothing.
+    pub(crate) cheap_refused: AtomicU64,
 }
 
 /// Caches sharing one allocator and one budget. Made by [`crate::install`]
 /// for the process, or by [`Group::new`] for tests and embedders.
 pub struct Group {
     pub(crate) alloc: PageAllocator,
-    /// The most frames all caches together may hold.
+    /// The most bytes all caches' pages, headers included, may be charged.
     pub(crate) budget: u64,
     pub(crate) state: Mutex<State>,
     pub(crate) totals: Totals,
@@ -215,20 +240,20 @@ impl Shrinker for GroupShrinker {
     fn scan_objects(&self, sc: &ShrinkControl) -> u64 {
         let Some(g) = self.0.upgrade() else { return 0 };
         let mut victims = Vec::new();
-        let freed = g.state.lock().evict_global(sc.nr_to_scan.max(1), &mut victims);
+        let freed = g.state.lock().evict_global(sc.nr_to_scan.max(1), 0, &mut victims);
         g.release(victims, true);
         freed
     }
 }
 
 impl Group {
-    /// A group over a new allocator with `budget_frames` frames of budget.
-    pub(crate) fn with_allocator(alloc: PageAllocator, budget_frames: u64) -> Arc<Self> {
+    /// A group over a new allocator with a budget of `budget_bytes`.
+    pub(crate) fn with_allocator(alloc: PageAllocator, budget_bytes: u64) -> Arc<Self> {
         Arc::new_cyclic(|weak| {
             let shrinker = alloc.register_shrinker(Arc::new(GroupShrinker(weak.clone())));
             Group {
                 alloc,
-                budget: budget_frames,
+                budget: budget_bytes,
                 state: Mutex::new(State::default()),
                 totals: Totals::default(),
                 shrinker,
@@ -242,10 +267,29 @@ impl Group {
         &self.alloc
     }
 
-    /// The budget in frames.
+    /// The budget in frames (of its bytes; headers take part of it).
     #[must_use]
     pub fn budget_frames(&self) -> u64 {
+        self.budget / pagealloc::PAGE_SIZE as u64
+    }
+
+    /// The budget in bytes.
+    #[must_use]
+    pub fn budget_bytes(&self) -> u64 {
         self.budget
+    }
+
+    /// Bytes charged to the budget now: frames and headers of every page.
+    #[must_use]
+    pub fn charged_bytes(&self) -> u64 {
+        self.state.lock().charged
+    }
+
+    /// Misses with createFlag 2, and misses with createFlag 1 that created
+    /// nothing (SQLite then spills or asks again with 2).
+    #[must_use]
+    pub fn create_counts(&self) -> (u64, u64) {
+        (self.totals.hard.load(Relaxed), self.totals.cheap_refused.load(Relaxed))
     }
 
     /// Frames the group's pages hold now.

@@ -23,16 +23,24 @@
 //! is new to SQLite (allocated or recycled), as pcache1 guarantees.
 //!
 //! ## Creation, budget and reclaim
+//! The budget is of memory: each page is charged its frames and its header
+//! with the extra area, malloc's overhead included ([`page_charge`]; about
+//! 4.4 KB for a 4 KiB page with SQLite's ~200-byte extra), so that the
+//! resident memory the caches hold stays within it.
+//!
 //! `xFetch` with createFlag 1 ("only if cheap") first recycles the cache's own
 //! oldest unpinned page when the cache is at its soft limit (`xCachesize`,
 //! as pcache1 honours `PRAGMA cache_size`); at the global budget it recycles
 //! the group's oldest unpinned page in place, frame and header, when that
 //! page's cache has the same page and extra sizes (pcache1 recycles its
-//! group's LRU page the same way), and otherwise refuses; below the budget
-//! it allocates with `alloc_pages_nolock`: no slow path, no direct reclaim,
-//! never below the min watermark. createFlag 2 ("every effort") recycles
-//! the same way, makes room in the budget by evicting the coldest unpinned
-//! pages of *every* cache, and allocates with `alloc_pages`,
+//! group's LRU page the same way), and otherwise evicts the coldest
+//! unpinned pages of any cache until the page fits (pcache1 frees a
+//! mismatched LRU page the same way); it allocates with
+//! `alloc_pages_nolock`: no slow path, no direct reclaim, never below the
+//! min watermark, and refuses when nothing unpinned is left to evict or
+//! the cache's pinned pages reach nine tenths of its soft limit. createFlag
+//! 2 ("every effort") recycles and evicts the same way, and allocates with
+//! `alloc_pages`,
 //! whose slow path reclaims directly, through the group's LRU registered as
 //! a [`pagealloc::Shrinker`]. So pressure from any user of the allocator
 //! evicts the coldest unpinned pages of all purgeable caches.
@@ -50,6 +58,7 @@
 #![warn(missing_docs)]
 
 mod cache;
+mod check;
 pub mod ffi;
 mod group;
 mod lru;
@@ -57,7 +66,7 @@ mod methods;
 mod page;
 mod preload;
 
-pub use cache::{page_order, MAX_EXTRA, MAX_PAGE_SIZE, MIN_PAGE_SIZE};
+pub use cache::{page_charge, page_order, MAX_EXTRA, MAX_PAGE_SIZE, MIN_PAGE_SIZE};
 pub use group::Group;
 pub use methods::{cache_stats, METHODS};
 pub use preload::{pagealloc_sqlite_install, pagealloc_sqlite_install_from_env, pagealloc_sqlite_totals, stats_line};
@@ -74,7 +83,8 @@ pub struct Config {
     pub arena_bytes: u64,
     /// Back the arena with transparent hugepages.
     pub hugepages: bool,
-    /// The most bytes all caches together may hold; `None`: the whole arena.
+    /// The most bytes all caches together may hold, page headers and
+    /// SQLite's extra areas included ([`page_charge`]); `None`: the arena.
     pub budget_bytes: Option<u64>,
     /// Free page reporting: blocks that stay free for a while (2 s) are
     /// given back to the kernel (madvise), so a process whose databases
@@ -116,11 +126,12 @@ pub enum CreateError {
     PageSize(usize),
     /// An extra area over [`MAX_EXTRA`] bytes.
     Extra(usize),
-    /// The budget (frames) has no room for one page of each open cache.
+    /// The budget has no room for one page of each open cache.
     Budget {
-        /// Frames one page of each open cache, this one included, needs.
+        /// Bytes one page of each open cache, this one included, is charged
+        /// ([`page_charge`]).
         need: u64,
-        /// The budget in frames.
+        /// The budget in bytes.
         budget: u64,
     },
 }
@@ -131,7 +142,7 @@ impl std::fmt::Display for CreateError {
             Self::PageSize(n) => write!(f, "unsupported page size {n} (a power of two in 512..=65536)"),
             Self::Extra(n) => write!(f, "extra area of {n} bytes over {MAX_EXTRA}"),
             Self::Budget { need, budget } => {
-                write!(f, "budget of {budget} frames below one page of each open cache ({need} frames)")
+                write!(f, "budget of {budget} bytes below one page of each open cache ({need} bytes)")
             }
         }
     }
@@ -210,7 +221,7 @@ impl Group {
             .page_reporting(cfg.page_reporting)
             .lock_stats(false);
         let alloc = PageAllocator::new(acfg).map_err(InstallError::Allocator)?;
-        Ok(Group::with_allocator(alloc, budget / PAGE_SIZE as u64))
+        Ok(Group::with_allocator(alloc, budget))
     }
 
     /// Totals over every cache of the group: (caches, fetches, hits,

@@ -35,6 +35,30 @@ impl Lru {
         self.len == 0
     }
 
+    /// The pages from oldest to newest, following the links (for checks):
+    /// or why the links disagree with `head`, `tail` or `len`.
+    pub(crate) fn walk(&self) -> Result<Vec<PagePtr>, String> {
+        let k = self.kind;
+        let mut out = Vec::new();
+        let mut prev = None;
+        let mut cur = self.head;
+        while let Some(p) = cur {
+            if p.link(k, 0) != prev {
+                return Err(format!("{k:?} list: a prev link does not mirror next"));
+            }
+            out.push(p);
+            if out.len() as u64 > self.len {
+                return Err(format!("{k:?} list: more pages linked than its length {}", self.len));
+            }
+            prev = Some(p);
+            cur = p.link(k, 1);
+        }
+        if out.len() as u64 != self.len || self.tail != prev {
+            return Err(format!("{k:?} list: {} linked, length {}, or a wrong tail", out.len(), self.len));
+        }
+        Ok(out)
+    }
+
     /// The oldest page.
     pub(crate) fn first(&self) -> Option<PagePtr> {
         self.head

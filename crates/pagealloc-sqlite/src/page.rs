@@ -4,6 +4,7 @@
 
 use crate::ffi::Sqlite3PcachePage;
 use pagealloc::Pfn;
+use std::alloc::Layout;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering::Relaxed};
 
@@ -32,8 +33,42 @@ pub(crate) struct PageHdr {
     cache: AtomicU32,
     /// LRU links, `[Kind][prev, next]`; null while not on that list.
     links: [[AtomicPtr<PageHdr>; 2]; 2],
-    /// Words behind `base.p_extra` (at least one, so the first 8 bytes exist).
+    /// Words behind `base.p_extra`, which follow the header in its block
+    /// (at least one, so the first 8 bytes exist).
     extra_words: usize,
+}
+
+/// glibc malloc's chunk for a request of `n` bytes: 8 bytes of size word,
+/// rounded up to 16, at least 32 (the minimum chunk on 64-bit).
+const fn malloc_chunk(n: usize) -> usize {
+    let c = (n + 8 + 15) & !15;
+    if c < 32 {
+        32
+    } else {
+        c
+    }
+}
+
+/// Words of extra area for `sz_extra` bytes (at least one, so that the
+/// first 8 bytes SQLite checks exist).
+const fn extra_words(sz_extra: usize) -> usize {
+    if sz_extra == 0 {
+        1
+    } else {
+        sz_extra.div_ceil(8)
+    }
+}
+
+/// The one heap block of a header with `words` words of extra area after it.
+fn block_layout(words: usize) -> Layout {
+    let size = std::mem::size_of::<PageHdr>() + words * 8;
+    Layout::from_size_align(size, std::mem::align_of::<PageHdr>()).expect("a header block is small")
+}
+
+/// Heap bytes one page's header costs with `sz_extra` bytes of extra area:
+/// one malloc chunk holding the [`PageHdr`] and the extra words.
+pub(crate) const fn header_bytes(sz_extra: usize) -> u64 {
+    malloc_chunk(std::mem::size_of::<PageHdr>() + extra_words(sz_extra) * 8) as u64
 }
 
 /// A page header owned by a cache map; the pointer is live while it is in one.
@@ -48,19 +83,33 @@ impl PagePtr {
     /// A new pinned page on frame `pfn` (at `buf`) with `sz_extra` bytes of
     /// extra, all zero (SQLite needs the first 8 zero on a new page).
     pub(crate) fn new(pfn: Pfn, buf: NonNull<u8>, cache: u32, key: u32, sz_extra: usize) -> Self {
-        let extra_words = sz_extra.div_ceil(8).max(1);
-        let extra = Box::into_raw(vec![0u64; extra_words].into_boxed_slice());
-        let hdr = Box::new(PageHdr {
-            base: Sqlite3PcachePage { p_buf: buf.as_ptr().cast(), p_extra: extra.cast() },
-            pfn,
-            key: AtomicU32::new(key),
-            pinned: AtomicBool::new(true),
-            on_lru: AtomicBool::new(false),
-            cache: AtomicU32::new(cache),
-            links: Default::default(),
-            extra_words,
-        });
-        PagePtr(NonNull::from(Box::leak(hdr)))
+        // One block: the header, then the extra area, so that the extra
+        // SQLite touches on every fetch sits beside the header (one cache
+        // line apart, not another allocation) and malloc's overhead is paid
+        // once.
+        let words = extra_words(sz_extra);
+        let layout = block_layout(words);
+        // SAFETY: the layout has a non-zero size.
+        let raw = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<PageHdr>();
+        let Some(hdr) = NonNull::new(raw) else { std::alloc::handle_alloc_error(layout) };
+        // SAFETY: `raw` is a fresh block of the header's size and alignment
+        // plus `words` words; the extra area starts right after the header,
+        // 8-aligned because the header's size is a multiple of its
+        // alignment (8), and is zero (alloc_zeroed).
+        unsafe {
+            let extra = raw.add(1).cast::<std::ffi::c_void>();
+            raw.write(PageHdr {
+                base: Sqlite3PcachePage { p_buf: buf.as_ptr().cast(), p_extra: extra },
+                pfn,
+                key: AtomicU32::new(key),
+                pinned: AtomicBool::new(true),
+                on_lru: AtomicBool::new(false),
+                cache: AtomicU32::new(cache),
+                links: Default::default(),
+                extra_words: words,
+            });
+        }
+        PagePtr(hdr)
     }
 
     /// The header of a page SQLite gave back.
@@ -124,13 +173,12 @@ impl PagePtr {
     /// The page is in no map or LRU list, SQLite holds no pointer to it, and
     /// no copy of this `PagePtr` is used afterwards.
     pub(crate) unsafe fn free_header(self) {
-        let words = self.hdr().extra_words;
-        let extra = self.hdr().base.p_extra.cast::<u64>();
-        // SAFETY: both were made by `new` with Box (the slice with `words`
-        // elements); the caller's contract says nothing else points here.
-        unsafe {
-            drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(extra, words)));
-            drop(Box::from_raw(self.0.as_ptr()));
-        }
+        let layout = block_layout(self.hdr().extra_words);
+        // SAFETY: `new` allocated the block with this layout; the caller's
+        // contract says nothing else points to it. PageHdr needs no drop.
+        unsafe { std::alloc::dealloc(self.0.as_ptr().cast(), layout) };
     }
 }
+
+// The extra area follows the header in its block and must be 8-aligned.
+const _: () = assert!(std::mem::align_of::<PageHdr>() == 8 && std::mem::size_of::<PageHdr>().is_multiple_of(8));

@@ -2,10 +2,15 @@
 //! its own group (so its own allocator) so that conservation is exact.
 
 use crate::ffi::{Sqlite3Pcache, Sqlite3PcachePage};
-use crate::{cache_stats, Config, CreateError, Group, InstallError, METHODS};
+use crate::{cache_stats, page_charge, Config, CreateError, Group, InstallError, METHODS};
 use std::sync::Arc;
 
 const ARENA: u64 = 8 << 20;
+
+/// A budget of `n` 4 KiB pages of the caches `open` makes (extra 200).
+fn pages(n: u64) -> Option<u64> {
+    Some(n * page_charge(4096, 200))
+}
 
 fn group(budget: Option<u64>) -> Arc<Group> {
     Group::new(&Config { arena_bytes: ARENA, hugepages: false, budget_bytes: budget, page_reporting: false }).unwrap()
@@ -79,7 +84,9 @@ fn set_extra_head(p: *mut Sqlite3PcachePage, v: u64) {
 
 /// Every frame is back: nothing leaked, nothing freed twice.
 fn assert_conserved(g: &Group) {
+    g.check_invariants().unwrap();
     assert_eq!(g.used_frames(), 0);
+    assert_eq!(g.charged_bytes(), 0);
     let a = g.allocator();
     a.drain_all_pages();
     assert_eq!(a.nr_free_pages(), a.managed_pages());
@@ -228,13 +235,16 @@ fn bad_page_sizes_are_refused() {
 
 #[test]
 fn budget_below_one_page_per_cache_refuses_creation() {
-    // 3 frames: two 4 KiB caches fit, a third does not, nor a 64 KiB one.
-    let g = group(Some(3 * 4096));
+    // 3 pages: two 4 KiB caches fit, a third does not, nor a 64 KiB one.
+    let g = group(pages(3));
     let a = open(&g, 4096, true);
     let b = open(&g, 4096, true);
-    assert!(matches!(g.create_cache(65536, 100, true), Err(CreateError::Budget { need: 18, budget: 3 })));
+    let need = 2 * page_charge(4096, 200) + page_charge(65536, 100);
+    let e = g.create_cache(65536, 100, true).unwrap_err();
+    assert_eq!(e, CreateError::Budget { need, budget: pages(3).unwrap() });
     let c = open(&g, 4096, true);
-    assert!(matches!(g.create_cache(4096, 100, true), Err(CreateError::Budget { .. })));
+    assert!(matches!(g.create_cache(4096, 200, true), Err(CreateError::Budget { .. })));
+    g.check_invariants().unwrap();
     for x in [a, b, c] {
         x.destroy();
     }
@@ -262,7 +272,7 @@ fn budget_below_one_page_per_cache_refuses_creation() {
 
 #[test]
 fn budget_recycles_the_groups_coldest_page() {
-    let g = group(Some(8 * 4096));
+    let g = group(pages(8));
     let a = open(&g, 4096, true);
     let b = open(&g, 4096, true);
     for k in 0..8 {
@@ -332,7 +342,7 @@ fn destroy_frees_pinned_and_unpinned_pages() {
 
 #[test]
 fn recycling_follows_the_global_lru_across_caches() {
-    let g = group(Some(3 * 4096));
+    let g = group(pages(3));
     let a = open(&g, 4096, true);
     let b = open(&g, 4096, true);
     a.unpin(a.fetch(0, 2), false);
@@ -357,6 +367,70 @@ fn recycling_follows_the_global_lru_across_caches() {
     assert_eq!((a.pagecount(), b.pagecount(), g.used_frames()), (2, 1, 3));
     a.unpin(p, false);
     b.unpin(q, false);
+    a.destroy();
+    b.destroy();
+    assert_conserved(&g);
+}
+
+#[test]
+fn the_budget_charges_headers_and_the_checker_sees_drift() {
+    // A page costs its frame and more: its header and SQLite's extra area.
+    let charge = page_charge(4096, 200);
+    assert!((4096 + 200 + 64..4096 + 512).contains(&charge), "{charge}");
+    assert_eq!(page_charge(16384, 200) - page_charge(4096, 200), 3 * 4096);
+    // A budget of 4 whole frames holds 3 pages once headers are charged.
+    let g = group(Some(4 * 4096));
+    let c = open(&g, 4096, true);
+    let held: Vec<_> = (0..4).map(|k| c.fetch(k, 2)).collect();
+    assert!(held[..3].iter().all(|p| !p.is_null()) && held[3].is_null());
+    assert_eq!((g.used_frames(), g.charged_bytes()), (3, 3 * charge));
+    g.check_invariants().unwrap();
+    // Bookkeeping drift is caught: a frame counted that no page holds.
+    g.state.lock().used += 1;
+    assert!(g.check_invariants().unwrap_err().contains("counters"));
+    g.state.lock().used -= 1;
+    // A pin count that disagrees with the pages.
+    g.state.lock().cache_mut(0).n_pinned += 1;
+    assert!(g.check_invariants().unwrap_err().contains("pinned"));
+    g.state.lock().cache_mut(0).n_pinned -= 1;
+    for p in held.into_iter().filter(|p| !p.is_null()) {
+        c.unpin(p, false);
+    }
+    g.check_invariants().unwrap();
+    c.destroy();
+    assert_conserved(&g);
+}
+
+#[test]
+fn cheap_creation_evicts_a_page_of_another_size() {
+    let g = group(Some(2 * page_charge(16384, 200)));
+    let a = open(&g, 16384, true);
+    let b = open(&g, 4096, true);
+    a.unpin(a.fetch(0, 2), false);
+    a.unpin(a.fetch(1, 2), false);
+    // At the budget, the oldest page is 16 KiB: no in-place recycling for
+    // a 4 KiB cache, so it is evicted and a frame allocated, at createFlag 1.
+    let p = b.fetch(0, 1);
+    assert!(!p.is_null(), "cheap creation evicts a clean page of another size");
+    assert!(a.fetch(0, 0).is_null(), "a0 was the oldest");
+    assert_eq!((a.stats().evictions, a.pagecount()), (1, 1));
+    // With a1 pinned nothing is left to evict: cheap creation fills the
+    // room left and then refuses, leaving a1 alone.
+    let q = a.fetch(1, 0);
+    let mut held = vec![p];
+    loop {
+        let r = b.fetch(held.len() as u32, 1);
+        if r.is_null() {
+            break;
+        }
+        held.push(r);
+    }
+    assert!(held.len() >= 2 && a.pagecount() == 1 && g.create_counts().1 == 1);
+    g.check_invariants().unwrap();
+    a.unpin(q, false);
+    for r in held {
+        b.unpin(r, false);
+    }
     a.destroy();
     b.destroy();
     assert_conserved(&g);

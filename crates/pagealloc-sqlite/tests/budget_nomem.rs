@@ -15,8 +15,9 @@ fn open_and_use(name: &str) -> Result<Db, common::Error> {
 
 #[test]
 fn a_budget_below_one_page_per_cache_is_sqlite_nomem() {
-    // Room for 8 frames: each connection holds a 4 KiB cache (1 frame
-    // reserved) plus the pages it uses.
+    // 32 KiB: each connection's cache reserves one page's charge (its
+    // frame and header, page_charge: about 4.4 KB), plus the pages it uses,
+    // so fewer than 8 connections fit.
     let g = install(&Config {
         arena_bytes: 4 << 20,
         hugepages: false,

@@ -3,7 +3,8 @@
 //! alternate SQLite's cache (pcache1) and pagealloc's (the same binary under
 //! `LD_PRELOAD=libpagealloc_sqlite.so`), both with `--cachesize` pages
 //! per cache (pagealloc honours `cache_size` as each cache's soft limit, as
-//! pcache1 does) and pagealloc's global budget at twice those bytes: VACUUM
+//! pcache1 does) and pagealloc's global budget at twice those pages' memory
+//! (frames and headers, `pagealloc_sqlite::page_charge`): VACUUM
 //! fills a second cache (its target database) as large as the main one
 //! while the main one's pages are pinned, which pcache1, limited per cache
 //! only, serves, and a budget of one cache's bytes refuses (SQLITE_NOMEM).
@@ -12,6 +13,7 @@
 //! pcache1's).
 
 use crate::harness::{Ctx, ExperimentResult, Figure};
+use pagealloc_sqlite::page_charge;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -21,6 +23,12 @@ const SIZE: (u32, u32) = (50, 100);
 /// Cache pages given to both (`--cachesize`): 8 MiB of 4 KiB pages, smaller
 /// than the larger tests' databases, so the cache's eviction is exercised.
 const CACHE_PAGES: u64 = 2000;
+/// The extra area SQLite asks each cache for (its `PgHdr` and the b-tree's
+/// `MemPage`): 208 bytes in Debian's 3.40.1 on 64-bit. pagealloc's budget
+/// is of memory, headers included, so "the same memory" as `CACHE_PAGES`
+/// pcache1 pages (which carry the same extra area) is that many page
+/// charges, not that many frames.
+const SQLITE_EXTRA: usize = 208;
 
 /// The workspace root (the bench is built from it).
 pub fn workspace() -> PathBuf {
@@ -71,7 +79,7 @@ fn run_once(bin: &Path, lib: Option<&Path>, size: u32, dir: &Path) -> Result<(Ve
     cmd.arg(&db);
     if let Some(lib) = lib {
         cmd.env("LD_PRELOAD", lib)
-            .env("PAGEALLOC_SQLITE_BUDGET", (2 * CACHE_PAGES * 4096).to_string())
+            .env("PAGEALLOC_SQLITE_BUDGET", (2 * CACHE_PAGES * page_charge(4096, SQLITE_EXTRA)).to_string())
             .env("PAGEALLOC_SQLITE_ARENA", "64M");
     }
     let out = cmd.output().map_err(|e| e.to_string())?;

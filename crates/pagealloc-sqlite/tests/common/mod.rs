@@ -147,6 +147,8 @@ pub fn temp_dir(name: &str) -> std::path::PathBuf {
 
 /// Every frame of the installed group is back in the allocator.
 pub fn assert_conserved(g: &pagealloc_sqlite::Group) {
+    g.check_invariants().unwrap();
+    assert_eq!(g.charged_bytes(), 0, "bytes still charged after every connection closed");
     assert_eq!(g.used_frames(), 0, "frames still held after every connection closed");
     let a = g.allocator();
     a.drain_all_pages();
