@@ -142,8 +142,18 @@ fn key_arg(h: &Bound<'_, PyAny>) -> PyResult<Key> {
 impl BlockPool {
     /// `BlockPool(allocator, {"full": 4, "sliding": 4, "cross": 2})`: kind
     /// names and their buddy orders (a block of order k is `2**k` frames).
+    /// `free_list_frames`: the most frames each kind's list of free blocks
+    /// keeps (at most 1/32 of the arena; 0: no lists, every free goes
+    /// straight back to the allocator).
     #[new]
-    fn new(py: Python<'_>, allocator: Py<Allocator>, kinds: &Bound<'_, PyDict>) -> PyResult<Self> {
+    #[pyo3(signature = (allocator, kinds, free_list_frames = 256))]
+    fn new(
+        py: Python<'_>,
+        allocator: Py<Allocator>,
+        kinds: &Bound<'_, PyDict>,
+        free_list_frames: i64,
+    ) -> PyResult<Self> {
+        let list_frames = non_negative("free_list_frames", free_list_frames)?;
         if kinds.is_empty() || kinds.len() > 64 {
             return Err(ConfigError::new_err(format!("a pool needs 1..=64 kinds, got {}", kinds.len())));
         }
@@ -157,18 +167,23 @@ impl BlockPool {
             names.push(name.unbind());
         }
         let a = allocator.get().live()?.clone();
-        let core = py.detach(|| Core::new(a, ks));
+        let core = py.detach(|| Core::new(a, ks, list_frames));
         Ok(BlockPool { core, id: NEXT_POOL.fetch_add(1, Ordering::Relaxed), names: names.into(), allocator })
     }
 
     /// `n` new blocks of `kind`, each with one reference; all or nothing
     /// (`OutOfMemory` when even evicting every unused cached block leaves
-    /// no room).
+    /// no room). Served from the kind's free list when it holds `n`, with
+    /// the GIL held (no allocator call); otherwise the allocator is called,
+    /// which may reclaim and evict, with the GIL released.
     fn get_new_blocks<'py>(&self, py: Python<'py>, n: i64, kind: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
         let n = usize::try_from(non_negative("n", n)?).unwrap_or(usize::MAX);
         let k = self.kind_index(kind)?;
         let core = &self.core;
-        let ids = py.detach(|| core.get_new(k, n)).map_err(pool_err)?;
+        let ids = match core.get_new_listed(k, n).map_err(pool_err)? {
+            Some(ids) => ids,
+            None => py.detach(|| core.get_new(k, n)).map_err(pool_err)?,
+        };
         PyList::new(py, ids.into_iter().map(|id| self.block(id, k)))
     }
 
@@ -176,11 +191,18 @@ impl BlockPool {
     /// first come first). A block no one uses goes back to the allocator,
     /// or, if cached, to the LRU list. Checked before any change:
     /// `InvalidFree` for a block of another pool, not held, or freed more
-    /// times than referenced.
-    fn free_blocks(&self, py: Python<'_>, blocks: &Bound<'_, PyAny>) -> PyResult<()> {
+    /// times than referenced. The GIL stays held: a free never waits for
+    /// memory (at most a batch goes back to the allocator).
+    fn free_blocks(&self, blocks: &Bound<'_, PyAny>) -> PyResult<()> {
         let ids = self.ids(blocks)?;
+        self.core.free_ids(&ids).map_err(pool_err)
+    }
+
+    /// Give every kind's free list back to the allocator (as the pool's
+    /// shrinker does under memory pressure); returns the frames.
+    fn drain(&self, py: Python<'_>) -> u64 {
         let core = &self.core;
-        py.detach(|| core.free_ids(&ids)).map_err(pool_err)
+        py.detach(|| core.drain())
     }
 
     /// Add a reference to each block (after a prefix-cache hit).
@@ -263,6 +285,7 @@ impl BlockPool {
         d.set_item("cached_blocks", u.cached_blocks)?;
         d.set_item("lru_blocks", u.lru_blocks)?;
         d.set_item("lru_frames", u.lru_frames)?;
+        d.set_item("free_list_frames", u.free_list_frames)?;
         let c = u.counters;
         for (n, v) in [
             ("queries", c.queries),
