@@ -31,10 +31,12 @@ pub struct Block {
     pool: u64,
     #[pyo3(get)]
     id: u64,
-    kind: u8,
     #[pyo3(get)]
     order: u32,
-    names: Arc<[Py<PyString>]>,
+    /// The kind's name: a reference, not the pool's table, because a
+    /// reference count costs less than an `Arc`'s atomic one, and a block is
+    /// made and dropped on every request.
+    name: Py<PyString>,
 }
 
 #[pymethods]
@@ -42,7 +44,7 @@ impl Block {
     /// The kind's name.
     #[getter]
     fn kind(&self, py: Python<'_>) -> Py<PyString> {
-        self.names[usize::from(self.kind)].clone_ref(py)
+        self.name.clone_ref(py)
     }
 
     /// Frames (allocator pages) in the block: `2**order`.
@@ -52,7 +54,7 @@ impl Block {
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
-        format!("Block(id={}, kind={}, order={})", self.id, self.names[usize::from(self.kind)].bind(py), self.order)
+        format!("Block(id={}, kind={}, order={})", self.id, self.name.bind(py), self.order)
     }
 
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
@@ -118,8 +120,9 @@ impl BlockPool {
         Ok(out)
     }
 
-    fn block(&self, id: u64, kind: u8) -> Block {
-        Block { pool: self.id, id, kind, order: self.core.kinds[usize::from(kind)].order, names: self.names.clone() }
+    fn block(&self, py: Python<'_>, id: u64, kind: u8) -> Block {
+        let (name, order) = (self.names[usize::from(kind)].clone_ref(py), self.core.kinds[usize::from(kind)].order);
+        Block { pool: self.id, id, order, name }
     }
 }
 
@@ -184,7 +187,7 @@ impl BlockPool {
             Some(ids) => ids,
             None => py.detach(|| core.get_new(k, n)).map_err(pool_err)?,
         };
-        PyList::new(py, ids.into_iter().map(|id| self.block(id, k)))
+        PyList::new(py, ids.into_iter().map(|id| self.block(py, id, k)))
     }
 
     /// Drop a reference from each block (vLLM's order: the blocks to evict
@@ -226,7 +229,7 @@ impl BlockPool {
     /// reference: `touch` the blocks you use.
     fn get_cached_block(&self, block_hash: &Bound<'_, PyAny>, kind: &Bound<'_, PyAny>) -> PyResult<Option<Block>> {
         let k = self.kind_index(kind)?;
-        Ok(self.core.lookup(k, key_arg(block_hash)?).map_err(pool_err)?.map(|id| self.block(id, k)))
+        Ok(self.core.lookup(k, key_arg(block_hash)?).map_err(pool_err)?.map(|id| self.block(block_hash.py(), id, k)))
     }
 
     /// Evict up to `n` unused cached blocks, oldest first; returns how many.

@@ -29,6 +29,7 @@
 use crate::free_lists::FreeLists;
 use pagealloc::{AllocError, Gfp, PageAllocator, Pfn, ShrinkControl, Shrinker};
 use std::cell::Cell;
+use std::collections::hash_map::Entry::Occupied;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
@@ -364,7 +365,17 @@ impl Core {
     /// Each id must name a block of this pool with enough references for
     /// its occurrences in `ids`; checked for all before any change.
     fn check_held(st: &State, ids: &[u64], need_refs: bool) -> Result<(), PoolError> {
-        let mut sorted = ids.to_vec();
+        // A request's worth of ids is sorted on the stack: this runs on
+        // every free, where a heap copy costs as much as the sort.
+        let mut small = [0u64; 32];
+        let mut large = Vec::new();
+        let sorted = if ids.len() <= small.len() {
+            small[..ids.len()].copy_from_slice(ids);
+            &mut small[..ids.len()]
+        } else {
+            large.extend_from_slice(ids);
+            &mut large[..]
+        };
         sorted.sort_unstable();
         for run in sorted.chunk_by(|a, b| a == b) {
             let id = run[0];
@@ -392,8 +403,11 @@ impl Core {
             let mut st = self.live()?;
             Self::check_held(&st, ids, true)?;
             let st = &mut *st;
+            // Kinds whose list grew (a pool has at most 64 kinds).
+            let mut grown = 0u64;
             for &id in ids {
-                let e = st.blocks.get_mut(&id).expect("checked above");
+                let Occupied(mut slot) = st.blocks.entry(id) else { unreachable!("checked above") };
+                let e = slot.get_mut();
                 e.refs -= 1;
                 if e.refs > 0 {
                     continue;
@@ -406,15 +420,19 @@ impl Core {
                     st.lru.insert(st.clock, id);
                     st.lru_frames += 1 << order;
                 } else {
-                    st.blocks.remove(&id);
+                    slot.remove();
                     st.frames[k] -= 1 << order;
-                    if !st.free.put(k, id) {
+                    if st.free.put(k, id) {
+                        grown |= 1 << k;
+                    } else {
                         victims.push((id, order));
                     }
                 }
             }
-            for (k, kind) in self.kinds.iter().enumerate() {
-                victims.extend(st.free.spill(k).into_iter().map(|id| (id, kind.order)));
+            while grown != 0 {
+                let k = grown.trailing_zeros() as usize;
+                grown &= grown - 1;
+                victims.extend(st.free.spill(k).into_iter().map(|id| (id, self.kinds[k].order)));
             }
         }
         self.free_victims(victims);
@@ -532,28 +550,6 @@ impl Core {
             e.key = None;
         }
         Ok(st.counters.evicted - before)
-    }
-
-    /// The sizes and counters now.
-    pub(crate) fn usage(&self) -> Usage {
-        let st = self.lock();
-        let mut held = vec![0u64; self.kinds.len()];
-        for e in st.blocks.values() {
-            held[usize::from(e.kind)] += 1;
-        }
-        Usage {
-            kinds: (0..self.kinds.len()).map(|k| (held[k], st.in_use[k], st.frames[k])).collect(),
-            cached_blocks: st.cached.len() as u64,
-            lru_blocks: st.lru.len() as u64,
-            lru_frames: st.lru_frames,
-            free_list_frames: st.free.frames(),
-            counters: st.counters,
-        }
-    }
-
-    /// The references of block `id`, or `None` if the pool does not hold it.
-    pub(crate) fn refs(&self, id: u64) -> Option<u32> {
-        self.lock().blocks.get(&id).map(|e| e.refs)
     }
 
     /// Free every block (in use or cached) and refuse further calls.

@@ -1,7 +1,8 @@
-//! The pool's self-check ([`Core::check`]: the identities listed in the
-//! parent module's doc), apart from the operations it checks.
+//! The pool's read-only views, apart from the operations: its self-check
+//! ([`Core::check`]: the identities listed in the parent module's doc) and
+//! its sizes and counters.
 
-use super::Core;
+use super::{Core, Usage};
 use std::collections::HashSet;
 
 impl Core {
@@ -56,5 +57,27 @@ impl Core {
     /// Frames held now (in use and cached), all kinds.
     pub(crate) fn frames_held(&self) -> u64 {
         self.lock().frames.iter().sum()
+    }
+
+    /// The sizes and counters now.
+    pub(crate) fn usage(&self) -> Usage {
+        let st = self.lock();
+        let mut held = vec![0u64; self.kinds.len()];
+        for e in st.blocks.values() {
+            held[usize::from(e.kind)] += 1;
+        }
+        Usage {
+            kinds: (0..self.kinds.len()).map(|k| (held[k], st.in_use[k], st.frames[k])).collect(),
+            cached_blocks: st.cached.len() as u64,
+            lru_blocks: st.lru.len() as u64,
+            lru_frames: st.lru_frames,
+            free_list_frames: st.free.frames(),
+            counters: st.counters,
+        }
+    }
+
+    /// The references of block `id`, or `None` if the pool does not hold it.
+    pub(crate) fn refs(&self, id: u64) -> Option<u32> {
+        self.lock().blocks.get(&id).map(|e| e.refs)
     }
 }
