@@ -191,11 +191,12 @@ impl BlockPool {
     }
 
     /// Drop a reference from each block (vLLM's order: the blocks to evict
-    /// first come first). A block no one uses goes back to the allocator,
-    /// or, if cached, to the LRU list. Checked before any change:
-    /// `InvalidFree` for a block of another pool, not held, or freed more
-    /// times than referenced. The GIL stays held: a free never waits for
-    /// memory (at most a batch goes back to the allocator).
+    /// first come first). A block no one uses goes to its kind's free list
+    /// (a full list gives its oldest batch back to the allocator), or, if
+    /// cached, to the LRU list. Checked before any change: `InvalidFree`
+    /// for a block of another pool, not held, or freed more times than
+    /// referenced. The GIL stays held: a free never waits (no reclaim, no
+    /// compaction: the allocator's free path only takes its own locks).
     fn free_blocks(&self, blocks: &Bound<'_, PyAny>) -> PyResult<()> {
         let ids = self.ids(blocks)?;
         self.core.free_ids(&ids).map_err(pool_err)
