@@ -57,8 +57,9 @@ builds it, so that every free frame can merge at once)."""
 
 def time_ops(n: int, rounds: int, iters: int) -> dict:
     """get_new_blocks(n) + free_blocks of them on each pool of ``POOLS`` and
-    the pure-Python pool, alternating pool by pool within each round; the
-    median round of each (microseconds a pair)."""
+    the pure-Python pool, alternating pool by pool within each round (in
+    reverse every other round); the median round of each (microseconds a
+    pair)."""
     pools = {}
     for label, per_cpu, lists in POOLS:
         a = Allocator(arena_bytes=64 << 20, backing="none", pcp_lists=per_cpu, front_cache=per_cpu,
@@ -68,8 +69,11 @@ def time_ops(n: int, rounds: int, iters: int) -> dict:
     py = PyBlockPool(pool.allocator.nr_pages)
     pools["python"] = (lambda: py.free_blocks(py.get_new_blocks(n))), None
     res: Dict[str, List[float]] = {k: [] for k in pools}
-    for _ in range(rounds):
-        for label, (op, _) in pools.items():
+    order = list(pools.items())
+    for r in range(rounds):
+        # Every other round in reverse, so no pool always runs right after
+        # the same one (the shared machine's noise then falls on all alike).
+        for label, (op, _) in order if r % 2 == 0 else order[::-1]:
             t0 = time.perf_counter()
             for _ in range(iters):
                 op()
