@@ -92,7 +92,8 @@ impl BlockPool {
 
     /// The ids of `blocks` (an iterable of `Block`s of this pool).
     fn ids(&self, blocks: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
-        let mut out = Vec::new();
+        // A list's length is known: one allocation, not a doubling series.
+        let mut out = Vec::with_capacity(blocks.cast::<PyList>().map_or(0, |l| l.len()));
         let mut push = |b: &Bound<'_, PyAny>| -> PyResult<()> {
             let b = b.cast::<Block>().map_err(|_| {
                 PyTypeError::new_err(format!(
@@ -108,7 +109,6 @@ impl BlockPool {
             Ok(())
         };
         if let Ok(l) = blocks.cast::<PyList>() {
-            out_reserve(l.len());
             for b in l.iter() {
                 push(&b)?;
             }
@@ -125,8 +125,6 @@ impl BlockPool {
         Block { pool: self.id, id, order, name }
     }
 }
-
-fn out_reserve(_n: usize) {}
 
 fn key_arg(h: &Bound<'_, PyAny>) -> PyResult<Key> {
     if let Ok(b) = h.cast::<PyBytes>() {
