@@ -249,25 +249,19 @@ impl Core {
                 self.lock().lru.len()
             )));
         }
-        let back = {
-            let mut st = self.lock();
-            if st.closed {
-                // Closed while this call allocated: nothing may stay held.
-                spare.append(&mut got);
-            } else {
-                self.adopt(&mut st, kind, &got);
-            }
-            spare.retain(|&id| st.closed || !st.free.put(k, id));
-            spare.extend(st.free.spill(k));
-            let closed = st.closed;
+        let mut st = self.lock();
+        if st.closed {
+            // Closed while this call allocated: nothing may stay held.
             drop(st);
-            if closed {
-                self.free_frames(&spare, order);
-                return Err(PoolError::Invalid("the block pool is closed".into()));
-            }
-            spare
-        };
-        self.free_frames(&back, order);
+            self.free_frames(&got, order);
+            self.free_frames(&spare, order);
+            return Err(PoolError::Invalid("the block pool is closed".into()));
+        }
+        self.adopt(&mut st, kind, &got);
+        spare.retain(|&id| !st.free.put(k, id));
+        spare.extend(st.free.spill(k));
+        drop(st);
+        self.free_frames(&spare, order);
         Ok(got)
     }
 
