@@ -137,6 +137,20 @@ def test_shrinker_drains_the_lists_for_another_user():
     conserved(pool)
 
 
+def test_close_gives_back_listed_blocks_too():
+    pool = small_pool()
+    a = pool.allocator
+    blocks = pool.get_new_blocks(3, "cross")
+    pool.free_blocks(blocks[:1])
+    assert pool.stats().free_list_frames > 0
+    pool.close()
+    assert a.nr_free_pages == a.managed_pages
+    with pytest.raises(ValueError, match="closed"):
+        pool.get_new_blocks(1, "cross")
+    with pytest.raises(ValueError, match="closed"):
+        pool.free_blocks(blocks[1:])
+
+
 def test_free_lists_off():
     pool = pool_for({"sliding": 16 << 10}, 16 << 10, 8 << 20, free_list_frames=0)
     a = pool.allocator
