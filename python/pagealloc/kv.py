@@ -14,6 +14,12 @@ its block hash (``cache_full_blocks``) and found again (``get_cached_block``);
 when no request uses it any more it stays cached on an LRU list until the
 allocator's shrinker (or a failed allocation) evicts it, oldest first.
 
+A block that no request uses and no hash names waits on its kind's free
+list (as the kernel's per-CPU page lists hold freed pages), so that most
+requests and frees make no allocator call; the lists refill and spill a
+batch at a time, and are given back in full (``drain``) by the shrinker
+when memory is short, so a larger kind can still have their frames.
+
 >>> from pagealloc.kv import pool_for
 >>> pool = pool_for({"full": 64 << 10, "cross": 16 << 10}, unit_bytes=16 << 10, capacity_bytes=64 << 20)
 >>> blocks = pool.get_new_blocks(4, "full")
@@ -56,6 +62,10 @@ class PoolStats:
     lru_blocks: int
     """Cached blocks that no request uses (evictable)."""
     lru_frames: int
+    free_list_frames: int
+    """Frames of the free blocks on the per-kind free lists: free to the pool
+    (not in ``kinds``' frames held), still allocated in the allocator until
+    a drain gives them back."""
     queries: int
     hits: int
     evicted: int
@@ -91,10 +101,10 @@ class BlockPool(_native.BlockPool):
         return PoolStats(**self._usage())
 
     def get_num_free_blocks(self, kind: str) -> int:
-        """Blocks of ``kind`` that free and evictable frames would hold if they
-        were contiguous (an upper bound: fragmentation may allow fewer)."""
+        """Blocks of ``kind`` that free, listed and evictable frames would hold
+        if they were contiguous (an upper bound: fragmentation may allow fewer)."""
         s = self.stats()
-        return (s.free_frames + s.lru_frames) >> self.kinds[kind]
+        return (s.free_frames + s.free_list_frames + s.lru_frames) >> self.kinds[kind]
 
     def get_usage(self) -> float:
         return self.stats().usage
@@ -105,14 +115,16 @@ class BlockPool(_native.BlockPool):
 
 
 def pool_for(
-    kinds: Mapping[str, int], unit_bytes: int, capacity_bytes: int, **allocator_args
+    kinds: Mapping[str, int], unit_bytes: int, capacity_bytes: int, free_list_frames: int = 256, **allocator_args
 ) -> BlockPool:
     """A pool for block sizes in bytes (``kinds``: name -> bytes per block) on a
     new allocator without backing: frames of ``unit_bytes``, ``capacity_bytes``
     of them in all (rounded down to whole pageblocks of 512 frames).
     Per-CPU lists and thread caches are off so that every free frame is in
     the buddy lists, where it can merge for a larger kind, and the watermark
-    reserve is 0 (nothing else allocates from this arena)."""
+    reserve is 0 (nothing else allocates from this arena). The pool's own
+    free lists (``free_list_frames`` a kind) take their place: they are
+    given back whenever an allocation runs short."""
     if capacity_bytes <= 0 or unit_bytes <= 0:
         raise ValueError(f"capacity_bytes and unit_bytes must be > 0, got {capacity_bytes} and {unit_bytes}")
     orders = {k: order_for(b, unit_bytes) for k, b in kinds.items()}
@@ -122,4 +134,4 @@ def pool_for(
     args = dict(backing="none", pcp_lists=False, front_cache=False, min_free_kbytes=0)
     args.update(allocator_args)
     alloc = Allocator(arena_bytes=frames * _native.PAGE_SIZE, **args)
-    return BlockPool(alloc, orders)
+    return BlockPool(alloc, orders, free_list_frames)

@@ -17,8 +17,17 @@ def small_pool(**kw):
 
 
 def conserved(pool: BlockPool) -> None:
+    """Every frame is free in the allocator, held by the pool, or on the
+    pool's free lists; after a drain the lists are empty and every frame is
+    free or held."""
     pool.check_invariants()
     a = pool.allocator
+    listed = pool.stats().free_list_frames
+    assert a.nr_free_pages + pool.frames_held + listed == a.managed_pages
+    assert pool.drain() == listed
+    a.drain()  # with per-CPU lists on, the drained blocks may wait there
+    pool.check_invariants()
+    assert pool.stats().free_list_frames == 0
     assert a.nr_free_pages + pool.frames_held == a.managed_pages
 
 
@@ -83,6 +92,72 @@ def test_large_block_evicts_and_merges_small_cached_ones():
     with pytest.raises(OutOfMemory):
         pool.get_new_blocks(33, "full")
     conserved(pool)  # all or nothing: nothing leaked by the failure
+
+
+def test_free_lists_reuse_and_give_back():
+    pool = small_pool()  # lists keep 16 frames a kind (1/32 of 512)
+    a = pool.allocator
+    got = pool.get_new_blocks(4, "sliding")
+    listed = pool.stats().free_list_frames
+    assert listed > 0, "a refill puts a batch more on the list"
+    free_before = a.nr_free_pages
+    pool.free_blocks(got)
+    assert a.nr_free_pages == free_before, "a free goes to the list, not the allocator"
+    again = pool.get_new_blocks(4, "sliding")
+    assert {b.id for b in again} == {b.id for b in got} and a.nr_free_pages == free_before
+    with pytest.raises(InvalidFree, match="double free"):
+        pool.free_blocks([again[0]] * 2)
+    pool.free_blocks(again)
+    with pytest.raises(InvalidFree, match="not held"):
+        pool.free_blocks(again[:1])  # on the free list now: not held
+    conserved(pool)
+
+
+def test_lists_stay_under_their_mark_and_drain_for_larger_kinds():
+    pool = small_pool()
+    small = pool.get_new_blocks(512, "sliding")
+    pool.free_blocks(small)
+    s = pool.stats()
+    assert 0 < s.free_list_frames <= 16
+    # Every frame is needed: the listed ones must be given back to merge.
+    full = pool.get_new_blocks(32, "full")
+    assert pool.stats().free_list_frames == 0
+    pool.free_blocks(full)
+    conserved(pool)
+
+
+def test_shrinker_drains_the_lists_for_another_user():
+    pool = small_pool()
+    a = pool.allocator
+    pool.free_blocks(pool.get_new_blocks(512, "sliding"))
+    assert pool.stats().free_list_frames > 0
+    pfn = a.alloc_pfn(order=9)  # the whole arena: only reclaim can give it
+    assert pool.stats().free_list_frames == 0 and pool.stats().shrinker_scans >= 1
+    a.free_pfn(pfn, order=9)
+    conserved(pool)
+
+
+def test_close_gives_back_listed_blocks_too():
+    pool = small_pool()
+    a = pool.allocator
+    blocks = pool.get_new_blocks(3, "cross")
+    pool.free_blocks(blocks[:1])
+    assert pool.stats().free_list_frames > 0
+    pool.close()
+    assert a.nr_free_pages == a.managed_pages
+    with pytest.raises(ValueError, match="closed"):
+        pool.get_new_blocks(1, "cross")
+    with pytest.raises(ValueError, match="closed"):
+        pool.free_blocks(blocks[1:])
+
+
+def test_free_lists_off():
+    pool = pool_for({"sliding": 16 << 10}, 16 << 10, 8 << 20, free_list_frames=0)
+    a = pool.allocator
+    pool.free_blocks(pool.get_new_blocks(8, "sliding"))
+    assert pool.stats().free_list_frames == 0 and a.nr_free_pages == a.managed_pages
+    with pytest.raises(ValueError, match="free_list_frames must be >= 0"):
+        BlockPool(a, {"x": 0}, free_list_frames=-1)
 
 
 class Model:

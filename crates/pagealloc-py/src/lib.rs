@@ -16,6 +16,7 @@
 //! `PanicException`, which the tests treat as a failure.
 
 mod allocator;
+mod free_lists;
 mod page;
 mod pool;
 mod pool_core;

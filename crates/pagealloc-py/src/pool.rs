@@ -31,10 +31,12 @@ pub struct Block {
     pool: u64,
     #[pyo3(get)]
     id: u64,
-    kind: u8,
     #[pyo3(get)]
     order: u32,
-    names: Arc<[Py<PyString>]>,
+    /// The kind's name: a reference, not the pool's table, because a
+    /// reference count costs less than an `Arc`'s atomic one, and a block is
+    /// made and dropped on every request.
+    name: Py<PyString>,
 }
 
 #[pymethods]
@@ -42,7 +44,7 @@ impl Block {
     /// The kind's name.
     #[getter]
     fn kind(&self, py: Python<'_>) -> Py<PyString> {
-        self.names[usize::from(self.kind)].clone_ref(py)
+        self.name.clone_ref(py)
     }
 
     /// Frames (allocator pages) in the block: `2**order`.
@@ -52,7 +54,7 @@ impl Block {
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
-        format!("Block(id={}, kind={}, order={})", self.id, self.names[usize::from(self.kind)].bind(py), self.order)
+        format!("Block(id={}, kind={}, order={})", self.id, self.name.bind(py), self.order)
     }
 
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
@@ -90,7 +92,8 @@ impl BlockPool {
 
     /// The ids of `blocks` (an iterable of `Block`s of this pool).
     fn ids(&self, blocks: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
-        let mut out = Vec::new();
+        // A list's length is known: one allocation, not a doubling series.
+        let mut out = Vec::with_capacity(blocks.cast::<PyList>().map_or(0, |l| l.len()));
         let mut push = |b: &Bound<'_, PyAny>| -> PyResult<()> {
             let b = b.cast::<Block>().map_err(|_| {
                 PyTypeError::new_err(format!(
@@ -106,7 +109,6 @@ impl BlockPool {
             Ok(())
         };
         if let Ok(l) = blocks.cast::<PyList>() {
-            out_reserve(l.len());
             for b in l.iter() {
                 push(&b)?;
             }
@@ -118,12 +120,11 @@ impl BlockPool {
         Ok(out)
     }
 
-    fn block(&self, id: u64, kind: u8) -> Block {
-        Block { pool: self.id, id, kind, order: self.core.kinds[usize::from(kind)].order, names: self.names.clone() }
+    fn block(&self, py: Python<'_>, id: u64, kind: u8) -> Block {
+        let (name, order) = (self.names[usize::from(kind)].clone_ref(py), self.core.kinds[usize::from(kind)].order);
+        Block { pool: self.id, id, order, name }
     }
 }
-
-fn out_reserve(_n: usize) {}
 
 fn key_arg(h: &Bound<'_, PyAny>) -> PyResult<Key> {
     if let Ok(b) = h.cast::<PyBytes>() {
@@ -142,8 +143,18 @@ fn key_arg(h: &Bound<'_, PyAny>) -> PyResult<Key> {
 impl BlockPool {
     /// `BlockPool(allocator, {"full": 4, "sliding": 4, "cross": 2})`: kind
     /// names and their buddy orders (a block of order k is `2**k` frames).
+    /// `free_list_frames`: the most frames each kind's list of free blocks
+    /// keeps (at most 1/32 of the arena; 0: no lists, every free goes
+    /// straight back to the allocator).
     #[new]
-    fn new(py: Python<'_>, allocator: Py<Allocator>, kinds: &Bound<'_, PyDict>) -> PyResult<Self> {
+    #[pyo3(signature = (allocator, kinds, free_list_frames = 256))]
+    fn new(
+        py: Python<'_>,
+        allocator: Py<Allocator>,
+        kinds: &Bound<'_, PyDict>,
+        free_list_frames: i64,
+    ) -> PyResult<Self> {
+        let list_frames = non_negative("free_list_frames", free_list_frames)?;
         if kinds.is_empty() || kinds.len() > 64 {
             return Err(ConfigError::new_err(format!("a pool needs 1..=64 kinds, got {}", kinds.len())));
         }
@@ -157,30 +168,43 @@ impl BlockPool {
             names.push(name.unbind());
         }
         let a = allocator.get().live()?.clone();
-        let core = py.detach(|| Core::new(a, ks));
+        let core = py.detach(|| Core::new(a, ks, list_frames));
         Ok(BlockPool { core, id: NEXT_POOL.fetch_add(1, Ordering::Relaxed), names: names.into(), allocator })
     }
 
     /// `n` new blocks of `kind`, each with one reference; all or nothing
     /// (`OutOfMemory` when even evicting every unused cached block leaves
-    /// no room).
+    /// no room). Served from the kind's free list when it holds `n`, with
+    /// the GIL held (no allocator call); otherwise the allocator is called,
+    /// which may reclaim and evict, with the GIL released.
     fn get_new_blocks<'py>(&self, py: Python<'py>, n: i64, kind: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
         let n = usize::try_from(non_negative("n", n)?).unwrap_or(usize::MAX);
         let k = self.kind_index(kind)?;
         let core = &self.core;
-        let ids = py.detach(|| core.get_new(k, n)).map_err(pool_err)?;
-        PyList::new(py, ids.into_iter().map(|id| self.block(id, k)))
+        let ids = match core.get_new_listed(k, n).map_err(pool_err)? {
+            Some(ids) => ids,
+            None => py.detach(|| core.get_new(k, n)).map_err(pool_err)?,
+        };
+        PyList::new(py, ids.into_iter().map(|id| self.block(py, id, k)))
     }
 
     /// Drop a reference from each block (vLLM's order: the blocks to evict
-    /// first come first). A block no one uses goes back to the allocator,
-    /// or, if cached, to the LRU list. Checked before any change:
-    /// `InvalidFree` for a block of another pool, not held, or freed more
-    /// times than referenced.
-    fn free_blocks(&self, py: Python<'_>, blocks: &Bound<'_, PyAny>) -> PyResult<()> {
+    /// first come first). A block no one uses goes to its kind's free list
+    /// (a full list gives its oldest batch back to the allocator), or, if
+    /// cached, to the LRU list. Checked before any change: `InvalidFree`
+    /// for a block of another pool, not held, or freed more times than
+    /// referenced. The GIL stays held: a free never waits (no reclaim, no
+    /// compaction: the allocator's free path only takes its own locks).
+    fn free_blocks(&self, blocks: &Bound<'_, PyAny>) -> PyResult<()> {
         let ids = self.ids(blocks)?;
+        self.core.free_ids(&ids).map_err(pool_err)
+    }
+
+    /// Give every kind's free list back to the allocator (as the pool's
+    /// shrinker does under memory pressure); returns the frames.
+    fn drain(&self, py: Python<'_>) -> u64 {
         let core = &self.core;
-        py.detach(|| core.free_ids(&ids)).map_err(pool_err)
+        py.detach(|| core.drain())
     }
 
     /// Add a reference to each block (after a prefix-cache hit).
@@ -204,7 +228,7 @@ impl BlockPool {
     /// reference: `touch` the blocks you use.
     fn get_cached_block(&self, block_hash: &Bound<'_, PyAny>, kind: &Bound<'_, PyAny>) -> PyResult<Option<Block>> {
         let k = self.kind_index(kind)?;
-        Ok(self.core.lookup(k, key_arg(block_hash)?).map_err(pool_err)?.map(|id| self.block(id, k)))
+        Ok(self.core.lookup(k, key_arg(block_hash)?).map_err(pool_err)?.map(|id| self.block(block_hash.py(), id, k)))
     }
 
     /// Evict up to `n` unused cached blocks, oldest first; returns how many.
@@ -263,6 +287,7 @@ impl BlockPool {
         d.set_item("cached_blocks", u.cached_blocks)?;
         d.set_item("lru_blocks", u.lru_blocks)?;
         d.set_item("lru_frames", u.lru_frames)?;
+        d.set_item("free_list_frames", u.free_list_frames)?;
         let c = u.counters;
         for (n, v) in [
             ("queries", c.queries),

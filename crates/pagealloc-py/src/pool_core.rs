@@ -2,15 +2,21 @@
 //! several kinds, each kind a buddy order, all from one `PageAllocator`.
 //! The design follows vLLM's `BlockPool` (reference-counted blocks, a
 //! block-hash map for prefix caching, unused cached blocks evicted oldest
-//! first) with one change: a block no request uses and no hash names goes
-//! straight back to the buddy allocator, so its frames can merge into a
-//! block of another kind's (larger) order; only cached blocks wait on the
-//! LRU list, where the allocator's shrinker (or the pool itself, when an
-//! allocation fails) evicts them.
+//! first) with one change: a block no request uses and no hash names is
+//! not kept on one free queue but goes back towards the buddy allocator,
+//! so its frames can merge into a block of another kind's (larger) order.
+//! It goes there a batch at a time, through its kind's free list
+//! ([`crate::free_lists`]), so that the common request and free make no
+//! allocator call; under memory pressure the lists are given back in full
+//! before any cached block is evicted. Cached blocks no one uses wait on
+//! the LRU list, where the allocator's shrinker (or the pool itself, when
+//! an allocation fails) evicts them.
 //!
 //! Invariants (under `state`'s lock), checked by [`Core::check`]:
 //! - Every entry in `blocks` owns its buddy block of its kind's order
 //!   (allocated by this pool, freed only by `free_ids`, eviction or close).
+//! - Every block on `free` owns its buddy block too, and is not in `blocks`:
+//!   to the pool's accounting it is free (`frames` leaves it out).
 //! - An entry is on `lru` exactly when its `refs` is 0, and then it has a
 //!   `key` (unused blocks without a key were freed at once).
 //! - `cached[(kind, key)] == id` exactly when `blocks[id].key == Some(key)`
@@ -20,10 +26,15 @@
 //! - No allocation and no free is made with the lock held: the shrinker,
 //!   called from inside an allocation that runs low, takes it.
 
+use crate::free_lists::FreeLists;
 use pagealloc::{AllocError, Gfp, PageAllocator, Pfn, ShrinkControl, Shrinker};
+use std::cell::Cell;
+use std::collections::hash_map::Entry::Occupied;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+
+mod check;
 
 /// A block hash given by the user (vLLM's `BlockHash`: an int or bytes).
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
@@ -94,6 +105,14 @@ struct State {
     lru_frames: u64,
     counters: Counters,
     closed: bool,
+    free: FreeLists,
+}
+
+thread_local! {
+    /// Set while this thread fills a free list beyond what its request
+    /// needs: the pool's own shrinker then offers nothing, so that filling a
+    /// list never evicts cached blocks or empties the other lists.
+    static REFILLING: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Why a pool operation was refused; nothing changed.
@@ -112,6 +131,8 @@ pub(crate) struct Usage {
     pub cached_blocks: u64,
     pub lru_blocks: u64,
     pub lru_frames: u64,
+    /// Frames of the free blocks on the per-kind lists.
+    pub free_list_frames: u64,
     pub counters: Counters,
 }
 
@@ -127,21 +148,38 @@ struct Evictor(Weak<Core>);
 
 impl Shrinker for Evictor {
     fn count_objects(&self, _sc: &ShrinkControl) -> u64 {
-        self.0.upgrade().map_or(0, |c| c.lock().lru_frames)
+        if REFILLING.get() {
+            return 0;
+        }
+        self.0.upgrade().map_or(0, |c| {
+            let st = c.lock();
+            st.lru_frames + st.free.frames()
+        })
     }
 
+    /// The free lists first, all of them (free blocks cost nothing to give
+    /// back, and a larger kind may need their frames to merge), then the
+    /// oldest cached blocks for what is still asked.
     fn scan_objects(&self, sc: &ShrinkControl) -> u64 {
         let Some(c) = self.0.upgrade() else { return 0 };
+        if REFILLING.get() {
+            return 0;
+        }
         c.lock().counters.shrinker_scans += 1;
-        c.evict(u64::MAX, sc.nr_to_scan)
+        let drained = c.drain();
+        drained + c.evict(u64::MAX, sc.nr_to_scan.saturating_sub(drained))
     }
 }
 
 impl Core {
     /// A pool on `alloc`, registered as one of its shrinkers.
-    pub(crate) fn new(alloc: PageAllocator, kinds: Vec<Kind>) -> Arc<Self> {
+    /// Each kind's free list keeps at most `list_frames` frames, and at most
+    /// 1/32 of the arena, so that a small arena is not all parked on lists.
+    pub(crate) fn new(alloc: PageAllocator, kinds: Vec<Kind>, list_frames: u64) -> Arc<Self> {
         let n = kinds.len();
-        let state = State { frames: vec![0; n], in_use: vec![0; n], ..State::default() };
+        let orders: Vec<u32> = kinds.iter().map(|k| k.order).collect();
+        let free = FreeLists::new(&orders, list_frames.min(alloc.managed_pages() / 32));
+        let state = State { frames: vec![0; n], in_use: vec![0; n], free, ..State::default() };
         let core = Arc::new(Core { alloc, kinds, state: Mutex::new(state), shrinker: Mutex::new(None) });
         let id = core.alloc.register_shrinker(Arc::new(Evictor(Arc::downgrade(&core))));
         *core.shrinker.lock().unwrap_or_else(PoisonError::into_inner) = Some(id);
@@ -162,55 +200,146 @@ impl Core {
         Ok(st)
     }
 
-    /// `n` new blocks of `kind`, each referenced once; all or nothing.
-    pub(crate) fn get_new(&self, kind: u8, n: usize) -> Result<Vec<u64>, PoolError> {
-        drop(self.live()?);
-        let order = self.kinds[usize::from(kind)].order;
-        let mut got: Vec<u64> = Vec::with_capacity(n);
-        if order == 0 && n > 1 {
-            // One pass of the bulk allocator (one lock round trip, not n);
-            // what it could not get goes the per-block way, with eviction.
-            let mut pfns = Vec::with_capacity(n);
-            self.alloc.alloc_pages_bulk_list(Gfp::KERNEL, n, &mut pfns);
-            got.extend(pfns.iter().map(|p| p.as_u64()));
-        }
-        while got.len() < n {
-            match self.alloc_block(order) {
-                Ok(pfn) => got.push(pfn.as_u64()),
-                Err(e) => {
-                    self.free_frames(&got, order);
-                    return Err(PoolError::OutOfMemory(format!(
-                        "cannot get {n} blocks of kind {:?} (order {order}): {e}; {} unused cached blocks left to evict",
-                        self.kinds[usize::from(kind)].name,
-                        self.lock().lru.len()
-                    )));
-                }
-            }
-        }
-        let mut st = self.lock();
+    /// `n` new blocks of `kind` from its free list alone, each referenced
+    /// once, or `None` (nothing changed) when the list holds fewer. No
+    /// allocator call: this path cannot block.
+    pub(crate) fn get_new_listed(&self, kind: u8, n: usize) -> Result<Option<Vec<u64>>, PoolError> {
+        let mut st = self.live()?;
         let k = usize::from(kind);
-        for &id in &got {
+        if st.free.len(k) < n {
+            return Ok(None);
+        }
+        let mut got = Vec::with_capacity(n);
+        st.free.take(k, n, &mut got);
+        self.adopt(&mut st, kind, &got);
+        Ok(Some(got))
+    }
+
+    /// Enter free blocks `ids` of `kind` as in use, one reference each.
+    fn adopt(&self, st: &mut State, kind: u8, ids: &[u64]) {
+        let k = usize::from(kind);
+        for &id in ids {
             st.blocks.insert(id, Entry { kind, refs: 1, key: None, lru: 0 });
         }
-        st.frames[k] += (got.len() as u64) << order;
-        st.in_use[k] += got.len() as u64;
+        st.frames[k] += (ids.len() as u64) << self.kinds[k].order;
+        st.in_use[k] += ids.len() as u64;
+    }
+
+    /// `n` new blocks of `kind`, each referenced once; all or nothing. What
+    /// the free list lacks comes from the allocator, with a batch more for
+    /// the list. This path may reclaim and evict, so it can block.
+    pub(crate) fn get_new(&self, kind: u8, n: usize) -> Result<Vec<u64>, PoolError> {
+        let k = usize::from(kind);
+        let order = self.kinds[k].order;
+        let (mut got, batch) = {
+            let mut st = self.live()?;
+            let mut got = Vec::with_capacity(n);
+            st.free.take(k, n, &mut got);
+            (got, st.free.batch(k))
+        };
+        let need = n - got.len();
+        let extra = if need > 0 { self.refill_batch(order, batch) } else { 0 };
+        let mut spare = Vec::new();
+        if let Err(e) = self.alloc_blocks(order, need, extra, &mut got, &mut spare) {
+            self.free_frames(&got, order);
+            self.free_frames(&spare, order);
+            return Err(PoolError::OutOfMemory(format!(
+                "cannot get {n} blocks of kind {:?} (order {order}): {e}; {} unused cached blocks left to evict",
+                self.kinds[k].name,
+                self.lock().lru.len()
+            )));
+        }
+        let mut st = self.lock();
+        if st.closed {
+            // Closed while this call allocated: nothing may stay held.
+            drop(st);
+            self.free_frames(&got, order);
+            self.free_frames(&spare, order);
+            return Err(PoolError::Invalid("the block pool is closed".into()));
+        }
+        self.adopt(&mut st, kind, &got);
+        spare.retain(|&id| !st.free.put(k, id));
+        spare.extend(st.free.spill(k));
+        drop(st);
+        self.free_frames(&spare, order);
         Ok(got)
+    }
+
+    /// Blocks a refill of a list of `order` takes beyond the request: its
+    /// batch, or none when the arena is down to a few batches (a refill
+    /// must not be what pushes the allocator into reclaim).
+    fn refill_batch(&self, order: u32, batch: usize) -> usize {
+        let frames = (batch as u64) << order;
+        if self.alloc.nr_free_pages() < 4 * frames {
+            return 0;
+        }
+        batch
+    }
+
+    /// `need` blocks of `order` onto `got` (failing only when eviction
+    /// cannot make room), and up to `extra` more onto `spare`, for the free
+    /// list, taken only from plainly free memory: no compaction, and no
+    /// eviction by this pool's shrinker. Order 0 asks for both in one bulk
+    /// call.
+    fn alloc_blocks(
+        &self,
+        order: u32,
+        need: usize,
+        extra: usize,
+        got: &mut Vec<u64>,
+        spare: &mut Vec<u64>,
+    ) -> Result<(), AllocError> {
+        let target = got.len() + need;
+        if order == 0 && need + extra > 1 {
+            let mut pfns = Vec::with_capacity(need + extra);
+            REFILLING.set(true);
+            self.alloc.alloc_pages_bulk_list(Gfp::NO_COMPACT, need + extra, &mut pfns);
+            REFILLING.set(false);
+            let split = pfns.len().min(need);
+            got.extend(pfns[..split].iter().map(|p| p.as_u64()));
+            spare.extend(pfns[split..].iter().map(|p| p.as_u64()));
+        }
+        // The request first: the spares must not take what it needs.
+        while got.len() < target {
+            got.push(self.alloc_block(order)?.as_u64());
+        }
+        REFILLING.set(true);
+        while spare.len() < extra {
+            match self.alloc.alloc_pages(Gfp::NO_COMPACT, order) {
+                Ok(p) => spare.push(p.as_u64()),
+                Err(_) => break,
+            }
+        }
+        REFILLING.set(false);
+        Ok(())
     }
 
     /// A block of `order`. When the allocator fails even after asking its
     /// shrinkers (this pool among them), the frames freed may not have
-    /// merged into a block of this order: evict more, oldest first, and
-    /// retry while anything is left to evict.
+    /// merged into a block of this order: give back the free lists, then
+    /// evict more, oldest first, and retry while anything is left.
     fn alloc_block(&self, order: u32) -> Result<Pfn, AllocError> {
         loop {
             match self.alloc.alloc_pages(Gfp::KERNEL, order) {
                 Ok(pfn) => return Ok(pfn),
+                Err(AllocError::NoMemory { .. }) if self.drain() > 0 => {}
                 Err(AllocError::NoMemory { .. }) if self.evict(u64::MAX, 2u64 << order) > 0 => {
                     self.lock().counters.own_evictions += 1;
                 }
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// Give every free list back to the allocator; returns the frames.
+    pub(crate) fn drain(&self) -> u64 {
+        let lists = self.lock().free.drain();
+        let mut frames = 0;
+        for (ids, order) in lists {
+            frames += (ids.len() as u64) << order;
+            self.free_frames(&ids, order);
+        }
+        frames
     }
 
     fn free_frames(&self, ids: &[u64], order: u32) {
@@ -230,7 +359,17 @@ impl Core {
     /// Each id must name a block of this pool with enough references for
     /// its occurrences in `ids`; checked for all before any change.
     fn check_held(st: &State, ids: &[u64], need_refs: bool) -> Result<(), PoolError> {
-        let mut sorted = ids.to_vec();
+        // A request's worth of ids is sorted on the stack: this runs on
+        // every free, where a heap copy costs as much as the sort.
+        let mut small = [0u64; 32];
+        let mut large = Vec::new();
+        let sorted = if ids.len() <= small.len() {
+            small[..ids.len()].copy_from_slice(ids);
+            &mut small[..ids.len()]
+        } else {
+            large.extend_from_slice(ids);
+            &mut large[..]
+        };
         sorted.sort_unstable();
         for run in sorted.chunk_by(|a, b| a == b) {
             let id = run[0];
@@ -249,15 +388,20 @@ impl Core {
     }
 
     /// Drop one reference from each block; unused blocks with a key go to
-    /// the LRU tail in the order given, the others back to the allocator.
+    /// the LRU tail in the order given, the others to their kind's free
+    /// list, and a list over its mark gives a batch back to the allocator.
+    /// Frees never wait for memory: this path does not block.
     pub(crate) fn free_ids(&self, ids: &[u64]) -> Result<(), PoolError> {
         let mut victims = Vec::new();
         {
             let mut st = self.live()?;
             Self::check_held(&st, ids, true)?;
             let st = &mut *st;
+            // Kinds whose list grew (a pool has at most 64 kinds).
+            let mut grown = 0u64;
             for &id in ids {
-                let e = st.blocks.get_mut(&id).expect("checked above");
+                let Occupied(mut slot) = st.blocks.entry(id) else { unreachable!("checked above") };
+                let e = slot.get_mut();
                 e.refs -= 1;
                 if e.refs > 0 {
                     continue;
@@ -270,10 +414,19 @@ impl Core {
                     st.lru.insert(st.clock, id);
                     st.lru_frames += 1 << order;
                 } else {
-                    st.blocks.remove(&id);
+                    slot.remove();
                     st.frames[k] -= 1 << order;
-                    victims.push((id, order));
+                    if st.free.put(k, id) {
+                        grown |= 1 << k;
+                    } else {
+                        victims.push((id, order));
+                    }
                 }
+            }
+            while grown != 0 {
+                let k = grown.trailing_zeros() as usize;
+                grown &= grown - 1;
+                victims.extend(st.free.spill(k).into_iter().map(|id| (id, self.kinds[k].order)));
             }
         }
         self.free_victims(victims);
@@ -393,27 +546,6 @@ impl Core {
         Ok(st.counters.evicted - before)
     }
 
-    /// The sizes and counters now.
-    pub(crate) fn usage(&self) -> Usage {
-        let st = self.lock();
-        let mut held = vec![0u64; self.kinds.len()];
-        for e in st.blocks.values() {
-            held[usize::from(e.kind)] += 1;
-        }
-        Usage {
-            kinds: (0..self.kinds.len()).map(|k| (held[k], st.in_use[k], st.frames[k])).collect(),
-            cached_blocks: st.cached.len() as u64,
-            lru_blocks: st.lru.len() as u64,
-            lru_frames: st.lru_frames,
-            counters: st.counters,
-        }
-    }
-
-    /// The references of block `id`, or `None` if the pool does not hold it.
-    pub(crate) fn refs(&self, id: u64) -> Option<u32> {
-        self.lock().blocks.get(&id).map(|e| e.refs)
-    }
-
     /// Free every block (in use or cached) and refuse further calls.
     pub(crate) fn close(&self) {
         let victims: Vec<(u64, u32)> = {
@@ -424,7 +556,12 @@ impl Core {
             st.lru_frames = 0;
             st.frames.fill(0);
             st.in_use.fill(0);
-            st.blocks.drain().map(|(id, e)| (id, self.kinds[usize::from(e.kind)].order)).collect()
+            let mut all: Vec<(u64, u32)> =
+                st.blocks.drain().map(|(id, e)| (id, self.kinds[usize::from(e.kind)].order)).collect();
+            for (ids, order) in st.free.drain() {
+                all.extend(ids.into_iter().map(|id| (id, order)));
+            }
+            all
         };
         for (id, order) in victims {
             self.free_frames(&[id], order);
@@ -432,54 +569,6 @@ impl Core {
         if let Some(id) = self.shrinker.lock().unwrap_or_else(PoisonError::into_inner).take() {
             self.alloc.unregister_shrinker(id);
         }
-    }
-}
-
-impl Core {
-    /// Check the module's invariants; the first broken one, described.
-    pub(crate) fn check(&self) -> Result<(), String> {
-        let st = self.lock();
-        let mut frames = vec![0u64; self.kinds.len()];
-        let mut in_use = vec![0u64; self.kinds.len()];
-        let mut lru_frames = 0;
-        for (&id, e) in &st.blocks {
-            let order = self.kinds[usize::from(e.kind)].order;
-            frames[usize::from(e.kind)] += 1 << order;
-            if e.refs > 0 {
-                in_use[usize::from(e.kind)] += 1;
-                if e.lru != 0 {
-                    return Err(format!("block {id} is in use and on the LRU list"));
-                }
-            } else {
-                if e.key.is_none() || st.lru.get(&e.lru) != Some(&id) {
-                    return Err(format!("unused block {id} is not a cached block on the LRU list"));
-                }
-                lru_frames += 1 << order;
-            }
-            if let Some(k) = &e.key {
-                if st.cached.get(&(e.kind, k.clone())) != Some(&id) {
-                    return Err(format!("block {id} has a hash the cache map does not give it"));
-                }
-            }
-        }
-        if st.lru.len() != st.blocks.values().filter(|e| e.refs == 0).count() {
-            return Err("the LRU list names blocks that are not unused".into());
-        }
-        if st.cached.values().any(|id| !st.blocks.contains_key(id)) {
-            return Err("the cache map names a block the pool does not hold".into());
-        }
-        if frames != st.frames || in_use != st.in_use || lru_frames != st.lru_frames {
-            return Err(format!(
-                "counters drifted: frames {:?} vs {:?}, in use {:?} vs {:?}, LRU frames {} vs {lru_frames}",
-                st.frames, frames, st.in_use, in_use, st.lru_frames
-            ));
-        }
-        Ok(())
-    }
-
-    /// Frames held now (in use and cached), all kinds.
-    pub(crate) fn frames_held(&self) -> u64 {
-        self.lock().frames.iter().sum()
     }
 }
 

@@ -48,6 +48,18 @@ class Model:
     """Cross-attention tokens per image (mllama's vision encoder output)."""
     trace: dict = field(default_factory=dict)
 
+    def long_trace(self, shared: bool = True) -> dict:
+        """The long-context trace: the default's shape, with every prompt
+        in the last 1/16 of the model's context and outputs that run to
+        its end. ``shared=False``: no request shares a prefix, the setting
+        of the RFC's figures for sliding-window waste (Gemma-2's 25%,
+        Ministral's 56.25%: every request at the full context, on its own)."""
+        lo = self.context - self.context // 16
+        t = dict(self.trace, prompt=(lo, self.context - 64), output=(self.context // 64, self.context // 16))
+        if not shared:
+            t["prefix_share"] = 0.0
+        return t
+
 
 # meta-llama/Llama-3.2-11B-Vision-Instruct config.json: text_config
 # num_hidden_layers 40 with cross_attention_layers [3, 8, 13, 18, 23, 28, 33,

@@ -128,22 +128,25 @@ class Sim:
             for i, lay in enumerate(self.layouts):
                 span = self._span(lay, r)
                 shared = (self.model.encoder_tokens if lay.group.kind == "cross" else r.req.prefix) // lay.tokens
+                # Prefix hits: the shared blocks the request needs, in a run
+                # from the first (for a sliding window, the first block in
+                # the window: the blocks before it are never needed).
                 hits = []
-                if lay.window is None:
-                    for j in range(span.start, min(span.stop, shared)):
-                        b = lay.pool.get_cached_block(self._hash(lay, r, j), lay.group.name)
-                        if b is None:
-                            break
-                        hits.append(b)
-                    lay.pool.touch(hits)
-                    taken.append((lay, hits))
+                for j in range(span.start, min(span.stop, shared)):
+                    b = lay.pool.get_cached_block(self._hash(lay, r, j), lay.group.name)
+                    if b is None:
+                        break
+                    hits.append(b)
+                lay.pool.touch(hits)
+                taken.append((lay, hits))
                 new = lay.pool.get_new_blocks(len(span) - len(hits), lay.group.name)
                 taken.append((lay, new))
                 r.blocks[i] = [None] * span.start + hits + new
-                if lay.window is None and shared > len(hits):
-                    top = min(span.stop, shared)
-                    lay.pool.cache_full_blocks(r.blocks[i][len(hits):top],
-                                               [self._hash(lay, r, j) for j in range(len(hits), top)])
+                first_new = span.start + len(hits)
+                top = min(span.stop, shared)
+                if top > first_new:
+                    lay.pool.cache_full_blocks(r.blocks[i][first_new:top],
+                                               [self._hash(lay, r, j) for j in range(first_new, top)])
                 if i == 0:
                     self.hit_tokens += len(hits) * lay.tokens
                     self.lookup_tokens += r.req.prompt
@@ -165,6 +168,13 @@ class Sim:
         for i, lay in enumerate(self.layouts):
             span = self._span(lay, r)
             blocks = r.blocks[i]
+            # Blocks that slid out of the window go first, so the new ones
+            # can reuse them (vLLM frees skipped blocks before it allocates).
+            if lay.window is not None:
+                old = [b for b in blocks[: span.start] if b is not None]
+                if old:
+                    lay.pool.free_blocks(old[::-1])
+                    blocks[: span.start] = [None] * min(span.start, len(blocks))
             while len(blocks) < span.stop:
                 try:
                     blocks.extend(lay.pool.get_new_blocks(span.stop - len(blocks), lay.group.name))
@@ -173,11 +183,6 @@ class Sim:
                     self.preempt(victim, running, waiting)
                     if victim is r:
                         return False
-            if lay.window is not None:
-                old = [b for b in blocks[: span.start] if b is not None]
-                if old:
-                    lay.pool.free_blocks(old[::-1])
-                    blocks[: span.start] = [None] * span.start
         return True
 
     def preempt(self, r: Running, running: List[Running], waiting: List[Running]) -> None:

@@ -24,9 +24,14 @@ class Request:
     image: bool
 
 
-def make_trace(model: Model, n: int, seed: int, families: int = 8, rate: float = 2.0) -> List[Request]:
+def make_trace(model: Model, n: int, seed: int, families: int = 8, rate: float = 2.0,
+               kind: str = "default") -> List[Request]:
+    """``kind``: "default" (the model's trace), "long" (prompts near the
+    model's context) or "long-unshared" (the same, no shared prefixes)."""
+    if kind not in ("default", "long", "long-unshared"):
+        raise ValueError(f"unknown trace kind {kind!r}")
     rng = random.Random(seed)
-    t = model.trace
+    t = model.trace if kind == "default" else model.long_trace(shared=kind == "long")
     lo, hi = t["prompt"]
     fam_prefix = [rng.randint(lo // 2, lo) for _ in range(families)]
     weights = [1.0 / (i + 1) for i in range(families)]
