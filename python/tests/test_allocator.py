@@ -85,6 +85,25 @@ def test_views_refuse_free_and_never_dangle():
     conserved(a, 0)  # the last view gone, the page object frees its block
 
 
+def test_raw_frees_refuse_a_pages_block():
+    # A raw free of a block a Page owns would hand its views' memory to the
+    # next allocation: refused, whatever the views, until the page lets go.
+    a = Allocator(arena_bytes=4 << 20)
+    page = a.alloc(1)
+    view = memoryview(page)
+    with pytest.raises(InvalidFree, match="belongs to a Page"):
+        a.free_pfn(page.pfn, 1)
+    with pytest.raises(InvalidFree, match="belongs to a Page"):
+        a.free_bulk([a.alloc_pfn(0), page.pfn])
+    view[0] = 9  # still this page's memory
+    view.release()
+    pfn = page.detach()  # now a raw pfn, freed the raw way
+    a.free_pfn(pfn, 1)
+    with pytest.raises(InvalidFree):
+        a.free_pfn(pfn, 1)
+    conserved(a, 1)  # the order-0 page of the refused bulk free is still held
+
+
 def test_context_manager_and_detach():
     a = Allocator(arena_bytes=4 << 20)
     with a.alloc(2) as p:

@@ -7,7 +7,7 @@
 //! a free may wait for the zone lock. The reports and `check_invariants`
 //! walk the zones and run detached too.
 
-use crate::page::Page;
+use crate::page::{Owners, Page};
 use crate::{alloc_err, free_err, gfp_arg, non_negative, order_arg, ConfigError, InvariantError};
 use pagealloc::{Backing, Config, PageAllocator, Pfn, MAX_ORDER};
 use pyo3::buffer::PyBuffer;
@@ -15,6 +15,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// The Linux page allocator over an arena: `Allocator(arena_bytes=..., backing=..., nodes=...)`.
 #[pyclass(module = "pagealloc._native", subclass, frozen)]
@@ -23,6 +24,8 @@ pub struct Allocator {
     /// Set by `close()` / leaving the `with` block: no allocation after it.
     /// Relaxed: it orders nothing, it only refuses later calls.
     closed: AtomicBool,
+    /// The blocks its `Page` objects own, which raw frees refuse.
+    owners: Arc<Owners>,
 }
 
 pub(crate) fn backing_arg(s: &str) -> PyResult<Backing> {
@@ -100,7 +103,7 @@ impl Allocator {
         }
         // Building maps (and with Resident backing populates) the arena: detached.
         let inner = py.detach(|| PageAllocator::new(cfg)).map_err(|e| ConfigError::new_err(e.to_string()))?;
-        Ok(Allocator { inner, closed: AtomicBool::new(false) })
+        Ok(Allocator { inner, closed: AtomicBool::new(false), owners: Arc::default() })
     }
 
     /// Allocate a block of `2**order` pages, owned by the returned `Page`
@@ -109,8 +112,8 @@ impl Allocator {
     fn alloc(&self, py: Python<'_>, order: i64, gfp: i64) -> PyResult<Page> {
         let (order, gfp) = (order_arg(order)?, gfp_arg(gfp)?);
         let a = self.live()?;
-        let pfn = py.detach(|| a.alloc_pages(gfp, order)).map_err(alloc_err)?;
-        Ok(Page::new(a.clone(), pfn, order))
+        let pfn = py.detach(|| self.owners.adopt(|| a.alloc_pages(gfp, order))).map_err(alloc_err)?;
+        Ok(Page::new(a.clone(), self.owners.clone(), pfn, order))
     }
 
     /// Allocate a block and return its first pfn; free it with `free_pfn`.
@@ -125,7 +128,7 @@ impl Allocator {
     #[pyo3(signature = (pfn, order = 0))]
     fn free_pfn(&self, py: Python<'_>, pfn: i64, order: i64) -> PyResult<()> {
         let (pfn, order) = (pfn_arg(pfn)?, order_arg(order)?);
-        py.detach(|| self.inner.free_pages(pfn, order)).map_err(free_err)
+        py.detach(|| self.owners.free_raw(&[pfn], || self.inner.free_pages(pfn, order)))?.map_err(free_err)
     }
 
     /// Free a `Page` (as `page.free()`).
@@ -186,7 +189,7 @@ impl Allocator {
             return Err(PyValueError::new_err(format!("pfn {} at index {i} is not a frame number", u64::MAX)));
         }
         let pfns: Vec<Pfn> = raw.into_iter().map(Pfn::new).collect();
-        py.detach(|| self.inner.free_pages_bulk(&pfns)).map_err(free_err)
+        py.detach(|| self.owners.free_raw(&pfns, || self.inner.free_pages_bulk(&pfns)))?.map_err(free_err)
     }
 
     /// Check every identity of the allocator's zones; raises `InvariantError`.

@@ -13,14 +13,22 @@
 //!   still owning it.
 //! - The arena stays mapped while the page lives: it holds a clone of the
 //!   allocator, whose last clone unmaps it.
+//! - A block a `Page` owns is in its allocator's [`Owners`] from its
+//!   allocation until it is freed or detached, and the raw-pfn frees
+//!   (`free_pfn`, `free_bulk`) refuse it: without that, a raw free of a
+//!   page with live views would hand their memory to the next allocation.
+//!   Allocating and inserting, and freeing and removing, each happen under
+//!   the registry's lock, so no raw free can slip between them.
 
 use crate::free_err;
-use pagealloc::{PageAllocator, Pfn, PAGE_SIZE};
+use pagealloc::{FreeError, PageAllocator, Pfn, PAGE_SIZE};
 use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use pyo3::{ffi, IntoPyObjectExt};
+use std::collections::HashSet;
 use std::os::raw::c_int;
+use std::sync::Arc;
 use std::sync::Mutex;
 
 struct State {
@@ -28,10 +36,50 @@ struct State {
     exports: u32,
 }
 
+/// The head pfns of the blocks `Page` objects own, one set per allocator.
+#[derive(Default)]
+pub(crate) struct Owners(Mutex<HashSet<u64>>);
+
+impl Owners {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<u64>> {
+        // Each update is one insert or remove: a panic elsewhere leaves the set whole.
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Allocate with `alloc` and record the block as a page's, atomically.
+    pub(crate) fn adopt<E>(&self, alloc: impl FnOnce() -> Result<Pfn, E>) -> Result<Pfn, E> {
+        let mut set = self.lock();
+        let pfn = alloc()?;
+        set.insert(pfn.as_u64());
+        Ok(pfn)
+    }
+
+    /// Free raw pfns with `free`, unless one of them is a page's block.
+    pub(crate) fn free_raw<T>(&self, pfns: &[Pfn], free: impl FnOnce() -> T) -> PyResult<T> {
+        let set = self.lock();
+        if let Some(p) = pfns.iter().find(|p| set.contains(&p.as_u64())) {
+            return Err(crate::InvalidFree::new_err(format!(
+                "pfn {} belongs to a Page object: free the Page (or detach it first)",
+                p.as_u64()
+            )));
+        }
+        Ok(free())
+    }
+
+    /// Forget a page's block after `free` (if any) freed it.
+    fn release(&self, pfn: Pfn, free: impl FnOnce() -> Result<(), FreeError>) -> Result<(), FreeError> {
+        let mut set = self.lock();
+        let r = free();
+        set.remove(&pfn.as_u64());
+        r
+    }
+}
+
 /// One allocated block of `2**order` pages.
 #[pyclass(module = "pagealloc._native", frozen, weakref)]
 pub struct Page {
     alloc: PageAllocator,
+    owners: Arc<Owners>,
     pfn: Pfn,
     order: u32,
     /// The block's first byte in the arena; `None` without backing memory.
@@ -42,9 +90,15 @@ pub struct Page {
 }
 
 impl Page {
-    pub(crate) fn new(alloc: PageAllocator, pfn: Pfn, order: u32) -> Self {
+    /// A page for the block at `pfn`, which `owners.adopt` recorded.
+    pub(crate) fn new(alloc: PageAllocator, owners: Arc<Owners>, pfn: Pfn, order: u32) -> Self {
         let addr = alloc.page_address(pfn).map(|p| p.as_ptr() as usize);
-        Page { alloc, pfn, order, addr, state: Mutex::new(State { owned: true, exports: 0 }) }
+        Page { alloc, owners, pfn, order, addr, state: Mutex::new(State { owned: true, exports: 0 }) }
+    }
+
+    /// Free the block (already disowned) and forget it.
+    fn free_block(&self) -> Result<(), FreeError> {
+        self.owners.release(self.pfn, || self.alloc.free_pages(self.pfn, self.order))
     }
 
     fn size(&self) -> usize {
@@ -91,7 +145,7 @@ impl Page {
 
     fn do_free(&self) -> PyResult<()> {
         self.disown()?;
-        self.alloc.free_pages(self.pfn, self.order).map_err(free_err)
+        self.free_block().map_err(free_err)
     }
 }
 
@@ -107,13 +161,14 @@ impl Page {
     /// `InvalidFree` if it was already freed.
     fn free(&self, py: Python<'_>) -> PyResult<()> {
         self.disown()?;
-        py.detach(|| self.alloc.free_pages(self.pfn, self.order)).map_err(free_err)
+        py.detach(|| self.free_block()).map_err(free_err)
     }
 
     /// Give the block up without freeing it and return its pfn: from now on
     /// the caller frees it with `Allocator.free_pfn(pfn, order)`.
     fn detach(&self) -> PyResult<u64> {
         self.disown()?;
+        let _ = self.owners.release(self.pfn, || Ok(()));
         Ok(self.pfn.as_u64())
     }
 
@@ -236,7 +291,7 @@ impl Drop for Page {
             // The block is ours and no view can exist (views hold a reference
             // to this page); an error here would be a bug, and a drop cannot
             // raise: it is ignored rather than turned into a panic.
-            let _ = self.alloc.free_pages(self.pfn, self.order);
+            let _ = self.free_block();
         }
     }
 }
