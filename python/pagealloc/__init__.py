@@ -76,7 +76,10 @@ class Allocator(_native.Allocator):
 
     Allocation returns :class:`Page` objects that own their block and export it
     through the buffer protocol; ``alloc_pfn``/``free_pfn`` and
-    ``alloc_bulk``/``free_bulk`` work on raw frame numbers. Errors are
+    ``alloc_bulk``/``free_bulk`` work on raw frame numbers. A raw free never
+    frees a block a :class:`Page` owns, and while a ``BlockPool`` serves from
+    the allocator the raw-pfn calls are refused (its blocks are plain ids a
+    raw free could give two owners); Page objects work as ever. Errors are
     exceptions: :class:`OutOfMemory` (a ``MemoryError``), :class:`InvalidFree`
     and :class:`ConfigError` (``ValueError``), ``BufferError`` for a page with
     live views.

@@ -131,10 +131,26 @@ def test_shrinker_drains_the_lists_for_another_user():
     a = pool.allocator
     pool.free_blocks(pool.get_new_blocks(512, "sliding"))
     assert pool.stats().free_list_frames > 0
-    pfn = a.alloc_pfn(order=9)  # the whole arena: only reclaim can give it
+    page = a.alloc(order=9)  # the whole arena: only reclaim can give it
     assert pool.stats().free_list_frames == 0 and pool.stats().shrinker_scans >= 1
-    a.free_pfn(pfn, order=9)
+    page.free()
     conserved(pool)
+
+
+def test_raw_pfns_are_refused_while_a_pool_serves():
+    # A raw free could free one of the pool's blocks (plain ids) and give it
+    # two owners: the raw-pfn calls wait for the pool's close.
+    pool = small_pool()
+    a = pool.allocator
+    blocks = pool.get_new_blocks(2, "cross")
+    for call in (lambda: a.free_pfn(blocks[0].id, 0), lambda: a.free_bulk([blocks[0].id]),
+                 lambda: a.alloc_pfn(0), lambda: a.alloc_bulk(2), lambda: a.alloc(0).detach()):
+        with pytest.raises(InvalidFree, match="BlockPool"):
+            call()
+    pool.check_invariants()
+    pool.close()
+    a.free_pfn(a.alloc_pfn(0), 0)  # the pool closed: raw pfns again
+    assert a.nr_free_pages == a.managed_pages
 
 
 def test_close_gives_back_listed_blocks_too():

@@ -24,8 +24,9 @@ pub struct Allocator {
     /// Set by `close()` / leaving the `with` block: no allocation after it.
     /// Relaxed: it orders nothing, it only refuses later calls.
     closed: AtomicBool,
-    /// The blocks its `Page` objects own, which raw frees refuse.
-    owners: Arc<Owners>,
+    /// The blocks its `Page` objects own, which raw frees refuse, and the
+    /// block pools it serves.
+    pub(crate) owners: Arc<Owners>,
 }
 
 pub(crate) fn backing_arg(s: &str) -> PyResult<Backing> {
@@ -121,6 +122,7 @@ impl Allocator {
     fn alloc_pfn(&self, py: Python<'_>, order: i64, gfp: i64) -> PyResult<u64> {
         let (order, gfp) = (order_arg(order)?, gfp_arg(gfp)?);
         let a = self.live()?;
+        self.owners.alloc_raw_allowed()?;
         py.detach(|| a.alloc_pages(gfp, order)).map(Pfn::as_u64).map_err(alloc_err)
     }
 
@@ -151,6 +153,7 @@ impl Allocator {
         let n = usize::try_from(non_negative("n", n)?).unwrap_or(usize::MAX);
         let gfp = gfp_arg(gfp)?;
         let a = self.live()?;
+        self.owners.alloc_raw_allowed()?;
         let buf = match out {
             Some(o) => Some(writable_u64(o)?),
             None => None,

@@ -19,6 +19,11 @@
 //!   page with live views would hand their memory to the next allocation.
 //!   Allocating and inserting, and freeing and removing, each happen under
 //!   the registry's lock, so no raw free can slip between them.
+//! - While a `BlockPool` is built on the allocator, raw frees (and raw
+//!   allocations and `detach`, whose blocks could then never be freed) are
+//!   refused outright:
+//!   the pool's blocks are plain ids, and a raw free of one would give a
+//!   block two owners. The count of pools changes under the same lock.
 
 use crate::free_err;
 use pagealloc::{FreeError, PageAllocator, Pfn, PAGE_SIZE};
@@ -36,28 +41,60 @@ struct State {
     exports: u32,
 }
 
-/// The head pfns of the blocks `Page` objects own, one set per allocator.
+/// The head pfns of the blocks `Page` objects own, one set per allocator,
+/// and how many block pools the allocator serves.
 #[derive(Default)]
-pub(crate) struct Owners(Mutex<HashSet<u64>>);
+pub(crate) struct Owners(Mutex<OwnersInner>);
+
+#[derive(Default)]
+struct OwnersInner {
+    pages: HashSet<u64>,
+    pools: usize,
+}
 
 impl Owners {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<u64>> {
-        // Each update is one insert or remove: a panic elsewhere leaves the set whole.
+    fn lock(&self) -> std::sync::MutexGuard<'_, OwnersInner> {
+        // Each update is one insert, remove or count: a panic elsewhere leaves it whole.
         self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A block pool starts (`true`) or stops serving from this allocator.
+    pub(crate) fn pool(&self, starts: bool) {
+        let mut o = self.lock();
+        o.pools = if starts { o.pools + 1 } else { o.pools.saturating_sub(1) };
+    }
+
+    /// Refuse raw-pfn calls while a pool serves from this allocator.
+    fn raw_allowed(o: &OwnersInner) -> PyResult<()> {
+        if o.pools > 0 {
+            return Err(crate::InvalidFree::new_err(
+                "a BlockPool allocates from this allocator: raw-pfn allocation and frees are refused \
+                 (free blocks through the pool, or use Page objects)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Refuse a raw allocation while a pool serves from this allocator (its
+    /// block could not be freed). Checked, not held: a raw block that a
+    /// pool starting meanwhile finds in the arena only waits for the pool.
+    pub(crate) fn alloc_raw_allowed(&self) -> PyResult<()> {
+        Self::raw_allowed(&self.lock())
     }
 
     /// Allocate with `alloc` and record the block as a page's, atomically.
     pub(crate) fn adopt<E>(&self, alloc: impl FnOnce() -> Result<Pfn, E>) -> Result<Pfn, E> {
-        let mut set = self.lock();
+        let mut o = self.lock();
         let pfn = alloc()?;
-        set.insert(pfn.as_u64());
+        o.pages.insert(pfn.as_u64());
         Ok(pfn)
     }
 
     /// Free raw pfns with `free`, unless one of them is a page's block.
     pub(crate) fn free_raw<T>(&self, pfns: &[Pfn], free: impl FnOnce() -> T) -> PyResult<T> {
-        let set = self.lock();
-        if let Some(p) = pfns.iter().find(|p| set.contains(&p.as_u64())) {
+        let o = self.lock();
+        Self::raw_allowed(&o)?;
+        if let Some(p) = pfns.iter().find(|p| o.pages.contains(&p.as_u64())) {
             return Err(crate::InvalidFree::new_err(format!(
                 "pfn {} belongs to a Page object: free the Page (or detach it first)",
                 p.as_u64()
@@ -68,9 +105,9 @@ impl Owners {
 
     /// Forget a page's block after `free` (if any) freed it.
     fn release(&self, pfn: Pfn, free: impl FnOnce() -> Result<(), FreeError>) -> Result<(), FreeError> {
-        let mut set = self.lock();
+        let mut o = self.lock();
         let r = free();
-        set.remove(&pfn.as_u64());
+        o.pages.remove(&pfn.as_u64());
         r
     }
 }
@@ -167,6 +204,8 @@ impl Page {
     /// Give the block up without freeing it and return its pfn: from now on
     /// the caller frees it with `Allocator.free_pfn(pfn, order)`.
     fn detach(&self) -> PyResult<u64> {
+        // A raw pfn could not be freed while a pool serves (see `Owners`).
+        self.owners.alloc_raw_allowed()?;
         self.disown()?;
         let _ = self.owners.release(self.pfn, || Ok(()));
         Ok(self.pfn.as_u64())

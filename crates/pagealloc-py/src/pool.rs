@@ -73,6 +73,9 @@ pub struct BlockPool {
     id: u64,
     names: Arc<[Py<PyString>]>,
     allocator: Py<Allocator>,
+    /// Counted in the allocator's pools until `close` (a pool dropped
+    /// unclosed stays counted: raw frees stay refused, the safe side).
+    serving: std::sync::atomic::AtomicBool,
 }
 
 impl BlockPool {
@@ -168,8 +171,12 @@ impl BlockPool {
             names.push(name.unbind());
         }
         let a = allocator.get().live()?.clone();
+        // From here raw frees on the allocator are refused: they could free
+        // one of this pool's blocks.
+        allocator.get().owners.pool(true);
         let core = py.detach(|| Core::new(a, ks, list_frames));
-        Ok(BlockPool { core, id: NEXT_POOL.fetch_add(1, Ordering::Relaxed), names: names.into(), allocator })
+        let id = NEXT_POOL.fetch_add(1, Ordering::Relaxed);
+        Ok(BlockPool { core, id, names: names.into(), allocator, serving: true.into() })
     }
 
     /// `n` new blocks of `kind`, each with one reference; all or nothing
@@ -318,6 +325,9 @@ impl BlockPool {
     fn close(&self, py: Python<'_>) {
         let core = &self.core;
         py.detach(|| core.close());
+        if self.serving.swap(false, Ordering::Relaxed) {
+            self.allocator.get().owners.pool(false);
+        }
     }
 
     fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
