@@ -128,12 +128,16 @@ impl Core {
         if census.pcp != pcp {
             return err(z.start, format!("{} pages marked PCP but per-CPU lists hold {pcp}", census.pcp));
         }
-        if census.free + census.pcp + census.allocated != z.managed {
+        if census.free + census.pcp + census.allocated != self.managed_now(z) {
             return err(
                 z.start,
                 format!(
-                    "conservation: free {} + pcp {} + allocated {} != managed {}",
-                    census.free, census.pcp, census.allocated, z.managed
+                    "conservation: free {} + pcp {} + allocated {} != managed {} (offline {})",
+                    census.free,
+                    census.pcp,
+                    census.allocated,
+                    self.managed_now(z),
+                    self.holes.offline(z)
                 ),
             );
         }

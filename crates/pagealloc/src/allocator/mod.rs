@@ -94,10 +94,11 @@ impl PageAllocator {
         self.core.mm.nr_pages()
     }
 
-    /// Pages the allocator manages.
+    /// Pages the allocator manages: the arena's, less those still in
+    /// [`Config::holes`](crate::Config::holes).
     #[must_use]
     pub fn managed_pages(&self) -> u64 {
-        self.core.zones.iter().map(|z| z.managed).sum()
+        self.core.zones.iter().map(|z| self.core.managed_now(z)).sum()
     }
 
     /// Free pages in the buddy lists outside isolated blocks (NR_FREE_PAGES),

@@ -446,14 +446,15 @@ impl PageAllocator {
             .map(|z| {
                 let free = z.free_pages_racy();
                 let reported = z.stats.nr_reported.get_racy();
+                let managed = self.core.managed_now(z);
                 ZoneResidency {
                     nid: z.nid,
                     zone: z.ztype.name(),
-                    managed: z.managed,
+                    managed,
                     free,
                     reported,
                     free_resident: free.saturating_sub(reported),
-                    resident: z.managed.saturating_sub(reported),
+                    resident: managed.saturating_sub(reported),
                 }
             })
             .collect()

@@ -9,6 +9,35 @@ use crate::stats::report::PcpReport;
 use crate::types::{Gfp, Pfn};
 
 impl PageAllocator {
+    /// Give `[start, start + nr_pages)`, which must lie in
+    /// [`Config::holes`](crate::Config::holes) not yet given, to the buddy
+    /// lists: memory a kernel hands its frame allocator region by region at
+    /// boot, or brings online later. The pages merge with free neighbours
+    /// and count as managed from then on. Any part of a hole may be given,
+    /// in any order, from any thread.
+    ///
+    /// # Errors
+    /// [`PageStateError::BadRange`] naming `start`, with nothing changed,
+    /// for an empty range, one past the arena, or one with a page that is
+    /// not in a hole (given already, or never one).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pagealloc::{Config, PageAllocator, PageStateError, Pfn};
+    /// // 8 MiB of pfns, of which a kernel found the second 4 MiB usable only later.
+    /// let a = PageAllocator::new(Config::small(8 << 20).holes(vec![(Pfn::new(1024), 1024)])).unwrap();
+    /// assert_eq!(a.managed_pages(), 1024);
+    /// a.add_free_memory(Pfn::new(1024), 1024).unwrap();
+    /// assert_eq!((a.managed_pages(), a.nr_free_pages()), (2048, 2048));
+    /// let again = a.add_free_memory(Pfn::new(1024), 1);
+    /// assert_eq!(again, Err(PageStateError::BadRange { pfn: Pfn::new(1024) }));
+    /// a.check_invariants().unwrap();
+    /// ```
+    pub fn add_free_memory(&self, start: Pfn, nr_pages: u64) -> Result<(), PageStateError> {
+        self.core.add_free_memory(start, nr_pages)
+    }
+
     /// Isolate the pageblocks covering `[start, start + nr_pages)` (one zone).
     ///
     /// # Errors

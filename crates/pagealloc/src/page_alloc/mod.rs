@@ -39,6 +39,7 @@ pub(crate) mod drain;
 pub(crate) mod fast;
 pub(crate) mod free;
 pub(crate) mod give;
+mod hotplug;
 pub(crate) mod nolock;
 #[cfg(test)]
 mod nolock_tests;
@@ -94,6 +95,8 @@ pub(crate) struct Core {
     pub(crate) nolock: nolock::NoLock,
     /// Movable operations and compaction state.
     pub(crate) mobility: crate::movable::Mobility,
+    /// The pfn ranges not yet given to the buddy lists (`hotplug`).
+    pub(crate) holes: hotplug::Holes,
 }
 
 /// One node's zonelists.
@@ -171,6 +174,7 @@ impl Core {
             front_on && cfg.nodes == 1 && !cfg.init_on_alloc && !cfg.page_group_by_mobility_disabled;
         let front_free_inline = front_on && cfg.waiters_bit() && !cfg.pcp_mt_cache() && !cfg.init_on_free;
         let nr_zones = zones.len();
+        let holes = hotplug::Holes::new(hotplug::validate(&cfg.holes, pages)?, zones.iter());
         let prefetch_base = if cfg.prefetch_on_alloc { mm.prefetch_base() } else { 0 };
         let core = Core {
             id,
@@ -189,8 +193,10 @@ impl Core {
             vmscan: Vmscan::new(cfg.nodes as usize, nr_zones, nr_cpus),
             nolock: nolock::NoLock::default(),
             mobility: crate::movable::Mobility::new(nblocks as usize, cfg.nodes as usize),
+            holes,
             cfg,
         };
+
         crate::sync::prepare_parking();
         core.free_all_at_boot();
         Ok(core)
@@ -202,16 +208,15 @@ impl Core {
     /// marked REPORTED, except with `Backing::Resident` (populated up front).
     fn free_all_at_boot(&self) {
         let released = self.cfg.backing != crate::config::Backing::Resident;
+        let holes = self.holes.snapshot();
         for z in self.zones.iter() {
             let mut g = z.lock(&self.mm);
-            let mut p = z.start;
-            while p < z.end {
-                // The largest order aligned at p that fits (zones are whole
-                // pageblocks, so at least the pageblock's).
-                let o = Order::ALL.iter().rev().copied().find(|o| p & (o.pages() - 1) == 0 && p + o.pages() <= z.end);
-                let o = o.unwrap_or(Order::ZERO);
-                g.add_to_free_list_marked(p, o, MigrateType::Movable, true, released);
-                p += o.pages();
+            // The largest aligned blocks of every part outside the holes
+            // (without holes: the zone's whole pageblocks).
+            for part in hotplug::present_parts(&holes, z.start..z.end) {
+                for (p, o) in hotplug::aligned_blocks(part) {
+                    g.add_to_free_list_marked(p, o, MigrateType::Movable, true, released);
+                }
             }
         }
     }

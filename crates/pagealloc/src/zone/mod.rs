@@ -176,6 +176,7 @@ pub(crate) struct Zone {
     pub(crate) ztype: ZoneType,
     pub(crate) start: u64,
     pub(crate) end: u64,
+    /// Pages of the zone, holes included (the watermarks' base).
     pub(crate) managed: u64,
     pub(crate) wmark: [u64; 3],
     /// Pages this zone keeps back from requests that could have used a higher

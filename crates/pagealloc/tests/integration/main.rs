@@ -22,6 +22,7 @@ mod config_limits;
 mod front_cache_edges;
 mod front_exit;
 mod fuzz_regressions;
+mod hotplug;
 mod hugepage_filler;
 mod hugepage_reporting;
 mod init_on_free;

@@ -8,6 +8,11 @@
 //! absent and the accessors below are constants, so no path of a default
 //! build branches on them.
 
+mod holes;
+mod variants;
+
+pub(crate) use holes::validate_holes;
+
 use crate::error::ConfigError;
 use crate::types::{Order, Pfn, MAX_ORDER, PAGEBLOCK_ORDER};
 use crate::types::{MAX_ARENA_BYTES, PAGEBLOCK_BYTES};
@@ -133,6 +138,11 @@ pub struct Config {
     pub movable_zone_bytes: u64,
     /// What backs the frames.
     pub backing: Backing,
+    /// Ranges of pages, `(first pfn, pages)`, kept out of the buddy lists at
+    /// construction: holes in a memory map, firmware areas, or memory given
+    /// later with [`crate::PageAllocator::add_free_memory`]. Each inside the
+    /// arena, non-empty, none overlapping another; at most 4096. Default none.
+    pub holes: Vec<(Pfn, u64)>,
     /// The kernel's `min_free_kbytes`; `None` computes it from the arena size.
     /// At most the arena's size in KiB (a larger reserve than the memory it
     /// reserves from means nothing, and would overflow the watermark arithmetic).
@@ -268,6 +278,7 @@ impl Default for Config {
             nodes: 1,
             movable_zone_bytes: 0,
             backing: Backing::Anonymous,
+            holes: Vec::new(),
             min_free_kbytes: None,
             watermark_scale_factor: 10,
             lowmem_reserve_ratio: 32,
@@ -328,6 +339,8 @@ setters! {
     movable_zone_bytes: u64,
     /// Set [`Config::backing`].
     backing: Backing,
+    /// Set [`Config::holes`].
+    holes: Vec<(Pfn, u64)>,
     /// Set [`Config::min_free_kbytes`].
     min_free_kbytes: Option<u64>,
     /// Set [`Config::watermark_scale_factor`].
@@ -390,38 +403,6 @@ setters! {
     pagetypeinfo_walk_lists: bool,
 }
 
-/// The variant switches as the paths read them. Without `seed-variants` each
-/// is today's design as a constant, and `#[inline(always)]` lets the branches
-/// on it fold away.
-impl Config {
-    /// Unlock and free test the page's waiters bit before the wait queue.
-    #[inline(always)]
-    pub(crate) fn waiters_bit(&self) -> bool {
-        #[cfg(feature = "seed-variants")]
-        return self.page_lock_waiters_bit;
-        #[cfg(not(feature = "seed-variants"))]
-        return true;
-    }
-
-    /// A per-CPU drain trusts the migratetype cached on each page.
-    #[inline(always)]
-    pub(crate) fn pcp_mt_cache(&self) -> bool {
-        #[cfg(feature = "seed-variants")]
-        return self.pcp_migratetype_cache;
-        #[cfg(not(feature = "seed-variants"))]
-        return false;
-    }
-
-    /// A per-CPU drain picks its pages before it takes the zone lock.
-    #[inline(always)]
-    pub(crate) fn two_pass_drain(&self) -> bool {
-        #[cfg(feature = "seed-variants")]
-        return self.drain_mode == DrainMode::TwoPass;
-        #[cfg(not(feature = "seed-variants"))]
-        return false;
-    }
-}
-
 impl Config {
     /// The defaults: a 1 GiB anonymous arena, one node, a Normal zone only.
     #[must_use]
@@ -442,6 +423,7 @@ impl Config {
     /// an absurd amount: the bounds are documented on each field.
     pub(crate) fn validate(&self) -> Result<u64, ConfigError> {
         let pages = self.validate_arena()?;
+        validate_holes(&self.holes, pages)?;
         self.validate_tuning()?;
         self.validate_reporting()?;
         Ok(pages)
