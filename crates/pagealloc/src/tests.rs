@@ -231,6 +231,32 @@ mod loom_models {
         });
     }
 
+    /// Memory given at run time racing an allocation and a raw free of a
+    /// pfn in the hole: the raw free is refused whichever runs first (a
+    /// hole page has no mark; an added one is free), and conservation is
+    /// exact with the hole's pages counted once.
+    #[test]
+    fn add_free_memory_races_alloc_and_a_raw_free() {
+        // The addition's merges and the whole-arena checks take more
+        // branches than loom's default allows.
+        let mut b = loom::model::Builder::new();
+        b.max_branches = 20_000;
+        b.check(|| {
+            let cfg = Config::small(2 << 20).nr_cpus(Some(1)).min_free_kbytes(Some(0));
+            let a = PageAllocator::new(cfg.holes(vec![(Pfn::new(256), 256)])).unwrap();
+            let b = a.clone();
+            let t = loom::thread::spawn(move || {
+                assert!(b.free_pages(Pfn::new(300), 0).is_err());
+                let p = b.alloc_pages(Gfp::KERNEL, 0).unwrap();
+                b.free_pages(p, 0).unwrap();
+            });
+            a.add_free_memory(Pfn::new(256), 256).unwrap();
+            t.join().unwrap();
+            whole(&a);
+            assert_eq!(a.managed_pages(), 512);
+        });
+    }
+
     /// A `PageArray`'s release (a plain store of `PCP` a page, no claim)
     /// racing a raw free, a lock and a reference of one of its pfns: none of
     /// them may act on the page, whichever order they run in, and the page
