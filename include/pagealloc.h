@@ -238,6 +238,14 @@ typedef struct pagealloc_config {
   bool pagetypeinfo_walk_lists;
 } pagealloc_config;
 
+// A range of pages: `nr_pages` pages from pfn `start` (`Config::holes`).
+typedef struct pagealloc_range {
+  // The first pfn.
+  uint64_t start;
+  // Pages in the range.
+  uint64_t nr_pages;
+} pagealloc_range;
+
 // One front-cache stack (read and written by its thread's inline calls only).
 typedef struct pagealloc_front_stack {
   // The pages, coldest first.
@@ -338,6 +346,22 @@ enum pagealloc_status pagealloc_config_default(struct pagealloc_config *cfg);
 // NULL or points to a writable pointer.
 enum pagealloc_status pagealloc_create(const struct pagealloc_config *cfg,
                                        struct pagealloc **out_handle);
+
+// `pagealloc_create` with `nr_holes` page ranges at `holes` kept out of the
+// allocator (holes in a memory map, memory to give later with
+// `pagealloc_add_free_memory`); `holes` may be NULL when `nr_holes` is 0.
+// A bad range (empty, past the arena, overlapping another, more than
+// 4096 of them) is `PAGEALLOC_ERR_INVALID_CONFIG`.
+//
+// Thread safety: as `pagealloc_create`.
+//
+// # Safety
+// As `pagealloc_create`, and `holes` is NULL or points to `nr_holes`
+// readable `pagealloc_range`s.
+enum pagealloc_status pagealloc_create_with_holes(const struct pagealloc_config *cfg,
+                                                  const struct pagealloc_range *holes,
+                                                  size_t nr_holes,
+                                                  struct pagealloc **out_handle);
 
 // Destroy an allocator and unmap its arena. NULL is a no-op (returns
 // `PAGEALLOC_OK`), like `free(NULL)`; a pointer that is not a handle is
@@ -494,6 +518,19 @@ enum pagealloc_status pagealloc_free_pages_bulk_slots(const struct pagealloc *a,
                                                       size_t nr,
                                                       size_t *nr_rejected,
                                                       size_t *first_rejected);
+
+// Give `[start, start + nr_pages)`, all of it in holes of
+// `pagealloc_create_with_holes` not yet given, to the allocator: the pages
+// merge with free neighbours and count as managed from then on. Fails
+// without changing anything: `PAGEALLOC_ERR_BAD_RANGE` (empty, past the
+// arena, or a page not in a hole), `_OUT_OF_RANGE`.
+// Thread safety: safe to call concurrently on one allocator.
+//
+// # Safety
+// `a` is a live handle (or NULL).
+enum pagealloc_status pagealloc_add_free_memory(const struct pagealloc *a,
+                                                uint64_t start,
+                                                uint64_t nr_pages);
 
 // Isolate the pageblocks covering `[start, start + nr_pages)` (one zone).
 // Fails without changing anything: `PAGEALLOC_ERR_BAD_RANGE`,

@@ -6,7 +6,7 @@
 use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use ::pagealloc::{Config, PageAllocator};
+use ::pagealloc::{Config, PageAllocator, Pfn, MAX_HOLES};
 
 use crate::args::out;
 use crate::config::pagealloc_config;
@@ -82,6 +82,16 @@ pub(crate) unsafe fn handle_quiet<'a>(a: *const pagealloc) -> Res<&'a PageAlloca
     Ok(unsafe { &(*a).inner })
 }
 
+/// A range of pages: `nr_pages` pages from pfn `start` (`Config::holes`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct pagealloc_range {
+    /// The first pfn.
+    pub start: u64,
+    /// Pages in the range.
+    pub nr_pages: u64,
+}
+
 /// Build an allocator from `*cfg` (NULL: the defaults) and store its handle in
 /// `*out_handle`. On error `*out_handle` is set to NULL and the code says why
 /// (`PAGEALLOC_ERR_INVALID_CONFIG` with the field in the message,
@@ -100,24 +110,70 @@ pub unsafe extern "C" fn pagealloc_create(
     out_handle: *mut *mut pagealloc,
 ) -> pagealloc_status {
     run("pagealloc_create", || {
-        let o = out(out_handle, "out_handle")?;
-        o.write(ptr::null_mut());
-        let c = if cfg.is_null() {
-            Config::default()
-        } else {
-            // SAFETY: non-null, readable by the caller's contract; read
-            // unaligned, so any address works.
-            unsafe { cfg.read_unaligned() }.to_rust()?
-        };
-        let inner = PageAllocator::new(c).map_err(config_err)?;
-        o.write(Box::into_raw(Box::new(pagealloc {
-            magic: MAGIC,
-            inner,
-            tcaches: Default::default(),
-            arrays: Default::default(),
-        })));
-        Ok(())
+        // SAFETY: the caller's contract.
+        unsafe { create(cfg, Vec::new(), out_handle) }
     })
+}
+
+/// `pagealloc_create` with `nr_holes` page ranges at `holes` kept out of the
+/// allocator (holes in a memory map, memory to give later with
+/// `pagealloc_add_free_memory`); `holes` may be NULL when `nr_holes` is 0.
+/// A bad range (empty, past the arena, overlapping another, more than
+/// 4096 of them) is `PAGEALLOC_ERR_INVALID_CONFIG`.
+///
+/// Thread safety: as `pagealloc_create`.
+///
+/// # Safety
+/// As `pagealloc_create`, and `holes` is NULL or points to `nr_holes`
+/// readable `pagealloc_range`s.
+#[no_mangle]
+pub unsafe extern "C" fn pagealloc_create_with_holes(
+    cfg: *const pagealloc_config,
+    holes: *const pagealloc_range,
+    nr_holes: usize,
+    out_handle: *mut *mut pagealloc,
+) -> pagealloc_status {
+    run("pagealloc_create_with_holes", || {
+        if holes.is_null() && nr_holes > 0 {
+            return Err(invalid(format_args!("holes is NULL with nr_holes {nr_holes}")));
+        }
+        // More than the most a configuration takes is refused unread.
+        let n = nr_holes.min(MAX_HOLES + 1);
+        let ranges = (0..n)
+            .map(|i| {
+                // SAFETY: i < nr_holes readable ranges by the caller's
+                // contract; read unaligned, so any address works.
+                let r = unsafe { holes.add(i).read_unaligned() };
+                (Pfn::new(r.start.min(u64::MAX - 1)), r.nr_pages)
+            })
+            .collect();
+        // SAFETY: the caller's contract.
+        unsafe { create(cfg, ranges, out_handle) }
+    })
+}
+
+/// The two creations' common part.
+///
+/// # Safety
+/// As `pagealloc_create`.
+unsafe fn create(cfg: *const pagealloc_config, holes: Vec<(Pfn, u64)>, out_handle: *mut *mut pagealloc) -> Res<()> {
+    let o = out(out_handle, "out_handle")?;
+    o.write(ptr::null_mut());
+    let c = if cfg.is_null() {
+        Config::default()
+    } else {
+        // SAFETY: non-null, readable by the caller's contract; read
+        // unaligned, so any address works.
+        unsafe { cfg.read_unaligned() }.to_rust()?
+    };
+    let inner = PageAllocator::new(c.holes(holes)).map_err(config_err)?;
+    o.write(Box::into_raw(Box::new(pagealloc {
+        magic: MAGIC,
+        inner,
+        tcaches: Default::default(),
+        arrays: Default::default(),
+    })));
+    Ok(())
 }
 
 /// Destroy an allocator and unmap its arena. NULL is a no-op (returns

@@ -20,6 +20,24 @@ fn range(a: &PageAllocator, start: u64, nr: u64) -> Res<Pfn> {
     Ok(p)
 }
 
+/// Give `[start, start + nr_pages)`, all of it in holes of
+/// `pagealloc_create_with_holes` not yet given, to the allocator: the pages
+/// merge with free neighbours and count as managed from then on. Fails
+/// without changing anything: `PAGEALLOC_ERR_BAD_RANGE` (empty, past the
+/// arena, or a page not in a hole), `_OUT_OF_RANGE`.
+/// Thread safety: safe to call concurrently on one allocator.
+///
+/// # Safety
+/// `a` is a live handle (or NULL).
+#[no_mangle]
+pub unsafe extern "C" fn pagealloc_add_free_memory(a: *const pagealloc, start: u64, nr_pages: u64) -> pagealloc_status {
+    run("pagealloc_add_free_memory", || {
+        // SAFETY: the caller's contract.
+        let a = unsafe { handle(a) }?;
+        a.add_free_memory(range(a, start, nr_pages)?, nr_pages).map_err(state_err)
+    })
+}
+
 /// Isolate the pageblocks covering `[start, start + nr_pages)` (one zone).
 /// Fails without changing anything: `PAGEALLOC_ERR_BAD_RANGE`,
 /// `_ALREADY_ISOLATED`, `_UNISOLATABLE`, `_OUT_OF_RANGE`.

@@ -68,7 +68,7 @@ pub use config::*;
 pub use constants::*;
 pub use drain::*;
 pub use errors::*;
-pub use handle::{pagealloc, pagealloc_create, pagealloc_destroy};
+pub use handle::{pagealloc, pagealloc_create, pagealloc_create_with_holes, pagealloc_destroy, pagealloc_range};
 pub use isolate::*;
 pub use page_array::*;
 pub use page_lock::*;

@@ -64,7 +64,7 @@ pub use allocator::{front_abi, FrontView, ThreadFront};
 pub use allocator::{PageAllocator, ReportingStats, ZoneResidency};
 #[cfg(feature = "seed-variants")]
 pub use config::DrainMode;
-pub use config::{Backing, Config, ReportCallback};
+pub use config::{Backing, Config, ReportCallback, MAX_HOLES};
 pub use cpu::{pin_to_cpu, possible_cpus};
 pub use error::{AllocError, BulkFreeError, ConfigError, FreeError, InvariantError, PageStateError, WaitError};
 pub use invariants::{Fragmentation, ZoneCensus};

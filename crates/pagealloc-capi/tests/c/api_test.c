@@ -434,6 +434,36 @@ static void page_arrays(pagealloc *a) {
     CHECK(pagealloc_nr_free_pages(a) == free0);
 }
 
+/* Holes kept out at creation and given later, as a kernel's boot does. */
+static void holes(void) {
+    pagealloc_config cfg;
+    pagealloc *h = NULL;
+    pagealloc_config_default(&cfg);
+    cfg.arena_bytes = 16 << 20;
+    cfg.backing = PAGEALLOC_BACKING_NONE;
+    pagealloc_range ranges[2] = {{1024, 1024}, {4000, 96}};
+    EXPECT(PAGEALLOC_ERR_INVALID_ARGUMENT, pagealloc_create_with_holes(&cfg, NULL, 1, &h));
+    CHECK(h == NULL);
+    pagealloc_range bad[2] = {{10, 20}, {20, 5}};
+    EXPECT(PAGEALLOC_ERR_INVALID_CONFIG, pagealloc_create_with_holes(&cfg, bad, 2, &h));
+    EXPECT_LAST(PAGEALLOC_ERR_INVALID_CONFIG, "holes");
+    pagealloc_range wraps = {UINT64_MAX, 2};
+    EXPECT(PAGEALLOC_ERR_INVALID_CONFIG, pagealloc_create_with_holes(&cfg, &wraps, 1, &h));
+    EXPECT(PAGEALLOC_OK, pagealloc_create_with_holes(&cfg, ranges, 2, &h));
+    CHECK(pagealloc_managed_pages(h) == 4096 - 1024 - 96);
+    EXPECT(PAGEALLOC_ERR_BAD_RANGE, pagealloc_add_free_memory(h, 0, 1));       /* never a hole */
+    EXPECT(PAGEALLOC_ERR_BAD_RANGE, pagealloc_add_free_memory(h, 1024, 0));    /* empty */
+    EXPECT(PAGEALLOC_ERR_BAD_RANGE, pagealloc_add_free_memory(h, 1000, 100)); /* half in one */
+    EXPECT(PAGEALLOC_ERR_BAD_RANGE, pagealloc_add_free_memory(h, 4000, UINT64_MAX - 10));
+    EXPECT(PAGEALLOC_OK, pagealloc_add_free_memory(h, 1024, 1024));
+    EXPECT(PAGEALLOC_ERR_BAD_RANGE, pagealloc_add_free_memory(h, 1024, 1)); /* given already */
+    EXPECT(PAGEALLOC_OK, pagealloc_add_free_memory(h, 4000, 96));
+    CHECK(pagealloc_managed_pages(h) == 4096 && pagealloc_nr_free_pages(h) == 4096);
+    EXPECT(PAGEALLOC_OK, pagealloc_check_invariants(h));
+    EXPECT(PAGEALLOC_ERR_INVALID_ARGUMENT, pagealloc_add_free_memory(NULL, 0, 1));
+    EXPECT(PAGEALLOC_OK, pagealloc_destroy(h));
+}
+
 static void isolation(pagealloc *a) {
     uint64_t start;
     bool iso = true;
@@ -788,6 +818,7 @@ static void nolock(pagealloc *a) {
 int main(void) {
     config_and_lifecycle();
     bad_handles();
+    holes();
     pagealloc *a = make(32 << 20, PAGEALLOC_BACKING_ANONYMOUS);
     alloc_free(a);
     bulk(a);

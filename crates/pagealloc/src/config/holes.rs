@@ -4,9 +4,9 @@ use crate::error::ConfigError;
 use crate::types::Pfn;
 use std::ops::Range;
 
-/// Most holes a configuration may have: each is walked at construction and
-/// at every addition, so the bound keeps both cheap.
-pub(crate) const MAX_HOLES: usize = 4096;
+/// Most [`super::Config::holes`] a configuration may have: each is walked
+/// at construction and at every addition, so the bound keeps both cheap.
+pub const MAX_HOLES: usize = 4096;
 
 /// `holes` checked against an arena of `pages`, as sorted pfn ranges.
 pub(crate) fn validate_holes(holes: &[(Pfn, u64)], pages: u64) -> Result<Vec<Range<u64>>, ConfigError> {

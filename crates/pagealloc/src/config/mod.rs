@@ -12,6 +12,7 @@ mod holes;
 mod variants;
 
 pub(crate) use holes::validate_holes;
+pub use holes::MAX_HOLES;
 
 use crate::error::ConfigError;
 use crate::types::{Order, Pfn, MAX_ORDER, PAGEBLOCK_ORDER};
@@ -141,7 +142,8 @@ pub struct Config {
     /// Ranges of pages, `(first pfn, pages)`, kept out of the buddy lists at
     /// construction: holes in a memory map, firmware areas, or memory given
     /// later with [`crate::PageAllocator::add_free_memory`]. Each inside the
-    /// arena, non-empty, none overlapping another; at most 4096. Default none.
+    /// arena, non-empty, none overlapping another; at most [`MAX_HOLES`].
+    /// Default none.
     pub holes: Vec<(Pfn, u64)>,
     /// The kernel's `min_free_kbytes`; `None` computes it from the arena size.
     /// At most the arena's size in KiB (a larger reserve than the memory it
