@@ -324,7 +324,6 @@ impl Core {
             return 0;
         }
         let mm = &self.mm;
-        // Holes before the first page are stepped over.
         let Some((mut i, first)) = first_entry(&e, n) else {
             return n;
         };
@@ -343,12 +342,14 @@ impl Core {
         if t >= NR_STACKS || !claim_head(d) {
             return i;
         }
-        // Claimed: from here on the page is freed whatever happens (as it is
-        // now if it changed under the claim or the slot cannot be entered).
+        // Claimed: freed whatever happens from here (as it is, if need be).
         e.consumed(i);
         i += 1;
-        let g = if changed_under_claim(d, t as u32) { None } else { self.fronts.enter_inline_free() };
-        let Some(mut g) = g else {
+        if changed_under_claim(d, t as u32) {
+            self.free_as_is(p, flags::HEAD);
+            return i;
+        }
+        let Some(mut g) = self.fronts.enter_inline_free() else {
             self.free_as_is(p, flags::HEAD);
             return i;
         };
@@ -400,10 +401,18 @@ impl Core {
     }
 }
 
-/// The first entry of `e[..n]` that holds a page, with its index.
+/// The first entry of `e[..n]` that holds a page, with its index. A plain
+/// loop: `find_map` over the range costs the inline free an instruction.
 #[inline(always)]
 fn first_entry(e: &impl Entries, n: usize) -> Option<(usize, Pfn)> {
-    (0..n).find_map(|i| e.get(i).map(|p| (i, p)))
+    let mut i = 0;
+    while i < n {
+        if let Some(p) = e.get(i) {
+            return Some((i, p));
+        }
+        i += 1;
+    }
+    None
 }
 
 /// The entries of an inline bulk free: a list of pfns, or the array form's
