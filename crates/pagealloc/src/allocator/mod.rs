@@ -14,8 +14,8 @@ mod dirty;
 mod lock_api;
 mod nolock;
 mod pageref_api;
+mod procfs;
 mod reporting;
-mod reports;
 mod services;
 #[cfg(not(loom))]
 mod thread_front;

@@ -34,10 +34,11 @@
 //! lock in large, well-aligned batches.
 
 mod guard;
+mod set;
 mod take;
 
 pub(crate) use guard::PcpGuard;
-pub(crate) use take::PcpSet;
+pub(crate) use set::PcpSet;
 
 use crate::config::Config;
 use crate::memmap::MemMap;

@@ -1,6 +1,6 @@
-//! The façade's statistics: lock-free counter snapshots and the /proc
-//! reports in the kernel's formats (built by `stats` from the zones and
-//! per-CPU lists).
+//! The façade's /proc files: lock-free counter snapshots and the reports
+//! in the kernel's formats (built by `stats` from the zones and per-CPU
+//! lists). Not free page reporting, which is `reporting`.
 
 use super::PageAllocator;
 use crate::stats::report::{BuddyInfo, PageTypeInfo, PcpStat, VmStat, ZoneInfo, ZoneInfoZone};
