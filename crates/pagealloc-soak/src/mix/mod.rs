@@ -20,9 +20,11 @@
 //! with status 3. Violations exit with status 1. The last line is always
 //! `stress: N passed, M failed`.
 
+mod hotplug;
 mod ops;
 
 use crate::args::StressArgs;
+use hotplug::{hole_pieces, op_add_memory};
 use ops::*;
 use pagealloc::{AllocError, Backing, Config, Gfp, PageAllocator, Pfn};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -57,10 +59,11 @@ enum Op {
     Reports,
     CheckInvariants,
     Misuse,
+    AddMemory,
     Teardown,
 }
 
-const OPS: [Op; 25] = [
+const OPS: [Op; 26] = [
     Op::Idle,
     Op::Alloc,
     Op::Free,
@@ -85,6 +88,7 @@ const OPS: [Op; 25] = [
     Op::Reports,
     Op::CheckInvariants,
     Op::Misuse,
+    Op::AddMemory,
     Op::Teardown,
 ];
 
@@ -121,6 +125,10 @@ struct Shared {
     /// operation boundary (holding no page lock) and count themselves here.
     pause: AtomicBool,
     parked: AtomicUsize,
+    /// Pieces of the arena's holes not yet given (`op_add_memory`), and
+    /// those given.
+    holes: Mutex<Vec<(u64, u64)>>,
+    added: Mutex<Vec<(u64, u64)>>,
 }
 
 impl Shared {
@@ -291,11 +299,13 @@ pub fn run(args: &StressArgs) -> i32 {
 /// the pages kept for the lock operations, and the shared state.
 fn setup(args: &StressArgs, seed: u64, inject: bool) -> Result<Shared, String> {
     let nodes = 2;
+    let pieces = hole_pieces((args.arena_mb << 20) / 4096, &mut Rng(seed | 1));
     let cfg = Config::new()
         .arena_bytes(args.arena_mb << 20)
         .nodes(nodes)
         .movable_zone_bytes((args.arena_mb << 20) / 16)
-        .backing(Backing::None);
+        .backing(Backing::None)
+        .holes(pieces.iter().map(|&(s, n)| (Pfn::new(s), n)).collect());
     let a = PageAllocator::new(cfg).map_err(|e| e.to_string())?;
     let threads = args.threads.max(1);
     println!(
@@ -331,6 +341,8 @@ fn setup(args: &StressArgs, seed: u64, inject: bool) -> Result<Shared, String> {
         inject,
         pause: AtomicBool::new(false),
         parked: AtomicUsize::new(0),
+        holes: Mutex::new(pieces),
+        added: Mutex::new(Vec::new()),
     };
     for &p in &sh.lock_pages {
         sh.claim("lock page", p.as_u64(), 1);
@@ -370,6 +382,8 @@ fn summary(sh: &Shared, ops: u64, checkpoints: u64) -> i32 {
     let passed = sh.passed.load(Ordering::Relaxed);
     let failed = sh.failed.load(Ordering::Relaxed);
     println!("stress: {ops} operations in {secs:.1} s ({:.0}/s), {checkpoints} checkpoints", ops as f64 / secs);
+    let left = sh.holes.lock().unwrap().len();
+    println!("stress: memory added at run time: {} pieces, {left} left", sh.added.lock().unwrap().len());
     println!("stress: {passed} passed, {failed} failed");
     i32::from(failed > 0)
 }
@@ -476,6 +490,7 @@ fn worker(sh: &Shared, t: usize, mut rng: Rng) -> u64 {
             870..=899 => op_peek_wait(sh, t, &mut rng, &mut mine),
             900..=939 => op_own_lock(sh, t, &mut rng, &mut mine),
             940..=971 => op_reports(sh, t, &mut rng, &mut mine),
+            972..=975 => op_add_memory(sh, t, &mut rng, &mut mine),
             _ => op_misuse(sh, t, &mut rng, &mut mine),
         }
         sh.publish(t, Op::Idle, 0);
