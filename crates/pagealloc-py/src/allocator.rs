@@ -7,7 +7,7 @@
 //! a free may wait for the zone lock. The reports and `check_invariants`
 //! walk the zones and run detached too.
 
-use crate::page::{Owners, Page};
+use crate::page::{raw_free_err, Owners, Page};
 use crate::{alloc_err, free_err, gfp_arg, non_negative, order_arg, ConfigError, InvariantError};
 use pagealloc::{Backing, Config, PageAllocator, Pfn, MAX_ORDER};
 use pyo3::buffer::PyBuffer;
@@ -113,8 +113,9 @@ impl Allocator {
     fn alloc(&self, py: Python<'_>, order: i64, gfp: i64) -> PyResult<Page> {
         let (order, gfp) = (order_arg(order)?, gfp_arg(gfp)?);
         let a = self.live()?;
-        let pfn = py.detach(|| self.owners.adopt(|| a.alloc_pages(gfp, order))).map_err(alloc_err)?;
-        Ok(Page::new(a.clone(), self.owners.clone(), pfn, order))
+        // An owned block: the raw frees refuse it (see `page`).
+        let block = py.detach(|| a.alloc_owned(gfp, order)).map_err(alloc_err)?;
+        Ok(Page::new(a.clone(), self.owners.clone(), block))
     }
 
     /// Allocate a block and return its first pfn; free it with `free_pfn`.
@@ -130,7 +131,8 @@ impl Allocator {
     #[pyo3(signature = (pfn, order = 0))]
     fn free_pfn(&self, py: Python<'_>, pfn: i64, order: i64) -> PyResult<()> {
         let (pfn, order) = (pfn_arg(pfn)?, order_arg(order)?);
-        py.detach(|| self.owners.free_raw(&[pfn], || self.inner.free_pages(pfn, order)))?.map_err(free_err)
+        let a = &self.inner;
+        py.detach(|| self.owners.free_raw(a, &[pfn], || a.free_pages(pfn, order)))?.map_err(raw_free_err)
     }
 
     /// Free a `Page` (as `page.free()`).
@@ -192,7 +194,8 @@ impl Allocator {
             return Err(PyValueError::new_err(format!("pfn {} at index {i} is not a frame number", u64::MAX)));
         }
         let pfns: Vec<Pfn> = raw.into_iter().map(Pfn::new).collect();
-        py.detach(|| self.owners.free_raw(&pfns, || self.inner.free_pages_bulk(&pfns)))?.map_err(free_err)
+        let a = &self.inner;
+        py.detach(|| self.owners.free_raw(a, &pfns, || a.free_pages_bulk(&pfns)))?.map_err(free_err)
     }
 
     /// Check every identity of the allocator's zones; raises `InvariantError`.

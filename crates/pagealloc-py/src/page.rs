@@ -8,65 +8,55 @@
 //!   `bytearray` refuses to resize with exports). A view holds a reference
 //!   to its page (`Py_buffer.obj`), so the page object outlives every view
 //!   and its drop never sees `exports > 0`.
-//! - `owned` is true from allocation until the block is freed or detached;
-//!   the block is freed exactly once: by `free`, or by the drop of a page
-//!   still owning it.
-//! - The arena stays mapped while the page lives: it holds a clone of the
-//!   allocator, whose last clone unmaps it.
-//! - A block a `Page` owns is in its allocator's [`Owners`] from its
-//!   allocation until it is freed or detached, and the raw-pfn frees
-//!   (`free_pfn`, `free_bulk`) refuse it: without that, a raw free of a
-//!   page with live views would hand their memory to the next allocation.
-//!   Allocating and inserting, and freeing and removing, each happen under
-//!   the registry's lock, so no raw free can slip between them.
+//! - `block` holds the block from allocation until it is freed or
+//!   detached; it is freed exactly once: by `free`, or by the drop of a page
+//!   still holding it.
+//! - The arena stays mapped while the page lives: the block holds a clone
+//!   of the allocator, whose last clone unmaps it.
+//! - The block is an [`OwnedBlock`]: the allocator marks it owned in the
+//!   store that allocates it, and its raw-pfn frees (`free_pfn`,
+//!   `free_bulk`) refuse it, so a raw free of a page with live views cannot
+//!   hand their memory to the next allocation.
 //! - While a `BlockPool` is built on the allocator, raw frees (and raw
 //!   allocations and `detach`, whose blocks could then never be freed) are
-//!   refused outright:
-//!   the pool's blocks are plain ids, and a raw free of one would give a
-//!   block two owners. The count of pools changes under the same lock.
+//!   refused outright: the pool's blocks are plain ids, and a raw free of
+//!   one would give a block two owners. [`Owners`] counts the pools, and a
+//!   raw free runs under its lock, so none slips in as a pool starts.
 
 use crate::free_err;
-use pagealloc::{FreeError, PageAllocator, Pfn, PAGE_SIZE};
+use pagealloc::{FreeError, OwnedBlock, PageAllocator, Pfn, PAGE_SIZE};
 use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use pyo3::{ffi, IntoPyObjectExt};
-use std::collections::HashSet;
 use std::os::raw::c_int;
 use std::sync::Arc;
 use std::sync::Mutex;
 
 struct State {
-    owned: bool,
+    block: Option<OwnedBlock>,
     exports: u32,
 }
 
-/// The head pfns of the blocks `Page` objects own, one set per allocator,
-/// and how many block pools the allocator serves.
+/// How many block pools an allocator serves (see the module doc).
 #[derive(Default)]
-pub(crate) struct Owners(Mutex<OwnersInner>);
-
-#[derive(Default)]
-struct OwnersInner {
-    pages: HashSet<u64>,
-    pools: usize,
-}
+pub(crate) struct Owners(Mutex<usize>);
 
 impl Owners {
-    fn lock(&self) -> std::sync::MutexGuard<'_, OwnersInner> {
-        // Each update is one insert, remove or count: a panic elsewhere leaves it whole.
+    fn lock(&self) -> std::sync::MutexGuard<'_, usize> {
+        // One count: a panic elsewhere leaves it whole.
         self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// A block pool starts (`true`) or stops serving from this allocator.
     pub(crate) fn pool(&self, starts: bool) {
-        let mut o = self.lock();
-        o.pools = if starts { o.pools + 1 } else { o.pools.saturating_sub(1) };
+        let mut pools = self.lock();
+        *pools = if starts { *pools + 1 } else { pools.saturating_sub(1) };
     }
 
     /// Refuse raw-pfn calls while a pool serves from this allocator.
-    fn raw_allowed(o: &OwnersInner) -> PyResult<()> {
-        if o.pools > 0 {
+    fn raw_allowed(pools: usize) -> PyResult<()> {
+        if pools > 0 {
             return Err(crate::InvalidFree::new_err(
                 "a BlockPool allocates from this allocator: raw-pfn allocation and frees are refused \
                  (free blocks through the pool, or use Page objects)",
@@ -79,36 +69,35 @@ impl Owners {
     /// block could not be freed). Checked, not held: a raw block that a
     /// pool starting meanwhile finds in the arena only waits for the pool.
     pub(crate) fn alloc_raw_allowed(&self) -> PyResult<()> {
-        Self::raw_allowed(&self.lock())
+        Self::raw_allowed(*self.lock())
     }
 
-    /// Allocate with `alloc` and record the block as a page's, atomically.
-    pub(crate) fn adopt<E>(&self, alloc: impl FnOnce() -> Result<Pfn, E>) -> Result<Pfn, E> {
-        let mut o = self.lock();
-        let pfn = alloc()?;
-        o.pages.insert(pfn.as_u64());
-        Ok(pfn)
-    }
-
-    /// Free raw pfns with `free`, unless one of them is a page's block.
-    pub(crate) fn free_raw<T>(&self, pfns: &[Pfn], free: impl FnOnce() -> T) -> PyResult<T> {
-        let o = self.lock();
-        Self::raw_allowed(&o)?;
-        if let Some(p) = pfns.iter().find(|p| o.pages.contains(&p.as_u64())) {
-            return Err(crate::InvalidFree::new_err(format!(
-                "pfn {} belongs to a Page object: free the Page (or detach it first)",
-                p.as_u64()
-            )));
+    /// Free raw pfns with `free`, unless a pool serves from this allocator
+    /// or one of them is a page's block (all or nothing: a page's block is
+    /// refused by the allocator anyway, this keeps the others too).
+    pub(crate) fn free_raw<T>(&self, a: &PageAllocator, pfns: &[Pfn], free: impl FnOnce() -> T) -> PyResult<T> {
+        let pools = self.lock();
+        Self::raw_allowed(*pools)?;
+        if let Some(p) = pfns.iter().find(|&&p| a.page_owned_racy(p)) {
+            return Err(page_owned(*p));
         }
         Ok(free())
     }
+}
 
-    /// Forget a page's block after `free` (if any) freed it.
-    fn release(&self, pfn: Pfn, free: impl FnOnce() -> Result<(), FreeError>) -> Result<(), FreeError> {
-        let mut o = self.lock();
-        let r = free();
-        o.pages.remove(&pfn.as_u64());
-        r
+/// The error for a raw free of a page's block.
+fn page_owned(p: Pfn) -> PyErr {
+    crate::InvalidFree::new_err(format!(
+        "pfn {} belongs to a Page object: free the Page (or detach it first)",
+        p.as_u64()
+    ))
+}
+
+/// A raw free's error: a page's block named as such.
+pub(crate) fn raw_free_err(e: FreeError) -> PyErr {
+    match e {
+        FreeError::Owned { pfn } => page_owned(pfn),
+        e => free_err(e),
     }
 }
 
@@ -116,6 +105,7 @@ impl Owners {
 #[pyclass(module = "pagealloc._native", frozen, weakref)]
 pub struct Page {
     alloc: PageAllocator,
+    /// The pools the allocator serves: `detach` is refused while there are.
     owners: Arc<Owners>,
     pfn: Pfn,
     order: u32,
@@ -127,15 +117,11 @@ pub struct Page {
 }
 
 impl Page {
-    /// A page for the block at `pfn`, which `owners.adopt` recorded.
-    pub(crate) fn new(alloc: PageAllocator, owners: Arc<Owners>, pfn: Pfn, order: u32) -> Self {
+    /// A page for `block`, from `alloc`.
+    pub(crate) fn new(alloc: PageAllocator, owners: Arc<Owners>, block: OwnedBlock) -> Self {
+        let (pfn, order) = (block.pfn(), block.order());
         let addr = alloc.page_address(pfn).map(|p| p.as_ptr() as usize);
-        Page { alloc, owners, pfn, order, addr, state: Mutex::new(State { owned: true, exports: 0 }) }
-    }
-
-    /// Free the block (already disowned) and forget it.
-    fn free_block(&self) -> Result<(), FreeError> {
-        self.owners.release(self.pfn, || self.alloc.free_pages(self.pfn, self.order))
+        Page { alloc, owners, pfn, order, addr, state: Mutex::new(State { block: Some(block), exports: 0 }) }
     }
 
     fn size(&self) -> usize {
@@ -144,13 +130,13 @@ impl Page {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // A poisoned lock only means a panic elsewhere; the two fields are
-        // always consistent (each update is one store).
+        // always consistent (each update is one store or take).
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Give up ownership (for `free` or `detach`): refused while views live
+    /// Take the block (for `free` or `detach`): refused while views live
     /// or when the block is no longer ours.
-    fn disown(&self) -> PyResult<()> {
+    fn disown(&self) -> PyResult<OwnedBlock> {
         let mut st = self.lock();
         if st.exports > 0 {
             return Err(PyBufferError::new_err(format!(
@@ -159,14 +145,9 @@ impl Page {
                 st.exports
             )));
         }
-        if !st.owned {
-            return Err(crate::InvalidFree::new_err(format!(
-                "page at pfn {} was already freed or detached",
-                self.pfn.as_u64()
-            )));
-        }
-        st.owned = false;
-        Ok(())
+        st.block.take().ok_or_else(|| {
+            crate::InvalidFree::new_err(format!("page at pfn {} was already freed or detached", self.pfn.as_u64()))
+        })
     }
 
     /// `Allocator.free(page)`: the page must come from that allocator.
@@ -181,8 +162,7 @@ impl Page {
     }
 
     fn do_free(&self) -> PyResult<()> {
-        self.disown()?;
-        self.free_block().map_err(free_err)
+        self.disown()?.free().map_err(free_err)
     }
 }
 
@@ -197,8 +177,8 @@ impl Page {
     /// Free the block. Raises `BufferError` while a view of it lives and
     /// `InvalidFree` if it was already freed.
     fn free(&self, py: Python<'_>) -> PyResult<()> {
-        self.disown()?;
-        py.detach(|| self.free_block()).map_err(free_err)
+        let block = self.disown()?;
+        py.detach(|| block.free()).map_err(free_err)
     }
 
     /// Give the block up without freeing it and return its pfn: from now on
@@ -206,9 +186,7 @@ impl Page {
     fn detach(&self) -> PyResult<u64> {
         // A raw pfn could not be freed while a pool serves (see `Owners`).
         self.owners.alloc_raw_allowed()?;
-        self.disown()?;
-        let _ = self.owners.release(self.pfn, || Ok(()));
-        Ok(self.pfn.as_u64())
+        Ok(self.disown()?.into_pfn().as_u64())
     }
 
     #[getter]
@@ -236,7 +214,7 @@ impl Page {
     /// True until the block is freed or detached.
     #[getter]
     fn owned(&self) -> bool {
-        self.lock().owned
+        self.lock().block.is_some()
     }
 
     /// Buffer views of the page alive now.
@@ -252,7 +230,7 @@ impl Page {
     /// Free on leaving the `with` block (if still owned).
     #[pyo3(signature = (*_exc))]
     fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
-        if self.lock().owned {
+        if self.owned() {
             self.free(py)?;
         }
         Ok(false)
@@ -260,7 +238,7 @@ impl Page {
 
     fn __repr__(&self) -> String {
         let st = self.lock();
-        let state = if st.owned { "" } else { ", freed" };
+        let state = if st.block.is_some() { "" } else { ", freed" };
         format!("Page(pfn={}, order={}, nbytes={}{state})", self.pfn.as_u64(), self.order, self.size())
     }
 
@@ -290,7 +268,7 @@ impl Page {
             ));
         };
         let mut st = page.lock();
-        if !st.owned {
+        if st.block.is_none() {
             return Err(PyBufferError::new_err(format!("page at pfn {} was freed", page.pfn.as_u64())));
         }
         // SAFETY: `view` is CPython's to fill; [addr, addr + nbytes) is our
@@ -319,18 +297,5 @@ impl Page {
     unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {
         let mut st = self.lock();
         st.exports = st.exports.saturating_sub(1);
-    }
-}
-
-impl Drop for Page {
-    fn drop(&mut self) {
-        let st = self.state.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if st.owned {
-            st.owned = false;
-            // The block is ours and no view can exist (views hold a reference
-            // to this page); an error here would be a bug, and a drop cannot
-            // raise: it is ignored rather than turned into a panic.
-            let _ = self.free_block();
-        }
     }
 }

@@ -86,7 +86,7 @@ pub use pagecache::{
     RA_MAX_PAGES,
 };
 pub use pagelock::CancelToken;
-pub use pages::Pages;
+pub use pages::{OwnedBlock, Pages};
 pub use types::{
     CpuId, Gfp, MigrateType, NodeId, Pfn, ZoneType, MAX_ORDER, MIGRATE_PCPTYPES, MIGRATE_TYPES, NR_ORDERS,
     PAGEBLOCK_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE,

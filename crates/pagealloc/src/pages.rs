@@ -106,8 +106,7 @@ impl<'a> Pages<'a> {
     /// API may then free.
     pub fn into_pfn(self) -> Pfn {
         let p = self.pfn;
-        // The head is ours: it is allocated and OWNED until this clears it.
-        self.alloc.core.mm.page(p.as_u64()).flags.fetch_and(!flags::OWNED, Ordering::Relaxed);
+        disown(self.alloc, p);
         std::mem::forget(self);
         p
     }
@@ -126,6 +125,89 @@ impl<'a> Pages<'a> {
 impl Drop for Pages<'_> {
     fn drop(&mut self) {
         // A locked page cannot be freed; leaking it is the safe outcome.
+        let _ = self.alloc.core.free_slow(self.pfn, self.order, true);
+    }
+}
+
+/// Clear the OWNED mark of a block its handle gives up.
+fn disown(alloc: &PageAllocator, p: Pfn) {
+    // The head is ours: it is allocated and OWNED until this clears it.
+    alloc.core.mm.page(p.as_u64()).flags.fetch_and(!flags::OWNED, Ordering::Relaxed);
+}
+
+/// An owned block like [`Pages`], holding a clone of its allocator rather
+/// than a borrow, for owners that cannot carry a lifetime (an object of
+/// another language's runtime). The raw pfn API refuses its block the same
+/// way: the OWNED mark is set in the store that allocates it.
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{Config, FreeError, Gfp, PageAllocator};
+/// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
+/// let b = a.alloc_owned(Gfp::KERNEL, 1).unwrap();
+/// assert!(matches!(a.free_pages(b.pfn(), 1), Err(FreeError::Owned { .. })));
+/// let pfn = b.into_pfn(); // a raw block now
+/// a.free_pages(pfn, 1).unwrap();
+/// ```
+#[must_use = "dropping an OwnedBlock frees it at once"]
+pub struct OwnedBlock {
+    alloc: PageAllocator,
+    pfn: Pfn,
+    order: u32,
+}
+
+impl PageAllocator {
+    /// Allocate an [`OwnedBlock`] (see [`PageAllocator::alloc_pages`]).
+    ///
+    /// # Errors
+    /// As [`PageAllocator::alloc_pages`].
+    pub fn alloc_owned(&self, gfp: Gfp, order: u32) -> Result<OwnedBlock, AllocError> {
+        let pfn = self.core.alloc_pages(gfp, order, head_flags(true))?;
+        Ok(OwnedBlock { alloc: self.clone(), pfn, order })
+    }
+}
+
+impl OwnedBlock {
+    /// First frame.
+    #[must_use]
+    pub fn pfn(&self) -> Pfn {
+        self.pfn
+    }
+    /// Order of the block.
+    #[must_use]
+    pub fn order(&self) -> u32 {
+        self.order
+    }
+    /// Give up ownership without freeing; returns the pfn, which the raw pfn
+    /// API may then free.
+    pub fn into_pfn(self) -> Pfn {
+        disown(&self.alloc, self.pfn);
+        let p = self.pfn;
+        self.forget();
+        p
+    }
+    /// Free now and report any error (drop ignores it).
+    ///
+    /// # Errors
+    /// As [`Pages::free`].
+    pub fn free(self) -> Result<(), FreeError> {
+        let r = self.alloc.core.free_slow(self.pfn, self.order, true);
+        self.forget();
+        r
+    }
+    /// Drop the allocator clone without freeing the block.
+    fn forget(self) {
+        let me = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `me` is never used or dropped again; the clone is read
+        // out once and dropped here, the block left as the caller made it.
+        drop(unsafe { std::ptr::read(&me.alloc) });
+    }
+}
+
+impl Drop for OwnedBlock {
+    fn drop(&mut self) {
+        // As `Pages`: a locked page cannot be freed; leaking it is safe.
         let _ = self.alloc.core.free_slow(self.pfn, self.order, true);
     }
 }

@@ -195,6 +195,13 @@ impl PageAllocator {
         self.page_ref(pfn).is_ok_and(|r| r.flags_racy() & crate::page::flags::LOCKED != 0)
     }
 
+    /// Whether a page is the head of a block an owning handle holds
+    /// ([`crate::Pages`], [`crate::OwnedBlock`]) right now (racy: the raw
+    /// frees refuse such a block whatever this said).
+    pub fn page_owned_racy(&self, pfn: Pfn) -> bool {
+        self.page_ref(pfn).is_ok_and(|r| r.flags_racy() & crate::page::flags::OWNED != 0)
+    }
+
     /// Whether a page is under writeback right now (racy).
     pub fn page_writeback_racy(&self, pfn: Pfn) -> bool {
         self.page_ref(pfn).is_ok_and(|r| r.flags_racy() & crate::page::flags::WRITEBACK != 0)
