@@ -296,12 +296,12 @@ impl PcpLists {
             return 0;
         }
         let mut scratch = std::mem::take(&mut self.scratch);
-        let cached_mt = cfg.pcp_mt_cache();
+        let (cached_mt, two_pass) = (cfg.pcp_mt_cache(), cfg.two_pass_drain());
         // The two-pass design does every per-page step it can before the zone
         // lock: the pick, and (unless types cached on the pages decide which
         // blocks may merge) finding the runs and clearing each page's mark.
-        let runs_early = cfg.two_pass_drain() && !cached_mt;
-        let (freed, mut g) = if cfg.two_pass_drain() {
+        let runs_early = two_pass && !cached_mt;
+        let (freed, mut g) = if two_pass {
             let freed = self.pick(nr, first, &mut scratch);
             if runs_early {
                 coalesce_runs(mm, &mut scratch, |_, _| true);
