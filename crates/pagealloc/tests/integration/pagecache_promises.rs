@@ -255,6 +255,10 @@ fn dropping_the_cache_under_load_leaks_nothing() {
                     i = (i + 13) % 2048;
                     match m.get(i) {
                         Ok(h) => held.push(h.pfn()),
+                        // Four writers filling a 16 MiB arena: in a busy
+                        // process direct reclaim can run out of rounds while
+                        // the others take what it frees (a normal failure).
+                        Err(e) if e.kind() == io::ErrorKind::OutOfMemory && PageCacheError::of(&e).is_none() => {}
                         Err(e) => assert_eq!(refusal(&e), PageCacheError::MappingRemoved { id: m.id() }),
                     }
                     if held.len() > 32 {
