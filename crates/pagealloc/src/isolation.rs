@@ -15,12 +15,12 @@
 
 use crate::error::{AllocError, FreeError, PageStateError};
 use crate::migrate::OwnerPanic;
+use crate::mm::Mm;
 use crate::page::flags;
-use crate::page_alloc::Core;
 use crate::types::{Gfp, MigrateType, Order, Pfn, MAX_ORDER, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
 use crate::zone::{Zone, ZoneGuard};
 
-impl Core {
+impl Mm {
     /// The pageblock-aligned span covering `[start, start + nr)`, inside one zone.
     fn block_span(&self, start: Pfn, nr_pages: u64) -> Result<(&Zone, u64, u64), PageStateError> {
         let s = start.as_u64();
@@ -74,7 +74,7 @@ impl ZoneGuard<'_> {
     }
 }
 
-impl Core {
+impl Mm {
     /// Isolate the pageblocks covering `[start, start + nr_pages)` (one zone).
     /// Fails without changing anything if the range is bad or any of its
     /// pageblocks is already isolated.
@@ -253,7 +253,7 @@ impl Core {
     }
 }
 
-impl Core {
+impl Mm {
     /// Racy pre-check: is every page in `[s, e)` in a free block or on a per-CPU
     /// list? Otherwise, where could the next candidate start?
     fn looks_free(&self, s: u64, e: u64) -> (bool, u64) {

@@ -41,6 +41,7 @@ mod list;
 mod lockstat;
 mod memmap;
 mod migrate;
+mod mm;
 mod movable;
 mod page;
 mod page_alloc;

@@ -24,10 +24,10 @@ pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Atom
 
 pub(crate) use std::sync::atomic::Ordering;
 
+/// The loom models' shared pointer (loom's, so that it models the drops;
+/// the library itself shares with `std`'s).
 #[cfg(loom)]
 pub(crate) use loom::sync::Arc;
-#[cfg(not(loom))]
-pub(crate) use std::sync::Arc;
 
 /// A mutex with `lock` and `try_lock`, parking_lot's outside loom.
 #[cfg(not(loom))]

@@ -120,8 +120,7 @@ impl PageAllocator {
     }
 
     fn frag_report(&self, extfrag: bool) -> FragIndexReport {
-        let zones =
-            self.core.zones.iter().map(|z| (z.nid, z.ztype.name(), crate::page_alloc::Core::zone_free_blocks(z)));
+        let zones = self.core.zones.iter().map(|z| (z.nid, z.ztype.name(), z.free_blocks_racy()));
         FragIndexReport::build(extfrag, zones)
     }
 

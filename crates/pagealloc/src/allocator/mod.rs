@@ -28,11 +28,11 @@ pub use reporting::{ReportingStats, ZoneResidency};
 
 use crate::config::Config;
 use crate::error::{AllocError, BulkFreeError, ConfigError, FreeError};
+use crate::mm::Mm;
 use crate::page::flags;
-use crate::page_alloc::Core;
-use crate::sync::Arc;
 use crate::types::{Gfp, NodeId, Pfn};
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 /// A zoned buddy page-frame allocator over one arena. `Send + Sync`: share it by
 /// reference or clone the handle (clones share one allocator).
@@ -51,14 +51,14 @@ use std::ptr::NonNull;
 /// ```
 #[derive(Clone)]
 pub struct PageAllocator {
-    pub(crate) core: Arc<Core>,
+    pub(crate) core: Arc<Mm>,
     /// Shared by the clones (not by internal threads): its drop, with the
     /// last clone, stops the allocator's background threads.
     _users: Arc<Users>,
 }
 
 /// The user handles' share of the allocator; see [`PageAllocator`]'s `_users`.
-struct Users(Arc<Core>);
+struct Users(Arc<Mm>);
 
 impl Drop for Users {
     fn drop(&mut self) {
@@ -74,7 +74,7 @@ impl PageAllocator {
     /// A [`ConfigError`] naming the setting that cannot work, or the mapping
     /// that failed.
     pub fn new(cfg: Config) -> Result<Self, ConfigError> {
-        let core = Arc::new(Core::new(cfg)?);
+        let core = Mm::new(cfg)?;
         if core.reporting.enabled() {
             reporting::start_reporter(&core);
         }

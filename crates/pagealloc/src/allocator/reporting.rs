@@ -10,10 +10,11 @@ use super::PageAllocator;
 use crate::config::MAX_REPORTING_BATCH;
 use crate::error::ConfigError;
 use crate::migrate::OwnerPanic;
-use crate::page_alloc::Core;
+use crate::mm::Mm;
 use crate::reporting::ReportPass;
-use crate::sync::{Arc, Ordering};
+use crate::sync::Ordering;
 use crate::types::{Order, MAX_ORDER, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
+use std::sync::Arc;
 #[cfg(not(loom))]
 use std::time::{Duration, Instant};
 
@@ -160,7 +161,7 @@ const MAX_IDLE_COMPACTIONS: u32 = 8;
 
 #[cfg(not(loom))]
 impl Idle {
-    fn traffic(c: &Core) -> u64 {
+    fn traffic(c: &Mm) -> u64 {
         use crate::vmevent::VmEvent;
         let ev = c.event_totals();
         [VmEvent::PgallocNormal, VmEvent::PgallocMovable, VmEvent::Pgfree].iter().map(|&e| ev[e as usize]).sum()
@@ -168,7 +169,7 @@ impl Idle {
 
     /// Look at the counters; drain when idle for the delay. True when it just
     /// drained.
-    fn drained_now(&mut self, c: &Core, now: Instant) -> bool {
+    fn drained_now(&mut self, c: &Mm, now: Instant) -> bool {
         let ev = Self::traffic(c);
         self.moving = ev != self.events;
         if self.moving || self.since.is_none() {
@@ -200,12 +201,10 @@ impl Idle {
 /// Pages in free blocks below the pageblock order (free memory inside partly
 /// used pageblocks: with hugepage backing, resident memory no release can
 /// reach), read without the lock.
-pub(crate) fn free_below_pageblock(c: &Core) -> u64 {
+pub(crate) fn free_below_pageblock(c: &Mm) -> u64 {
     c.zones
         .iter()
-        .map(|z| {
-            Core::zone_free_blocks(z)[..PAGEBLOCK_ORDER as usize].iter().enumerate().map(|(o, n)| n << o).sum::<u64>()
-        })
+        .map(|z| z.free_blocks_racy()[..PAGEBLOCK_ORDER as usize].iter().enumerate().map(|(o, n)| n << o).sum::<u64>())
         .sum()
 }
 
@@ -222,7 +221,7 @@ pub(crate) fn free_below_pageblock(c: &Core) -> u64 {
 /// they are (their pageblocks stay resident). An owner's panic goes to
 /// `caught` (the reporter thread drops each, `compact_and_report_now`
 /// resumes the first).
-pub(crate) fn compact_for_release(c: &Core, caught: &mut OwnerPanic) -> Option<u64> {
+pub(crate) fn compact_for_release(c: &Mm, caught: &mut OwnerPanic) -> Option<u64> {
     let r = &c.reporting;
     if !c.cfg.page_reporting_compact || r.order() < Order::PAGEBLOCK || !c.mobility.any_registered() {
         return None;
@@ -239,7 +238,7 @@ pub(crate) fn compact_for_release(c: &Core, caught: &mut OwnerPanic) -> Option<u
 /// One wake of the reporter thread: advance the free clock, drain when idle
 /// for the delay, run a pass when one is due; when to wake next.
 #[cfg(not(loom))]
-fn reporter_wake(c: &Core, idle: &mut Idle, next_pass: &mut Instant) -> Instant {
+fn reporter_wake(c: &Mm, idle: &mut Idle, next_pass: &mut Instant) -> Instant {
     // Free blocks are stamped with this clock: advanced at every wake, it is
     // at most one wake behind (a block is never released before the delay
     // minus that).
@@ -273,7 +272,7 @@ fn reporter_wake(c: &Core, idle: &mut Idle, next_pass: &mut Instant) -> Instant 
 /// drained, so ages are ignored); how long until the first block it left
 /// for being young comes of age.
 #[cfg(not(loom))]
-fn reporter_pass(c: &Core, idle: &mut Idle, all: bool, delay_ms: u64) -> Option<Duration> {
+fn reporter_pass(c: &Mm, idle: &mut Idle, all: bool, delay_ms: u64) -> Option<Duration> {
     // A long pass (a burst's worth of releases) looks for the drain's
     // deadline between lists rather than after it.
     let mut mid = false;
@@ -318,7 +317,7 @@ fn reporter_pass(c: &Core, idle: &mut Idle, all: bool, delay_ms: u64) -> Option<
 
 /// Start the reporter thread unless it runs.
 #[cfg(not(loom))]
-pub(crate) fn start_reporter(core: &Arc<Core>) {
+pub(crate) fn start_reporter(core: &Arc<Mm>) {
     let r = &core.reporting;
     if !r.can_report {
         return;
@@ -343,7 +342,7 @@ pub(crate) fn start_reporter(core: &Arc<Core>) {
 }
 
 #[cfg(loom)]
-pub(crate) fn start_reporter(_core: &Arc<Core>) {}
+pub(crate) fn start_reporter(_core: &Arc<Mm>) {}
 
 impl PageAllocator {
     /// Release every unreported free block of at least the reporting order now,
@@ -430,8 +429,8 @@ impl PageAllocator {
             released_blocks: r.reported_blocks.load(Ordering::Relaxed),
             errors: r.errors.load(Ordering::Relaxed),
             release_calls: r.release_calls.load(Ordering::Relaxed),
-            zeroing_skipped: r.zeroing_skipped.load(Ordering::Relaxed),
-            zeroed_on_free: r.zeroed_on_free.load(Ordering::Relaxed),
+            zeroing_skipped: self.core.zeroing.zeroing_skipped.load(Ordering::Relaxed),
+            zeroed_on_free: self.core.zeroing.zeroed_on_free.load(Ordering::Relaxed),
             compactions: r.compactions.load(Ordering::Relaxed),
             compacted_pages: r.compacted_pages.load(Ordering::Relaxed),
         }

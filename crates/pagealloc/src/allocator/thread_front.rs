@@ -18,8 +18,8 @@
 
 use super::PageAllocator;
 use crate::front::{FrontSlot, NEVER};
+use crate::mm::Mm;
 use crate::page::flags;
-use crate::page_alloc::Core;
 use std::sync::Arc;
 
 /// The addresses and keys of one thread's front cache (see the module doc).
@@ -50,7 +50,7 @@ pub struct FrontView {
 #[doc(hidden)]
 pub struct ThreadFront {
     _slot: Option<Arc<FrontSlot>>,
-    _core: Arc<Core>,
+    _core: Arc<Mm>,
     /// What the fast path uses (keys that never match when the cache is off).
     pub view: FrontView,
 }

@@ -15,14 +15,14 @@
 use crate::error::AllocError;
 use crate::isolation::contig_order;
 use crate::migrate::{Moved, OwnerPanic};
+use crate::mm::Mm;
 use crate::page::flags;
-use crate::page_alloc::Core;
 use crate::types::{Gfp, Order, Pfn, MAX_ORDER, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
 
 /// Tries at emptying a range before giving up on it.
 const TRIES: usize = 3;
 
-impl Core {
+impl Mm {
     /// The first page of `[s, e)` that is allocated and not registered
     /// movable (racy). Free pages and per-CPU pages do not block.
     pub(crate) fn first_pinned(&self, s: u64, e: u64) -> Option<u64> {

@@ -30,10 +30,11 @@
 
 use super::{CompactOutcome, Suitable};
 use crate::migrate::OwnerPanic;
-use crate::page_alloc::Core;
-use crate::sync::{Arc, Ordering};
+use crate::mm::Mm;
+use crate::sync::Ordering;
 use crate::types::{Order, ZoneIdx, PAGEBLOCK_ORDER};
 use crate::vmevent::VmEvent;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How often kcompactd checks the fragmentation score (the kernel's
@@ -43,10 +44,10 @@ pub(crate) const INTERVAL: Duration = Duration::from_millis(500);
 /// Intervals a proactive run that did not lower the score defers the next.
 pub(crate) const DEFER_INTERVALS: u32 = 32;
 
-impl Core {
+impl Mm {
     /// Zone `zi`'s fragmentation score (0..=100).
     pub(crate) fn fragmentation_score_zone(&self, zi: ZoneIdx) -> u64 {
-        let fb = Self::zone_free_blocks(&self.zones[zi]);
+        let fb = self.zones[zi].free_blocks_racy();
         let free: u64 = fb.iter().enumerate().map(|(o, n)| n << o).sum();
         let big: u64 = fb.iter().enumerate().skip(PAGEBLOCK_ORDER as usize).map(|(o, n)| n << o).sum();
         ((free - big) * 100).checked_div(free).unwrap_or(0)
@@ -104,9 +105,7 @@ impl Core {
         self.events.count(VmEvent::CompactDaemonWake, 1);
         for zi in self.zones.iter().map(|z| z.idx) {
             let z = &self.zones[zi];
-            if z.nid as usize != nid
-                || Self::has_free_order(z, order)
-                || self.compaction_suitable(zi, order) == Suitable::Skip
+            if z.nid as usize != nid || z.has_free_order(order) || self.compaction_suitable(zi, order) == Suitable::Skip
             {
                 continue;
             }
@@ -118,12 +117,12 @@ impl Core {
 
     /// Whether some zone of node `nid` has a free block of `order` (racy).
     pub(crate) fn node_has_free_order(&self, nid: usize, order: Order) -> bool {
-        self.zones.iter().any(|z| z.nid as usize == nid && Self::has_free_order(z, order))
+        self.zones.iter().any(|z| z.nid as usize == nid && z.has_free_order(order))
     }
 }
 
 /// Start one kcompactd per node (once per allocator; nothing under loom).
-pub(crate) fn start(core: &Arc<Core>) {
+pub(crate) fn start(core: &Arc<Mm>) {
     #[cfg(not(loom))]
     {
         let st = &core.mobility.kcompactd;
@@ -148,7 +147,7 @@ pub(crate) fn start(core: &Arc<Core>) {
 
 /// One node's kcompactd (`kcompactd()`).
 #[cfg(not(loom))]
-fn run(core: &Core, nid: usize) {
+fn run(core: &Mm, nid: usize) {
     let st = &core.mobility.kcompactd;
     let mut defer = 0u32;
     loop {

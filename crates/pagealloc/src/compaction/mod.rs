@@ -37,10 +37,10 @@ pub use index::FragIndexReport;
 pub(crate) use index::{fragmentation_index, FragInfo};
 
 use crate::migrate::{Moved, OwnerPanic};
+use crate::mm::Mm;
 use crate::page::flags;
-use crate::page_alloc::Core;
 use crate::sync::Ordering;
-use crate::types::{Gfp, MigrateType, Order, ZoneIdx, MIGRATE_PCPTYPES, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
+use crate::types::{Gfp, MigrateType, Order, ZoneIdx, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
 use crate::vmevent::VmEvent;
 use crate::zone::{AllocFlags, Wmark, Zone};
 
@@ -80,18 +80,7 @@ pub(crate) enum Suitable {
     Go,
 }
 
-impl Core {
-    /// Free blocks per order of zone `z` (isolated included, as the kernel's
-    /// `nr_free`), read without the lock.
-    pub(crate) fn zone_free_blocks(z: &Zone) -> [u64; NR_ORDERS] {
-        std::array::from_fn(|o| z.stats.free_blocks[o].iter().map(|c| c.get_racy()).sum())
-    }
-
-    /// Does `z` have a free block of at least `order` on a pcp type's list?
-    pub(crate) fn has_free_order(z: &Zone, order: Order) -> bool {
-        order.and_above().any(|o| z.stats.free_blocks[o.idx()][..MIGRATE_PCPTYPES].iter().any(|c| c.get_racy() != 0))
-    }
-
+impl Mm {
     /// The kernel's `compaction_suitable` for zone `zi` and `order`.
     pub(crate) fn compaction_suitable(&self, zi: ZoneIdx, order: Order) -> Suitable {
         let z = &self.zones[zi];
@@ -102,7 +91,7 @@ impl Core {
             return Suitable::Skip;
         }
         if order.get() > COSTLY_ORDER {
-            let idx = fragmentation_index(&FragInfo::of(&Self::zone_free_blocks(z), order.get()));
+            let idx = fragmentation_index(&FragInfo::of(&z.free_blocks_racy(), order.get()));
             if idx >= 0 && idx <= self.cfg.extfrag_threshold as i32 {
                 return Suitable::Skip;
             }
@@ -164,7 +153,7 @@ impl Core {
         if self.mobility.lru_ops().is_some() {
             self.lru_add_drain_all();
         }
-        if order.is_some_and(|o| Self::has_free_order(z, o)) {
+        if order.is_some_and(|o| z.has_free_order(o)) {
             out.success = true;
             return out;
         }
@@ -200,7 +189,7 @@ impl Core {
                 }
             }
             m += PAGEBLOCK_PAGES;
-            if order.is_some_and(|o| Self::has_free_order(z, o)) {
+            if order.is_some_and(|o| z.has_free_order(o)) {
                 out.success = true;
                 break;
             }
@@ -230,7 +219,7 @@ impl Core {
         self.events.count(VmEvent::CompactMigrateScanned, out.migrate_scanned);
         self.events.count(VmEvent::CompactFreeScanned, out.free_scanned);
         if let Some(o) = order {
-            out.success = out.success || Self::has_free_order(z, o);
+            out.success = out.success || z.has_free_order(o);
         }
     }
 

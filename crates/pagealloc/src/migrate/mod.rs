@@ -37,9 +37,9 @@
 #[cfg(all(test, loom))]
 mod loom_tests;
 
+use crate::mm::Mm;
 use crate::movable::MovableOps;
 use crate::page::flags;
-use crate::page_alloc::Core;
 use crate::sync::Ordering;
 use crate::types::{Order, Pfn, PAGE_SIZE};
 use crate::vmevent::VmEvent;
@@ -142,7 +142,7 @@ fn unmarkable(pfn: Pfn, f: u32) -> Result<(), crate::PageStateError> {
     }
 }
 
-impl Core {
+impl Mm {
     /// Is `p` a page migration can try now (racy): a registered movable
     /// page, or, with a page cache attached, an order-0 page on an LRU list
     /// (a page-cache page; the page cache's migrator decides the rest).
@@ -377,7 +377,7 @@ impl Core {
     }
 }
 
-impl Core {
+impl Mm {
     /// Allocated pages by mobility, from a racy walk of the descriptors.
     pub(crate) fn mobility_census(&self) -> crate::movable::MobilityCensus {
         let mut c = crate::movable::MobilityCensus::default();

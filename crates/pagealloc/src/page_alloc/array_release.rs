@@ -122,7 +122,7 @@ impl Core {
     #[inline(never)]
     fn release_array_rest(&self, slots: &mut [Option<Pfn>], start: usize) {
         let tables = self.mm.tables();
-        let zero = self.reporting.zero_on_free;
+        let zero = self.zeroing.zero_on_free;
         let mut giver = Giver::new(self, true);
         let (mut pfns, mut words) = ([0u32; GIVE_CHUNK], [0u16; GIVE_CHUNK]);
         for chunk in slots[start..].chunks_mut(GIVE_CHUNK) {

@@ -62,7 +62,7 @@ impl Core {
                 return known;
             }
         }
-        let gfp = gfp | self.reporting.alloc_extra; // init_on_alloc
+        let gfp = gfp | self.zeroing.alloc_extra; // init_on_alloc
         let lead = known + slots[known..].iter().take_while(|s| s.is_some()).count();
         if lead == slots.len() {
             return lead;
@@ -128,7 +128,7 @@ impl Core {
 
     #[inline(never)]
     fn alloc_pages_bulk_list_slow(&self, gfp: Gfp, nr: usize, out: &mut Vec<Pfn>) -> usize {
-        let gfp = gfp | self.reporting.alloc_extra; // init_on_alloc
+        let gfp = gfp | self.zeroing.alloc_extra; // init_on_alloc
         let before = out.len();
         // Room for what the arena could give, not for `nr`: a huge `nr` must not
         // reserve (and abort on) memory that could never be filled. Only a hint:

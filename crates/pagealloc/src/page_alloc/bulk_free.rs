@@ -218,7 +218,7 @@ impl Claims {
         debug_assert!(end - start <= GIVE_CHUNK && GIVE_CHUNK <= 64);
         // Everything the pass reads of the allocator, in locals.
         let tables = inner.mm.tables();
-        let zero = inner.reporting.zero_on_free;
+        let zero = inner.zeroing.zero_on_free;
         // Whether any free is fast: the old design wakes on every free, so
         // none of its frees is.
         let fast = inner.cfg.waiters_bit();

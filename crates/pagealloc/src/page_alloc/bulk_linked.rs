@@ -171,7 +171,7 @@ impl Core {
     /// the chain it started.
     #[inline(never)]
     fn alloc_pages_bulk_linked_slow(&self, gfp: Gfp, nr: usize, mut c: PageChain) -> PageChain {
-        let gfp = gfp | self.reporting.alloc_extra; // init_on_alloc
+        let gfp = gfp | self.zeroing.alloc_extra; // init_on_alloc
         let zero = gfp.contains(Gfp::ZERO);
         if c.len == 0 && nr > FRONT_BATCH {
             // What this thread's front cache holds first, as the smaller

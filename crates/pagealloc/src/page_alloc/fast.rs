@@ -79,7 +79,7 @@ impl Core {
     #[inline(always)]
     fn alloc_node_body(&self, nid: u32, gfp: Gfp, order: u32, head: u32) -> Result<Pfn, AllocError> {
         // init_on_alloc: every allocation zeroed (no inline path runs then).
-        let gfp = gfp | self.reporting.alloc_extra;
+        let gfp = gfp | self.zeroing.alloc_extra;
         // The one place an allocation's order is checked: below, an Order.
         let Some(order) = Order::new(order) else {
             return Err(AllocError::InvalidOrder { order });

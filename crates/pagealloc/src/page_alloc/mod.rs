@@ -39,12 +39,13 @@ pub(crate) mod drain;
 pub(crate) mod fast;
 pub(crate) mod free;
 pub(crate) mod give;
+pub(crate) mod hooks;
 mod hotplug;
 pub(crate) mod nolock;
 #[cfg(test)]
 mod nolock_tests;
-pub(crate) mod put;
 pub(crate) mod slow;
+mod zeroing;
 
 use crate::config::Config;
 use crate::error::ConfigError;
@@ -54,9 +55,9 @@ use crate::page::flags;
 use crate::pcp::PcpSet;
 use crate::types::{Gfp, MigrateType, Order, Pfn, ZoneIdx, ZoneType, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE};
 use crate::vmevent::PerCpuEvents;
-use crate::vmscan::Vmscan;
 use crate::zone::{self, Zone, ZoneTable};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -87,14 +88,13 @@ pub(crate) struct Core {
     pub(crate) front_free_inline: bool,
     /// Every thread's front cache for this allocator, and the drain lock.
     pub(crate) fronts: Fronts,
-    /// Free page reporting.
-    pub(crate) reporting: crate::reporting::Reporting,
-    /// LRU lists, LRU batches, shrinkers and reclaim gauges.
-    pub(crate) vmscan: Vmscan,
+    /// Zeroing policy and counts.
+    pub(crate) zeroing: zeroing::Zeroing,
+    /// Reclaim and compaction, for the slow path (`hooks`); unset in a
+    /// core built alone.
+    pub(crate) hooks: Weak<dyn hooks::SlowPathHooks>,
     /// No-lock allocation and free (`nolock`): the deferred-free list.
     pub(crate) nolock: nolock::NoLock,
-    /// Movable operations and compaction state.
-    pub(crate) mobility: crate::movable::Mobility,
     /// The pfn ranges not yet given to the buddy lists (`hotplug`).
     pub(crate) holes: hotplug::Holes,
 }
@@ -173,7 +173,6 @@ impl Core {
         let front_alloc_inline =
             front_on && cfg.nodes == 1 && !cfg.init_on_alloc && !cfg.page_group_by_mobility_disabled;
         let front_free_inline = front_on && cfg.waiters_bit() && !cfg.pcp_mt_cache() && !cfg.init_on_free;
-        let nr_zones = zones.len();
         let holes = hotplug::Holes::new(hotplug::validate(&cfg.holes, pages)?, zones.iter());
         let prefetch_base = if cfg.prefetch_on_alloc { mm.prefetch_base() } else { 0 };
         let core = Core {
@@ -189,10 +188,9 @@ impl Core {
             prefetch_base,
             front_free_inline,
             fronts: Fronts::new(id, (front_alloc_inline, front_free_inline)),
-            reporting: crate::reporting::Reporting::new(&cfg),
-            vmscan: Vmscan::new(cfg.nodes as usize, nr_zones, nr_cpus),
+            zeroing: zeroing::Zeroing::new(&cfg),
+            hooks: Weak::<hooks::NoHooks>::new(),
             nolock: nolock::NoLock::default(),
-            mobility: crate::movable::Mobility::new(nblocks as usize, cfg.nodes as usize),
             holes,
             cfg,
         };
@@ -200,6 +198,18 @@ impl Core {
         crate::sync::prepare_parking();
         core.free_all_at_boot();
         Ok(core)
+    }
+
+    /// Register the layers above the core for its slow path (before the
+    /// core is shared: the registration is read without a lock).
+    pub(crate) fn set_hooks(&mut self, hooks: Weak<dyn hooks::SlowPathHooks>) {
+        self.hooks = hooks;
+    }
+
+    /// The slow path's hooks, when registered and still alive.
+    #[inline]
+    pub(crate) fn hooks(&self) -> Option<Arc<dyn hooks::SlowPathHooks>> {
+        self.hooks.upgrade()
     }
 
     /// Hand every page of every zone to the buddy lists, in max-order blocks.
@@ -256,11 +266,11 @@ impl Core {
             // A block taken straight off the buddy lists carries REPORTED for
             // this moment when its memory was released: it reads zero already.
             // With init_on_free every free page reads zero.
-            let released = (d.flags() & flags::REPORTED != 0 && self.reporting.zero_ok) || self.reporting.zero_on_free;
+            let released = (d.flags() & flags::REPORTED != 0 && self.zeroing.zero_ok) || self.zeroing.zero_on_free;
             d.set_private(order, self.alloc_mt(gfp));
             d.set_flags(head);
             if released {
-                self.reporting.zeroing_skipped.fetch_add(order.pages(), Ordering::Relaxed);
+                self.zeroing.zeroing_skipped.fetch_add(order.pages(), Ordering::Relaxed);
             } else {
                 self.mm.zero_frames(pfn, order);
             }
@@ -278,9 +288,9 @@ impl Core {
     /// claims held).
     #[inline(always)]
     pub(crate) fn init_on_free(&self, p: u64, order: Order) {
-        if self.reporting.zero_on_free {
+        if self.zeroing.zero_on_free {
             self.mm.zero_frames(p, order);
-            self.reporting.zeroed_on_free.fetch_add(order.pages(), Ordering::Relaxed);
+            self.zeroing.zeroed_on_free.fetch_add(order.pages(), Ordering::Relaxed);
         }
     }
 

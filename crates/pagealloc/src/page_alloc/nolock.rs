@@ -64,7 +64,7 @@ impl Core {
         // init_on_alloc, as every other allocation path: `prep_new_page`
         // zeroes the block unless it knows it reads zero already (released,
         // or init_on_free). Zeroing is plain stores, async-signal-safe.
-        let gfp = gfp | self.reporting.alloc_extra;
+        let gfp = gfp | self.zeroing.alloc_extra;
         let Some(order) = Order::new(order) else {
             return Err(AllocError::InvalidOrder { order });
         };

@@ -26,16 +26,20 @@
 //!    `bench lru-file-readonce` fell to 89.5% in 1 of 20 runs without this,
 //!    stayed at 92.8% or more with it;
 //! 4. direct reclaim: the shrinkers, the page cache's LRU among them, are
-//!    asked for pages (`Vmscan::direct_reclaim`); when it frees pages, raise
-//!    kswapd's boost (`vmscan::wake`: kswapd was late, so it wakes earlier
-//!    and reclaims further from now on) and go back to 1 (up to
+//!    asked for pages; when it frees pages, raise kswapd's boost (kswapd
+//!    was late, so it wakes earlier and reclaims further from now on) and go back to 1 (up to
 //!    [`MAX_RECLAIM_ROUNDS`] rounds: other allocators may take what one
 //!    round freed, as in the kernel's `should_reclaim_retry`);
 //! 5. when reclaim frees nothing, once: bring back pages parked on per-CPU
 //!    lists and front caches, and give HighAtomic reserves back to ordinary
 //!    use, then go back to 1;
 //! 6. fail with `NoMemory` (counted). Nothing here ever aborts.
+//!
+//! Reclaim, kswapd and compaction are the layers above the core: every step
+//! that needs them goes through the registered [`SlowPathHooks`], and a
+//! core built alone skips those steps.
 
+use super::hooks::{NoHooks, SlowPathHooks};
 use super::Core;
 use crate::error::AllocError;
 use crate::types::{Gfp, Order, Pfn, ZoneIdx};
@@ -56,7 +60,9 @@ impl Core {
     #[inline(never)]
     pub(crate) fn alloc_slow(&self, zl: &[ZoneIdx], order: Order, gfp: Gfp, head: u32) -> Result<Pfn, AllocError> {
         let af = AllocFlags { wmark: Wmark::Min, high: gfp.contains(Gfp::HIGH) };
-        self.wake_kswapds(zl, order);
+        let hooks = self.hooks();
+        let hooks: &dyn SlowPathHooks = hooks.as_deref().unwrap_or(&NoHooks);
+        hooks.wake_background_reclaim(zl, order);
         let try_zone = |zi: ZoneIdx| {
             let z = &self.zones[zi];
             z.watermark_ok(order, af, gfp).then(|| z.rmqueue(&self.mm, order, gfp, af, false)).flatten()
@@ -70,11 +76,13 @@ impl Core {
             }
             if round == 0 {
                 // ---- Direct compaction: order > 0, unless Gfp::NO_COMPACT. ----
-                if let Some(p) = self.try_direct_compact(zl, order, gfp, try_zone) {
-                    return Ok(self.prep_new_page(p, order, gfp, head));
+                if order > Order::ZERO && !gfp.intersects(Gfp::NO_COMPACT | Gfp::HIGH) {
+                    if let Some(p) = hooks.direct_compact(zl, order, gfp, &mut |zi| try_zone(zi)) {
+                        return Ok(self.prep_new_page(p, order, gfp, head));
+                    }
                 }
             }
-            if round == 0 && !af.high && self.kswapd_pending(zl) {
+            if round == 0 && !af.high && hooks.background_reclaim_pending(zl) {
                 // kswapd has been woken but has not run yet (its CPU is
                 // busy, maybe with us): give it the CPU once and look again
                 // before reclaiming ourselves, as the kernel's retry loop
@@ -84,14 +92,14 @@ impl Core {
             }
             if !gave_way && !af.high {
                 gave_way = true;
-                if let Some(p) = self.give_way_to_kswapd(zl, &take) {
+                if let Some(p) = self.give_way_to_kswapd(hooks, zl, &take) {
                     return Ok(p);
                 }
             }
             // ---- Direct reclaim: shrink the LRU lists and shrinkers; retry
             // while it makes progress. ----
-            if self.direct_reclaim(order, gfp) {
-                self.boost_kswapds(zl);
+            if !gfp.contains(Gfp::HIGH) && hooks.direct_reclaim(order, gfp) {
+                hooks.direct_reclaim_succeeded(zl);
                 continue;
             }
             if drained || !self.reclaim_parked(zl, gfp) {
@@ -126,13 +134,18 @@ impl Core {
         Err(AllocError::NoMemory { order: order.get() })
     }
 
-    /// kswapd is still woken or reclaiming: give it the CPU up to GIVE_WAY
-    /// times, looking after each, before reclaiming ourselves (the kernel's
-    /// `throttle_direct_reclaim` makes direct reclaimers wait while kswapd
-    /// works).
-    fn give_way_to_kswapd(&self, zl: &[ZoneIdx], take: &impl Fn() -> Option<Pfn>) -> Option<Pfn> {
+    /// Background reclaim is still woken or reclaiming: give it the CPU up
+    /// to GIVE_WAY times, looking after each, before reclaiming ourselves
+    /// (the kernel's `throttle_direct_reclaim` makes direct reclaimers wait
+    /// while kswapd works).
+    fn give_way_to_kswapd(
+        &self,
+        hooks: &dyn SlowPathHooks,
+        zl: &[ZoneIdx],
+        take: &impl Fn() -> Option<Pfn>,
+    ) -> Option<Pfn> {
         for _ in 0..GIVE_WAY {
-            if !self.kswapd_active(zl) {
+            if !hooks.background_reclaim_active(zl) {
                 return None;
             }
             std::thread::yield_now();
@@ -141,64 +154,6 @@ impl Core {
             }
         }
         None
-    }
-
-    /// Direct reclaim ran although kswapd runs: raise the boost of each
-    /// node of `zl` by `SWAP_CLUSTER_MAX` pages, up to 150% of the zone's
-    /// high watermark (the kernel's default `watermark_boost_factor`).
-    fn boost_kswapds(&self, zl: &[ZoneIdx]) {
-        let k = &self.vmscan.kswapd;
-        if !k.running() {
-            return;
-        }
-        for &zi in zl {
-            let z = &self.zones[zi];
-            k.boost(z.nid as usize, 32, z.wmark[Wmark::High as usize] * 3 / 2);
-        }
-    }
-
-    /// Whether the kswapd of a node of `zl` is woken or reclaiming.
-    fn kswapd_active(&self, zl: &[ZoneIdx]) -> bool {
-        let k = &self.vmscan.kswapd;
-        k.running() && zl.iter().any(|&zi| k.active(self.zones[zi].nid as usize))
-    }
-
-    /// Whether a kswapd wakeup of a node of `zl` is pending (woken, not yet
-    /// running).
-    fn kswapd_pending(&self, zl: &[ZoneIdx]) -> bool {
-        let k = &self.vmscan.kswapd;
-        k.running() && zl.iter().any(|&zi| k.pending(self.zones[zi].nid as usize))
-    }
-
-    /// Wake the kswapd of each node with a zone of `zl` below its low
-    /// watermark, or, for `order` > 0, without a free block of that order
-    /// (kswapd then wakes kcompactd; nothing when no kswapd runs).
-    fn wake_kswapds(&self, zl: &[ZoneIdx], order: Order) {
-        let k = &self.vmscan.kswapd;
-        if !k.running() {
-            return;
-        }
-        for &zi in zl {
-            let z = &self.zones[zi];
-            if z.free_pages_racy() < z.wmark[Wmark::Low as usize]
-                || (order > Order::ZERO && !Self::has_free_order(z, order))
-            {
-                k.wake_order(z.nid as usize, order.get());
-            }
-        }
-    }
-
-    /// Direct reclaim through the shrinkers (the page cache is one), counted
-    /// as an `allocstall_*`. False when it freed nothing. High-priority
-    /// (atomic) requests may not reclaim, as `GFP_ATOMIC` lacks
-    /// `__GFP_DIRECT_RECLAIM`.
-    fn direct_reclaim(&self, order: Order, gfp: Gfp) -> bool {
-        if gfp.contains(Gfp::HIGH) || !self.vmscan.has_shrinkers() {
-            return false;
-        }
-        let ev = if gfp.contains(Gfp::MOVABLE) { VmEvent::AllocstallMovable } else { VmEvent::AllocstallNormal };
-        self.events.count(ev, 1);
-        self.vmscan.direct_reclaim(order)
     }
 
     /// Pages parked on per-CPU lists and front caches count as free memory

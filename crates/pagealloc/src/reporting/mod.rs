@@ -64,7 +64,7 @@ use crate::config::{Backing, Config, ReportCallback};
 use crate::memmap::MemMap;
 use crate::page::flags;
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use crate::types::{Gfp, MigrateType, Order, Pfn, PAGE_SIZE};
+use crate::types::{MigrateType, Order, Pfn, PAGE_SIZE};
 use crate::zone::{Zone, FREE_CLOCK, FREE_CLOCK_MS};
 use std::sync::Mutex as StdMutex;
 use std::thread::JoinHandle;
@@ -113,17 +113,6 @@ pub(crate) struct Reporting {
     delay_ms: AtomicU64,
     batch: AtomicU32,
     release: Release,
-    /// Whether a released block reads zero (`MADV_DONTNEED`, or no memory).
-    pub(crate) zero_ok: bool,
-    /// What every allocation adds to its flags: `Gfp::ZERO` with
-    /// init_on_alloc (zeroing options live beside reporting: a released block
-    /// needs no zeroing).
-    pub(crate) alloc_extra: Gfp,
-    /// init_on_free: every block is zeroed when freed, so every free page
-    /// reads zero.
-    pub(crate) zero_on_free: bool,
-    /// Pages zeroed by init_on_free.
-    pub(crate) zeroed_on_free: AtomicU64,
     /// Whether this backing can report at all.
     pub(crate) can_report: bool,
     /// Held for a whole pass, and by readers that need a quiescent view.
@@ -134,9 +123,6 @@ pub(crate) struct Reporting {
     pub(crate) errors: AtomicU64,
     pub(crate) release_calls: AtomicU64,
     pub(crate) passes: AtomicU64,
-    /// `Gfp::ZERO` (or init_on_alloc) allocations whose zeroing was skipped
-    /// because the block was released.
-    pub(crate) zeroing_skipped: AtomicU64,
     /// Compactions run before releasing, and the pages they moved
     /// (`allocator::reporting::compact_for_release`).
     pub(crate) compactions: AtomicU64,
@@ -182,10 +168,6 @@ impl Reporting {
             delay_ms: AtomicU64::new(cfg.page_reporting_delay_ms),
             batch: AtomicU32::new(cfg.page_reporting_batch),
             release,
-            zero_ok: !cfg.page_reporting_madv_free,
-            alloc_extra: if cfg.init_on_alloc { Gfp::ZERO } else { Gfp::empty() },
-            zero_on_free: cfg.init_on_free,
-            zeroed_on_free: AtomicU64::new(0),
             can_report,
             pass_lock: StdMutex::new(()),
             reported_pages: AtomicU64::new(0),
@@ -193,7 +175,6 @@ impl Reporting {
             errors: AtomicU64::new(0),
             release_calls: AtomicU64::new(0),
             passes: AtomicU64::new(0),
-            zeroing_skipped: AtomicU64::new(0),
             compactions: AtomicU64::new(0),
             compacted_pages: AtomicU64::new(0),
             movable_marks: AtomicU64::new(0),

@@ -27,7 +27,7 @@
 //! reader's first load is Acquire, so a reader that starts at an even value sees
 //! every counter store of the section that ended there.
 
-use crate::page_alloc::Core;
+use crate::mm::Mm;
 use crate::sync::{fence, Ordering};
 use crate::types::{MigrateType, ZoneType, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER};
 use crate::zone::Zone;
@@ -109,7 +109,7 @@ pub struct Snapshot {
     pub retries: u64,
 }
 
-impl Core {
+impl Mm {
     pub(crate) fn snapshot_consistent(&self) -> Snapshot {
         let zones = &self.zones;
         let mut seqs = vec![0u64; zones.len()];

@@ -1,8 +1,23 @@
 //! The zone watermark formulas (the kernel's `__setup_per_zone_wmarks` and
-//! `min_free_kbytes` defaults): pure functions of the zone's size.
+//! `min_free_kbytes` defaults): pure functions of the zone's size; and the
+//! free-block counts the watermark checks and their callers read.
 
 use super::Zone;
-use crate::types::ZoneType;
+use crate::types::{Order, ZoneType, MIGRATE_PCPTYPES, NR_ORDERS};
+
+impl Zone {
+    /// Free blocks per order (isolated included, as the kernel's
+    /// `nr_free`), read without the lock.
+    pub(crate) fn free_blocks_racy(&self) -> [u64; NR_ORDERS] {
+        std::array::from_fn(|o| self.stats.free_blocks[o].iter().map(|c| c.get_racy()).sum())
+    }
+
+    /// Whether a free block of at least `order` sits on a list of a per-CPU
+    /// type, read without the lock.
+    pub(crate) fn has_free_order(&self, order: Order) -> bool {
+        order.and_above().any(|o| self.stats.free_blocks[o.idx()][..MIGRATE_PCPTYPES].iter().any(|c| c.get_racy() != 0))
+    }
+}
 
 /// Zone watermarks as the kernel's `__setup_per_zone_wmarks` computes them.
 ///

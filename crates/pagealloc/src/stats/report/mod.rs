@@ -38,7 +38,7 @@
 //!   [`PcpStat`].
 
 use super::snapshot::{Snapshot, ZoneCounters};
-use crate::page_alloc::Core;
+use crate::mm::Mm;
 use crate::types::{MigrateType, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
 use crate::vmevent::NR_VM_EVENTS;
 use crate::zone::Zone;
@@ -453,7 +453,7 @@ fn ptinfo_zone(z: &ZoneCounters) -> PageTypeInfoZone {
     }
 }
 
-impl Core {
+impl Mm {
     /// Every event counter: the per-CPU blocks plus the per-zone blocks.
     pub(crate) fn event_totals(&self) -> [u64; NR_VM_EVENTS] {
         let mut sum = [0u64; NR_VM_EVENTS];

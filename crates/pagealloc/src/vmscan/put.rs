@@ -4,8 +4,8 @@
 //! and their drain, `mark_page_accessed`, and putting isolated pages back.
 //! Invariants and lock order: `vmscan`'s module doc.
 
-use super::Core;
 use crate::error::{FreeError, PageStateError};
+use crate::mm::Mm;
 use crate::page::flags::{ACTIVE, DIRTY, LRU, REFERENCED};
 use crate::pageref;
 use crate::sync::Ordering;
@@ -13,7 +13,7 @@ use crate::types::{Order, Pfn};
 use crate::vmevent::VmEvent;
 use crate::vmscan::LRU_BATCH;
 
-impl Core {
+impl Mm {
     /// The node of `pfn` (in range).
     #[inline]
     pub(crate) fn nid_of(&self, pfn: u64) -> usize {
@@ -56,7 +56,7 @@ impl Core {
         let p = pfn.as_u64();
         self.unlist_and_clean(p);
         debug_assert_eq!(self.mm.page(p).flags(), crate::page::flags::PCP, "pfn {p} was not frozen");
-        let order = super::claim::claimed_order(self.mm.page(p).order());
+        let order = crate::page_alloc::claim::claimed_order(self.mm.page(p).order());
         self.init_on_free(p, order);
         self.finish_free(pfn, order, old);
     }
