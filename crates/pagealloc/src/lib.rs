@@ -23,46 +23,46 @@
 #![warn(missing_docs)]
 
 mod allocator;
-mod buddy;
 mod compaction;
-mod config;
-mod cpu;
-mod error;
+use pagealloc_core::config;
+use pagealloc_core::cpu;
+use pagealloc_core::error;
 // Failure injection: public (for tests and the stress command) only with the
 // `fail-inject` feature; without it only the constant hooks remain.
 #[cfg(feature = "fail-inject")]
-pub mod failinject;
+pub use pagealloc_core::failinject;
 #[cfg(not(feature = "fail-inject"))]
-mod failinject;
-mod front;
-mod invariants;
+use pagealloc_core::failinject;
+use pagealloc_core::front;
+use pagealloc_core::invariants;
 mod isolation;
-mod list;
-mod lockstat;
-mod memmap;
+use pagealloc_core::list;
+use pagealloc_core::lockstat;
+use pagealloc_core::memmap;
 mod migrate;
 mod mm;
 mod movable;
-mod page;
-mod page_alloc;
+use pagealloc_core::page;
+use pagealloc_core::page_alloc;
 mod page_array;
 mod pagecache;
-mod pagelock;
-mod pageref;
+use pagealloc_core::pagelock;
+use pagealloc_core::pageref;
 mod pages;
-mod pcp;
 mod reporting;
 pub mod stats;
-mod sync;
-mod types;
-mod vmevent;
+use pagealloc_core::sync;
+use pagealloc_core::types;
+use pagealloc_core::vmevent;
 mod vmscan;
-mod zone;
+use pagealloc_core::zone;
 
 #[cfg(not(loom))]
 #[doc(hidden)]
 pub use allocator::{front_abi, FrontView, ThreadFront};
 pub use allocator::{PageAllocator, ReportingStats, ZoneResidency};
+pub use allocator::{PageLockGuard, PageReference};
+pub use compaction::{CompactOutcome, FragIndexReport};
 #[cfg(feature = "seed-variants")]
 pub use config::DrainMode;
 pub use config::{Backing, Config, ReportCallback, MAX_HOLES};
@@ -72,15 +72,11 @@ pub use invariants::{Fragmentation, ZoneCensus};
 pub use lockstat::{
     tick_unit, LockStatReport, PcpLockStatReport, ZoneLockStat, LOCKSTAT_BUCKETS, LOCKSTAT_SAMPLE, PCP_HOLD_SAMPLE,
 };
+pub use movable::{MobilityCensus, MovableId, MovableOps};
 #[cfg(feature = "seed-variants")]
 pub use page_alloc::bulk_linked::{ChainIter, PageChain};
-pub use reporting::ReportPass;
-/// Bytes in one page descriptor (at most 16).
-pub const PAGE_DESC_SIZE: usize = std::mem::size_of::<page::PageDesc>();
-pub use allocator::{PageLockGuard, PageReference};
-pub use compaction::{CompactOutcome, FragIndexReport};
-pub use movable::{MobilityCensus, MovableId, MovableOps};
 pub use page_array::PageArray;
+pub use pagealloc_core::PAGE_DESC_SIZE;
 pub use pagecache::{
     DirectFileSource, FileSource, FillFn, IoMode, Mapping, PageCache, PageCacheConfig, PageCacheError, PageHandle,
     PageIndex, PageSource, Readahead, WritebackStats, MAX_FILE_BYTES, MAX_INDEX, MAX_MAPPINGS, RA_MAX_LIMIT,
@@ -88,6 +84,7 @@ pub use pagecache::{
 };
 pub use pagelock::CancelToken;
 pub use pages::{OwnedBlock, Pages};
+pub use reporting::ReportPass;
 pub use types::{
     CpuId, Gfp, MigrateType, NodeId, Pfn, ZoneType, MAX_ORDER, MIGRATE_PCPTYPES, MIGRATE_TYPES, NR_ORDERS,
     PAGEBLOCK_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE,
@@ -107,6 +104,8 @@ const _: () = {
     assert_send_sync::<ConfigError>();
 };
 
+#[cfg(test)]
+mod core_tests;
 #[cfg(test)]
 mod tests;
 

@@ -223,6 +223,7 @@ fn untimed(e: WaitError) -> PageStateError {
     match e {
         WaitError::State(s) => s,
         WaitError::TimedOut | WaitError::Cancelled => unreachable!("an untimed, uncancellable wait"),
+        e => unreachable!("an untimed, uncancellable wait failed: {e}"),
     }
 }
 

@@ -270,6 +270,13 @@ impl PageAllocator {
     }
 }
 
+#[cfg(feature = "fail-inject")]
+impl crate::failinject::FailTarget for PageAllocator {
+    fn fail_target_id(&self) -> u64 {
+        self.id()
+    }
+}
+
 const _: () = {
     const fn send_sync<T: Send + Sync>() {}
     send_sync::<PageAllocator>();

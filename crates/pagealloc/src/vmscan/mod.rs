@@ -37,7 +37,6 @@
 
 pub(crate) mod dirty;
 pub(crate) mod lru;
-mod put;
 pub(crate) mod wake;
 
 use crate::memmap::MemMap;

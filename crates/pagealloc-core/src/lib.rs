@@ -1,0 +1,79 @@
+//! # pagealloc-core
+//!
+//! The core of [pagealloc](https://docs.rs/pagealloc): the Linux kernel's
+//! page-frame allocator without the layers above it. It holds the memory
+//! map and page descriptors (`memmap`, `page`), zones and the buddy
+//! algorithm (`zone`, `buddy`), the per-CPU lists (`pcp`) and thread front
+//! caches (`front`), the allocation, free and bulk paths (`page_alloc`), the
+//! page lock (`pagelock`), page references (`pageref`) and the statistics
+//! counters (`vmevent`, `lockstat`).
+//!
+//! It knows nothing of reclaim, the page cache, compaction or free page
+//! reporting: the slow path reaches them only through [`SlowPathHooks`],
+//! which the `pagealloc` crate implements. Most programs want `pagealloc`,
+//! whose `PageAllocator` builds the core with every layer; its
+//! documentation describes the API. This crate's modules are public for the
+//! crates above it, not as a stable API.
+#![warn(missing_docs)]
+
+#[doc(hidden)]
+pub mod buddy;
+#[doc(hidden)]
+pub mod config;
+#[doc(hidden)]
+pub mod cpu;
+#[doc(hidden)]
+pub mod error;
+// Failure injection: public (for tests and the stress command) only with the
+// `fail-inject` feature; without it only the constant hooks remain.
+#[cfg(feature = "fail-inject")]
+pub mod failinject;
+#[cfg(not(feature = "fail-inject"))]
+#[doc(hidden)]
+pub mod failinject;
+#[doc(hidden)]
+pub mod front;
+#[doc(hidden)]
+pub mod invariants;
+#[doc(hidden)]
+pub mod list;
+#[doc(hidden)]
+pub mod lockstat;
+#[doc(hidden)]
+pub mod memmap;
+#[doc(hidden)]
+pub mod page;
+#[doc(hidden)]
+pub mod page_alloc;
+#[doc(hidden)]
+pub mod pagelock;
+#[doc(hidden)]
+pub mod pageref;
+#[doc(hidden)]
+pub mod pcp;
+#[doc(hidden)]
+pub mod sync;
+#[doc(hidden)]
+pub mod types;
+#[doc(hidden)]
+pub mod vmevent;
+#[doc(hidden)]
+pub mod zone;
+
+#[cfg(feature = "seed-variants")]
+pub use config::DrainMode;
+pub use config::{Backing, Config, ReportCallback, MAX_HOLES};
+pub use cpu::{pin_to_cpu, possible_cpus};
+pub use error::{AllocError, BulkFreeError, ConfigError, FreeError, InvariantError, PageStateError, WaitError};
+pub use invariants::{Fragmentation, ZoneCensus};
+pub use lockstat::{
+    tick_unit, LockStatReport, PcpLockStatReport, ZoneLockStat, LOCKSTAT_BUCKETS, LOCKSTAT_SAMPLE, PCP_HOLD_SAMPLE,
+};
+pub use page_alloc::hooks::SlowPathHooks;
+pub use pagelock::CancelToken;
+pub use types::{
+    CpuId, Gfp, MigrateType, NodeId, Pfn, ZoneType, MAX_ORDER, MIGRATE_PCPTYPES, MIGRATE_TYPES, NR_ORDERS,
+    PAGEBLOCK_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE,
+};
+/// Bytes in one page descriptor (at most 16).
+pub const PAGE_DESC_SIZE: usize = std::mem::size_of::<page::PageDesc>();

@@ -1,0 +1,120 @@
+//! The allocator with the layers above its core: the core (`page_alloc`)
+//! and, beside it, the state of reclaim (`vmscan`), compaction
+//! (`movable`, `compaction`) and free page reporting (`reporting`).
+//!
+//! [`Mm`] dereferences to the core, so the upper layers call the core's
+//! paths directly; the core calls back only through the slow-path hooks
+//! ([`SlowPathHooks`]), which `Mm` implements here. The core holds a weak
+//! reference to its `Mm` (made with [`Arc::new_cyclic`]), so there is no
+//! cycle of strong references and a core built alone runs without it.
+
+mod put;
+
+use crate::config::Config;
+use crate::error::ConfigError;
+use crate::movable::Mobility;
+use crate::page_alloc::hooks::SlowPathHooks;
+use crate::page_alloc::Core;
+use crate::reporting::Reporting;
+use crate::types::{Gfp, Order, ZoneIdx};
+use crate::vmevent::VmEvent;
+use crate::vmscan::Vmscan;
+use crate::zone::Wmark;
+use std::sync::{Arc, Weak};
+
+/// One allocator: its core and the state of the layers above it.
+pub(crate) struct Mm {
+    pub(crate) core: Core,
+    /// Free page reporting.
+    pub(crate) reporting: Reporting,
+    /// LRU lists, LRU batches, shrinkers and reclaim gauges.
+    pub(crate) vmscan: Vmscan,
+    /// Movable operations and compaction state.
+    pub(crate) mobility: Mobility,
+}
+
+impl std::ops::Deref for Mm {
+    type Target = Core;
+    #[inline(always)]
+    fn deref(&self) -> &Core {
+        &self.core
+    }
+}
+
+impl Mm {
+    /// Build the core and the layers over it, and register the layers as
+    /// the core's slow-path hooks.
+    pub(crate) fn new(cfg: Config) -> Result<Arc<Self>, ConfigError> {
+        let mut core = Core::new(cfg)?;
+        let cfg = &core.cfg;
+        let nr_nodes = cfg.nodes as usize;
+        let nblocks = core.pageblocks.len();
+        let reporting = Reporting::new(cfg);
+        let vmscan = Vmscan::new(nr_nodes, core.zones.len(), core.pcp.nr_cpus());
+        let mobility = Mobility::new(nblocks, nr_nodes);
+        Ok(Arc::new_cyclic(|me: &Weak<Mm>| {
+            core.set_hooks(me.clone());
+            Mm { core, reporting, vmscan, mobility }
+        }))
+    }
+}
+
+impl SlowPathHooks for Mm {
+    fn wake_background_reclaim(&self, zl: &[ZoneIdx], order: Order) {
+        let k = &self.vmscan.kswapd;
+        if !k.running() {
+            return;
+        }
+        for &zi in zl {
+            let z = &self.zones[zi];
+            if z.free_pages_racy() < z.wmark[Wmark::Low as usize] || (order > Order::ZERO && !z.has_free_order(order)) {
+                k.wake_order(z.nid as usize, order.get());
+            }
+        }
+    }
+
+    fn background_reclaim_pending(&self, zl: &[ZoneIdx]) -> bool {
+        let k = &self.vmscan.kswapd;
+        k.running() && zl.iter().any(|&zi| k.pending(self.zones[zi].nid as usize))
+    }
+
+    fn background_reclaim_active(&self, zl: &[ZoneIdx]) -> bool {
+        let k = &self.vmscan.kswapd;
+        k.running() && zl.iter().any(|&zi| k.active(self.zones[zi].nid as usize))
+    }
+
+    fn direct_compact(
+        &self,
+        zl: &[ZoneIdx],
+        order: Order,
+        gfp: Gfp,
+        alloc: &mut dyn FnMut(ZoneIdx) -> Option<u64>,
+    ) -> Option<u64> {
+        self.try_direct_compact(zl, order, gfp, alloc)
+    }
+
+    /// Direct reclaim through the shrinkers (the page cache is one), counted
+    /// as an `allocstall_*`.
+    fn direct_reclaim(&self, order: Order, gfp: Gfp) -> bool {
+        if !self.vmscan.has_shrinkers() {
+            return false;
+        }
+        let ev = if gfp.contains(Gfp::MOVABLE) { VmEvent::AllocstallMovable } else { VmEvent::AllocstallNormal };
+        self.events.count(ev, 1);
+        self.vmscan.direct_reclaim(order)
+    }
+
+    /// Raise the boost of each node of `zl` by `SWAP_CLUSTER_MAX` pages, up
+    /// to 150% of the zone's high watermark (the kernel's default
+    /// `watermark_boost_factor`).
+    fn direct_reclaim_succeeded(&self, zl: &[ZoneIdx]) {
+        let k = &self.vmscan.kswapd;
+        if !k.running() {
+            return;
+        }
+        for &zi in zl {
+            let z = &self.zones[zi];
+            k.boost(z.nid as usize, 32, z.wmark[Wmark::High as usize] * 3 / 2);
+        }
+    }
+}
