@@ -93,10 +93,37 @@ pub fn process_rss_pages() -> Option<u64> {
     std::fs::read_to_string("/proc/self/statm").ok()?.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// Pin the calling thread to `cpu` (modulo the CPUs available).
+/// The CPUs this process may run on, as its affinity mask was at the first
+/// call (before any thread pinned itself); `0..available_parallelism` when the
+/// mask cannot be read.
+fn allowed_cpus() -> &'static [usize] {
+    static CPUS: std::sync::OnceLock<Vec<usize>> = std::sync::OnceLock::new();
+    CPUS.get_or_init(|| {
+        // SAFETY: a zeroed cpu_set_t is a valid empty set.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: pid 0 is this thread; `set` is a valid cpu_set_t of that size.
+        let ok = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } == 0;
+        let mut cpus = Vec::new();
+        for c in 0..libc::CPU_SETSIZE as usize {
+            // SAFETY: `c` is below CPU_SETSIZE, the set's size.
+            if ok && unsafe { libc::CPU_ISSET(c, &set) } {
+                cpus.push(c);
+            }
+        }
+        if cpus.is_empty() {
+            (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()
+        } else {
+            cpus
+        }
+    })
+}
+
+/// Pin the calling thread to the `cpu`-th CPU the process may run on (modulo
+/// their number): on a machine that lends the process CPUs 32..47, `pin(0)`
+/// is CPU 32, where CPU 0 would be refused.
 pub fn pin(cpu: usize) -> bool {
-    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-    pagealloc::pin_to_cpu(cpu % n)
+    let cpus = allowed_cpus();
+    pagealloc::pin_to_cpu(cpus[cpu % cpus.len()])
 }
 
 /// One measured figure.
