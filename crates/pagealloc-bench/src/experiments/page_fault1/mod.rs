@@ -68,9 +68,10 @@ pub enum PeerArg {
 /// page-fault1's own command-line flags.
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct Args {
-    /// page-fault1: run only this many threads (default 1 and 2, or 1..=CPUs with --sweep).
-    #[arg(long)]
-    pub threads: Option<usize>,
+    /// page-fault1: the thread counts to run, comma-separated, e.g. 1,2,4,8
+    /// (default 1 and 2, or 1..=CPUs with --sweep).
+    #[arg(long, value_delimiter = ',')]
+    pub threads: Vec<usize>,
     /// page-fault1: zero the whole page instead of writing one byte.
     #[arg(long)]
     pub zero: bool,
@@ -125,10 +126,10 @@ impl Kind {
 /// The thread counts to run: `--threads`, every count up to the CPUs with
 /// `--sweep`, else 1 and 2.
 fn thread_counts(args: &Args, cpus: usize) -> Vec<usize> {
-    match (args.threads, args.sweep) {
-        (Some(n), _) => vec![n.max(1)],
-        (None, true) => (1..=cpus).collect(),
-        (None, false) => vec![1, 2],
+    match (args.threads.is_empty(), args.sweep) {
+        (false, _) => args.threads.iter().map(|&n| n.max(1)).collect(),
+        (true, true) => (1..=cpus).collect(),
+        (true, false) => vec![1, 2],
     }
 }
 
