@@ -46,6 +46,8 @@ enum Cmd {
         out: PathBuf,
         #[command(flatten)]
         page_fault1: experiments::page_fault1::Args,
+        #[command(flatten)]
+        scaling: experiments::scaling::Args,
     },
     /// Build a default arena, run a workload, print a /proc report.
     Show {
@@ -99,8 +101,8 @@ fn main() {
         Cmd::BurstPeer { peer, blocks, idle_ms } => std::process::exit(burst_peer::run(peer, blocks, idle_ms)),
         Cmd::SqliteChild(args) => std::process::exit(sqlite_child::run(&args)),
         Cmd::Bench { action: Some(BenchCmd::Compare { old, new }), .. } => compare(&old, &new),
-        Cmd::Bench { action: None, experiment, full, json, quiet, verbose, out, page_fault1 } => {
-            let chosen = choose(experiment.as_deref(), &page_fault1);
+        Cmd::Bench { action: None, experiment, full, json, quiet, verbose, out, page_fault1, scaling } => {
+            let chosen = choose(experiment.as_deref(), &page_fault1, &scaling);
             bench(chosen, full, json, quiet, verbose, &out);
         }
     }
@@ -108,15 +110,22 @@ fn main() {
 
 /// The experiments `pagealloc bench [EXPERIMENT]` runs: all of them, or the
 /// one named (which may be on demand); exits on an unknown name.
-fn choose(experiment: Option<&str>, page_fault1: &experiments::page_fault1::Args) -> Vec<Box<dyn harness::Experiment>> {
+fn choose(
+    experiment: Option<&str>,
+    page_fault1: &experiments::page_fault1::Args,
+    scaling: &experiments::scaling::Args,
+) -> Vec<Box<dyn harness::Experiment>> {
     let all = experiments::all(page_fault1);
     match experiment {
         None => all,
         Some(n) => {
-            let v: Vec<_> = all.into_iter().chain(experiments::on_demand()).filter(|e| e.name() == n).collect();
+            let v: Vec<_> = all.into_iter().chain(experiments::on_demand(scaling)).filter(|e| e.name() == n).collect();
             if v.is_empty() {
-                let names: Vec<_> =
-                    experiments::all(page_fault1).iter().chain(&experiments::on_demand()).map(|e| e.name()).collect();
+                let names: Vec<_> = experiments::all(page_fault1)
+                    .iter()
+                    .chain(&experiments::on_demand(scaling))
+                    .map(|e| e.name())
+                    .collect();
                 eprintln!("unknown experiment {n:?}; known: {}", names.join(", "));
                 std::process::exit(2);
             }
@@ -204,4 +213,15 @@ fn compare(old: &std::path::Path, new: &std::path::Path) {
         (lo, ln) = ("old".into(), "new".into());
     }
     print!("{}", report::compare::runs(&load(old), &load(new), &lo, &ln));
+}
+
+#[cfg(test)]
+mod tests {
+    /// clap's own checks of the command line (unique argument and group
+    /// names: page-fault1's and scaling's flags share the bench command),
+    /// which only a debug build's parse would otherwise run.
+    #[test]
+    fn command_line_is_consistent() {
+        <super::Cli as clap::CommandFactory>::command().debug_assert();
+    }
 }

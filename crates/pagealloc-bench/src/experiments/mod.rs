@@ -19,6 +19,7 @@ pub mod pagetypeinfo;
 pub mod pcp_flush;
 pub mod proactive_compaction;
 pub mod reporting_cost;
+pub mod scaling;
 pub mod sqlite;
 pub mod sqlite_speedtest;
 pub mod stress_highalloc;
@@ -42,8 +43,8 @@ pub fn all(page_fault1: &page_fault1::Args) -> Vec<Box<dyn Experiment>> {
 }
 
 /// Experiments run only when named (`pagealloc bench burst-idle`): they idle
-/// for seconds.
-pub fn on_demand() -> Vec<Box<dyn Experiment>> {
+/// for seconds; scaling with its command-line flags.
+pub fn on_demand(scaling: &scaling::Args) -> Vec<Box<dyn Experiment>> {
     vec![
         Box::new(burst_idle::BurstIdle),
         Box::new(hugepage::Hugepage),
@@ -56,5 +57,6 @@ pub fn on_demand() -> Vec<Box<dyn Experiment>> {
         Box::new(pagecache_map::PagecacheMap),
         Box::new(proactive_compaction::ProactiveCompaction),
         Box::new(sqlite::Sqlite),
+        Box::new(scaling::Scaling(scaling.clone())),
     ]
 }
