@@ -14,12 +14,17 @@
 //! a.check_invariants().unwrap();
 //! ```
 //!
-//! The layers, from the façade ([`PageAllocator`]) down: the allocation paths
+//! The core lives in the `pagealloc-core` crate: the allocation paths
 //! (`page_alloc`), the thread front caches (`front`) and per-CPU lists
-//! (`pcp`), zones and the buddy algorithm (`zone`, `buddy`), and the memory
-//! map (`memmap`: arena, descriptors, pageblock table); reclaim, compaction,
-//! reporting and the page cache sit beside the façade. The repository's
-//! `docs/design.md` draws them and follows one request through them.
+//! (`pcp`), zones and the buddy algorithm (`zone`, `buddy`), the memory map
+//! (`memmap`: arena, descriptors, pageblock table), the page lock and page
+//! references. This crate re-exports its types and adds what sits above it:
+//! [`PageAllocator`], reclaim and the page cache ([`PageCache`],
+//! [`Shrinker`]), compaction, migration and isolation ([`MovableOps`]), free
+//! page reporting and the /proc statistics ([`stats`]). The core reaches
+//! reclaim and compaction only through its slow-path hooks, which this crate
+//! implements. The repository's `docs/design.md` draws the layers and follows
+//! one request through them.
 #![warn(missing_docs)]
 
 mod allocator;
