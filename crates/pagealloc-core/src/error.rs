@@ -1,11 +1,13 @@
 //! Typed errors. Every misuse names the pfn it was about; none of them leaves the
 //! allocator's state changed.
 
+use crate::platform::OsError;
+#[allow(unused_imports)]
+use crate::prelude::*;
 use crate::types::MAX_ARENA_BYTES;
 use crate::types::{MigrateType, Pfn};
-use std::fmt;
-use std::io;
-use std::sync::Arc;
+use alloc::sync::Arc;
+use core::fmt;
 use thiserror::Error;
 
 /// An allocation that could not be met. A normal result, never an abort.
@@ -261,7 +263,7 @@ pub enum ConfigError {
         why: String,
     },
     /// The memory mapping failed; the source is the operating system's error.
-    Mmap(Arc<io::Error>),
+    Mmap(Arc<OsError>),
     /// The allocator's own bookkeeping (the page descriptor array: 16 bytes per
     /// page) could not be allocated. The arena is too large for this machine, or
     /// for the process's memory limits.
@@ -319,10 +321,11 @@ impl fmt::Display for ConfigError {
     }
 }
 
-impl std::error::Error for ConfigError {
-    /// For [`ConfigError::Mmap`], the [`io::Error`] itself (it downcasts to
-    /// `io::Error`, not to the `Arc` that keeps the error `Clone`).
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+impl core::error::Error for ConfigError {
+    /// For [`ConfigError::Mmap`], the operating system's error itself (with
+    /// std, an `io::Error`: it downcasts to that, not to the `Arc` that keeps
+    /// the error `Clone`).
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
         match self {
             ConfigError::Mmap(e) => Some(&**e),
             _ => None,

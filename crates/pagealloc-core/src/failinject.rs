@@ -62,7 +62,7 @@ mod enabled {
         /// The allocator's id (unique in the process, never reused).
         fn fail_target_id(&self) -> u64;
     }
-    use std::sync::atomic::{AtomicU64, Ordering};
+    use core::sync::atomic::{AtomicU64, Ordering};
 
     /// What to inject. The default injects nothing.
     #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -234,7 +234,7 @@ mod enabled {
     pub fn claim_window() {
         let n = CLAIM_YIELDS.load(Ordering::Relaxed);
         for _ in 0..n {
-            std::thread::yield_now();
+            crate::platform::relax();
         }
     }
 

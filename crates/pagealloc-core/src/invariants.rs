@@ -7,6 +7,8 @@ use crate::front::Paused;
 use crate::page::flags;
 use crate::page_alloc::Core;
 use crate::pcp::{self, PcpLists};
+#[allow(unused_imports)]
+use crate::prelude::*;
 use crate::sync::FutexGuard;
 use crate::types::{MigrateType, MAX_ORDER, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
 use crate::zone::{Zone, ZoneGuard};

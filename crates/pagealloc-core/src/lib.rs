@@ -14,7 +14,18 @@
 //! whose `PageAllocator` builds the core with every layer; its
 //! documentation describes the API. This crate's modules are public for the
 //! crates above it, not as a stable API.
+#![cfg_attr(not(feature = "std"), no_std)]
 #![warn(missing_docs)]
+
+#[macro_use]
+extern crate alloc;
+
+/// What std's prelude gives and `core`'s lacks, for the no_std build.
+mod prelude {
+    pub use alloc::boxed::Box;
+    pub use alloc::string::{String, ToString};
+    pub use alloc::vec::Vec;
+}
 
 #[doc(hidden)]
 pub mod buddy;
@@ -31,6 +42,7 @@ pub mod failinject;
 #[cfg(not(feature = "fail-inject"))]
 #[doc(hidden)]
 pub mod failinject;
+mod frames;
 #[doc(hidden)]
 pub mod front;
 #[doc(hidden)]
@@ -51,6 +63,7 @@ pub mod pagelock;
 pub mod pageref;
 #[doc(hidden)]
 pub mod pcp;
+pub mod platform;
 #[doc(hidden)]
 pub mod sync;
 #[doc(hidden)]
@@ -63,17 +76,21 @@ pub mod zone;
 #[cfg(feature = "seed-variants")]
 pub use config::DrainMode;
 pub use config::{Backing, Config, ReportCallback, MAX_HOLES};
-pub use cpu::{pin_to_cpu, possible_cpus};
+#[cfg(feature = "std")]
+pub use cpu::pin_to_cpu;
+pub use cpu::possible_cpus;
 pub use error::{AllocError, BulkFreeError, ConfigError, FreeError, InvariantError, PageStateError, WaitError};
+pub use frames::FrameAllocator;
 pub use invariants::{Fragmentation, ZoneCensus};
 pub use lockstat::{
     tick_unit, LockStatReport, PcpLockStatReport, ZoneLockStat, LOCKSTAT_BUCKETS, LOCKSTAT_SAMPLE, PCP_HOLD_SAMPLE,
 };
 pub use page_alloc::hooks::SlowPathHooks;
 pub use pagelock::CancelToken;
+pub use platform::Platform;
 pub use types::{
     CpuId, Gfp, MigrateType, NodeId, Pfn, ZoneType, MAX_ORDER, MIGRATE_PCPTYPES, MIGRATE_TYPES, NR_ORDERS,
     PAGEBLOCK_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE,
 };
 /// Bytes in one page descriptor (at most 16).
-pub const PAGE_DESC_SIZE: usize = std::mem::size_of::<page::PageDesc>();
+pub const PAGE_DESC_SIZE: usize = core::mem::size_of::<page::PageDesc>();

@@ -7,6 +7,8 @@
 
 use crate::memmap::MemMap;
 use crate::page::NIL;
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 /// Head and tail of one list.
 #[derive(Clone, Copy, Debug)]
@@ -107,7 +109,7 @@ impl PfnList {
     /// modify the list while iterating).
     pub fn iter<'a>(&self, mm: &'a MemMap) -> impl Iterator<Item = u64> + 'a {
         let mut cur = self.head;
-        std::iter::from_fn(move || {
+        core::iter::from_fn(move || {
             if cur == NIL {
                 return None;
             }

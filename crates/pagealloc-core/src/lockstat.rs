@@ -39,6 +39,8 @@
 //! an acquisition (the `pcp_trylock_fail` event counts those frees). Holds
 //! taken by `check_invariants` are not counted.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
 use crate::sync::{LockedCounter, RelaxedFlag};
 
 /// Buckets of a histogram: bucket `i` counts durations `d` with
@@ -60,10 +62,7 @@ pub fn ticks() -> u64 {
     }
     // Off x86-64, and under Miri (which cannot run rdtsc): a monotonic clock.
     #[cfg(not(all(target_arch = "x86_64", not(miri))))]
-    {
-        static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-        EPOCH.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64
-    }
+    crate::platform::now_ns()
 }
 
 /// The unit of the statistics' clock: `"tsc cycles"` or `"ns"`.
@@ -106,8 +105,8 @@ impl LockStat {
             wait_ticks: LockedCounter::new(0),
             hold_ticks: LockedCounter::new(0),
             hold_samples: LockedCounter::new(0),
-            wait_hist: std::array::from_fn(|_| LockedCounter::new(0)),
-            hold_hist: std::array::from_fn(|_| LockedCounter::new(0)),
+            wait_hist: core::array::from_fn(|_| LockedCounter::new(0)),
+            hold_hist: core::array::from_fn(|_| LockedCounter::new(0)),
             drains: LockedCounter::new(0),
             drain_hold_ticks: LockedCounter::new(0),
             drain_pages: LockedCounter::new(0),
@@ -447,7 +446,7 @@ pub struct LockStatReport {
 
 /// Write one histogram table: wait and hold per bucket, up to the last
 /// non-empty bucket.
-fn write_hists(f: &mut std::fmt::Formatter<'_>, wait: &[u64], hold: &[u64]) -> std::fmt::Result {
+fn write_hists(f: &mut core::fmt::Formatter<'_>, wait: &[u64], hold: &[u64]) -> core::fmt::Result {
     writeln!(f, "  {:>16} {:>14} {:>14}", "ticks <", "wait", "hold")?;
     let last = (0..LOCKSTAT_BUCKETS).rev().find(|&i| wait[i] != 0 || hold[i] != 0);
     for i in 0..=last.unwrap_or(0) {
@@ -457,8 +456,8 @@ fn write_hists(f: &mut std::fmt::Formatter<'_>, wait: &[u64], hold: &[u64]) -> s
     Ok(())
 }
 
-impl std::fmt::Display for LockStatReport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Display for LockStatReport {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let unit = tick_unit();
         for z in &self.zones {
             let per = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };

@@ -10,12 +10,15 @@
 use crate::config::Backing;
 use crate::error::ConfigError;
 use crate::page::PageDesc;
+#[allow(unused_imports)]
+use crate::prelude::*;
 use crate::sync::Ordering;
 use crate::types::{Order, Pfn, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE};
+use alloc::sync::Arc;
+use core::ptr::NonNull;
+use core::sync::atomic::AtomicU16;
+#[cfg(feature = "std")]
 use std::io;
-use std::ptr::NonNull;
-use std::sync::atomic::AtomicU16;
-use std::sync::Arc;
 
 /// The pageblock table of the whole arena, one word per pageblock, indexed by
 /// `pfn >> PAGEBLOCK_ORDER` and shared by every zone (each writes only its
@@ -49,6 +52,7 @@ unsafe impl Send for Mapping {}
 // through `zero_frames`, whose caller owns the frames.
 unsafe impl Sync for Mapping {}
 
+#[cfg_attr(not(feature = "std"), allow(dead_code))] // hugepage alignment is mmap's
 const HUGE: usize = 2 << 20;
 
 /// Prefetch the first line of frame `pfn` of the arena at `base` (from
@@ -57,12 +61,12 @@ const HUGE: usize = 2 << 20;
 #[inline(always)]
 pub fn prefetch_frame(base: usize, pfn: u32) {
     // An address only, never dereferenced: no provenance needed.
-    let a = std::ptr::without_provenance::<i8>(base.wrapping_add(pfn as usize * PAGE_SIZE));
+    let a = core::ptr::without_provenance::<i8>(base.wrapping_add(pfn as usize * PAGE_SIZE));
     #[cfg(all(target_arch = "x86_64", not(miri)))]
     // SAFETY: a prefetch instruction accesses no memory architecturally and
     // raises no fault whatever the address; SSE is part of x86-64.
     unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_ET0 }>(a);
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_ET0 }>(a);
     }
     #[cfg(not(all(target_arch = "x86_64", not(miri))))]
     let _ = a;
@@ -70,7 +74,10 @@ pub fn prefetch_frame(base: usize, pfn: u32) {
 
 /// A mapping whose length does not fit the address space.
 fn mapping_too_large() -> ConfigError {
-    ConfigError::Mmap(Arc::new(io::Error::from(io::ErrorKind::OutOfMemory)))
+    #[cfg(feature = "std")]
+    return ConfigError::Mmap(Arc::new(io::Error::from(io::ErrorKind::OutOfMemory)));
+    #[cfg(not(feature = "std"))]
+    return ConfigError::Mmap(Arc::new(crate::platform::OsError));
 }
 
 impl MemMap {
@@ -174,7 +181,7 @@ impl MemMap {
             // SAFETY: the block [pfn, pfn + 2^order) is inside the mapping (checked
             // by the allocator before handing it out) and owned by the caller, who
             // just allocated it, so no other reference to these bytes exists.
-            unsafe { std::ptr::write_bytes(p.as_ptr(), 0, len) };
+            unsafe { core::ptr::write_bytes(p.as_ptr(), 0, len) };
         }
     }
 }
@@ -185,10 +192,10 @@ impl MemMap {
 /// limits) is a [`ConfigError::OutOfMemory`], not an abort.
 #[cfg(not(loom))]
 fn alloc_descs(n: usize) -> Result<Box<[PageDesc]>, ConfigError> {
-    use std::alloc::{alloc_zeroed, Layout};
+    use alloc::alloc::{alloc_zeroed, Layout};
     // All-zero is "a tail page with no links"; links are only read after being
     // written, so NIL initialisation is unnecessary.
-    let bytes = (n as u64).saturating_mul(std::mem::size_of::<PageDesc>() as u64);
+    let bytes = (n as u64).saturating_mul(core::mem::size_of::<PageDesc>() as u64);
     let layout = Layout::array::<PageDesc>(n).map_err(|_| ConfigError::OutOfMemory { bytes })?;
     if layout.size() == 0 {
         // Never for a validated arena (at least one pageblock); no allocation needed.
@@ -203,7 +210,7 @@ fn alloc_descs(n: usize) -> Result<Box<[PageDesc]>, ConfigError> {
     // allocator and the layout of `[PageDesc; n]`, which Box<[PageDesc]> frees
     // with the same layout. PageDesc is four 32-bit atomics, for which all-zero
     // bytes are a valid value.
-    Ok(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n)) })
+    Ok(unsafe { Box::from_raw(core::ptr::slice_from_raw_parts_mut(p, n)) })
 }
 
 #[cfg(loom)]
@@ -214,14 +221,14 @@ fn alloc_descs(n: usize) -> Result<Box<[PageDesc]>, ConfigError> {
 impl Mapping {
     /// Map `len` bytes (populated up front if `populate`); returns the mapping
     /// and whether MADV_HUGEPAGE was accepted.
-    #[cfg(not(miri))]
+    #[cfg(all(not(miri), feature = "std"))]
     fn new(len: usize, huge: bool, populate: bool) -> Result<(Self, bool), ConfigError> {
         let raw_len = if huge { len.checked_add(HUGE).ok_or_else(mapping_too_large)? } else { len };
         // SAFETY: an anonymous private mapping at an address of the kernel's
         // choosing has no preconditions; the result is checked below.
         let raw = unsafe {
             libc::mmap(
-                std::ptr::null_mut(),
+                core::ptr::null_mut(),
                 raw_len,
                 libc::PROT_READ | libc::PROT_WRITE,
                 if populate {
@@ -253,12 +260,13 @@ impl Mapping {
         Ok((Self { base, raw, raw_len }, advised))
     }
 
-    /// Under Miri, plain heap memory stands in for mmap.
-    #[cfg(miri)]
+    /// Under Miri, and without std, memory from the global allocator stands
+    /// in for mmap.
+    #[cfg(any(miri, not(feature = "std")))]
     fn new(len: usize, _huge: bool, _populate: bool) -> Result<(Self, bool), ConfigError> {
-        let layout = std::alloc::Layout::from_size_align(len, PAGE_SIZE).map_err(|_| mapping_too_large())?;
+        let layout = alloc::alloc::Layout::from_size_align(len, PAGE_SIZE).map_err(|_| mapping_too_large())?;
         // SAFETY: len >= one pageblock, so the layout is non-zero.
-        let raw = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })
+        let raw = NonNull::new(unsafe { alloc::alloc::alloc_zeroed(layout) })
             .ok_or(ConfigError::OutOfMemory { bytes: len as u64 })?;
         Ok((Self { base: raw, raw, raw_len: len }, false))
     }
@@ -266,18 +274,18 @@ impl Mapping {
 
 impl Drop for Mapping {
     fn drop(&mut self) {
-        #[cfg(not(miri))]
+        #[cfg(all(not(miri), feature = "std"))]
         // SAFETY: raw/raw_len are exactly what mmap returned; nothing refers to
         // the frames once the MemMap (and so the allocator) is gone.
         unsafe {
             libc::munmap(self.raw.as_ptr().cast(), self.raw_len);
         }
-        #[cfg(miri)]
+        #[cfg(any(miri, not(feature = "std")))]
         // SAFETY: allocated in `new` with this layout.
         unsafe {
-            std::alloc::dealloc(
+            alloc::alloc::dealloc(
                 self.raw.as_ptr(),
-                std::alloc::Layout::from_size_align_unchecked(self.raw_len, PAGE_SIZE),
+                alloc::alloc::Layout::from_size_align_unchecked(self.raw_len, PAGE_SIZE),
             );
         }
     }

@@ -155,14 +155,14 @@ pub struct PageDesc {
 }
 
 #[cfg(not(loom))]
-const _: () = assert!(std::mem::size_of::<PageDesc>() <= 16, "a page descriptor must fit in 16 bytes");
+const _: () = assert!(core::mem::size_of::<PageDesc>() <= 16, "a page descriptor must fit in 16 bytes");
 
 /// Where the flags and private words sit in a descriptor (the C API's
 /// header-inline fast path reads them; `allocator::thread_front`).
 #[cfg(not(loom))]
-pub const DESC_FLAGS_OFFSET: usize = std::mem::offset_of!(PageDesc, flags);
+pub const DESC_FLAGS_OFFSET: usize = core::mem::offset_of!(PageDesc, flags);
 #[cfg(not(loom))]
-pub const DESC_PRIVATE_OFFSET: usize = std::mem::offset_of!(PageDesc, private);
+pub const DESC_PRIVATE_OFFSET: usize = core::mem::offset_of!(PageDesc, private);
 
 /// The private word's layout: the migratetype's index in bits 0..3, the
 /// order in bits 3..8. The type is low so that an order-0 page's word *is*

@@ -17,43 +17,54 @@
 //!
 //! [loom]: https://docs.rs/loom
 
+#[cfg(not(loom))]
+pub use core::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 #[cfg(loom)]
 pub use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
-#[cfg(not(loom))]
-pub use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 
-pub use std::sync::atomic::Ordering;
+pub use core::sync::atomic::Ordering;
 
 /// The loom models' shared pointer (loom's, so that it models the drops;
 /// the library itself shares with `std`'s).
 #[cfg(loom)]
 pub use loom::sync::Arc;
 
-/// A mutex with `lock` and `try_lock`, parking_lot's outside loom.
-#[cfg(not(loom))]
+/// A mutex with `lock` and `try_lock`: parking_lot's with std, a spin lock
+/// without (a kernel's), loom's under loom.
+#[cfg(all(not(loom), feature = "std"))]
 pub type Mutex<T> = parking_lot::Mutex<T>;
-#[cfg(not(loom))]
+#[cfg(all(not(loom), feature = "std"))]
 pub type MutexGuard<'a, T> = parking_lot::MutexGuard<'a, T>;
+#[cfg(not(feature = "std"))]
+pub type Mutex<T> = spin::Mutex<T>;
+#[cfg(not(feature = "std"))]
+pub type MutexGuard<'a, T> = spin::MutexGuard<'a, T>;
 
-/// A reader-writer lock with `read` and `write`, parking_lot's outside loom.
-#[cfg(not(loom))]
+/// A reader-writer lock with `read` and `write`, as [`Mutex`].
+#[cfg(all(not(loom), feature = "std"))]
 pub type RwLock<T> = parking_lot::RwLock<T>;
+#[cfg(not(feature = "std"))]
+pub type RwLock<T> = spin::RwLock<T>;
 
 #[cfg(loom)]
 pub use loom_mutex::{Mutex, MutexGuard, RwLock};
 
-#[cfg(all(not(loom), target_os = "linux"))]
+#[cfg(all(not(loom), feature = "std", target_os = "linux"))]
 mod futex;
 /// The lock of everything the no-lock paths may take from a signal handler
 /// (zone locks, per-CPU list locks): a futex-word mutex whose unlock is
 /// async-signal-safe on Linux (the `futex` module's doc), parking_lot's
-/// elsewhere, loom's under loom.
-#[cfg(all(not(loom), target_os = "linux"))]
+/// elsewhere, a spin lock without std, loom's under loom.
+#[cfg(all(not(loom), feature = "std", target_os = "linux"))]
 pub use futex::{FutexGuard, FutexMutex};
-#[cfg(all(not(loom), not(target_os = "linux")))]
+#[cfg(all(not(loom), feature = "std", not(target_os = "linux")))]
 pub type FutexMutex<T> = parking_lot::Mutex<T>;
-#[cfg(all(not(loom), not(target_os = "linux")))]
+#[cfg(all(not(loom), feature = "std", not(target_os = "linux")))]
 pub type FutexGuard<'a, T> = parking_lot::MutexGuard<'a, T>;
+#[cfg(not(feature = "std"))]
+pub type FutexMutex<T> = spin::Mutex<T>;
+#[cfg(not(feature = "std"))]
+pub type FutexGuard<'a, T> = spin::MutexGuard<'a, T>;
 #[cfg(loom)]
 pub use loom_mutex::{Mutex as FutexMutex, MutexGuard as FutexGuard};
 
@@ -94,9 +105,11 @@ mod loom_mutex {
 /// Thread parking for the page wait queues (loom's threads under loom, which
 /// has no timed park: timed waits are not modelled there).
 pub mod thread {
+    #[cfg(not(feature = "std"))]
+    pub use crate::platform::spin_thread::{current, park, park_timeout, Thread};
     #[cfg(loom)]
     pub use loom::thread::{current, park, Thread};
-    #[cfg(not(loom))]
+    #[cfg(all(not(loom), feature = "std"))]
     pub use std::thread::{current, park, park_timeout, Thread};
 }
 
@@ -106,7 +119,7 @@ pub fn spin_yield() {
     #[cfg(loom)]
     loom::thread::yield_now();
     #[cfg(not(loom))]
-    std::thread::yield_now();
+    crate::platform::relax();
 }
 
 /// A `u32` owned by whoever holds the lock that protects it.
@@ -115,13 +128,13 @@ pub fn spin_yield() {
 /// it for a word that is read outside its lock and relied upon for ordering.
 #[derive(Debug, Default)]
 #[repr(transparent)]
-pub struct LockedU32(std::sync::atomic::AtomicU32);
+pub struct LockedU32(core::sync::atomic::AtomicU32);
 
 impl LockedU32 {
     #[inline]
     #[cfg_attr(not(loom), allow(dead_code))]
     pub const fn new(v: u32) -> Self {
-        Self(std::sync::atomic::AtomicU32::new(v))
+        Self(core::sync::atomic::AtomicU32::new(v))
     }
     #[inline(always)]
     pub fn get(&self) -> u32 {
@@ -138,11 +151,11 @@ impl LockedU32 {
 /// need not watch it.
 #[derive(Debug, Default)]
 #[repr(transparent)]
-pub struct RelaxedFlag(std::sync::atomic::AtomicBool);
+pub struct RelaxedFlag(core::sync::atomic::AtomicBool);
 
 impl RelaxedFlag {
     pub const fn new(v: bool) -> Self {
-        Self(std::sync::atomic::AtomicBool::new(v))
+        Self(core::sync::atomic::AtomicBool::new(v))
     }
     #[inline(always)]
     pub fn get(&self) -> bool {
@@ -160,12 +173,12 @@ impl RelaxedFlag {
 /// exclusion); readers may see a value a moment old, never a torn one.
 #[derive(Debug, Default)]
 #[repr(transparent)]
-pub struct LockedCounter(std::sync::atomic::AtomicU64);
+pub struct LockedCounter(core::sync::atomic::AtomicU64);
 
 impl LockedCounter {
     #[inline]
     pub const fn new(v: u64) -> Self {
-        Self(std::sync::atomic::AtomicU64::new(v))
+        Self(core::sync::atomic::AtomicU64::new(v))
     }
     /// Lock-free read; may be stale.
     #[inline(always)]
@@ -192,12 +205,12 @@ impl LockedCounter {
 /// An `UnsafeCell` that loom can watch for unsynchronised access.
 #[derive(Debug)]
 #[repr(transparent)]
-pub struct UnsafeCell<T>(#[cfg(not(loom))] std::cell::UnsafeCell<T>, #[cfg(loom)] loom::cell::UnsafeCell<T>);
+pub struct UnsafeCell<T>(#[cfg(not(loom))] core::cell::UnsafeCell<T>, #[cfg(loom)] loom::cell::UnsafeCell<T>);
 
 impl<T> UnsafeCell<T> {
     pub fn new(v: T) -> Self {
         #[cfg(not(loom))]
-        return Self(std::cell::UnsafeCell::new(v));
+        return Self(core::cell::UnsafeCell::new(v));
         #[cfg(loom)]
         return Self(loom::cell::UnsafeCell::new(v));
     }
@@ -205,7 +218,7 @@ impl<T> UnsafeCell<T> {
     /// [`UnsafeCell::new`] in a constant (statics outside loom).
     #[cfg(not(loom))]
     pub const fn new_const(v: T) -> Self {
-        Self(std::cell::UnsafeCell::new(v))
+        Self(core::cell::UnsafeCell::new(v))
     }
 
     /// Exclusive access to the contents for as long as the returned value
@@ -219,9 +232,9 @@ impl<T> UnsafeCell<T> {
     #[inline(always)]
     pub unsafe fn borrow_mut(&self) -> CellMut<'_, T> {
         #[cfg(not(loom))]
-        return CellMut { ptr: self.0.get(), _life: std::marker::PhantomData };
+        return CellMut { ptr: self.0.get(), _life: core::marker::PhantomData };
         #[cfg(loom)]
-        return CellMut { ptr: self.0.get_mut(), _life: std::marker::PhantomData };
+        return CellMut { ptr: self.0.get_mut(), _life: core::marker::PhantomData };
     }
 }
 
@@ -232,7 +245,7 @@ pub struct CellMut<'a, T> {
     ptr: *mut T,
     #[cfg(loom)]
     ptr: loom::cell::MutPtr<T>,
-    _life: std::marker::PhantomData<&'a mut T>,
+    _life: core::marker::PhantomData<&'a mut T>,
 }
 
 impl<T> CellMut<'_, T> {
@@ -258,7 +271,7 @@ pub fn prepare_parking() {
     // Not under loom (its locks are its own) nor Miri (parking_lot_core's
     // word lock casts integers to pointers, which strict provenance refuses;
     // Miri runs no signal handler that would need the table ready).
-    #[cfg(not(any(loom, miri)))]
+    #[cfg(all(not(any(loom, miri)), feature = "std"))]
     {
         static KEY: u8 = 0;
         // SAFETY: the key is the address of a static of ours that nothing

@@ -1,8 +1,10 @@
 //! Vocabulary types shared by every layer: page frame numbers, orders,
 //! migratetypes, GFP flags and CPU ids.
 
-use std::fmt;
-use std::num::NonZeroU64;
+#[allow(unused_imports)]
+use crate::prelude::*;
+use core::fmt;
+use core::num::NonZeroU64;
 
 /// log2 of the page size.
 pub const PAGE_SHIFT: u32 = 12;

@@ -20,6 +20,8 @@
 //! counter only grows, so a sum never goes backwards by more than the adds in
 //! flight, and never reads torn.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
 use crate::sync::{AtomicU64, LockedCounter, Ordering};
 use crossbeam_utils::CachePadded;
 
@@ -220,7 +222,7 @@ pub struct EventCounters([LockedCounter; NR_VM_EVENTS]);
 
 impl Default for EventCounters {
     fn default() -> Self {
-        Self(std::array::from_fn(|_| LockedCounter::default()))
+        Self(core::array::from_fn(|_| LockedCounter::default()))
     }
 }
 
@@ -256,7 +258,8 @@ pub struct PerCpuEvents {
 impl PerCpuEvents {
     /// Counters for `nr_cpus` CPU slots (at least one).
     pub fn new(nr_cpus: usize) -> Self {
-        let slots = (0..nr_cpus.max(1)).map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0)))).collect();
+        let slots =
+            (0..nr_cpus.max(1)).map(|_| CachePadded::new(core::array::from_fn(|_| AtomicU64::new(0)))).collect();
         Self { slots }
     }
 
@@ -265,10 +268,16 @@ impl PerCpuEvents {
     /// a `sched_getcpu` call, would cost more than the event).
     #[inline(always)]
     pub fn count(&self, ev: VmEvent, n: u64) {
-        thread_local! {
-            static SLOT: usize = crate::cpu::current_cpu() as usize;
+        #[cfg(feature = "std")]
+        {
+            std::thread_local! {
+                static SLOT: usize = crate::cpu::current_cpu() as usize;
+            }
+            self.count_on(SLOT.with(|s| *s), ev, n)
         }
-        self.count_on(SLOT.with(|s| *s), ev, n)
+        // Without threads to cache it in, the platform's CPU id.
+        #[cfg(not(feature = "std"))]
+        self.count_on(crate::cpu::current_cpu() as usize, ev, n)
     }
 
     /// Count `n` events on `cpu`'s slot (for callers that already know their CPU).

@@ -38,6 +38,7 @@ use pagealloc_core::error;
 pub use pagealloc_core::failinject;
 #[cfg(not(feature = "fail-inject"))]
 use pagealloc_core::failinject;
+#[cfg(not(loom))]
 use pagealloc_core::front;
 use pagealloc_core::invariants;
 mod isolation;

@@ -1,8 +1,10 @@
 //! [`super::Config::holes`] checked (see the `hotplug` module for what holes are).
 
 use crate::error::ConfigError;
+#[allow(unused_imports)]
+use crate::prelude::*;
 use crate::types::Pfn;
-use std::ops::Range;
+use core::ops::Range;
 
 /// Most [`super::Config::holes`] a configuration may have: each is walked
 /// at construction and at every addition, so the bound keeps both cheap.

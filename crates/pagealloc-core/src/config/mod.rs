@@ -15,10 +15,12 @@ pub use holes::validate_holes;
 pub use holes::MAX_HOLES;
 
 use crate::error::ConfigError;
+#[allow(unused_imports)]
+use crate::prelude::*;
 use crate::types::{Order, Pfn, MAX_ORDER, PAGEBLOCK_ORDER};
 use crate::types::{MAX_ARENA_BYTES, PAGEBLOCK_BYTES};
 use crate::types::{PAGEBLOCK_PAGES, PAGE_SIZE};
-use std::sync::Arc;
+use alloc::sync::Arc;
 
 /// Largest [`Config::nodes`]: a zone index is a byte of the pageblock word and
 /// each node may have two zones.
@@ -109,8 +111,8 @@ pub const MAX_REPORTING_BATCH: u32 = 4096;
 #[derive(Clone)]
 pub struct ReportCallback(pub Arc<dyn Fn(Pfn, u32) -> bool + Send + Sync>);
 
-impl std::fmt::Debug for ReportCallback {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Debug for ReportCallback {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str("ReportCallback(..)")
     }
 }

@@ -60,11 +60,13 @@
 //! whose thread has exited is `orphaned`; the next `drain_all_pages` empties and
 //! forgets it.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
 use crate::sync::{AtomicBool, AtomicU64, CellMut, Mutex, MutexGuard, Ordering, UnsafeCell};
 use crate::types::MIGRATE_PCPTYPES;
 use crate::vmevent::{EventCounters, VmEvent, NR_VM_EVENTS};
-use std::marker::PhantomData;
-use std::sync::Arc;
+use alloc::sync::Arc;
+use core::marker::PhantomData;
 
 /// Pages per stack (three stacks per thread and allocator: at most 1.5 MiB of
 /// pages, given back by any `drain_all_pages`). 128, the largest bulk size the
@@ -91,6 +93,7 @@ pub const NEVER: u64 = u64::MAX;
 /// The state of a slot whose thread has exited: no key equals it, and a
 /// drainer does not wait for it (the C API's thread caches may still point
 /// to the slot; see [`raw`]).
+#[cfg_attr(not(any(loom, feature = "std")), allow(dead_code))] // set by the thread slots, which need std
 const DEAD: u64 = u64::MAX - 1;
 
 /// A stack key no pageblock word matches (a stack that never adopted a zone).
@@ -204,7 +207,7 @@ impl FrontSlot {
             drain_req: AtomicBool::new(false),
             orphaned: AtomicBool::new(false),
             detached: AtomicBool::new(false),
-            stacks: UnsafeCell::new(std::array::from_fn(|_| FrontStack {
+            stacks: UnsafeCell::new(core::array::from_fn(|_| FrontStack {
                 nid: 0,
                 key: NO_KEY,
                 alloc_ev: VmEvent::PgallocNormal,
@@ -450,60 +453,6 @@ impl Drop for Fronts {
     }
 }
 
-/// Every slot held by one drainer (see [`Fronts::pause_all`]).
-pub struct Paused<'a> {
-    fronts: &'a Fronts,
-    _drain: MutexGuard<'a, ()>,
-    slots: Vec<Arc<FrontSlot>>,
-}
-
-impl Paused<'_> {
-    /// Every paused slot's stacks, in turn.
-    pub fn for_each_stack(&mut self, mut f: impl FnMut(&mut FrontStack)) {
-        for s in &self.slots {
-            // SAFETY: the slot is paused and we hold the drain lock: its owner
-            // cannot enter, no other drainer exists, and this borrow ends
-            // before the next one begins.
-            let mut st = unsafe { s.stacks.borrow_mut() };
-            st.get().iter_mut().for_each(&mut f);
-        }
-    }
-
-    /// Empty every stack into `out`, and forget the slots whose thread had
-    /// exited before they were emptied, keeping their event counts in
-    /// `kept` (the caller adds them to the allocator's own counters). A
-    /// thread that exits after its slot was emptied may have freed pages
-    /// into it meanwhile: the next drain takes them (and the slot).
-    pub fn take_all(&mut self, out: &mut Vec<u64>, kept: &mut [u64; NR_VM_EVENTS]) {
-        // Acquire: pairs with the Release store at thread exit, after the
-        // owner's last operation: it adds nothing to the slot after this.
-        let dead: Vec<*const FrontSlot> =
-            self.slots.iter().filter(|s| s.orphaned.load(Ordering::Acquire)).map(Arc::as_ptr).collect();
-        self.for_each_stack(|st| {
-            out.extend(st.pages().iter().map(|&p| p as u64));
-            st.len = 0;
-        });
-        if dead.is_empty() {
-            return;
-        }
-        self.fronts.slots.lock().retain(|s| {
-            let gone = dead.contains(&Arc::as_ptr(s));
-            if gone {
-                s.events.sum_into(kept);
-            }
-            !gone
-        });
-    }
-}
-
-impl Drop for Paused<'_> {
-    fn drop(&mut self) {
-        for s in &self.slots {
-            s.resume();
-        }
-    }
-}
-
 /// Empty the calling thread's own slot into `out` (`drain_local_pages`).
 pub fn take_own(owner: Owner<'_>, out: &mut Vec<u64>) {
     if let Some(mut g) = owner.enter() {
@@ -520,7 +469,7 @@ fn light_fence() {
     #[cfg(any(loom, miri))]
     crate::sync::fence(Ordering::SeqCst);
     #[cfg(not(any(loom, miri)))]
-    std::sync::atomic::compiler_fence(Ordering::SeqCst);
+    core::sync::atomic::compiler_fence(Ordering::SeqCst);
 }
 
 /// The drainer's half: a barrier on every running thread of the process.
@@ -529,26 +478,43 @@ fn heavy_fence() {
     crate::sync::fence(Ordering::SeqCst);
     #[cfg(not(any(loom, miri)))]
     {
-        std::sync::atomic::fence(Ordering::SeqCst);
+        core::sync::atomic::fence(Ordering::SeqCst);
         membarrier::expedited();
     }
 }
 
 /// Whether the front cache can run here: membarrier is available (or the
-/// checkers' symmetric fences stand in for it).
+/// checkers' symmetric fences stand in for it). Never without std: the
+/// cache lives in thread-local storage.
 pub fn available() -> bool {
     #[cfg(any(loom, miri))]
     return true;
-    #[cfg(not(any(loom, miri)))]
+    #[cfg(all(not(any(loom, miri)), feature = "std"))]
     return membarrier::available();
+    #[cfg(all(not(any(loom, miri)), not(feature = "std")))]
+    return false;
 }
 
-#[cfg(not(any(loom, miri)))]
+#[cfg(all(not(any(loom, miri)), feature = "std"))]
 mod membarrier;
+/// Without std there is no front cache (`available` is false), so no
+/// drainer ever needs the barrier.
+#[cfg(all(not(any(loom, miri)), not(feature = "std")))]
+mod membarrier {
+    pub(super) fn expedited() {
+        unreachable!("no front cache without std");
+    }
+}
 
+mod paused;
+pub use paused::Paused;
 #[cfg(not(loom))]
 pub mod raw;
 
+#[cfg(any(loom, feature = "std"))]
+mod tls;
+#[cfg(not(any(loom, feature = "std")))]
+#[path = "tls_none.rs"]
 mod tls;
 
 #[cfg(all(test, not(loom)))]

@@ -22,13 +22,13 @@
 
 use super::{FrontSlot, FrontStack, BUSY, FRONT_CAP, NR_STACKS};
 use crate::vmevent::VmEvent;
-use std::mem::{align_of, offset_of, size_of};
+use core::mem::{align_of, offset_of, size_of};
 
 impl FrontSlot {
     /// The slot's address, from which the layout constants below reach its
     /// words (valid as long as the slot is).
     pub fn base(&self) -> *mut u8 {
-        std::ptr::from_ref(self).cast_mut().cast()
+        core::ptr::from_ref(self).cast_mut().cast()
     }
 }
 

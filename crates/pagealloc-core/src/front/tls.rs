@@ -2,10 +2,12 @@
 //! one-entry cache of the last one so the fast path is a thread-local load
 //! and a compare.
 use super::FrontSlot;
-use std::cell::RefCell;
+#[allow(unused_imports)]
+use crate::prelude::*;
+use alloc::sync::Arc;
+use core::cell::RefCell;
 #[cfg(not(loom))]
-use std::ptr::NonNull;
-use std::sync::Arc;
+use core::ptr::NonNull;
 
 struct ThreadSlots(Vec<(u64, Arc<FrontSlot>)>);
 
@@ -39,7 +41,7 @@ thread_local! {
     /// The slot this thread used last (or the placeholder): a slot held
     /// by this thread's SLOTS, which resets this before letting one go.
     /// No destructor, so it stays readable while the thread exits.
-    static LAST: std::cell::Cell<NonNull<FrontSlot>> = const { std::cell::Cell::new(placeholder()) };
+    static LAST: core::cell::Cell<NonNull<FrontSlot>> = const { core::cell::Cell::new(placeholder()) };
     static SLOTS: RefCell<ThreadSlots> = const { RefCell::new(ThreadSlots(Vec::new())) };
 }
 #[cfg(loom)]

@@ -10,6 +10,8 @@ use super::Core;
 use crate::front::FRONT_BATCH;
 use crate::page::flags;
 use crate::pcp;
+#[allow(unused_imports)]
+use crate::prelude::*;
 use crate::types::{Gfp, Order, Pfn};
 use crate::zone::AllocFlags;
 

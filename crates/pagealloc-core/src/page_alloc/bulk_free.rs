@@ -10,6 +10,8 @@ use super::Core;
 use crate::error::{BulkFreeError, FreeError};
 use crate::front::{Owner, FRONT_BATCH, FRONT_CAP, NR_STACKS};
 use crate::page::{self, flags};
+#[allow(unused_imports)]
+use crate::prelude::*;
 use crate::types::{Order, Pfn};
 use crate::vmevent::VmEvent;
 use crate::zone;

@@ -22,6 +22,8 @@ use super::Core;
 use crate::error::{BulkFreeError, FreeError};
 use crate::front::FRONT_BATCH;
 use crate::page::{flags, NIL};
+#[allow(unused_imports)]
+use crate::prelude::*;
 use crate::types::{Gfp, Pfn};
 
 /// Pages per `free_pages_bulk` call when a chain is freed.

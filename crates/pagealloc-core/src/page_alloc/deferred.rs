@@ -35,6 +35,8 @@
 //! wake takes the wait table's locks, which a no-lock free may not).
 
 use crate::page::{PageDesc, NIL};
+#[allow(unused_imports)]
+use crate::prelude::*;
 use crate::sync::{AtomicU32, Ordering};
 
 /// A bit of a deferred block's private word: wake the page's waiters when

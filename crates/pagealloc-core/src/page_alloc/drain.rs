@@ -4,6 +4,8 @@
 //! holds while it holds every thread's cache.
 
 use super::Core;
+#[allow(unused_imports)]
+use crate::prelude::*;
 use crate::types::{Order, ZoneIdx};
 use crate::vmevent::{VmEvent, NR_VM_EVENTS};
 

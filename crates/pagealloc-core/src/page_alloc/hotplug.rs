@@ -24,11 +24,13 @@
 
 use super::Core;
 use crate::error::PageStateError;
+#[allow(unused_imports)]
+use crate::prelude::*;
+use crate::sync::Mutex;
 use crate::sync::{AtomicU64, Ordering};
 use crate::types::{Order, Pfn};
 use crate::zone::Zone;
-use parking_lot::Mutex;
-use std::ops::Range;
+use core::ops::Range;
 
 pub use crate::config::validate_holes as validate;
 
@@ -63,7 +65,7 @@ pub fn present_parts(holes: &[Range<u64>], r: Range<u64>) -> Vec<Range<u64>> {
 /// Split `r` into the largest naturally aligned blocks, in address order.
 pub fn aligned_blocks(r: Range<u64>) -> impl Iterator<Item = (u64, Order)> {
     let mut p = r.start;
-    std::iter::from_fn(move || {
+    core::iter::from_fn(move || {
         if p >= r.end {
             return None;
         }
@@ -100,7 +102,7 @@ impl Core {
     }
 
     /// Give `start..start + nr_pages` (all of it in holes) to the buddy
-    /// lists: see [`crate::PageAllocator::add_free_memory`].
+    /// lists: see [`crate::FrameAllocator::add_free_memory`].
     pub fn add_free_memory(&self, start: Pfn, nr_pages: u64) -> Result<(), PageStateError> {
         let bad = Err(PageStateError::BadRange { pfn: start });
         let s = start.as_u64();
@@ -113,7 +115,7 @@ impl Core {
         }
         // Out of the holes first (the lock is held until the pages are free).
         let range = s..end;
-        let given = std::slice::from_ref(&range);
+        let given = core::slice::from_ref(&range);
         let mut rest = Vec::with_capacity(holes.len() + 1);
         for h in holes.iter() {
             rest.extend(present_parts(given, h.clone()));

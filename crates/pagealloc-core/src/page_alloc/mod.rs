@@ -43,6 +43,7 @@ pub mod hooks;
 mod hotplug;
 pub mod nolock;
 pub mod slow;
+mod split;
 mod zeroing;
 
 use crate::config::Config;
@@ -51,11 +52,13 @@ use crate::front::Fronts;
 use crate::memmap::{MemMap, Pageblocks};
 use crate::page::flags;
 use crate::pcp::PcpSet;
+#[allow(unused_imports)]
+use crate::prelude::*;
 use crate::types::{Gfp, MigrateType, Order, Pfn, ZoneIdx, ZoneType, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE};
 use crate::vmevent::PerCpuEvents;
 use crate::zone::{self, Zone, ZoneTable};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use alloc::sync::{Arc, Weak};
+use core::sync::atomic::{AtomicU64, Ordering};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 

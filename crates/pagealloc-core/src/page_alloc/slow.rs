@@ -87,7 +87,7 @@ impl Core {
                 // busy, maybe with us): give it the CPU once and look again
                 // before reclaiming ourselves, as the kernel's retry loop
                 // gives way (`cond_resched`) to the reclaim it woke.
-                std::thread::yield_now();
+                crate::platform::relax();
                 continue;
             }
             if !gave_way && !af.high {
@@ -148,7 +148,7 @@ impl Core {
             if !hooks.background_reclaim_active(zl) {
                 return None;
             }
-            std::thread::yield_now();
+            crate::platform::relax();
             if let Some(p) = take() {
                 return Some(p);
             }

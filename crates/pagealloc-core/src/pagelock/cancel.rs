@@ -2,6 +2,8 @@
 //! waits. A token wakes every wait registered with it; waits that start after
 //! it fired return at once.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
 use crate::sync::{thread, AtomicBool, Mutex, Ordering};
 
 /// A cancellation flag for the `_cancellable` waits (the user-space form of the

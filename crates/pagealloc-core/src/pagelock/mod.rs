@@ -73,10 +73,10 @@ pub use cancel::CancelToken;
 
 use crate::error::{PageStateError, WaitError};
 use crate::page::flags::{GUARD, HEAD, LOCKED, REF_MASK, UPTODATE, WAITERS};
+use crate::platform::Instant;
 use crate::sync::{AtomicU32, Ordering};
 use crate::types::Pfn;
-use std::cell::Cell;
-use std::time::Instant;
+use core::cell::Cell;
 use waitq::{page_wait_table, FilterOp, ParkResult, UnparkResult, WaitTable};
 
 /// Park tokens: what kind of waiter is queued.

@@ -28,10 +28,12 @@
 //!   itself (timeout, cancellation).
 
 use super::CancelToken;
+use crate::platform::Instant;
+#[allow(unused_imports)]
+use crate::prelude::*;
 use crate::sync::{thread, AtomicUsize, Mutex, Ordering};
-use std::collections::VecDeque;
-use std::ptr::NonNull;
-use std::time::Instant;
+use alloc::collections::VecDeque;
+use core::ptr::NonNull;
 
 /// Buckets in the page wait table (the kernel's `PAGE_WAIT_TABLE_SIZE` is 256).
 #[cfg_attr(loom, allow(dead_code))]
@@ -103,8 +105,8 @@ pub struct WaitTable {
 /// The process-wide table every page of every allocator hashes into.
 #[cfg(not(loom))]
 pub fn page_wait_table() -> &'static WaitTable {
-    static TABLE: std::sync::OnceLock<WaitTable> = std::sync::OnceLock::new();
-    TABLE.get_or_init(|| WaitTable::new(WAIT_TABLE_BUCKETS))
+    static TABLE: spin::Once<WaitTable> = spin::Once::new();
+    TABLE.call_once(|| WaitTable::new(WAIT_TABLE_BUCKETS))
 }
 
 /// Under loom: one table per model execution (its bucket locks are loom's,
@@ -120,7 +122,7 @@ pub fn page_wait_table() -> &'static WaitTable {
 
 #[cfg(all(any(test, feature = "testing"), not(loom)))]
 thread_local! {
-    static ACCESSES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    static ACCESSES: core::cell::Cell<u64> = const { core::cell::Cell::new(0) };
 }
 
 /// Count a wait-queue access by this thread (test builds only).
@@ -217,7 +219,7 @@ impl WaitTable {
                     return ParkResult::Unparked(s);
                 }
                 let me: *const Waiter = &node;
-                let pos = q.iter().position(|w| std::ptr::eq(w.0.as_ptr(), me)).expect("a waiting node is queued");
+                let pos = q.iter().position(|w| core::ptr::eq(w.0.as_ptr(), me)).expect("a waiting node is queued");
                 q.remove(pos);
                 // SAFETY: every node left in `q` is queued, hence alive, and we
                 // hold the bucket lock.

@@ -10,8 +10,8 @@ use super::waitq::{FilterOp, ParkResult};
 use super::{kind, wake, CancelToken, PageRef};
 use crate::error::{PageStateError, WaitError};
 use crate::page::flags::{HEAD, WRITEBACK};
+use crate::platform::Instant;
 use crate::sync::Ordering;
-use std::time::Instant;
 
 impl PageRef<'_> {
     /// Mark the page under writeback; `Ok(false)` if it already was.

@@ -11,7 +11,7 @@
 
 use super::PcpLists;
 use crate::sync::FutexGuard;
-use std::ops::{Deref, DerefMut};
+use core::ops::{Deref, DerefMut};
 
 /// Proof that a set's list lock is held; dropping it counts the hold (when
 /// timed) and unlocks. One word, as the bare futex guard: the timing state

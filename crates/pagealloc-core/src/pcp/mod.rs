@@ -42,11 +42,14 @@ pub use set::PcpSet;
 
 use crate::config::Config;
 use crate::memmap::MemMap;
+use crate::platform::Instant;
+#[allow(unused_imports)]
+use crate::prelude::*;
 use crate::sync::{FutexMutex, LockedCounter};
 use crate::types::{MigrateType, Order, MIGRATE_PCPTYPES};
 use crate::zone::{Zone, ZoneGuard};
-use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use alloc::collections::VecDeque;
+use core::time::Duration;
 
 /// Orders 0..PCP_ORDERS get their own lists; the pageblock order gets more.
 pub const PCP_ORDERS: u32 = 4;
@@ -181,7 +184,7 @@ impl Pcp {
         // every list of every CPU and zone would make memory grow as zones x
         // CPUs x high, before a single page was used.
         let cap = (2 * batch as usize + 1).min(PCP_INITIAL_CAP);
-        let lists = std::array::from_fn(|pi| VecDeque::with_capacity(cap >> pindex_order(pi).get().min(4)));
+        let lists = core::array::from_fn(|pi| VecDeque::with_capacity(cap >> pindex_order(pi).get().min(4)));
         let high = high_min;
         Self {
             lists: FutexMutex::new(PcpLists {
@@ -295,7 +298,7 @@ impl PcpLists {
         if nr == 0 {
             return 0;
         }
-        let mut scratch = std::mem::take(&mut self.scratch);
+        let mut scratch = core::mem::take(&mut self.scratch);
         let (cached_mt, two_pass) = (cfg.pcp_mt_cache(), cfg.two_pass_drain());
         // The two-pass design does every per-page step it can before the zone
         // lock: the pick, and (unless types cached on the pages decide which

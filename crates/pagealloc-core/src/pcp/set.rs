@@ -4,6 +4,8 @@
 use super::{Pcp, PcpGuard};
 use crate::config::Config;
 use crate::lockstat::{ticks, PcpLockStatReport};
+#[allow(unused_imports)]
+use crate::prelude::*;
 use crate::sync::RelaxedFlag;
 use crate::types::ZoneIdx;
 use crate::zone::{Wmark, Zone};

@@ -140,7 +140,7 @@ impl PcpLists {
             return false;
         }
         let n = self.refill_blocks(order);
-        let mut runs = std::mem::take(&mut self.scratch);
+        let mut runs = core::mem::take(&mut self.scratch);
         let mut got = 0u32;
         let above_high = {
             let mut g = z.lock(mm);

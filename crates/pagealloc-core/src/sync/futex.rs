@@ -37,10 +37,10 @@
 //! Outside Linux this is parking_lot's mutex (same API, not signal-safe);
 //! under loom it is loom's, as [`super::Mutex`] is.
 
-use std::cell::UnsafeCell;
-use std::marker::PhantomData;
-use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicU32, Ordering};
+use core::cell::UnsafeCell;
+use core::marker::PhantomData;
+use core::ops::{Deref, DerefMut};
+use core::sync::atomic::{AtomicU32, Ordering};
 
 const UNLOCKED: u32 = 0;
 const LOCKED: u32 = 1;
@@ -121,7 +121,7 @@ impl<T> FutexMutex<T> {
             if s != LOCKED || n == 0 {
                 return s;
             }
-            std::hint::spin_loop();
+            core::hint::spin_loop();
             n -= 1;
         }
     }
@@ -134,8 +134,8 @@ impl<T> FutexMutex<T> {
     }
 }
 
-impl<T: std::fmt::Debug> std::fmt::Debug for FutexMutex<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl<T: core::fmt::Debug> core::fmt::Debug for FutexMutex<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("FutexMutex").field("state", &self.state.load(Ordering::Relaxed)).finish_non_exhaustive()
     }
 }
@@ -185,7 +185,7 @@ fn futex_wait(w: &AtomicU32, v: u32) {
             w.as_ptr(),
             libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
             v,
-            std::ptr::null::<libc::timespec>(),
+            core::ptr::null::<libc::timespec>(),
         );
     }
 }

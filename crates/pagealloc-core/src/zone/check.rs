@@ -6,6 +6,8 @@
 use super::Zone;
 #[cfg(feature = "debug-checks")]
 use super::ZoneGuard;
+#[allow(unused_imports)]
+use crate::prelude::*;
 use crate::types::{MigrateType, MIGRATE_TYPES, PAGEBLOCK_PAGES};
 #[cfg(feature = "debug-checks")]
 use crate::types::{MAX_ORDER, NR_ORDERS, PAGEBLOCK_ORDER};
@@ -18,7 +20,7 @@ const DEBUG_WALK_BUDGET: u64 = 32;
 
 /// Zone-lock releases seen by the `debug-checks` check (for its sampling).
 #[cfg(feature = "debug-checks")]
-static DEBUG_RELEASES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static DEBUG_RELEASES: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
 
 /// The `debug-checks` feature's check, run by every [`ZoneGuard`] as it is
 /// dropped (with the zone lock still held, before the seqcount goes even):
@@ -47,12 +49,14 @@ static DEBUG_RELEASES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU
 /// exact rule).
 #[cfg(feature = "debug-checks")]
 pub fn check_zone_locked(g: &ZoneGuard<'_>) {
+    // A guard dropped while unwinding: the state may be half-changed.
+    #[cfg(feature = "std")]
     if std::thread::panicking() {
         return;
     }
     let blocks = check_counters(g);
     // The full walk, sampled when the lists are long.
-    let k = DEBUG_RELEASES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let k = DEBUG_RELEASES.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
     if blocks > DEBUG_WALK_BUDGET && !k.is_multiple_of(blocks.div_ceil(DEBUG_WALK_BUDGET)) {
         return;
     }

@@ -15,6 +15,8 @@
 //! vector empty), nothing is counted and nothing reads it.
 
 use super::{Zone, ZoneGuard};
+#[allow(unused_imports)]
+use crate::prelude::*;
 use crate::types::{MigrateType, Order, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
 
 /// Free pages per pageblock of one zone (empty: the filler is off).

@@ -39,7 +39,7 @@ use crate::types::{
     PAGEBLOCK_PAGES,
 };
 use crate::vmevent::VmEvent;
-use std::sync::atomic::{AtomicU16, AtomicU32};
+use core::sync::atomic::{AtomicU16, AtomicU32};
 
 /// A process-wide coarse clock for the age of free blocks (free page
 /// reporting): advanced by reporting passes, read (relaxed) when a block goes
@@ -52,7 +52,7 @@ pub const FREE_CLOCK_MS: u64 = 10;
 /// The free clock's current tick, as stored in a free head.
 #[inline(always)]
 pub fn free_clock() -> u16 {
-    FREE_CLOCK.load(std::sync::atomic::Ordering::Relaxed) as u16
+    FREE_CLOCK.load(core::sync::atomic::Ordering::Relaxed) as u16
 }
 
 /// Pageblock word: migratetype in bits 0..3 and the isolate bit 3 (written

@@ -6,8 +6,10 @@
 //! built.
 
 use super::Zone;
+#[allow(unused_imports)]
+use crate::prelude::*;
 use crate::types::ZoneIdx;
-use std::ops::Index;
+use core::ops::Index;
 
 /// Every zone of one allocator.
 pub struct ZoneTable(Box<[Zone]>);
@@ -28,7 +30,7 @@ impl ZoneTable {
 
     /// Every zone, in table order (each knows its index as `Zone::idx`).
     #[inline]
-    pub fn iter(&self) -> std::slice::Iter<'_, Zone> {
+    pub fn iter(&self) -> core::slice::Iter<'_, Zone> {
         self.0.iter()
     }
 
@@ -62,7 +64,7 @@ impl Index<ZoneIdx> for ZoneTable {
 
 impl<'a> IntoIterator for &'a ZoneTable {
     type Item = &'a Zone;
-    type IntoIter = std::slice::Iter<'a, Zone>;
+    type IntoIter = core::slice::Iter<'a, Zone>;
 
     fn into_iter(self) -> Self::IntoIter {
         self.0.iter()

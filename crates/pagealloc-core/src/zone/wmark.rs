@@ -9,7 +9,7 @@ impl Zone {
     /// Free blocks per order (isolated included, as the kernel's
     /// `nr_free`), read without the lock.
     pub fn free_blocks_racy(&self) -> [u64; NR_ORDERS] {
-        std::array::from_fn(|o| self.stats.free_blocks[o].iter().map(|c| c.get_racy()).sum())
+        core::array::from_fn(|o| self.stats.free_blocks[o].iter().map(|c| c.get_racy()).sum())
     }
 
     /// Whether a free block of at least `order` sits on a list of a per-CPU
@@ -34,7 +34,7 @@ pub fn compute_watermarks(zone: &Zone, min_pages: u64, lowmem_pages: u64, scale_
 /// The kernel's default `min_free_kbytes`: sqrt(lowmem_kbytes * 16), clamped.
 pub fn default_min_free_kbytes(lowmem_pages: u64) -> u64 {
     let kbytes = lowmem_pages * 4;
-    ((kbytes * 16) as f64).sqrt() as u64
+    (kbytes * 16).isqrt()
 }
 
 /// Clamp applied to `default_min_free_kbytes` (the kernel's 128 KiB..256 MiB).

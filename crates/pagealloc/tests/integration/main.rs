@@ -27,7 +27,6 @@ mod hugepage_filler;
 mod hugepage_reporting;
 mod init_on_free;
 mod kcompactd;
-mod kernel_frames;
 mod kv_block_cache;
 mod lockstat;
 mod misuse;

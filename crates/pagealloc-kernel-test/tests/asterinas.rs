@@ -1,21 +1,28 @@
-//! The kernel frame allocator example (examples/kernel_frames.rs): boot on
-//! a memory map with holes, then allocations of every layout and frees of
-//! whole runs and of their parts, from several threads; never a frame in a
-//! hole or a firmware area, never one twice, every frame back at the end.
+//! The Asterinas-shaped frame allocator (`src/frames.rs`): boot on a memory
+//! map with holes, then allocations of every layout and frees of whole runs
+//! and of their parts, from several threads (on this crate's platform they
+//! all share CPU 0's list and spin on its lock); never a frame in a hole or
+//! a firmware area, never one twice, every frame back at the end.
 
-#[path = "../../examples/kernel_frames.rs"]
-#[allow(dead_code)]
-mod kf;
-
-use kf::{boot, FrameAllocator};
-use pagealloc::PAGE_SIZE;
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use pagealloc_core::PAGE_SIZE;
+use pagealloc_kernel_test::frames::{boot, GlobalFrameAllocator};
 use std::alloc::Layout;
 use std::collections::HashSet;
 use std::sync::Mutex;
 
 const BASE: usize = 0x8000_0000;
+
+/// xorshift64: the test's own random numbers.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
 
 /// Whether `[addr, addr + len)` lies in the usable memory `boot` gives.
 fn usable(addr: usize, len: usize) -> bool {
@@ -39,12 +46,12 @@ fn frames_of_every_layout_come_from_usable_memory_and_go_back_in_parts() {
         for t in 0..4u64 {
             let (f, taken) = (&f, &taken);
             s.spawn(move || {
-                let mut rng = StdRng::seed_from_u64(t);
+                let mut rng = Rng(t.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
                 let mut held: Vec<(usize, usize)> = Vec::new();
                 for _ in 0..400 {
-                    if rng.gen_bool(0.6) {
-                        let pages = [1usize, 1, 2, 3, 8, 16, 100][rng.gen_range(0..7)];
-                        let align = PAGE_SIZE << rng.gen_range(0..=pages.next_power_of_two().trailing_zeros());
+                    if rng.below(10) < 6 {
+                        let pages = [1usize, 1, 2, 3, 8, 16, 100][rng.below(7)];
+                        let align = PAGE_SIZE << rng.below(pages.next_power_of_two().trailing_zeros() as usize + 1);
                         let layout = Layout::from_size_align(pages * PAGE_SIZE, align).unwrap();
                         if let Some(addr) = f.alloc(layout) {
                             assert_eq!(addr % align, 0, "{layout:?} at {addr:#x}");
@@ -61,7 +68,7 @@ fn frames_of_every_layout_come_from_usable_memory_and_go_back_in_parts() {
                         }
                     } else if let Some((addr, pages)) = held.pop() {
                         // Back in up to three parts, in any order.
-                        let cut = rng.gen_range(0..pages);
+                        let cut = rng.below(pages);
                         let parts = [(addr, cut), (addr + cut * PAGE_SIZE, pages - cut)];
                         for (a, n) in parts.into_iter().filter(|&(_, n)| n > 0) {
                             let mut tk = taken.lock().unwrap();
@@ -85,7 +92,7 @@ fn frames_of_every_layout_come_from_usable_memory_and_go_back_in_parts() {
         }
     });
     let a = f.allocator();
-    a.drain_all_pages();
+    a.drain();
     a.check_invariants().unwrap();
     assert_eq!((a.nr_free_pages(), a.managed_pages()), (usable_pages, usable_pages));
     // An alignment a run cannot give is refused, not faked.

@@ -1,0 +1,126 @@
+//! The core alone, as a kernel uses it: [`FrameAllocator`].
+
+use crate::config::Config;
+use crate::error::{AllocError, ConfigError, FreeError, InvariantError, PageStateError};
+use crate::page::flags;
+use crate::page_alloc::Core;
+use crate::types::{Gfp, Order, Pfn};
+
+/// A zoned buddy frame allocator with per-CPU lists, and nothing above it:
+/// no reclaim, compaction or free page reporting, and no thread of its own.
+/// This is what a kernel plugs in as its frame allocator; the `pagealloc`
+/// crate's `PageAllocator` builds the same core with those layers.
+///
+/// It hands out frame numbers ([`Pfn`]) in `0..nr_pages`; with
+/// [`Backing::None`](crate::Backing::None) no memory is behind them, and the
+/// caller maps a frame to its own memory (a kernel's physical address is
+/// `base + pfn * PAGE_SIZE`).
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc_core::{Backing, Config, FrameAllocator, Gfp, Pfn};
+/// // 8 MiB of physical memory, all of it a hole until boot gives it.
+/// let cfg = Config::new().arena_bytes(8 << 20).backing(Backing::None).holes(vec![(Pfn::new(0), 2048)]);
+/// let f = FrameAllocator::new(cfg).unwrap();
+/// f.add_free_memory(Pfn::new(16), 1024).unwrap(); // a usable region
+/// let block = f.alloc(Gfp::KERNEL, 3).unwrap(); // 8 frames, aligned
+/// f.split(block, 3).unwrap(); // now 8 frames, each freed alone
+/// for i in 0..8 {
+///     f.free(Pfn::new(block.as_u64() + i), 0).unwrap();
+/// }
+/// f.check_invariants().unwrap();
+/// ```
+pub struct FrameAllocator {
+    core: Core,
+}
+
+impl FrameAllocator {
+    /// Lay out nodes and zones over the arena `cfg` describes and free every
+    /// page outside [`Config::holes`].
+    ///
+    /// # Errors
+    /// A [`ConfigError`] naming the setting that cannot work.
+    pub fn new(cfg: Config) -> Result<Self, ConfigError> {
+        Ok(Self { core: Core::new(cfg)? })
+    }
+
+    /// A block of `2^order` frames, aligned to its size.
+    ///
+    /// # Errors
+    /// [`AllocError::NoMemory`] when no zone the request may use has such a
+    /// block above its watermark (a normal result), or a typed error for a
+    /// bad order or node.
+    #[inline]
+    pub fn alloc(&self, gfp: Gfp, order: u32) -> Result<Pfn, AllocError> {
+        self.core.alloc_pages(gfp, order, flags::HEAD)
+    }
+
+    /// Give back the block `pfn` of `order` from [`alloc`](Self::alloc) (or a
+    /// frame of a [`split`](Self::split) block, at order 0).
+    ///
+    /// # Errors
+    /// A typed error for a frame that is not an allocated block of that
+    /// order (a double free among them); nothing changes then.
+    #[inline]
+    pub fn free(&self, pfn: Pfn, order: u32) -> Result<(), FreeError> {
+        if order == 0 && self.core.free0_front(pfn) {
+            return Ok(());
+        }
+        self.core.free_miss(pfn, order)
+    }
+
+    /// Split the allocated block `pfn` of `order` into order-0 frames, so
+    /// that any part of it can be freed alone (the kernel's `split_page`).
+    ///
+    /// # Errors
+    /// As [`free`](Self::free) would refuse the block; nothing changes then.
+    pub fn split(&self, pfn: Pfn, order: u32) -> Result<(), FreeError> {
+        let o = Order::new(order).ok_or(FreeError::InvalidOrder { pfn, order })?;
+        self.core.split_block(pfn, o)
+    }
+
+    /// Give the frames `start..start + nr_pages`, all of them in holes, to
+    /// the allocator (boot, or memory added later).
+    ///
+    /// # Errors
+    /// [`PageStateError::BadRange`] for a range outside the arena or not
+    /// wholly in holes; nothing changes then.
+    pub fn add_free_memory(&self, start: Pfn, nr_pages: u64) -> Result<(), PageStateError> {
+        self.core.add_free_memory(start, nr_pages)
+    }
+
+    /// Frames in the arena, holes included.
+    #[must_use]
+    pub fn nr_pages(&self) -> u64 {
+        self.core.mm.nr_pages()
+    }
+
+    /// Frames the allocator manages: the arena's, less those still in holes.
+    #[must_use]
+    pub fn managed_pages(&self) -> u64 {
+        self.core.zones.iter().map(|z| self.core.managed_now(z)).sum()
+    }
+
+    /// Give every frame parked on a per-CPU list back to the buddy lists
+    /// (the kernel's `drain_all_pages`), so the free count is exact.
+    pub fn drain(&self) {
+        self.core.drain_all();
+    }
+
+    /// Free frames on the buddy lists (per-CPU lists not counted), read
+    /// without locks.
+    #[must_use]
+    pub fn nr_free_pages(&self) -> u64 {
+        self.core.zones.iter().map(|z| z.free_pages_racy()).sum()
+    }
+
+    /// Check conservation of pages and the lists' agreement with their
+    /// counters (see the `pagealloc` crate's `check_invariants`).
+    ///
+    /// # Errors
+    /// The first broken invariant.
+    pub fn check_invariants(&self) -> Result<(), InvariantError> {
+        self.core.check_invariants()
+    }
+}
