@@ -55,7 +55,7 @@ mod pagecache;
 use pagealloc_core::pagelock;
 use pagealloc_core::pageref;
 mod pages;
-mod reporting;
+use pagealloc_reporting as reporting;
 pub mod stats;
 use pagealloc_core::sync;
 use pagealloc_core::types;

@@ -59,13 +59,14 @@
 //!   about the delay after it went free. The free clock that stamps blocks is
 //!   advanced at each of the reporter's wakes (it was only advanced by passes,
 //!   so stamps could be a pause old and blocks released before the delay).
+#![warn(missing_docs)]
 
-use crate::config::{Backing, Config, ReportCallback};
-use crate::memmap::MemMap;
-use crate::page::flags;
-use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use crate::types::{MigrateType, Order, Pfn, PAGE_SIZE};
-use crate::zone::{Zone, FREE_CLOCK, FREE_CLOCK_MS};
+use pagealloc_core::config::{Backing, Config, ReportCallback};
+use pagealloc_core::memmap::MemMap;
+use pagealloc_core::page::flags;
+use pagealloc_core::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use pagealloc_core::types::{MigrateType, Order, Pfn, PAGE_SIZE};
+use pagealloc_core::zone::{Zone, FREE_CLOCK, FREE_CLOCK_MS};
 use std::sync::Mutex as StdMutex;
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -106,37 +107,44 @@ enum Release {
     Nothing,
 }
 
-/// One allocator's reporting state (a field of `Core`).
-pub(crate) struct Reporting {
+/// One allocator's reporting state (beside its core, in `pagealloc`'s `Mm`).
+pub struct Reporting {
     enabled: AtomicBool,
     order: AtomicU32,
     delay_ms: AtomicU64,
     batch: AtomicU32,
     release: Release,
     /// Whether this backing can report at all.
-    pub(crate) can_report: bool,
+    pub can_report: bool,
     /// Held for a whole pass, and by readers that need a quiescent view.
-    pub(crate) pass_lock: StdMutex<()>,
-    /// Lifetime totals.
-    pub(crate) reported_pages: AtomicU64,
-    pub(crate) reported_blocks: AtomicU64,
-    pub(crate) errors: AtomicU64,
-    pub(crate) release_calls: AtomicU64,
-    pub(crate) passes: AtomicU64,
+    pub pass_lock: StdMutex<()>,
+    /// Lifetime totals: pages and blocks released, releases that failed,
+    /// calls of the release (madvise or callback), and passes.
+    pub reported_pages: AtomicU64,
+    /// See `reported_pages`.
+    pub reported_blocks: AtomicU64,
+    /// See `reported_pages`.
+    pub errors: AtomicU64,
+    /// See `reported_pages`.
+    pub release_calls: AtomicU64,
+    /// See `reported_pages`.
+    pub passes: AtomicU64,
     /// Compactions run before releasing, and the pages they moved
     /// (`allocator::reporting::compact_for_release`).
-    pub(crate) compactions: AtomicU64,
-    pub(crate) compacted_pages: AtomicU64,
+    pub compactions: AtomicU64,
+    /// See `compactions`.
+    pub compacted_pages: AtomicU64,
     /// Pages the user has marked movable (`set_page_movable`): the reporter
     /// compacts again in an idle period when it changed since its last
     /// compaction (marking pages is no allocation traffic).
-    pub(crate) movable_marks: AtomicU64,
+    pub movable_marks: AtomicU64,
     /// Fail every n-th release (0: never). For tests of the error path.
     fail_every: AtomicU32,
     fail_count: AtomicU32,
-    /// The background thread and its stop flag.
-    pub(crate) stop: AtomicBool,
-    pub(crate) thread: StdMutex<Option<JoinHandle<()>>>,
+    /// The background thread's stop flag.
+    pub stop: AtomicBool,
+    /// The background thread, while it runs.
+    pub thread: StdMutex<Option<JoinHandle<()>>>,
 }
 
 /// The process-wide origin of [`FREE_CLOCK`].
@@ -146,13 +154,14 @@ fn epoch() -> Instant {
 }
 
 /// Advance the free clock to now (monotonic; any allocator may).
-pub(crate) fn tick_clock() -> u32 {
+pub fn tick_clock() -> u32 {
     let t = (epoch().elapsed().as_millis() as u64 / FREE_CLOCK_MS) as u32;
     FREE_CLOCK.fetch_max(t, Ordering::Relaxed).max(t)
 }
 
 impl Reporting {
-    pub(crate) fn new(cfg: &Config) -> Self {
+    /// The state `cfg` asks for (enabled only where the backing can release).
+    pub fn new(cfg: &Config) -> Self {
         epoch();
         let release = match cfg.backing {
             Backing::Anonymous | Backing::HugePages => Release::Madvise {
@@ -186,34 +195,36 @@ impl Reporting {
     }
 
     /// Whether background passes run.
-    pub(crate) fn enabled(&self) -> bool {
+    pub fn enabled(&self) -> bool {
         self.enabled.load(Ordering::Relaxed)
     }
 
     /// Switch background passes; `false` when this backing cannot report.
-    pub(crate) fn set_enabled(&self, on: bool) -> bool {
+    pub fn set_enabled(&self, on: bool) -> bool {
         self.enabled.store(on && self.can_report, Ordering::Relaxed);
         self.can_report || !on
     }
 
-    pub(crate) fn delay_ms(&self) -> u64 {
+    /// How long a block must stay free before it is reported.
+    pub fn delay_ms(&self) -> u64 {
         self.delay_ms.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn order(&self) -> Order {
+    /// The smallest order reported.
+    pub fn order(&self) -> Order {
         // Only `tune` and `new` store it, each from an order.
         Order::new(self.order.load(Ordering::Relaxed)).unwrap_or(Order::MAX)
     }
 
     /// Change the settings at run time (already validated by the caller).
-    pub(crate) fn tune(&self, order: Order, delay_ms: u64, batch: u32) {
+    pub fn tune(&self, order: Order, delay_ms: u64, batch: u32) {
         self.order.store(order.get(), Ordering::Relaxed);
         self.delay_ms.store(delay_ms, Ordering::Relaxed);
         self.batch.store(batch.max(1), Ordering::Relaxed);
     }
 
     /// Make every `n`-th release fail (0: none), as a failing `madvise` would.
-    pub(crate) fn fail_every(&self, n: u32) {
+    pub fn fail_every(&self, n: u32) {
         self.fail_count.store(0, Ordering::Relaxed);
         self.fail_every.store(n, Ordering::Relaxed);
     }
@@ -252,7 +263,7 @@ impl Reporting {
     /// One pass over every zone: release unreported free blocks of at least
     /// the reporting order that have been free for the delay (every one with
     /// `ignore_age`). Runs whether or not background passes are enabled.
-    pub(crate) fn pass(&self, zones: &[Zone], mm: &MemMap, ignore_age: bool) -> ReportPass {
+    pub fn pass(&self, zones: &[Zone], mm: &MemMap, ignore_age: bool) -> ReportPass {
         self.pass_timed(zones, mm, ignore_age, || false).0
     }
 
@@ -261,7 +272,7 @@ impl Reporting {
     /// thread can wake right then. `all_from_now` is asked before each list:
     /// once it answers true (the reporter has just drained the per-CPU lists
     /// of an allocator idle for the delay), the rest of the pass ignores ages.
-    pub(crate) fn pass_timed(
+    pub fn pass_timed(
         &self,
         zones: &[Zone],
         mm: &MemMap,
@@ -413,7 +424,7 @@ impl Ages {
 /// The block after `q` on its free list.
 fn next_on_list(mm: &MemMap, q: u64) -> Option<u64> {
     let next = mm.page(q).next.get();
-    (next != crate::page::NIL).then_some(next as u64)
+    (next != pagealloc_core::page::NIL).then_some(next as u64)
 }
 
 /// Whether the free block with its head at `pfn` (if any) may join a run.
@@ -474,7 +485,7 @@ impl Reporting {
     /// Stop the background thread and wait for it to end (idempotent). Called
     /// when the last user handle goes (`allocator::Users`' drop), so the
     /// thread is gone before that drop returns.
-    pub(crate) fn stop_and_join(&self) {
+    pub fn stop_and_join(&self) {
         self.stop.store(true, Ordering::Relaxed);
         let handle = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(h) = handle {
