@@ -28,26 +28,23 @@
 #![warn(missing_docs)]
 
 mod allocator;
-mod compaction;
+use pagealloc_compaction::compaction;
 use pagealloc_core::config;
 use pagealloc_core::cpu;
 use pagealloc_core::error;
 // Failure injection: public (for tests and the stress command) only with the
 // `fail-inject` feature; without it only the constant hooks remain.
+use pagealloc_compaction::migrate;
 #[cfg(feature = "fail-inject")]
 pub use pagealloc_core::failinject;
-#[cfg(not(feature = "fail-inject"))]
-use pagealloc_core::failinject;
 #[cfg(not(loom))]
 use pagealloc_core::front;
 use pagealloc_core::invariants;
-mod isolation;
 use pagealloc_core::list;
 use pagealloc_core::lockstat;
 use pagealloc_core::memmap;
-mod migrate;
 mod mm;
-mod movable;
+use pagealloc_compaction::movable;
 use pagealloc_core::page;
 use pagealloc_core::page_alloc;
 mod page_array;

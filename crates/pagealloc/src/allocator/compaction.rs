@@ -8,6 +8,7 @@ use crate::error::{AllocError, PageStateError};
 use crate::migrate::OwnerPanic;
 use crate::movable::{MobilityCensus, MovableId, MovableOps};
 use crate::types::{Gfp, Order, Pfn, ZoneIdx};
+use pagealloc_compaction::prelude::*;
 use std::sync::Arc;
 
 impl PageAllocator {

@@ -14,6 +14,7 @@ use crate::mm::Mm;
 use crate::reporting::ReportPass;
 use crate::sync::Ordering;
 use crate::types::{Order, MAX_ORDER, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
+use pagealloc_compaction::prelude::*;
 use std::sync::Arc;
 #[cfg(not(loom))]
 use std::time::{Duration, Instant};

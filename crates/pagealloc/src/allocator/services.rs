@@ -7,6 +7,7 @@ use crate::invariants::{Fragmentation, ZoneCensus};
 use crate::migrate::OwnerPanic;
 use crate::stats::report::PcpReport;
 use crate::types::{Gfp, Pfn};
+use pagealloc_compaction::prelude::*;
 
 impl PageAllocator {
     /// Give `[start, start + nr_pages)`, which must lie in

@@ -20,6 +20,7 @@ use crate::types::{Gfp, Order, ZoneIdx};
 use crate::vmevent::VmEvent;
 use crate::vmscan::Vmscan;
 use crate::zone::Wmark;
+use pagealloc_compaction::prelude::*;
 use std::sync::{Arc, Weak};
 
 /// One allocator: its core and the state of the layers above it.
@@ -56,6 +57,16 @@ impl Mm {
             core.set_hooks(me.clone());
             Mm { core, reporting, vmscan, mobility }
         }))
+    }
+}
+
+impl pagealloc_compaction::CompactionHost for Mm {
+    fn mobility(&self) -> &Mobility {
+        &self.mobility
+    }
+
+    fn lru_add_drain_all(&self) {
+        Mm::lru_add_drain_all(self);
     }
 }
 

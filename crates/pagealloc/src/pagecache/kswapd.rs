@@ -16,6 +16,7 @@ use crate::sync::{AtomicBool, Ordering};
 use crate::types::Order;
 use crate::vmevent::VmEvent;
 use crate::zone::Wmark;
+use pagealloc_compaction::prelude::*;
 use parking_lot::Mutex;
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;

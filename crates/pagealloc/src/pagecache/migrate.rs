@@ -36,6 +36,7 @@ use crate::pageref;
 use crate::sync::Ordering;
 use crate::types::Pfn;
 use crate::vmevent::VmEvent;
+use pagealloc_compaction::prelude::*;
 use std::sync::Weak;
 
 /// The page cache as the allocator's LRU migrator.

@@ -13,14 +13,17 @@
 //! A free block larger than a pageblock that straddles the range's edge is split
 //! first, so isolation never reaches outside the pageblocks asked for.
 
-use crate::error::{AllocError, FreeError, PageStateError};
 use crate::migrate::OwnerPanic;
-use crate::mm::Mm;
-use crate::page::flags;
-use crate::types::{Gfp, MigrateType, Order, Pfn, MAX_ORDER, PAGEBLOCK_PAGES};
-use crate::zone::Zone;
+use crate::prelude::*;
+use pagealloc_core::error::{AllocError, FreeError, PageStateError};
+use pagealloc_core::page::flags;
+use pagealloc_core::types::{Gfp, MigrateType, Order, Pfn, MAX_ORDER, PAGEBLOCK_PAGES};
+use pagealloc_core::zone::Zone;
 
-impl Mm {
+/// Part of the compaction layer's paths, for any [`CompactionHost`] (see
+/// the crate doc).
+#[doc(hidden)]
+pub trait IsolationExt: CompactionHost {
     /// The pageblock-aligned span covering `[start, start + nr)`, inside one zone.
     fn block_span(&self, start: Pfn, nr_pages: u64) -> Result<(&Zone, u64, u64), PageStateError> {
         let s = start.as_u64();
@@ -39,11 +42,16 @@ impl Mm {
     }
 }
 
-impl Mm {
+impl<T: CompactionHost + ?Sized> IsolationExt for T {}
+
+/// Part of the compaction layer's paths, for any [`CompactionHost`] (see
+/// the crate doc).
+#[doc(hidden)]
+pub trait IsolationExt2: CompactionHost {
     /// Isolate the pageblocks covering `[start, start + nr_pages)` (one zone).
     /// Fails without changing anything if the range is bad or any of its
     /// pageblocks is already isolated.
-    pub(crate) fn isolate_range(&self, start: Pfn, nr_pages: u64) -> Result<(), PageStateError> {
+    fn isolate_range(&self, start: Pfn, nr_pages: u64) -> Result<(), PageStateError> {
         let inner = self;
         let (z, bs, be) = inner.block_span(start, nr_pages)?;
         {
@@ -70,7 +78,7 @@ impl Mm {
 
     /// Undo [`crate::PageAllocator::isolate_range`] for the same range. Fails without
     /// changing anything if any pageblock in it is not isolated.
-    pub(crate) fn undo_isolate_range(&self, start: Pfn, nr_pages: u64) -> Result<(), PageStateError> {
+    fn undo_isolate_range(&self, start: Pfn, nr_pages: u64) -> Result<(), PageStateError> {
         let inner = self;
         let (z, bs, be) = inner.block_span(start, nr_pages)?;
         let mut g = z.lock(&inner.mm);
@@ -90,7 +98,7 @@ impl Mm {
 
     /// Are all pageblocks covering the range isolated and every page of the
     /// range free on the Isolate lists?
-    pub(crate) fn test_pages_isolated(&self, start: Pfn, nr_pages: u64) -> bool {
+    fn test_pages_isolated(&self, start: Pfn, nr_pages: u64) -> bool {
         let inner = self;
         let Ok((z, bs, be)) = inner.block_span(start, nr_pages) else {
             return false;
@@ -124,12 +132,7 @@ impl Mm {
     /// (no migration), so fragmentation can make this fail.
     /// With movable pages about it migrates (`alloc_contig_pages_migrate`),
     /// and an owner's panic there fails it, caught in `caught`.
-    pub(crate) fn alloc_contig_pages(
-        &self,
-        nr_pages: u64,
-        gfp: Gfp,
-        caught: &mut OwnerPanic,
-    ) -> Result<Pfn, AllocError> {
+    fn alloc_contig_pages(&self, nr_pages: u64, gfp: Gfp, caught: &mut OwnerPanic) -> Result<Pfn, AllocError> {
         let inner = self;
         if nr_pages == 0 || nr_pages > inner.mm.nr_pages() {
             return Err(AllocError::NoMemory { order: MAX_ORDER + 1 });
@@ -167,7 +170,7 @@ impl Mm {
             }
         }
         // Compaction: with movable pages about, move them out of a range.
-        if inner.mobility.any_registered() {
+        if inner.mobility().any_registered() {
             return inner.alloc_contig_pages_migrate(nr_pages, gfp, caught);
         }
         Err(AllocError::NoMemory { order: contig_order(nr_pages) })
@@ -177,7 +180,7 @@ impl Mm {
     /// (order-0 pages), all or nothing: every page is claimed first (the
     /// one-CAS claim of every free), and if any claim is refused, the claims
     /// already made are put back and the refusal is returned: nothing was freed.
-    pub(crate) fn free_contig_range(&self, start: Pfn, nr_pages: u64) -> Result<(), FreeError> {
+    fn free_contig_range(&self, start: Pfn, nr_pages: u64) -> Result<(), FreeError> {
         let s = start.as_u64();
         // Claims stop at the first page past the arena, so at most the arena's
         // pages are ever held here, whatever `nr_pages` says.
@@ -218,7 +221,12 @@ impl Mm {
     }
 }
 
-impl Mm {
+impl<T: CompactionHost + ?Sized> IsolationExt2 for T {}
+
+/// Part of the compaction layer's paths, for any [`CompactionHost`] (see
+/// the crate doc).
+#[doc(hidden)]
+pub trait IsolationExt3: CompactionHost {
     /// Racy pre-check: is every page in `[s, e)` in a free block or on a per-CPU
     /// list? Otherwise, where could the next candidate start?
     fn looks_free(&self, s: u64, e: u64) -> (bool, u64) {
@@ -246,7 +254,7 @@ impl Mm {
     /// Take `[s, s + nr)` off the Isolate lists (the caller checked it is all
     /// free), returning the remainders of straddling blocks, and mark each page an
     /// allocated order-0 page.
-    pub(crate) fn take_isolated(&self, z: &Zone, s: u64, nr: u64, mt: MigrateType) -> bool {
+    fn take_isolated(&self, z: &Zone, s: u64, nr: u64, mt: MigrateType) -> bool {
         let e = s + nr;
         let mut g = z.lock(&self.mm);
         // Still isolated, all of it? (Another thread may have undone an
@@ -300,11 +308,13 @@ impl Mm {
     }
 }
 
+impl<T: CompactionHost + ?Sized> IsolationExt3 for T {}
+
 /// The order of the smallest power-of-two block that holds `nr_pages` pages,
 /// for the `order` of a contiguous request's [`AllocError::NoMemory`]: 64 for
 /// a count past the largest power of two a `u64` holds (`next_power_of_two`
 /// would overflow there, and these counts come from callers unchecked).
-pub(crate) const fn contig_order(nr_pages: u64) -> u32 {
+pub const fn contig_order(nr_pages: u64) -> u32 {
     match nr_pages.checked_next_power_of_two() {
         Some(n) => n.trailing_zeros(),
         None => u64::BITS,

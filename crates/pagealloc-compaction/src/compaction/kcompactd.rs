@@ -30,23 +30,26 @@
 
 use super::{CompactOutcome, Suitable};
 use crate::migrate::OwnerPanic;
-use crate::mm::Mm;
-use crate::sync::Ordering;
-use crate::types::{Order, ZoneIdx, PAGEBLOCK_ORDER};
-use crate::vmevent::VmEvent;
+use crate::prelude::*;
+use pagealloc_core::sync::Ordering;
+use pagealloc_core::types::{Order, ZoneIdx, PAGEBLOCK_ORDER};
+use pagealloc_core::vmevent::VmEvent;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// How often kcompactd checks the fragmentation score (the kernel's
 /// `HPAGE_FRAG_CHECK_INTERVAL_MSEC`).
-pub(crate) const INTERVAL: Duration = Duration::from_millis(500);
+pub const INTERVAL: Duration = Duration::from_millis(500);
 
 /// Intervals a proactive run that did not lower the score defers the next.
-pub(crate) const DEFER_INTERVALS: u32 = 32;
+pub const DEFER_INTERVALS: u32 = 32;
 
-impl Mm {
+/// Part of the compaction layer's paths, for any [`CompactionHost`] (see
+/// the crate doc).
+#[doc(hidden)]
+pub trait KcompactdExt: CompactionHost {
     /// Zone `zi`'s fragmentation score (0..=100).
-    pub(crate) fn fragmentation_score_zone(&self, zi: ZoneIdx) -> u64 {
+    fn fragmentation_score_zone(&self, zi: ZoneIdx) -> u64 {
         let fb = self.zones[zi].free_blocks_racy();
         let free: u64 = fb.iter().enumerate().map(|(o, n)| n << o).sum();
         let big: u64 = fb.iter().enumerate().skip(PAGEBLOCK_ORDER as usize).map(|(o, n)| n << o).sum();
@@ -54,7 +57,7 @@ impl Mm {
     }
 
     /// Node `nid`'s fragmentation score: its zones' scores weighted by size.
-    pub(crate) fn fragmentation_score_node(&self, nid: usize) -> u64 {
+    fn fragmentation_score_node(&self, nid: usize) -> u64 {
         let zones = || self.zones.iter().filter(move |z| z.nid as usize == nid);
         let total: u64 = zones().map(|z| z.managed).sum();
         zones().map(|z| self.fragmentation_score_zone(z.idx) * z.managed / (total + 1)).sum()
@@ -62,13 +65,13 @@ impl Mm {
 
     /// The proactive watermarks (low, high) for this allocator's
     /// `compaction_proactiveness`.
-    pub(crate) fn fragmentation_score_wmarks(&self) -> (u64, u64) {
+    fn fragmentation_score_wmarks(&self) -> (u64, u64) {
         let low = 100u64.saturating_sub(u64::from(self.cfg.compaction_proactiveness)).max(5);
         (low, (low + 10).min(100))
     }
 
     /// Whether node `nid` should be compacted proactively now.
-    pub(crate) fn should_proactive_compact_node(&self, nid: usize) -> bool {
+    fn should_proactive_compact_node(&self, nid: usize) -> bool {
         self.cfg.compaction_proactiveness > 0
             && self.fragmentation_score_node(nid) > self.fragmentation_score_wmarks().1
     }
@@ -80,7 +83,7 @@ impl Mm {
 
     /// Compact each zone of node `nid` until its score is at or below the
     /// low watermark (`proactive_compact_node`).
-    pub(crate) fn proactive_compact_node(&self, nid: usize) -> CompactOutcome {
+    fn proactive_compact_node(&self, nid: usize) -> CompactOutcome {
         let (low, _) = self.fragmentation_score_wmarks();
         let mut sum = CompactOutcome::default();
         for zi in self.zones.iter().map(|z| z.idx) {
@@ -101,7 +104,7 @@ impl Mm {
     /// kcompactd woken for `order` (`kcompactd_do_work`): compact each zone
     /// of node `nid` that has no free block of that order and where
     /// compaction is suitable.
-    pub(crate) fn kcompactd_do_work(&self, nid: usize, order: Order) {
+    fn kcompactd_do_work(&self, nid: usize, order: Order) {
         self.events.count(VmEvent::CompactDaemonWake, 1);
         for zi in self.zones.iter().map(|z| z.idx) {
             let z = &self.zones[zi];
@@ -116,16 +119,18 @@ impl Mm {
     }
 
     /// Whether some zone of node `nid` has a free block of `order` (racy).
-    pub(crate) fn node_has_free_order(&self, nid: usize, order: Order) -> bool {
+    fn node_has_free_order(&self, nid: usize, order: Order) -> bool {
         self.zones.iter().any(|z| z.nid as usize == nid && z.has_free_order(order))
     }
 }
 
+impl<T: CompactionHost + ?Sized> KcompactdExt for T {}
+
 /// Start one kcompactd per node (once per allocator; nothing under loom).
-pub(crate) fn start(core: &Arc<Mm>) {
+pub fn start<H: CompactionHost + 'static>(core: &Arc<H>) {
     #[cfg(not(loom))]
     {
-        let st = &core.mobility.kcompactd;
+        let st = &core.mobility().kcompactd;
         if st.started.swap(true, Ordering::AcqRel) || st.stop.load(Ordering::Acquire) {
             return;
         }
@@ -133,8 +138,8 @@ pub(crate) fn start(core: &Arc<Mm>) {
         for nid in 0..core.nodes.len() {
             let c = Arc::clone(core);
             let t = std::thread::Builder::new().name(format!("kcompactd{nid}")).spawn(move || {
-                crate::cpu::block_async_signals();
-                run(&c, nid);
+                pagealloc_core::cpu::block_async_signals();
+                run(&*c, nid);
             });
             if let Ok(t) = t {
                 ts.push(t);
@@ -147,8 +152,8 @@ pub(crate) fn start(core: &Arc<Mm>) {
 
 /// One node's kcompactd (`kcompactd()`).
 #[cfg(not(loom))]
-fn run(core: &Mm, nid: usize) {
-    let st = &core.mobility.kcompactd;
+fn run<H: CompactionHost + ?Sized>(core: &H, nid: usize) {
+    let st = &core.mobility().kcompactd;
     let mut defer = 0u32;
     loop {
         let woken = st.sleep(nid, INTERVAL);

@@ -1,6 +1,6 @@
 //! Page migration (the kernel's `migrate_pages` for pages with movable
 //! operations): move an order-0 page whose owner registered
-//! [`MovableOps`](crate::MovableOps) to a target page, and tell the owner.
+//! `MovableOps` to a target page, and tell the owner.
 //!
 //! One page's states (its flags word):
 //! ```text
@@ -23,7 +23,7 @@
 //! isolation; a page that could not be isolated is merely busy).
 //!
 //! Owners' panics: every call of an owner's [`MovableOps`] goes through one
-//! unwind guard ([`owner_call`]). A panic there is a failed migration (a
+//! unwind guard (`owner_call`). A panic there is a failed migration (a
 //! panicking `isolate` as a refusal with no `putback`, a panicking `migrate`
 //! as a refusal: the source back, `putback`, the target still the
 //! caller's), counted in `pgmigrate_fail`; the payload waits in an
@@ -34,19 +34,16 @@
 //! reporter) drops each panic instead and goes on, so that one owner's bug
 //! does not end the thread.
 
-#[cfg(all(test, loom))]
-mod loom_tests;
-
-use crate::mm::Mm;
 use crate::movable::MovableOps;
-use crate::page::flags;
-use crate::sync::Ordering;
-use crate::types::{Order, Pfn, PAGE_SIZE};
-use crate::vmevent::VmEvent;
+use crate::prelude::*;
+use pagealloc_core::page::flags;
+use pagealloc_core::sync::Ordering;
+use pagealloc_core::types::{Order, Pfn, PAGE_SIZE};
+use pagealloc_core::vmevent::VmEvent;
 use std::any::Any;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
-pub(crate) use crate::movable::Moved;
+pub use crate::movable::Moved;
 
 /// What happens to a panic caught in an owner's [`MovableOps`] call (see
 /// the module doc). In a call that a thread makes for itself
@@ -57,27 +54,27 @@ pub(crate) use crate::movable::Moved;
 /// caught (the failed migration is counted in `pgmigrate_fail`, and the
 /// panic hook has printed its message), and the work goes on.
 #[derive(Default)]
-pub(crate) struct OwnerPanic {
+pub struct OwnerPanic {
     caught: Option<Box<dyn Any + Send>>,
     background: bool,
 }
 
 impl OwnerPanic {
     /// For kcompactd's and the page reporter's threads: panics are dropped.
-    pub(crate) fn background() -> Self {
+    pub fn background() -> Self {
         Self { caught: None, background: true }
     }
 
     /// Whether a panic waits to be resumed: stop migrating.
     #[inline]
-    pub(crate) fn is_set(&self) -> bool {
+    pub fn is_set(&self) -> bool {
         self.caught.is_some()
     }
 
     /// Run `f` with a fresh `OwnerPanic`, then go on unwinding with the
     /// panic it caught, if any: the shape of every public call that
     /// migrates in the caller's thread.
-    pub(crate) fn resuming<R>(f: impl FnOnce(&mut OwnerPanic) -> R) -> R {
+    pub fn resuming<R>(f: impl FnOnce(&mut OwnerPanic) -> R) -> R {
         let mut caught = Self::default();
         let r = f(&mut caught);
         caught.resume();
@@ -86,7 +83,7 @@ impl OwnerPanic {
 
     /// Go on unwinding with the caught panic, if any, in the calling thread
     /// (the state it left has been restored by then).
-    pub(crate) fn resume(self) {
+    pub fn resume(self) {
         if let Some(p) = self.caught {
             resume_unwind(p);
         }
@@ -127,8 +124,8 @@ const ISOLATED: u32 = REGISTERED | flags::ISOLATED_MIGRATE;
 /// ops that do not own it, and the page would block every contiguous range);
 /// held by a lock guard, as the cache holds a page it is freeing
 /// (`HeldByGuard`); owned by a `Pages` handle or isolated for migration.
-fn unmarkable(pfn: Pfn, f: u32) -> Result<(), crate::PageStateError> {
-    use crate::PageStateError as E;
+fn unmarkable(pfn: Pfn, f: u32) -> Result<(), pagealloc_core::PageStateError> {
+    use pagealloc_core::PageStateError as E;
     if f & flags::HEAD == 0 {
         Err(E::NotAllocated { pfn })
     } else if flags::cache_owned(f) {
@@ -142,12 +139,15 @@ fn unmarkable(pfn: Pfn, f: u32) -> Result<(), crate::PageStateError> {
     }
 }
 
-impl Mm {
+/// Part of the compaction layer's paths, for any [`CompactionHost`] (see
+/// the crate doc).
+#[doc(hidden)]
+pub trait MigrationExt: CompactionHost {
     /// Is `p` a page migration can try now (racy): a registered movable
     /// page, or, with a page cache attached, an order-0 page on an LRU list
     /// (a page-cache page; the page cache's migrator decides the rest).
     #[inline]
-    pub(crate) fn is_migratable_racy(&self, p: u64) -> bool {
+    fn is_migratable_racy(&self, p: u64) -> bool {
         let d = self.mm.page(p);
         let f = d.flags();
         if d.order() != 0 {
@@ -155,7 +155,7 @@ impl Mm {
         }
         f == REGISTERED
             || (f & (flags::HEAD | flags::LRU | flags::ISOLATED_MIGRATE | flags::OWNED) == flags::HEAD | flags::LRU
-                && self.mobility.lru_ops().is_some())
+                && self.mobility().lru_ops().is_some())
     }
 
     /// Migrate page `p` to `target` whoever owns it: registered movable
@@ -163,13 +163,13 @@ impl Mm {
     /// cache's migrator. On anything but [`Moved::Yes`] the target is still
     /// the caller's.
     /// An owner's panic is a failure, its payload in `caught`.
-    pub(crate) fn migrate_page(&self, p: u64, target: u64, caught: &mut OwnerPanic) -> Moved {
+    fn migrate_page(&self, p: u64, target: u64, caught: &mut OwnerPanic) -> Moved {
         let f = self.mm.page(p).flags();
         if f & flags::MOVABLE_OPS != 0 {
             return self.migrate_one(p, target, caught);
         }
         if f & flags::LRU != 0 {
-            if let Some(m) = self.mobility.lru_ops() {
+            if let Some(m) = self.mobility().lru_ops() {
                 return m.migrate_lru(p, target);
             }
         }
@@ -178,13 +178,13 @@ impl Mm {
 
     /// Mark the order-0 page `pfn`, allocated through the raw API, movable
     /// with the ops `id`.
-    pub(crate) fn set_page_movable(&self, pfn: Pfn, id: crate::MovableId) -> Result<(), crate::PageStateError> {
-        use crate::PageStateError as E;
+    fn set_page_movable(&self, pfn: Pfn, id: crate::movable::MovableId) -> Result<(), pagealloc_core::PageStateError> {
+        use pagealloc_core::PageStateError as E;
         let p = pfn.as_u64();
         if p >= self.mm.nr_pages() {
             return Err(E::OutOfRange { pfn });
         }
-        if !self.mobility.valid(id) {
+        if !self.mobility().valid(id) {
             return Err(E::NotMovable { pfn });
         }
         let d = self.mm.page(p);
@@ -193,13 +193,13 @@ impl Mm {
         if d.order() != 0 {
             return Err(E::NotMovable { pfn });
         }
-        self.mobility.set_page(p, id.0);
+        self.mobility().set_page(p, id.0);
         let mut cur = f;
         loop {
             // Again on the word the CAS replaces: the page may have become
             // the cache's (or been locked) since the first look.
             unmarkable(pfn, cur)?;
-            crate::failinject::claim_window();
+            pagealloc_core::failinject::claim_window();
             // Release: the id recorded above is seen by whoever isolates.
             // Acquire: the private word read below is the one the block's
             // allocation stored before its release store of HEAD.
@@ -223,8 +223,8 @@ impl Mm {
 
     /// Unmark a movable page (it becomes pinned). Refused while it is being
     /// migrated.
-    pub(crate) fn clear_page_movable(&self, pfn: Pfn) -> Result<(), crate::PageStateError> {
-        use crate::PageStateError as E;
+    fn clear_page_movable(&self, pfn: Pfn) -> Result<(), pagealloc_core::PageStateError> {
+        use pagealloc_core::PageStateError as E;
         let p = pfn.as_u64();
         if p >= self.mm.nr_pages() {
             return Err(E::OutOfRange { pfn });
@@ -249,12 +249,12 @@ impl Mm {
     /// page (`HEAD`, no other bit) that the caller owns. See the module doc.
     /// On anything but [`Moved::Yes`] the target is still the caller's; an
     /// owner's panic is [`Moved::Failed`], its payload in `caught`.
-    pub(crate) fn migrate_one(&self, p: u64, target: u64, caught: &mut OwnerPanic) -> Moved {
+    fn migrate_one(&self, p: u64, target: u64, caught: &mut OwnerPanic) -> Moved {
         let d = self.mm.page(p);
         if d.order() != 0 {
             return Moved::Busy;
         }
-        crate::failinject::claim_window();
+        pagealloc_core::failinject::claim_window();
         // Acquire: pairs with the Release of set_page_movable (the ops id).
         if d.flags.compare_exchange(REGISTERED, ISOLATED, Ordering::Acquire, Ordering::Relaxed).is_err() {
             return Moved::Busy;
@@ -267,11 +267,11 @@ impl Mm {
             self.unisolate(p);
             return Moved::Busy;
         }
-        let Some(id) = self.mobility.page_id(p) else {
+        let Some(id) = self.mobility().page_id(p) else {
             self.unisolate(p);
             return Moved::Busy;
         };
-        let Some(ops) = self.mobility.ops(id) else {
+        let Some(ops) = self.mobility().ops(id) else {
             self.unisolate(p);
             return Moved::Busy;
         };
@@ -311,9 +311,9 @@ impl Mm {
     /// owner's `migrate` takes it; a refusal or a panic puts it back.
     fn hand_over(&self, p: u64, target: u64, id: u32, ops: &dyn MovableOps, caught: &mut OwnerPanic) -> Moved {
         let (from, to) = (Pfn::new(p), Pfn::new(target));
-        self.mobility.set_page(target, id);
+        self.mobility().set_page(target, id);
         let td = self.mm.page(target);
-        td.set_private(Order::ZERO, crate::MigrateType::Movable);
+        td.set_private(Order::ZERO, pagealloc_core::MigrateType::Movable);
         // The target is born registered and isolated: the owner may free it
         // as soon as `migrate` has told it (refused with `Migrating` until
         // the isolation ends below), and no compactor isolates it meanwhile.
@@ -332,7 +332,7 @@ impl Mm {
         }
         // The target is the owner's now (a lock it took meanwhile stays).
         td.flags.fetch_and(!flags::ISOLATED_MIGRATE, Ordering::Release);
-        self.mobility.forget(p);
+        self.mobility().forget(p);
         self.init_on_free(p, Order::ZERO);
         self.zone_of(p).free_to_buddy(&self.mm, p, Order::ZERO, false, false);
         self.events.count(VmEvent::PgmigrateSuccess, 1);
@@ -351,7 +351,7 @@ impl Mm {
     /// Free a migration target the caller holds and did not use
     /// (`MIGRATE_TARGET`, order 0): a plain store of `PCP` takes it (nobody
     /// else writes a target's word), then the ordinary way to the lists.
-    pub(crate) fn free_target(&self, p: u64) {
+    fn free_target(&self, p: u64) {
         let d = self.mm.page(p);
         debug_assert_eq!(d.flags(), flags::MIGRATE_TARGET, "migration target {p:#x} lost its mark");
         d.set_flags(flags::PCP);
@@ -366,7 +366,7 @@ impl Mm {
 
     /// Copy one frame's bytes (nothing without backing). The caller makes
     /// sure nobody else accesses either frame meanwhile.
-    pub(crate) fn copy_frame(&self, from: u64, to: u64) {
+    fn copy_frame(&self, from: u64, to: u64) {
         if let (Some(s), Some(t)) = (self.mm.page_address(Pfn::new(from)), self.mm.page_address(Pfn::new(to))) {
             // SAFETY: both frames lie inside the mapping (page_address checked
             // the range) and are distinct pages; the source is isolated (its
@@ -377,9 +377,14 @@ impl Mm {
     }
 }
 
-impl Mm {
+impl<T: CompactionHost + ?Sized> MigrationExt for T {}
+
+/// Part of the compaction layer's paths, for any [`CompactionHost`] (see
+/// the crate doc).
+#[doc(hidden)]
+pub trait MigrationExt2: CompactionHost {
     /// Allocated pages by mobility, from a racy walk of the descriptors.
-    pub(crate) fn mobility_census(&self) -> crate::movable::MobilityCensus {
+    fn mobility_census(&self) -> crate::movable::MobilityCensus {
         let mut c = crate::movable::MobilityCensus::default();
         let mut p = 0;
         while p < self.mm.nr_pages() {
@@ -403,3 +408,5 @@ impl Mm {
         c
     }
 }
+
+impl<T: CompactionHost + ?Sized> MigrationExt2 for T {}

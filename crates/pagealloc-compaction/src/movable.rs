@@ -19,8 +19,8 @@
 //! flags carry `MOVABLE_OPS`; a registered ops object lives as long as the
 //! allocator (ids are never reused).
 
-use crate::sync::{AtomicBool, AtomicU32, Mutex, Ordering};
-use crate::types::Pfn;
+use pagealloc_core::sync::{AtomicBool, AtomicU32, Mutex, Ordering};
+use pagealloc_core::types::Pfn;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
@@ -86,7 +86,7 @@ pub trait MovableOps: Send + Sync {
 
 /// How one page's migration ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Moved {
+pub enum Moved {
     /// Moved: the source is free, the target is the owner's.
     Yes,
     /// Not isolated (not registered, busy, or the owner refused to isolate):
@@ -99,7 +99,7 @@ pub(crate) enum Moved {
 /// How migration reaches pages on the LRU lists (page-cache pages): the
 /// page cache, which alone knows their mappings, registers one (the
 /// kernel's `address_space_operations::migrate_folio`).
-pub(crate) trait LruMigrate: Send + Sync {
+pub trait LruMigrate: Send + Sync {
     /// Move the LRU page `from` to `target` (an allocated order-0 page,
     /// `HEAD` only, owned by the caller). On anything but [`Moved::Yes`] the
     /// target is still the caller's and `from` is as it was.
@@ -123,10 +123,10 @@ pub(crate) trait LruMigrate: Send + Sync {
 /// assert_eq!(a.mobility_census().movable, 1);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct MovableId(pub(crate) u32);
+pub struct MovableId(pub u32);
 
 /// Registry and compaction state of one allocator.
-pub(crate) struct Mobility {
+pub struct Mobility {
     ops: RwLock<Vec<Arc<dyn MovableOps>>>,
     /// Ops id per registered pfn (stale entries are harmless: see the module doc).
     page_ops: Mutex<HashMap<u64, u32>>,
@@ -138,11 +138,11 @@ pub(crate) struct Mobility {
     /// The page cache's migration of LRU pages, while one is attached.
     lru: RwLock<Option<Arc<dyn LruMigrate>>>,
     /// kcompactd's wakeups and threads (the loop: `compaction::kcompactd`).
-    pub(crate) kcompactd: KcompactdState,
+    pub kcompactd: KcompactdState,
 }
 
 impl Mobility {
-    pub(crate) fn new(nblocks: usize, nr_nodes: usize) -> Self {
+    pub fn new(nblocks: usize, nr_nodes: usize) -> Self {
         Self {
             ops: RwLock::new(Vec::new()),
             page_ops: Mutex::new(HashMap::new()),
@@ -154,7 +154,7 @@ impl Mobility {
     }
 
     /// Register `ops`; its id.
-    pub(crate) fn register(&self, ops: Arc<dyn MovableOps>) -> MovableId {
+    pub fn register(&self, ops: Arc<dyn MovableOps>) -> MovableId {
         let mut v = self.ops.write().unwrap_or_else(|e| e.into_inner());
         v.push(ops);
         self.any.store(true, Ordering::Release);
@@ -162,51 +162,51 @@ impl Mobility {
     }
 
     /// The ops behind `id`.
-    pub(crate) fn ops(&self, id: u32) -> Option<Arc<dyn MovableOps>> {
+    pub fn ops(&self, id: u32) -> Option<Arc<dyn MovableOps>> {
         self.ops.read().unwrap_or_else(|e| e.into_inner()).get(id as usize).cloned()
     }
 
     /// Whether `id` names registered ops.
-    pub(crate) fn valid(&self, id: MovableId) -> bool {
+    pub fn valid(&self, id: MovableId) -> bool {
         (id.0 as usize) < self.ops.read().unwrap_or_else(|e| e.into_inner()).len()
     }
 
     /// Whether anything is movable: registered ops or an attached LRU
     /// migrator (page cache).
-    pub(crate) fn any_registered(&self) -> bool {
+    pub fn any_registered(&self) -> bool {
         self.any.load(Ordering::Acquire) || self.lru_ops().is_some()
     }
 
     /// Attach (Some) or detach (None) the LRU migrator.
-    pub(crate) fn set_lru_ops(&self, m: Option<Arc<dyn LruMigrate>>) {
+    pub fn set_lru_ops(&self, m: Option<Arc<dyn LruMigrate>>) {
         *self.lru.write().unwrap_or_else(|e| e.into_inner()) = m;
     }
 
     /// The LRU migrator, if a page cache is attached.
-    pub(crate) fn lru_ops(&self) -> Option<Arc<dyn LruMigrate>> {
+    pub fn lru_ops(&self) -> Option<Arc<dyn LruMigrate>> {
         self.lru.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Record the ops id of `pfn` (before its `MOVABLE_OPS` bit is set).
-    pub(crate) fn set_page(&self, pfn: u64, id: u32) {
+    pub fn set_page(&self, pfn: u64, id: u32) {
         self.page_ops.lock().insert(pfn, id);
     }
 
     /// The ops id recorded for `pfn`.
-    pub(crate) fn page_id(&self, pfn: u64) -> Option<u32> {
+    pub fn page_id(&self, pfn: u64) -> Option<u32> {
         self.page_ops.lock().get(&pfn).copied()
     }
 
     /// Forget `pfn`'s id (after it moved away).
-    pub(crate) fn forget(&self, pfn: u64) {
+    pub fn forget(&self, pfn: u64) {
         self.page_ops.lock().remove(&pfn);
     }
 
-    pub(crate) fn skip_hint(&self, block: usize) -> bool {
+    pub fn skip_hint(&self, block: usize) -> bool {
         self.skip.get(block).is_some_and(|b| b.load(Ordering::Relaxed) != 0)
     }
 
-    pub(crate) fn set_skip_hint(&self, block: usize, on: bool) {
+    pub fn set_skip_hint(&self, block: usize, on: bool) {
         if let Some(b) = self.skip.get(block) {
             b.store(on as u32, Ordering::Relaxed);
         }
@@ -249,11 +249,11 @@ struct KcompactdNode {
 /// `woken` under that mutex, so no wakeup is lost. The threads are joined by
 /// [`KcompactdState::stop_and_join`] when the last user handle drops.
 #[cfg_attr(loom, allow(dead_code))] // the threads do not run under loom
-pub(crate) struct KcompactdState {
+pub struct KcompactdState {
     nodes: Box<[KcompactdNode]>,
-    pub(crate) stop: AtomicBool,
-    pub(crate) started: AtomicBool,
-    pub(crate) threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    pub stop: AtomicBool,
+    pub started: AtomicBool,
+    pub threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 #[cfg_attr(loom, allow(dead_code))]
@@ -275,7 +275,7 @@ impl KcompactdState {
     }
 
     /// Wake node `nid`'s kcompactd for `order` (`wakeup_kcompactd`).
-    pub(crate) fn wake(&self, nid: usize, order: u32) {
+    pub fn wake(&self, nid: usize, order: u32) {
         let Some(w) = self.nodes.get(nid) else { return };
         w.order.fetch_max(order, Ordering::Relaxed);
         if !w.woken.swap(true, Ordering::AcqRel) {
@@ -285,7 +285,7 @@ impl KcompactdState {
     }
 
     /// Sleep until woken or `timeout`; the order asked for if woken.
-    pub(crate) fn sleep(&self, nid: usize, timeout: std::time::Duration) -> Option<u32> {
+    pub fn sleep(&self, nid: usize, timeout: std::time::Duration) -> Option<u32> {
         let w = &self.nodes[nid];
         {
             let mut g = w.lock.lock();
@@ -297,7 +297,7 @@ impl KcompactdState {
     }
 
     /// Stop the threads and wait for them (idempotent).
-    pub(crate) fn stop_and_join(&self) {
+    pub fn stop_and_join(&self) {
         self.stop.store(true, Ordering::Release);
         for n in 0..self.nodes.len() {
             self.wake(n, 0);

@@ -28,21 +28,21 @@
 //!
 //! Reports: `extfrag_index` and `unusable_index` in the debugfs formats.
 
-pub(crate) mod contig;
+pub mod contig;
 mod index;
 #[cfg_attr(loom, allow(dead_code))] // the threads do not run under loom
-pub(crate) mod kcompactd;
+pub mod kcompactd;
 
 pub use index::FragIndexReport;
-pub(crate) use index::{fragmentation_index, FragInfo};
+pub use index::{fragmentation_index, FragInfo};
 
 use crate::migrate::{Moved, OwnerPanic};
-use crate::mm::Mm;
-use crate::page::flags;
-use crate::sync::Ordering;
-use crate::types::{Gfp, MigrateType, Order, ZoneIdx, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
-use crate::vmevent::VmEvent;
-use crate::zone::{AllocFlags, Wmark, Zone};
+use crate::prelude::*;
+use pagealloc_core::page::flags;
+use pagealloc_core::sync::Ordering;
+use pagealloc_core::types::{Gfp, MigrateType, Order, ZoneIdx, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
+use pagealloc_core::vmevent::VmEvent;
+use pagealloc_core::zone::{AllocFlags, Wmark, Zone};
 
 /// The kernel's PAGE_ALLOC_COSTLY_ORDER.
 const COSTLY_ORDER: u32 = 3;
@@ -73,16 +73,19 @@ pub struct CompactOutcome {
 
 /// `compaction_suitable`'s verdict.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Suitable {
+pub enum Suitable {
     /// Not worth it (too little free memory, or not fragmentation).
     Skip,
     /// Compact.
     Go,
 }
 
-impl Mm {
+/// Part of the compaction layer's paths, for any [`CompactionHost`] (see
+/// the crate doc).
+#[doc(hidden)]
+pub trait CompactionExt: CompactionHost {
     /// The kernel's `compaction_suitable` for zone `zi` and `order`.
-    pub(crate) fn compaction_suitable(&self, zi: ZoneIdx, order: Order) -> Suitable {
+    fn compaction_suitable(&self, zi: ZoneIdx, order: Order) -> Suitable {
         let z = &self.zones[zi];
         let gap = 2u64 << order.get();
         let af = AllocFlags { wmark: Wmark::Low, high: false };
@@ -101,7 +104,7 @@ impl Mm {
 
     /// Compact zone `zi` for `order` (None: the whole zone). See the module
     /// doc; an owner's panic ends the pass early, caught in `caught`.
-    pub(crate) fn compact_zone(&self, zi: ZoneIdx, order: Option<Order>, caught: &mut OwnerPanic) -> CompactOutcome {
+    fn compact_zone(&self, zi: ZoneIdx, order: Option<Order>, caught: &mut OwnerPanic) -> CompactOutcome {
         self.compact_zone_until(zi, order, None, caught)
     }
 
@@ -118,12 +121,12 @@ impl Mm {
         out: &mut CompactOutcome,
     ) {
         while targets.is_empty() && m < *f {
-            if !(use_hints && self.mobility.skip_hint((*f >> PAGEBLOCK_ORDER) as usize)) {
+            if !(use_hints && self.mobility().skip_hint((*f >> PAGEBLOCK_ORDER) as usize)) {
                 let before = targets.len();
                 out.free_scanned += self.isolate_freepages_block(z, *f, targets);
                 let got = (targets.len() - before) as u64;
                 if got == 0 {
-                    self.mobility.set_skip_hint((*f >> PAGEBLOCK_ORDER) as usize, true);
+                    self.mobility().set_skip_hint((*f >> PAGEBLOCK_ORDER) as usize, true);
                 }
                 self.events.count(VmEvent::CompactIsolated, got);
             }
@@ -134,7 +137,7 @@ impl Mm {
     /// [`Core::compact_zone`], also stopping (after a pageblock) once the
     /// zone's fragmentation score is at or below `score` (proactive
     /// compaction).
-    pub(crate) fn compact_zone_until(
+    fn compact_zone_until(
         &self,
         zi: ZoneIdx,
         order: Option<Order>,
@@ -150,7 +153,7 @@ impl Mm {
         // Free pages parked on per-CPU lists merge only in the buddy; page-cache
         // pages in per-CPU LRU batches are migratable only once listed.
         self.drain_all();
-        if self.mobility.lru_ops().is_some() {
+        if self.mobility().lru_ops().is_some() {
             self.lru_add_drain_all();
         }
         if order.is_some_and(|o| z.has_free_order(o)) {
@@ -162,14 +165,14 @@ impl Mm {
         let mut f = z.end - PAGEBLOCK_PAGES;
         let mut cand = Vec::with_capacity(PAGEBLOCK_PAGES as usize);
         'scan: while m < f {
-            if use_hints && self.mobility.skip_hint((m >> PAGEBLOCK_ORDER) as usize) {
+            if use_hints && self.mobility().skip_hint((m >> PAGEBLOCK_ORDER) as usize) {
                 m += PAGEBLOCK_PAGES;
                 continue;
             }
             cand.clear();
             out.migrate_scanned += self.scan_movable(m, &mut cand);
             if cand.is_empty() {
-                self.mobility.set_skip_hint((m >> PAGEBLOCK_ORDER) as usize, true);
+                self.mobility().set_skip_hint((m >> PAGEBLOCK_ORDER) as usize, true);
                 m += PAGEBLOCK_PAGES;
                 continue;
             }
@@ -196,7 +199,7 @@ impl Mm {
             // Proactive runs are kcompactd's: they also end when it is told
             // to stop (the last user handle waits for it).
             if score.is_some_and(|w| {
-                self.fragmentation_score_zone(zi) <= w || self.mobility.kcompactd.stop.load(Ordering::Relaxed)
+                self.fragmentation_score_zone(zi) <= w || self.mobility().kcompactd.stop.load(Ordering::Relaxed)
             }) {
                 break;
             }
@@ -226,7 +229,7 @@ impl Mm {
     fn clear_skip_hints(&self, z: &Zone) {
         let first = (z.start >> PAGEBLOCK_ORDER) as usize;
         for b in first..first + z.nr_pageblocks() {
-            self.mobility.set_skip_hint(b, false);
+            self.mobility().set_skip_hint(b, false);
         }
     }
 
@@ -288,7 +291,7 @@ impl Mm {
 
     /// Direct compaction for a failing request of `order` > 0 (the slow
     /// path's hook). Some(pfn) when compaction made the allocation succeed.
-    pub(crate) fn try_direct_compact(
+    fn try_direct_compact(
         &self,
         zl: &[ZoneIdx],
         order: Order,
@@ -297,7 +300,7 @@ impl Mm {
     ) -> Option<u64> {
         // High-priority (atomic) requests never compact, as in the kernel
         // where they may not enter direct reclaim or compaction.
-        if order == Order::ZERO || gfp.intersects(Gfp::NO_COMPACT | Gfp::HIGH) || !self.mobility.any_registered() {
+        if order == Order::ZERO || gfp.intersects(Gfp::NO_COMPACT | Gfp::HIGH) || !self.mobility().any_registered() {
             return None;
         }
         let mut stalled = false;
@@ -331,7 +334,7 @@ impl Mm {
 
     /// Compact every zone fully (`/proc/sys/vm/compact_memory`), stopping
     /// at an owner's panic (caught in `caught`).
-    pub(crate) fn compact_memory(&self, caught: &mut OwnerPanic) -> CompactOutcome {
+    fn compact_memory(&self, caught: &mut OwnerPanic) -> CompactOutcome {
         let mut sum = CompactOutcome::default();
         for zi in self.zones.iter().map(|z| z.idx) {
             let o = self.compact_zone(zi, None, caught);
@@ -345,3 +348,5 @@ impl Mm {
         sum
     }
 }
+
+impl<T: CompactionHost + ?Sized> CompactionExt for T {}

@@ -4,21 +4,21 @@
 //! figure per order, thousandths printed as `%2d.%03d ` (extfrag) or
 //! `%d.%03d ` (unusable), as the kernel prints them.
 
-use crate::types::NR_ORDERS;
+use pagealloc_core::types::NR_ORDERS;
 use std::fmt;
 
 /// The kernel's `contig_page_info` for one order.
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct FragInfo {
-    pub(crate) order: u32,
-    pub(crate) free_pages: u64,
-    pub(crate) free_blocks_total: u64,
-    pub(crate) free_blocks_suitable: u64,
+pub struct FragInfo {
+    pub order: u32,
+    pub free_pages: u64,
+    pub free_blocks_total: u64,
+    pub free_blocks_suitable: u64,
 }
 
 impl FragInfo {
     /// From the free blocks per order of a zone, for a request of `order`.
-    pub(crate) fn of(free: &[u64; NR_ORDERS], order: u32) -> Self {
+    pub fn of(free: &[u64; NR_ORDERS], order: u32) -> Self {
         let mut i = FragInfo { order, ..Default::default() };
         for (o, &n) in free.iter().enumerate() {
             i.free_blocks_total += n;
@@ -34,7 +34,7 @@ impl FragInfo {
 /// The fragmentation index in thousandths: -1000 when a suitable block
 /// exists, 0 with no free memory; towards 0 the failure is lack of memory,
 /// towards 1000 it is fragmentation.
-pub(crate) fn fragmentation_index(i: &FragInfo) -> i32 {
+pub fn fragmentation_index(i: &FragInfo) -> i32 {
     if i.free_blocks_total == 0 {
         return 0;
     }
@@ -47,7 +47,7 @@ pub(crate) fn fragmentation_index(i: &FragInfo) -> i32 {
 
 /// The unusable free space index in thousandths: the share of free memory
 /// in blocks smaller than the order.
-pub(crate) fn unusable_index(i: &FragInfo) -> i32 {
+pub fn unusable_index(i: &FragInfo) -> i32 {
     if i.free_pages == 0 {
         return 0;
     }
@@ -77,7 +77,7 @@ pub struct FragIndexReport {
 
 impl FragIndexReport {
     /// Build from each zone's free blocks per order.
-    pub(crate) fn build(extfrag: bool, zones: impl Iterator<Item = (u32, &'static str, [u64; NR_ORDERS])>) -> Self {
+    pub fn build(extfrag: bool, zones: impl Iterator<Item = (u32, &'static str, [u64; NR_ORDERS])>) -> Self {
         let zones = zones
             .map(|(nid, name, free)| {
                 let idx = std::array::from_fn(|o| {

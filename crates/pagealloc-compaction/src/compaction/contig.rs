@@ -12,20 +12,23 @@
 //! owner's panic stops the moves at once: the range's isolation is undone
 //! and the call fails, the panic in its `OwnerPanic` (see `migrate`).
 
-use crate::error::AllocError;
 use crate::isolation::contig_order;
 use crate::migrate::{Moved, OwnerPanic};
-use crate::mm::Mm;
-use crate::page::flags;
-use crate::types::{Gfp, Order, Pfn, MAX_ORDER, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
+use crate::prelude::*;
+use pagealloc_core::error::AllocError;
+use pagealloc_core::page::flags;
+use pagealloc_core::types::{Gfp, Order, Pfn, MAX_ORDER, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
 
 /// Tries at emptying a range before giving up on it.
 const TRIES: usize = 3;
 
-impl Mm {
+/// Part of the compaction layer's paths, for any [`CompactionHost`] (see
+/// the crate doc).
+#[doc(hidden)]
+pub trait ContigExt: CompactionHost {
     /// The first page of `[s, e)` that is allocated and not registered
     /// movable (racy). Free pages and per-CPU pages do not block.
-    pub(crate) fn first_pinned(&self, s: u64, e: u64) -> Option<u64> {
+    fn first_pinned(&self, s: u64, e: u64) -> Option<u64> {
         let mut p = s & !(PAGEBLOCK_PAGES - 1);
         while p < e {
             let d = self.mm.page(p);
@@ -61,7 +64,7 @@ impl Mm {
     /// Allocate exactly `[start, start + nr_pages)` (one zone), migrating its
     /// movable pages out. The pages come back as order-0 allocated pages, as
     /// from `alloc_contig_pages`. An owner's panic fails it, caught in `caught`.
-    pub(crate) fn alloc_contig_range(
+    fn alloc_contig_range(
         &self,
         start: Pfn,
         nr_pages: u64,
@@ -77,7 +80,7 @@ impl Mm {
         };
         // Page-cache pages waiting in a per-CPU LRU batch are not on a list
         // yet, so not migratable: put them there first.
-        if self.mobility.lru_ops().is_some() {
+        if self.mobility().lru_ops().is_some() {
             self.lru_add_drain_all();
         }
         if let Some(p) = self.first_pinned(s, e) {
@@ -85,9 +88,8 @@ impl Mm {
         }
         if let Err(err) = self.isolate_range(start, nr_pages) {
             return Err(match err {
-                crate::PageStateError::AlreadyIsolated { pfn } | crate::PageStateError::Unisolatable { pfn, .. } => {
-                    AllocError::Unmovable { pfn }
-                }
+                pagealloc_core::PageStateError::AlreadyIsolated { pfn }
+                | pagealloc_core::PageStateError::Unisolatable { pfn, .. } => AllocError::Unmovable { pfn },
                 _ => AllocError::NoMemory { order },
             });
         }
@@ -134,12 +136,7 @@ impl Mm {
     /// REQUIRES: `0 < nr_pages <= nr_pages()` (`alloc_contig_pages` checked
     /// it), so the sums below stay inside the arena. An owner's panic ends
     /// the search, caught in `caught`.
-    pub(crate) fn alloc_contig_pages_migrate(
-        &self,
-        nr_pages: u64,
-        gfp: Gfp,
-        caught: &mut OwnerPanic,
-    ) -> Result<Pfn, AllocError> {
+    fn alloc_contig_pages_migrate(&self, nr_pages: u64, gfp: Gfp, caught: &mut OwnerPanic) -> Result<Pfn, AllocError> {
         let order = contig_order(nr_pages);
         let align = 1u64 << order.min(PAGEBLOCK_ORDER);
         let Some(node) = self.node(self.numa_node_id()) else {
@@ -167,3 +164,5 @@ impl Mm {
         Err(first.map_or(AllocError::NoMemory { order }, |p| AllocError::Unmovable { pfn: Pfn::new(p) }))
     }
 }
+
+impl<T: CompactionHost + ?Sized> ContigExt for T {}

@@ -7,9 +7,10 @@
 //! Run with
 //! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p pagealloc --release --lib loom`.
 
-use super::{Moved, OwnerPanic};
+use crate::migrate::{Moved, OwnerPanic};
 use crate::sync::{spin_yield, Mutex};
 use crate::*;
+use pagealloc_compaction::prelude::*;
 use std::sync::Arc;
 
 const KEY: u8 = 0x5A;
