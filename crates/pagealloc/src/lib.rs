@@ -40,9 +40,7 @@ pub use pagealloc_core::failinject;
 #[cfg(not(loom))]
 use pagealloc_core::front;
 use pagealloc_core::invariants;
-use pagealloc_core::list;
 use pagealloc_core::lockstat;
-use pagealloc_core::memmap;
 mod mm;
 use pagealloc_compaction::movable;
 use pagealloc_core::page;
@@ -57,8 +55,8 @@ pub mod stats;
 use pagealloc_core::sync;
 use pagealloc_core::types;
 use pagealloc_core::vmevent;
-mod vmscan;
 use pagealloc_core::zone;
+use pagealloc_reclaim as vmscan;
 
 #[cfg(not(loom))]
 #[doc(hidden)]

@@ -24,8 +24,8 @@
 //! writers every [`REFRESH_EVERY`] dirtied pages, by throttled writers and by
 //! the flusher on every wake).
 
-use crate::error::ConfigError;
-use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use pagealloc_core::error::ConfigError;
+use pagealloc_core::sync::{AtomicU32, AtomicU64, Ordering};
 
 /// The kernel's default `dirty_background_ratio`.
 pub const DEFAULT_DIRTY_BACKGROUND_RATIO: u32 = 10;
@@ -33,7 +33,7 @@ pub const DEFAULT_DIRTY_BACKGROUND_RATIO: u32 = 10;
 pub const DEFAULT_DIRTY_RATIO: u32 = 20;
 /// Pages dirtied between two refreshes of the cached thresholds by writers
 /// (the kernel's per-CPU `ratelimit_pages` does the same job).
-pub(crate) const REFRESH_EVERY: u64 = 32;
+pub const REFRESH_EVERY: u64 = 32;
 
 /// Dirty thresholds computed from the ratios and the memory the page cache
 /// can use now (pages).
@@ -61,7 +61,7 @@ pub struct DirtyThresholds {
 impl DirtyThresholds {
     /// The thresholds for `dirtyable` pages under the two ratios (validated).
     #[must_use]
-    pub(crate) fn compute(dirtyable: u64, background_ratio: u32, ratio: u32) -> Self {
+    pub fn compute(dirtyable: u64, background_ratio: u32, ratio: u32) -> Self {
         let limit = (dirtyable * u64::from(ratio) / 100).max(1);
         let mut background = dirtyable * u64::from(background_ratio) / 100;
         if background_ratio >= ratio {
@@ -72,14 +72,14 @@ impl DirtyThresholds {
 }
 
 /// See the module doc.
-pub(crate) struct DirtyLimits {
+pub struct DirtyLimits {
     background_ratio: AtomicU32,
     ratio: AtomicU32,
     background: AtomicU64,
     limit: AtomicU64,
     /// Clean-to-dirty transitions (the kernel's `nr_dirtied`), for the
     /// writers' refresh rate.
-    pub(crate) dirtied: AtomicU64,
+    pub dirtied: AtomicU64,
 }
 
 impl Default for DirtyLimits {
@@ -97,7 +97,7 @@ impl Default for DirtyLimits {
 
 impl DirtyLimits {
     /// (dirty_background_ratio, dirty_ratio) now.
-    pub(crate) fn ratios(&self) -> (u32, u32) {
+    pub fn ratios(&self) -> (u32, u32) {
         (self.background_ratio.load(Ordering::Relaxed), self.ratio.load(Ordering::Relaxed))
     }
 
@@ -107,7 +107,7 @@ impl DirtyLimits {
     /// `ConfigError::Invalid` if `background` is over 100 or `ratio` is not
     /// in 1..=100 (a dirty limit of 0% would allow no dirty page at all);
     /// nothing changes then.
-    pub(crate) fn set_ratios(&self, background: u32, ratio: u32) -> Result<(), ConfigError> {
+    pub fn set_ratios(&self, background: u32, ratio: u32) -> Result<(), ConfigError> {
         if background > 100 {
             return Err(ConfigError::Invalid {
                 field: "dirty_background_ratio",
@@ -123,7 +123,7 @@ impl DirtyLimits {
     }
 
     /// Compute the thresholds for `dirtyable` pages and cache them.
-    pub(crate) fn refresh(&self, dirtyable: u64) -> DirtyThresholds {
+    pub fn refresh(&self, dirtyable: u64) -> DirtyThresholds {
         let (b, r) = self.ratios();
         let t = DirtyThresholds::compute(dirtyable, b, r);
         self.background.store(t.background, Ordering::Relaxed);
@@ -133,7 +133,7 @@ impl DirtyLimits {
 
     /// The cached (background, limit) thresholds.
     #[inline]
-    pub(crate) fn cached(&self) -> (u64, u64) {
+    pub fn cached(&self) -> (u64, u64) {
         (self.background.load(Ordering::Relaxed), self.limit.load(Ordering::Relaxed))
     }
 }

@@ -34,16 +34,19 @@
 //! only to push or pop entries, with nothing taken under it.
 //!
 //! Allocation never happens under 2..4; shrinkers are called with none held.
+#![warn(missing_docs)]
 
-pub(crate) mod dirty;
-pub(crate) mod lru;
-pub(crate) mod wake;
+pub mod dirty;
+#[doc(hidden)]
+pub mod lru;
+#[doc(hidden)]
+pub mod wake;
 
-use crate::memmap::MemMap;
-use crate::sync::{AtomicU64, Mutex, Ordering, RwLock};
-use crate::types::Order;
 use crossbeam_utils::CachePadded;
 use lru::NodeLru;
+use pagealloc_core::memmap::MemMap;
+use pagealloc_core::sync::{AtomicU64, Mutex, Ordering, RwLock};
+use pagealloc_core::types::Order;
 use std::cell::Cell;
 use std::sync::Arc;
 
@@ -121,7 +124,7 @@ thread_local! {
 }
 
 /// Run `f` marked as reclaiming; None if this thread already is.
-pub(crate) fn as_reclaimer<R>(f: impl FnOnce() -> R) -> Option<R> {
+pub fn as_reclaimer<R>(f: impl FnOnce() -> R) -> Option<R> {
     if IN_RECLAIM.with(|c| c.replace(true)) {
         return None;
     }
@@ -141,11 +144,13 @@ pub(crate) fn as_reclaimer<R>(f: impl FnOnce() -> R) -> Option<R> {
 /// read by `zoneinfo`. Change them only through [`Gauges::dirty`] and
 /// [`Gauges::writeback`], which keep the two in step.
 #[derive(Debug)]
-pub(crate) struct Gauges {
-    pub(crate) nr_dirty: AtomicU64,
-    pub(crate) nr_writeback: AtomicU64,
+pub struct Gauges {
+    /// Dirty pages (`nr_dirty`).
+    pub nr_dirty: AtomicU64,
+    /// Pages under writeback (`nr_writeback`).
+    pub nr_writeback: AtomicU64,
     /// Pages whose writeback ended with a successful write (`nr_written`).
-    pub(crate) nr_written: AtomicU64,
+    pub nr_written: AtomicU64,
     /// Per zone: [dirty, writeback].
     zones: Box<[[AtomicU64; 2]]>,
 }
@@ -169,60 +174,64 @@ impl Gauges {
         }
     }
     /// One dirty page more (`up`) or less in zone `zone`.
-    pub(crate) fn dirty(&self, zone: usize, up: bool) {
+    pub fn dirty(&self, zone: usize, up: bool) {
         Self::add(&self.nr_dirty, self.zones.get(zone).map(|z| &z[0]), up);
     }
     /// One page under writeback more (`up`) or less in zone `zone`.
-    pub(crate) fn writeback(&self, zone: usize, up: bool) {
+    pub fn writeback(&self, zone: usize, up: bool) {
         Self::add(&self.nr_writeback, self.zones.get(zone).map(|z| &z[1]), up);
     }
     /// Zone `zone`'s (dirty, writeback) pages (racy).
-    pub(crate) fn zone(&self, zone: usize) -> (u64, u64) {
+    pub fn zone(&self, zone: usize) -> (u64, u64) {
         self.zones.get(zone).map_or((0, 0), |z| (z[0].load(Ordering::Relaxed), z[1].load(Ordering::Relaxed)))
     }
 }
 
 /// See the module doc.
-pub(crate) struct Vmscan {
-    pub(crate) lrus: Box<[CachePadded<Mutex<NodeLru>>]>,
+pub struct Vmscan {
+    /// Each node's LRU lists.
+    pub lrus: Box<[CachePadded<Mutex<NodeLru>>]>,
     /// Per-CPU-slot batches of pages (each holding a reference) waiting to
     /// join an LRU list.
-    pub(crate) batches: Box<[CachePadded<Mutex<Vec<u32>>>]>,
+    pub batches: Box<[CachePadded<Mutex<Vec<u32>>>]>,
     shrinkers: RwLock<Vec<(u64, Arc<dyn Shrinker>)>>,
     next_shrinker: AtomicU64,
-    pub(crate) gauges: Gauges,
+    /// Dirty and writeback counts.
+    pub gauges: Gauges,
     /// A page cache is attached (at most one per allocator: the LRU lists
     /// hold its pages, and only it can reclaim them).
-    pub(crate) cache_attached: crate::sync::AtomicBool,
+    pub cache_attached: pagealloc_core::sync::AtomicBool,
     /// Per-node kswapd wakeups (the threads are the page cache's).
-    pub(crate) kswapd: wake::KswapdWake,
+    pub kswapd: wake::KswapdWake,
     /// Dirty limits (`dirty_ratio`, `dirty_background_ratio`).
-    pub(crate) dirty: dirty::DirtyLimits,
+    pub dirty: dirty::DirtyLimits,
 }
 
 impl Vmscan {
-    pub(crate) fn new(nr_nodes: usize, nr_zones: usize, nr_cpus: usize) -> Self {
+    /// Empty lists and batches for `nr_nodes` nodes, `nr_zones` zones and
+    /// `nr_cpus` CPU slots, no shrinker.
+    pub fn new(nr_nodes: usize, nr_zones: usize, nr_cpus: usize) -> Self {
         Self {
             lrus: (0..nr_nodes).map(|_| CachePadded::new(Mutex::new(NodeLru::default()))).collect(),
             batches: (0..nr_cpus).map(|_| CachePadded::new(Mutex::new(Vec::with_capacity(LRU_BATCH)))).collect(),
             shrinkers: RwLock::new(Vec::new()),
             next_shrinker: AtomicU64::new(1),
             gauges: Gauges::new(nr_zones),
-            cache_attached: crate::sync::AtomicBool::new(false),
+            cache_attached: pagealloc_core::sync::AtomicBool::new(false),
             kswapd: wake::KswapdWake::new(nr_nodes),
             dirty: dirty::DirtyLimits::default(),
         }
     }
 
     /// Register a shrinker; the id unregisters it.
-    pub(crate) fn register(&self, s: Arc<dyn Shrinker>) -> u64 {
+    pub fn register(&self, s: Arc<dyn Shrinker>) -> u64 {
         let id = self.next_shrinker.fetch_add(1, Ordering::Relaxed);
         self.shrinkers.write().push((id, s));
         id
     }
 
     /// Unregister; false if `id` was not registered.
-    pub(crate) fn unregister(&self, id: u64) -> bool {
+    pub fn unregister(&self, id: u64) -> bool {
         let mut v = self.shrinkers.write();
         let n = v.len();
         v.retain(|(i, _)| *i != id);
@@ -230,13 +239,13 @@ impl Vmscan {
     }
 
     /// Whether any shrinker is registered.
-    pub(crate) fn has_shrinkers(&self) -> bool {
+    pub fn has_shrinkers(&self) -> bool {
         !self.shrinkers.read().is_empty()
     }
 
     /// Ask every shrinker for about `nr` pages, each in proportion to what it
     /// says it could free (`do_shrink_slab`); returns the pages freed.
-    pub(crate) fn shrink_all(&self, nr: u64, nid: Option<u32>, direct: bool) -> u64 {
+    pub fn shrink_all(&self, nr: u64, nid: Option<u32>, direct: bool) -> u64 {
         let list: Vec<Arc<dyn Shrinker>> = self.shrinkers.read().iter().map(|(_, s)| s.clone()).collect();
         let probe = ShrinkControl { nr_to_scan: 0, nid, direct };
         let counts: Vec<u64> = list.iter().map(|s| guarded(|| s.count_objects(&probe))).collect();
@@ -260,7 +269,7 @@ impl Vmscan {
     /// for at least 32 pages (`SWAP_CLUSTER_MAX`) or the request, whichever is
     /// more, in up to 4 rounds while they make progress. False if nothing was
     /// freed (or this thread is already reclaiming).
-    pub(crate) fn direct_reclaim(&self, order: Order) -> bool {
+    pub fn direct_reclaim(&self, order: Order) -> bool {
         if self.shrinkers.read().is_empty() {
             return false;
         }
@@ -281,23 +290,23 @@ impl Vmscan {
 
     /// Move this CPU slot's batch onto the LRU lists; the pages' references
     /// are returned to the caller, who must put them.
-    pub(crate) fn take_batch(&self, slot: usize) -> Vec<u32> {
+    pub fn take_batch(&self, slot: usize) -> Vec<u32> {
         std::mem::take(&mut *self.batches[slot % self.batches.len()].lock())
     }
 
     /// Zone `z`'s (inactive, active) LRU pages (`z` a global zone index on
     /// node `nid`).
-    pub(crate) fn zone_lru_sizes(&self, nid: usize, z: usize) -> (u64, u64) {
+    pub fn zone_lru_sizes(&self, nid: usize, z: usize) -> (u64, u64) {
         self.lrus.get(nid).map_or((0, 0), |l| l.lock().zone_sizes(z))
     }
 
     /// Racy LRU list sizes of node `nid`: (inactive, active).
-    pub(crate) fn lru_sizes(&self, nid: usize) -> (u64, u64) {
+    pub fn lru_sizes(&self, nid: usize) -> (u64, u64) {
         self.lrus.get(nid).map_or((0, 0), |l| l.lock().sizes_racy())
     }
 
     /// Every list's walk agrees with its counter and flags (for tests).
-    pub(crate) fn check(&self, mm: &MemMap) -> Result<(), String> {
+    pub fn check(&self, mm: &MemMap) -> Result<(), String> {
         for (nid, l) in self.lrus.iter().enumerate() {
             l.lock().check(mm).map_err(|e| format!("node {nid}: {e}"))?;
         }

@@ -20,7 +20,7 @@
 //! ([`KswapdWake::boost`]) moves kswapd's thresholds up after direct
 //! reclaim.
 
-use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use pagealloc_core::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use parking_lot::{Condvar, Mutex};
 use std::time::Duration;
 
@@ -39,14 +39,14 @@ struct NodeWake {
 }
 
 /// See the module doc.
-pub(crate) struct KswapdWake {
+pub struct KswapdWake {
     nodes: Box<[NodeWake]>,
     /// kswapd threads run for this allocator (wakes are ignored otherwise).
-    pub(crate) running: AtomicBool,
+    pub running: AtomicBool,
 }
 
 impl KswapdWake {
-    pub(crate) fn new(nr_nodes: usize) -> Self {
+    pub fn new(nr_nodes: usize) -> Self {
         Self {
             nodes: (0..nr_nodes)
                 .map(|_| NodeWake {
@@ -64,14 +64,14 @@ impl KswapdWake {
 
     /// Whether kswapd threads run.
     #[inline]
-    pub(crate) fn running(&self) -> bool {
+    pub fn running(&self) -> bool {
         self.running.load(Ordering::Relaxed)
     }
 
     /// Wake node `nid`'s kswapd (nothing if none runs, or a wakeup is
     /// pending already).
     #[inline]
-    pub(crate) fn wake(&self, nid: usize) {
+    pub fn wake(&self, nid: usize) {
         if !self.running() {
             return;
         }
@@ -85,7 +85,7 @@ impl KswapdWake {
     /// Wake node `nid`'s kswapd for a request of `order`, remembering the
     /// highest order until [`KswapdWake::take_order`].
     #[inline]
-    pub(crate) fn wake_order(&self, nid: usize, order: u32) {
+    pub fn wake_order(&self, nid: usize, order: u32) {
         if !self.running() {
             return;
         }
@@ -98,13 +98,13 @@ impl KswapdWake {
     }
 
     /// The highest order asked for since the last call (0: none).
-    pub(crate) fn take_order(&self, nid: usize) -> u32 {
+    pub fn take_order(&self, nid: usize) -> u32 {
         self.nodes.get(nid).map_or(0, |w| w.order.swap(0, Ordering::Relaxed))
     }
 
     /// Set node `nid`'s wakeup and notify, whether or not kswapd runs (its
     /// stop uses this too).
-    pub(crate) fn kick(&self, nid: usize) {
+    pub fn kick(&self, nid: usize) {
         let Some(w) = self.nodes.get(nid) else { return };
         if !w.woken.swap(true, Ordering::AcqRel) {
             let _g = w.lock.lock();
@@ -114,7 +114,7 @@ impl KswapdWake {
 
     /// kswapd of node `nid`: sleep until woken or `timeout` passes, then
     /// consume the wakeup. True if it was woken.
-    pub(crate) fn sleep(&self, nid: usize, timeout: Duration) -> bool {
+    pub fn sleep(&self, nid: usize, timeout: Duration) -> bool {
         let w = &self.nodes[nid];
         {
             let mut g = w.lock.lock();
@@ -134,7 +134,7 @@ impl KswapdWake {
     /// (`watermark_boost_factor`, up to 150% of high) after fragmentation
     /// events; this boosts kswapd's two thresholds only (the allocators' min
     /// watermark stays), after reclaim events.
-    pub(crate) fn boost(&self, nid: usize, pages: u64, cap: u64) {
+    pub fn boost(&self, nid: usize, pages: u64, cap: u64) {
         if let Some(w) = self.nodes.get(nid) {
             let _ =
                 w.boost.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| (b < cap).then(|| (b + pages).min(cap)));
@@ -143,20 +143,20 @@ impl KswapdWake {
 
     /// Node `nid`'s boost now (pages).
     #[inline]
-    pub(crate) fn boost_of(&self, nid: usize) -> u64 {
+    pub fn boost_of(&self, nid: usize) -> u64 {
         self.nodes.get(nid).map_or(0, |w| w.boost.load(Ordering::Relaxed))
     }
 
     /// A kswapd run ended: the boost decays by a sixteenth, so it fades when
     /// direct reclaim stops.
-    pub(crate) fn decay(&self, nid: usize) {
+    pub fn decay(&self, nid: usize) {
         if let Some(w) = self.nodes.get(nid) {
             let _ = w.boost.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| (b > 0).then(|| b - b.div_ceil(16)));
         }
     }
 
     /// kswapd of node `nid` starts (`true`) or ends a run.
-    pub(crate) fn set_busy(&self, nid: usize, on: bool) {
+    pub fn set_busy(&self, nid: usize, on: bool) {
         if let Some(w) = self.nodes.get(nid) {
             w.busy.store(on, Ordering::Relaxed);
         }
@@ -165,14 +165,14 @@ impl KswapdWake {
     /// Whether node `nid`'s kswapd is woken or in a run: reclaim for the
     /// node is under way or about to be (racy).
     #[inline]
-    pub(crate) fn active(&self, nid: usize) -> bool {
+    pub fn active(&self, nid: usize) -> bool {
         self.nodes.get(nid).is_some_and(|w| w.woken.load(Ordering::Relaxed) || w.busy.load(Ordering::Relaxed))
     }
 
     /// Whether a wakeup of node `nid` is pending: kswapd was woken and has
     /// not started its run yet (racy).
     #[inline]
-    pub(crate) fn pending(&self, nid: usize) -> bool {
+    pub fn pending(&self, nid: usize) -> bool {
         self.nodes.get(nid).is_some_and(|w| w.woken.load(Ordering::Relaxed))
     }
 }

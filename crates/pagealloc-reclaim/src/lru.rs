@@ -2,15 +2,15 @@
 //! parent module's invariants. Every method here runs under the node's LRU
 //! lock (it takes `&mut NodeLru` from that lock's guard).
 
-use crate::list::PfnList;
-use crate::memmap::MemMap;
-use crate::page::flags::{ACTIVE, HEAD, LRU, REF_MASK};
-use crate::pageref;
-use crate::sync::{AtomicU64, Ordering};
+use pagealloc_core::list::PfnList;
+use pagealloc_core::memmap::MemMap;
+use pagealloc_core::page::flags::{ACTIVE, HEAD, LRU, REF_MASK};
+use pagealloc_core::pageref;
+use pagealloc_core::sync::{AtomicU64, Ordering};
 
 /// The two lists and their lengths, in all and per zone.
 #[derive(Debug, Default)]
-pub(crate) struct NodeLru {
+pub struct NodeLru {
     inactive: PfnList,
     active: PfnList,
     nr_inactive: AtomicU64,
@@ -23,19 +23,19 @@ pub(crate) struct NodeLru {
 
 /// The zone (global index) of `pfn`, from its pageblock word.
 fn zone_ix(mm: &MemMap, pfn: u64) -> usize {
-    mm.desc_and_block(pfn).map_or(0, |(_, w)| crate::zone::pb_zone(w).get())
+    mm.desc_and_block(pfn).map_or(0, |(_, w)| pagealloc_core::zone::pb_zone(w).get())
 }
 
 /// Which list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Which {
+pub enum Which {
     Inactive,
     Active,
 }
 
 impl NodeLru {
     /// Racy (inactive, active) lengths.
-    pub(crate) fn sizes_racy(&self) -> (u64, u64) {
+    pub fn sizes_racy(&self) -> (u64, u64) {
         (self.nr_inactive.load(Ordering::Relaxed), self.nr_active.load(Ordering::Relaxed))
     }
 
@@ -50,7 +50,7 @@ impl NodeLru {
     }
 
     /// Zone `z`'s (inactive, active) pages on these lists.
-    pub(crate) fn zone_sizes(&self, z: usize) -> (u64, u64) {
+    pub fn zone_sizes(&self, z: usize) -> (u64, u64) {
         self.per_zone.get(z).map_or((0, 0), |c| (c[0], c[1]))
     }
 
@@ -69,7 +69,7 @@ impl NodeLru {
     /// its references are `PageReference`s) and the frame freed, maybe handed out again, even to a
     /// `PageArray`, whose word nobody else may write. `LRU` is set with a
     /// compare-and-swap that requires all of it.
-    pub(crate) fn add(&mut self, mm: &MemMap, pfn: u64) -> bool {
+    pub fn add(&mut self, mm: &MemMap, pfn: u64) -> bool {
         let d = mm.page(pfn);
         let mut old = d.flags();
         loop {
@@ -91,7 +91,7 @@ impl NodeLru {
 
     /// Take `pfn` off its list if it is on one (`LRU` set): the last
     /// reference's release path (`__page_cache_release`). True if it was.
-    pub(crate) fn remove_if_listed(&mut self, mm: &MemMap, pfn: u64) -> bool {
+    pub fn remove_if_listed(&mut self, mm: &MemMap, pfn: u64) -> bool {
         let old = mm.page(pfn).flags.fetch_and(!LRU, Ordering::Relaxed);
         if old & LRU == 0 {
             return false;
@@ -107,7 +107,7 @@ impl NodeLru {
     /// Isolate one listed page for migration (`folio_isolate_lru`): take a
     /// reference and take it off its list. False if it is not listed or its
     /// count is 0 (being freed).
-    pub(crate) fn isolate_one(&mut self, mm: &MemMap, pfn: u64) -> bool {
+    pub fn isolate_one(&mut self, mm: &MemMap, pfn: u64) -> bool {
         let d = mm.page(pfn);
         if d.flags() & LRU == 0 || !pageref::try_get(&d.flags) {
             return false;
@@ -117,7 +117,7 @@ impl NodeLru {
 
     /// Move a listed inactive page to the active list and set `ACTIVE`
     /// (`folio_activate`). False if it is not on the inactive list.
-    pub(crate) fn activate(&mut self, mm: &MemMap, pfn: u64) -> bool {
+    pub fn activate(&mut self, mm: &MemMap, pfn: u64) -> bool {
         let d = mm.page(pfn);
         let f = d.flags();
         if f & LRU == 0 || f & ACTIVE != 0 {
@@ -137,7 +137,7 @@ impl NodeLru {
     /// each taken gets a reference and loses `LRU`; a page whose count is 0
     /// (its last reference is being put) is left for that path, moved to the
     /// head. Returns the pages scanned past and the pages isolated in `out`.
-    pub(crate) fn isolate(&mut self, mm: &MemMap, w: Which, nr: usize, out: &mut Vec<u64>) -> u64 {
+    pub fn isolate(&mut self, mm: &MemMap, w: Which, nr: usize, out: &mut Vec<u64>) -> u64 {
         let mut scanned = 0;
         let first = out.len();
         let (l, n) = self.list(w);
@@ -161,7 +161,7 @@ impl NodeLru {
     }
 
     /// Walk both lists: counts, flags and references agree (under the lock).
-    pub(crate) fn check(&self, mm: &MemMap) -> Result<(), String> {
+    pub fn check(&self, mm: &MemMap) -> Result<(), String> {
         for (l, n, active) in [(&self.inactive, &self.nr_inactive, false), (&self.active, &self.nr_active, true)] {
             let mut c = 0u64;
             for p in l.iter(mm) {
