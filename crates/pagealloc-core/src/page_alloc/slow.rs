@@ -27,9 +27,12 @@
 //!    stayed at 92.8% or more with it;
 //! 4. direct reclaim: the shrinkers, the page cache's LRU among them, are
 //!    asked for pages; when it frees pages, raise kswapd's boost (kswapd
-//!    was late, so it wakes earlier and reclaims further from now on) and go back to 1 (up to
-//!    [`MAX_RECLAIM_ROUNDS`] rounds: other allocators may take what one
-//!    round freed, as in the kernel's `should_reclaim_retry`);
+//!    was late, so it wakes earlier and reclaims further from now on) and go
+//!    back to 1, for as long as reclaim makes progress: other allocators
+//!    may take what one round freed, and the kernel's `should_reclaim_retry`
+//!    retries while reclaim progresses. [`MAX_RECLAIM_ROUNDS`] bounds the
+//!    rounds only against a livelock (shrinkers that always free a little
+//!    while others always take it);
 //! 5. when reclaim frees nothing, once: bring back pages parked on per-CPU
 //!    lists and front caches, and give HighAtomic reserves back to ordinary
 //!    use, then go back to 1;
@@ -46,8 +49,10 @@ use crate::types::{Gfp, Order, Pfn, ZoneIdx};
 use crate::vmevent::VmEvent;
 use crate::zone::{AllocFlags, Wmark};
 
-/// Rounds of the slow path (each one reclaim attempt) before it gives up.
-pub const MAX_RECLAIM_ROUNDS: u32 = 16;
+/// Rounds of the slow path (each one reclaim attempt that made progress)
+/// before it gives up: a bound against livelock only, far above what a
+/// request that can succeed needs.
+pub const MAX_RECLAIM_ROUNDS: u32 = 256;
 
 /// Times an allocation below the min watermark yields to a woken or
 /// reclaiming kswapd before it reclaims itself (step 3 of the module doc).
