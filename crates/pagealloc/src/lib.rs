@@ -3,7 +3,8 @@
 //! The Linux kernel's page-frame allocator, rebuilt as a user-space library: a
 //! zoned buddy allocator (orders 0..=10) with migratetypes and pageblocks,
 //! fallback with claim and steal, watermarks and a HighAtomic reserve, over a
-//! real memory arena (or abstract frames).
+//! real memory arena (or abstract frames), with per-CPU lists, reclaim,
+//! compaction, free page reporting and a page cache.
 //!
 //! ```
 //! use pagealloc::{Config, Gfp, PageAllocator};
@@ -14,101 +15,27 @@
 //! a.check_invariants().unwrap();
 //! ```
 //!
-//! The core lives in the `pagealloc-core` crate: the allocation paths
-//! (`page_alloc`), the thread front caches (`front`) and per-CPU lists
-//! (`pcp`), zones and the buddy algorithm (`zone`, `buddy`), the memory map
-//! (`memmap`: arena, descriptors, pageblock table), the page lock and page
-//! references. This crate re-exports its types and adds what sits above it:
-//! [`PageAllocator`], reclaim and the page cache ([`PageCache`],
-//! [`Shrinker`]), compaction, migration and isolation ([`MovableOps`]), free
-//! page reporting and the /proc statistics ([`stats`]). The core reaches
-//! reclaim and compaction only through its slow-path hooks, which this crate
-//! implements. The repository's `docs/design.md` draws the layers and follows
-//! one request through them.
+//! This crate is the façade over the crates that hold the layers, and their
+//! whole public API:
+//! - `pagealloc-core`: the memory map, zones and buddy, per-CPU lists, front
+//!   caches, the allocation paths, the page lock and the counters (without
+//!   `std` too, for kernels);
+//! - `pagealloc-reclaim`, `pagealloc-compaction`, `pagealloc-reporting`: the
+//!   layers the core's slow path reaches through its hooks;
+//! - `pagealloc-mm`: [`PageAllocator`], the core with those layers wired
+//!   in, and the /proc statistics ([`stats`]);
+//! - `pagealloc-pagecache`: [`PageCache`], a user of `PageAllocator`.
+//!
+//! The repository's `docs/design.md` draws the layers and follows one
+//! request through them.
 #![warn(missing_docs)]
 
-mod allocator;
-use pagealloc_compaction::compaction;
-use pagealloc_core::config;
-use pagealloc_core::cpu;
-use pagealloc_core::error;
-// Failure injection: public (for tests and the stress command) only with the
-// `fail-inject` feature; without it only the constant hooks remain.
-use pagealloc_compaction::migrate;
-#[cfg(feature = "fail-inject")]
-pub use pagealloc_core::failinject;
-#[cfg(not(loom))]
-use pagealloc_core::front;
-use pagealloc_core::invariants;
-use pagealloc_core::lockstat;
-mod mm;
-use pagealloc_compaction::movable;
-use pagealloc_core::page;
-use pagealloc_core::page_alloc;
-mod page_array;
-mod pagecache;
-use pagealloc_core::pagelock;
-use pagealloc_core::pageref;
-mod pages;
-use pagealloc_reporting as reporting;
-pub mod stats;
-use pagealloc_core::sync;
-use pagealloc_core::types;
-use pagealloc_core::vmevent;
-use pagealloc_core::zone;
-use pagealloc_reclaim as vmscan;
-
-#[cfg(not(loom))]
-#[doc(hidden)]
-pub use allocator::{front_abi, FrontView, ThreadFront};
-pub use allocator::{PageAllocator, ReportingStats, ZoneResidency};
-pub use allocator::{PageLockGuard, PageReference};
-pub use compaction::{CompactOutcome, FragIndexReport};
-#[cfg(feature = "seed-variants")]
-pub use config::DrainMode;
-pub use config::{Backing, Config, ReportCallback, MAX_HOLES};
-pub use cpu::{pin_to_cpu, possible_cpus};
-pub use error::{AllocError, BulkFreeError, ConfigError, FreeError, InvariantError, PageStateError, WaitError};
-pub use invariants::{Fragmentation, ZoneCensus};
-pub use lockstat::{
-    tick_unit, LockStatReport, PcpLockStatReport, ZoneLockStat, LOCKSTAT_BUCKETS, LOCKSTAT_SAMPLE, PCP_HOLD_SAMPLE,
-};
-pub use movable::{MobilityCensus, MovableId, MovableOps};
-#[cfg(feature = "seed-variants")]
-pub use page_alloc::bulk_linked::{ChainIter, PageChain};
-pub use page_array::PageArray;
-pub use pagealloc_core::PAGE_DESC_SIZE;
-pub use pagecache::{
+pub use pagealloc_mm::*;
+pub use pagealloc_pagecache::{
     DirectFileSource, FileSource, FillFn, IoMode, Mapping, PageCache, PageCacheConfig, PageCacheError, PageHandle,
     PageIndex, PageSource, Readahead, WritebackStats, MAX_FILE_BYTES, MAX_INDEX, MAX_MAPPINGS, RA_MAX_LIMIT,
     RA_MAX_PAGES,
 };
-pub use pagelock::CancelToken;
-pub use pages::{OwnedBlock, Pages};
-pub use reporting::ReportPass;
-pub use types::{
-    CpuId, Gfp, MigrateType, NodeId, Pfn, ZoneType, MAX_ORDER, MIGRATE_PCPTYPES, MIGRATE_TYPES, NR_ORDERS,
-    PAGEBLOCK_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE,
-};
-pub use vmscan::dirty::{DirtyThresholds, DEFAULT_DIRTY_BACKGROUND_RATIO, DEFAULT_DIRTY_RATIO};
-pub use vmscan::{ShrinkControl, Shrinker, LRU_BATCH};
-
-// The allocator is shared between threads (it is meant to sit in an `Arc` or a
-// static), and an owned block may move to, or be looked at from, another thread:
-// its drop frees through `&PageAllocator`, which is fine from any thread.
-const _: () = {
-    const fn assert_send_sync<T: Send + Sync>() {}
-    assert_send_sync::<PageAllocator>();
-    assert_send_sync::<Pages<'static>>();
-    assert_send_sync::<PageArray<'static>>();
-    assert_send_sync::<Config>();
-    assert_send_sync::<ConfigError>();
-};
-
-#[cfg(test)]
-mod core_tests;
-#[cfg(test)]
-mod tests;
 
 /// The README's examples, compiled and run as doc tests.
 #[doc = include_str!("../../../README.md")]

@@ -50,7 +50,8 @@ impl PageAllocator {
     }
 
     /// Recompute the thresholds and cache them for writers and the flusher.
-    pub(crate) fn refresh_dirty_thresholds(&self) -> DirtyThresholds {
+    #[doc(hidden)]
+    pub fn refresh_dirty_thresholds(&self) -> DirtyThresholds {
         self.core.vmscan.dirty.refresh(self.dirtyable_pages())
     }
 }

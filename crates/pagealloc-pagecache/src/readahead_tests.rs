@@ -4,7 +4,8 @@
 //! cached, inline and worker reads, `preadv` reads files exactly as `pread`.
 
 use super::super::{FileSource, PageCache, PageCacheConfig, PageSource, Readahead};
-use super::{preadv_pages, RA_INIT_PAGES, RA_MAX_LIMIT, RA_MAX_PAGES};
+use super::preadv_pages;
+use crate::ra_state::{RA_INIT_PAGES, RA_MAX_LIMIT, RA_MAX_PAGES};
 use crate::{Config, PageAllocator, PAGE_SIZE};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -15,7 +15,8 @@ impl PageAllocator {
     /// The protocol's view of one page, for the page cache (which locks its
     /// pages as a guard, so no raw unlock releases them).
     #[inline(always)]
-    pub(crate) fn cache_page_ref(&self, pfn: Pfn) -> Result<PageRef<'_>, PageStateError> {
+    #[doc(hidden)]
+    pub fn cache_page_ref(&self, pfn: Pfn) -> Result<PageRef<'_>, PageStateError> {
         let core = &*self.core;
         let Some(d) = core.mm.descs().get(pfn.as_u64() as usize) else {
             return Err(PageStateError::OutOfRange { pfn });
@@ -28,7 +29,8 @@ impl PageAllocator {
     /// reference-counted page (the page cache's) is refused with
     /// `Referenced` by every call that would lock or mark it.
     #[inline(always)]
-    pub(crate) fn page_ref(&self, pfn: Pfn) -> Result<PageRef<'_>, PageStateError> {
+    #[doc(hidden)]
+    pub fn page_ref(&self, pfn: Pfn) -> Result<PageRef<'_>, PageStateError> {
         Ok(self.cache_page_ref(pfn)?.denying(REF_MASK))
     }
 

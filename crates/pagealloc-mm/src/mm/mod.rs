@@ -24,14 +24,19 @@ use pagealloc_compaction::prelude::*;
 use std::sync::{Arc, Weak};
 
 /// One allocator: its core and the state of the layers above it.
-pub(crate) struct Mm {
-    pub(crate) core: Core,
+#[doc(hidden)]
+pub struct Mm {
+    #[doc(hidden)]
+    pub core: Core,
     /// Free page reporting.
-    pub(crate) reporting: Reporting,
+    #[doc(hidden)]
+    pub reporting: Reporting,
     /// LRU lists, LRU batches, shrinkers and reclaim gauges.
-    pub(crate) vmscan: Vmscan,
+    #[doc(hidden)]
+    pub vmscan: Vmscan,
     /// Movable operations and compaction state.
-    pub(crate) mobility: Mobility,
+    #[doc(hidden)]
+    pub mobility: Mobility,
 }
 
 impl std::ops::Deref for Mm {
@@ -45,7 +50,8 @@ impl std::ops::Deref for Mm {
 impl Mm {
     /// Build the core and the layers over it, and register the layers as
     /// the core's slow-path hooks.
-    pub(crate) fn new(cfg: Config) -> Result<Arc<Self>, ConfigError> {
+    #[doc(hidden)]
+    pub fn new(cfg: Config) -> Result<Arc<Self>, ConfigError> {
         let mut core = Core::new(cfg)?;
         let cfg = &core.cfg;
         let nr_nodes = cfg.nodes as usize;

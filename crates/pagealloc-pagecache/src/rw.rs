@@ -6,8 +6,9 @@
 //! page is touched.
 
 use super::checked::PageIndex;
+use super::handle::page_bytes;
 use super::handle::CacheLock;
-use super::mapping::{page_bytes, Mapping, MappingInner, Who};
+use super::mapping::{Mapping, MappingInner, Who};
 use super::CacheInner;
 use crate::page::flags::DIRTY;
 use crate::sync::Ordering;

@@ -54,7 +54,8 @@ impl PageAllocator {
 impl<'a> Pages<'a> {
     /// The handle of a block whose head is already marked `HEAD | OWNED`
     /// (a `PageArray` hands a page over this way).
-    pub(crate) fn from_owned(alloc: &'a PageAllocator, pfn: Pfn, order: u32) -> Self {
+    #[doc(hidden)]
+    pub fn from_owned(alloc: &'a PageAllocator, pfn: Pfn, order: u32) -> Self {
         Self { alloc, pfn, order }
     }
 

@@ -110,7 +110,8 @@ pub struct Snapshot {
 }
 
 impl Mm {
-    pub(crate) fn snapshot_consistent(&self) -> Snapshot {
+    #[doc(hidden)]
+    pub fn snapshot_consistent(&self) -> Snapshot {
         let zones = &self.zones;
         let mut seqs = vec![0u64; zones.len()];
         let mut retries = 0u64;
@@ -147,7 +148,8 @@ fn backoff(retries: u64) {
 }
 
 /// One zone's counters, each read once with a relaxed load.
-pub(crate) fn read_zone(z: &Zone) -> ZoneCounters {
+#[doc(hidden)]
+pub fn read_zone(z: &Zone) -> ZoneCounters {
     let s = &z.stats;
     ZoneCounters {
         nid: z.nid,

@@ -11,7 +11,8 @@
 //! before it tears the mappings down).
 
 use super::mapping::MappingInner;
-use super::readahead::{read_window, Readahead, RA_MAX_PAGES};
+use super::ra_state::{Readahead, RA_MAX_PAGES};
+use super::readahead::read_window;
 use super::CacheInner;
 use crate::sync::{AtomicU64, Ordering};
 use crate::types::Pfn;

@@ -202,7 +202,8 @@ impl Idle {
 /// Pages in free blocks below the pageblock order (free memory inside partly
 /// used pageblocks: with hugepage backing, resident memory no release can
 /// reach), read without the lock.
-pub(crate) fn free_below_pageblock(c: &Mm) -> u64 {
+#[doc(hidden)]
+pub fn free_below_pageblock(c: &Mm) -> u64 {
     c.zones
         .iter()
         .map(|z| z.free_blocks_racy()[..PAGEBLOCK_ORDER as usize].iter().enumerate().map(|(o, n)| n << o).sum::<u64>())
@@ -222,7 +223,8 @@ pub(crate) fn free_below_pageblock(c: &Mm) -> u64 {
 /// they are (their pageblocks stay resident). An owner's panic goes to
 /// `caught` (the reporter thread drops each, `compact_and_report_now`
 /// resumes the first).
-pub(crate) fn compact_for_release(c: &Mm, caught: &mut OwnerPanic) -> Option<u64> {
+#[doc(hidden)]
+pub fn compact_for_release(c: &Mm, caught: &mut OwnerPanic) -> Option<u64> {
     let r = &c.reporting;
     if !c.cfg.page_reporting_compact || r.order() < Order::PAGEBLOCK || !c.mobility.any_registered() {
         return None;
@@ -318,7 +320,8 @@ fn reporter_pass(c: &Mm, idle: &mut Idle, all: bool, delay_ms: u64) -> Option<Du
 
 /// Start the reporter thread unless it runs.
 #[cfg(not(loom))]
-pub(crate) fn start_reporter(core: &Arc<Mm>) {
+#[doc(hidden)]
+pub fn start_reporter(core: &Arc<Mm>) {
     let r = &core.reporting;
     if !r.can_report {
         return;
@@ -343,7 +346,8 @@ pub(crate) fn start_reporter(core: &Arc<Mm>) {
 }
 
 #[cfg(loom)]
-pub(crate) fn start_reporter(_core: &Arc<Mm>) {}
+#[doc(hidden)]
+pub fn start_reporter(_core: &Arc<Mm>) {}
 
 impl PageAllocator {
     /// Release every unreported free block of at least the reporting order now,

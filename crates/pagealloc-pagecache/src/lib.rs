@@ -1,10 +1,12 @@
+//! # pagealloc-pagecache
+//!
 //! A page cache over the allocator (the kernel's mm/filemap.c, reduced):
 //! mappings keyed by a user id hold pages at page indexes, filled on demand
 //! from a [`PageSource`] (a file read with `pread`/`pwrite` on a descriptor
 //! the mapping owns, or a fill callback for caches of computed blocks), kept
 //! on the allocator's per-node LRU lists, and reclaimed under memory
 //! pressure by direct reclaim (the allocator calls this cache as a
-//! [`Shrinker`](crate::Shrinker)) and, optionally, one kswapd thread per node.
+//! [`Shrinker`]) and, optionally, one kswapd thread per node.
 //!
 //! Structure and invariants:
 //! - A cached page is an order-0 MOVABLE block whose reference count
@@ -69,6 +71,17 @@
 //! Lock order: see `vmscan`'s module doc (page lock, mapping shard, LRU,
 //! per-CPU batch, per-CPU lists and zone).
 
+#![warn(missing_docs)]
+
+// The crates below, under the paths this crate's code names them by.
+use pagealloc_compaction::{compaction, movable};
+use pagealloc_core::{cpu, error, page, pagelock, pageref, sync, types, vmevent, zone};
+use pagealloc_mm::allocator;
+use pagealloc_reclaim as vmscan;
+// The allocator's public names (`crate::PageAllocator`, `crate::Shrinker`...).
+#[allow(unused_imports)]
+use pagealloc_mm::*;
+
 mod checked;
 mod direct;
 mod handle;
@@ -78,6 +91,7 @@ mod kswapd;
 mod loom_tests;
 mod mapping;
 mod migrate;
+mod ra_state;
 mod ra_worker;
 mod readahead;
 mod reclaim;
@@ -94,7 +108,7 @@ pub use checked::{PageCacheError, PageIndex, MAX_FILE_BYTES, MAX_INDEX, MAX_MAPP
 pub use direct::{DirectFileSource, IoMode};
 pub use handle::PageHandle;
 pub use mapping::Mapping;
-pub use readahead::{Readahead, RA_MAX_LIMIT, RA_MAX_PAGES};
+pub use ra_state::{Readahead, RA_MAX_LIMIT, RA_MAX_PAGES};
 pub use source::{FileSource, FillFn, PageSource};
 pub use writeback::WritebackStats;
 

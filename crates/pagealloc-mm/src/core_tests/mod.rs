@@ -8,4 +8,4 @@ mod debug_checks;
 mod migrate_loom;
 mod nolock;
 #[cfg(not(loom))]
-pub(crate) mod pagelock;
+pub mod pagelock;

@@ -24,7 +24,7 @@ use crate::allocator::PageAllocator;
 use crate::page::flags::{DIRTY, GUARD, HEAD, LOCKED, REF_ONE, UPTODATE};
 use crate::pageref::{self, TryGet};
 use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering, RwLock};
-use crate::types::{Gfp, Pfn, PAGE_SIZE};
+use crate::types::{Gfp, Pfn};
 use crossbeam_utils::CachePadded;
 use std::io;
 use std::sync::Arc;
@@ -50,7 +50,7 @@ pub(crate) struct MappingInner {
     /// Killed: no page joins the map any more (module doc).
     dead: AtomicBool,
     /// Readahead streams and their markers (`readahead`).
-    pub(super) ra: super::readahead::RaStreams,
+    pub(super) ra: super::ra_state::RaStreams,
     /// Writeback errors, for the fsyncs that must report them.
     pub(super) wb_error: Mutex<super::wb_error::WbErrors>,
 }
@@ -64,7 +64,7 @@ impl MappingInner {
             source,
             nr: AtomicU64::new(0),
             dead: AtomicBool::new(slot == NO_SLOT),
-            ra: super::readahead::RaStreams::new(),
+            ra: super::ra_state::RaStreams::new(),
             wb_error: Mutex::new(super::wb_error::WbErrors::default()),
         }
     }
@@ -126,16 +126,6 @@ impl MappingInner {
         idx.sort_unstable();
         idx
     }
-}
-
-/// The bytes of page `pfn`.
-///
-/// Callers may dereference the pointer only while they hold a reference and
-/// the page lock (or, for reading, while the page is under writeback, which
-/// writers wait out under the lock): then no other access to the bytes runs.
-pub(crate) fn page_bytes(alloc: &PageAllocator, pfn: Pfn) -> *mut [u8] {
-    let p = alloc.page_address(pfn).expect("the page cache requires backing");
-    std::ptr::slice_from_raw_parts_mut(p.as_ptr(), PAGE_SIZE)
 }
 
 /// Who asks a lookup for a reference: a user (a handle it keeps, limited to

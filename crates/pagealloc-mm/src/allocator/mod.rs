@@ -1,11 +1,11 @@
 //! The public façade: [`PageAllocator`], a handle on one allocator's
-//! [`Core`]. Every method checks its arguments, forwards to the layer that
+//! `Core`. Every method checks its arguments, forwards to the layer that
 //! does the work, and returns a typed result; the order-0 fast paths
 //! (`alloc_pages`, `free_pages`, small bulk calls) are forced inline into the
 //! caller so a front-cache hit costs no call.
 //!
-//! Submodules group the rest of the API: [`lock_api`] (page lock, writeback),
-//! [`services`] (isolation, contiguous ranges, invariants, drains).
+//! Submodules group the rest of the API: `lock_api` (page lock, writeback),
+//! `services` (isolation, contiguous ranges, invariants, drains).
 
 #[cfg(feature = "seed-variants")]
 mod bulk_linked;
@@ -51,7 +51,8 @@ use std::sync::Arc;
 /// ```
 #[derive(Clone)]
 pub struct PageAllocator {
-    pub(crate) core: Arc<Mm>,
+    #[doc(hidden)]
+    pub core: Arc<Mm>,
     /// Shared by the clones (not by internal threads): its drop, with the
     /// last clone, stops the allocator's background threads.
     _users: Arc<Users>,
@@ -265,7 +266,8 @@ impl PageAllocator {
 
     /// The unique id of this allocator in the process (clones share it).
     #[cfg_attr(not(feature = "fail-inject"), allow(dead_code))]
-    pub(crate) fn id(&self) -> u64 {
+    #[doc(hidden)]
+    pub fn id(&self) -> u64 {
         self.core.id
     }
 }

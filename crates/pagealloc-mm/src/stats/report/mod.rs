@@ -455,7 +455,8 @@ fn ptinfo_zone(z: &ZoneCounters) -> PageTypeInfoZone {
 
 impl Mm {
     /// Every event counter: the per-CPU blocks plus the per-zone blocks.
-    pub(crate) fn event_totals(&self) -> [u64; NR_VM_EVENTS] {
+    #[doc(hidden)]
+    pub fn event_totals(&self) -> [u64; NR_VM_EVENTS] {
         let mut sum = [0u64; NR_VM_EVENTS];
         self.events.sum_into(&mut sum);
         for z in self.zones.iter() {
@@ -469,7 +470,8 @@ impl Mm {
     }
 
     /// The per-CPU page lists of a zone, for zoneinfo's `pagesets` section.
-    pub(crate) fn pcp_report(&self, z: &Zone) -> Vec<PcpReport> {
+    #[doc(hidden)]
+    pub fn pcp_report(&self, z: &Zone) -> Vec<PcpReport> {
         (0..self.pcp.nr_cpus())
             .map(|cpu| {
                 let p = self.pcp.get(z.idx, cpu);
@@ -491,7 +493,8 @@ impl Mm {
     /// retaking the lock between orders. Pageblocks are counted by scanning each
     /// pageblock's type, as the kernel's block-count section does.
     #[cfg(feature = "seed-variants")]
-    pub(crate) fn pagetypeinfo_walk_lists(&self) -> PageTypeInfo {
+    #[doc(hidden)]
+    pub fn pagetypeinfo_walk_lists(&self) -> PageTypeInfo {
         let zones = self
             .zones
             .iter()

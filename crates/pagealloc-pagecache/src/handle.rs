@@ -58,7 +58,7 @@ impl PageHandle<'_> {
         if !lock.page_ref().uptodate() {
             return 0;
         }
-        let src = super::mapping::page_bytes(self.alloc, self.pfn);
+        let src = page_bytes(self.alloc, self.pfn);
         // SAFETY: see `page_bytes`: we hold the page lock and a reference.
         let src = unsafe { &*src };
         buf[..n].copy_from_slice(&src[off..off + n]);
@@ -130,4 +130,14 @@ impl Drop for CacheLock<'_> {
     fn drop(&mut self) {
         self.r.guard_unlock(self.uptodate);
     }
+}
+
+/// The bytes of page `pfn`.
+///
+/// Callers may dereference the pointer only while they hold a reference and
+/// the page lock (or, for reading, while the page is under writeback, which
+/// writers wait out under the lock): then no other access to the bytes runs.
+pub(crate) fn page_bytes(alloc: &PageAllocator, pfn: Pfn) -> *mut [u8] {
+    let p = alloc.page_address(pfn).expect("the page cache requires backing");
+    std::ptr::slice_from_raw_parts_mut(p.as_ptr(), PAGE_SIZE)
 }
