@@ -2,6 +2,7 @@
 
 use crate::config::Config;
 use crate::error::{AllocError, ConfigError, FreeError, InvariantError, PageStateError};
+use crate::memmap::DescStorage;
 use crate::page::flags;
 use crate::page_alloc::Core;
 use crate::types::{Gfp, Order, Pfn};
@@ -43,6 +44,19 @@ impl FrameAllocator {
     /// A [`ConfigError`] naming the setting that cannot work.
     pub fn new(cfg: Config) -> Result<Self, ConfigError> {
         Ok(Self { core: Core::new(cfg)? })
+    }
+
+    /// As [`new`](Self::new), with the page descriptors (the kernel's
+    /// memmap, [`PAGE_DESC_SIZE`](crate::PAGE_DESC_SIZE) bytes a page) in
+    /// `storage`, which the caller sets aside for the program's life (a
+    /// region it reserved at boot) instead of the global allocator. Its
+    /// first slot per page of the arena is used; the rest stays untouched.
+    ///
+    /// # Errors
+    /// As [`new`](Self::new), and [`ConfigError::Invalid`] when `storage`
+    /// has fewer slots than the arena has pages.
+    pub fn with_descriptors(cfg: Config, storage: DescStorage) -> Result<Self, ConfigError> {
+        Ok(Self { core: Core::new_in(cfg, Some(storage))? })
     }
 
     /// A block of `2^order` frames, aligned to its size.

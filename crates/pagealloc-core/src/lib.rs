@@ -85,6 +85,8 @@ pub use invariants::{Fragmentation, ZoneCensus};
 pub use lockstat::{
     tick_unit, LockStatReport, PcpLockStatReport, ZoneLockStat, LOCKSTAT_BUCKETS, LOCKSTAT_SAMPLE, PCP_HOLD_SAMPLE,
 };
+pub use memmap::DescStorage;
+pub use page::PageDesc;
 pub use page_alloc::hooks::SlowPathHooks;
 pub use pagelock::CancelToken;
 pub use platform::Platform;

@@ -26,9 +26,17 @@ use std::io;
 /// zone and its block's type: the free paths ask both for every page.
 pub type Pageblocks = Arc<[AtomicU16]>;
 
+/// Storage a caller gives for the descriptors (a kernel's memmap): at least
+/// one per page of the arena, for the rest of the program.
+pub type DescStorage = &'static mut [core::mem::MaybeUninit<PageDesc>];
+
 /// The arena's memory, descriptors and pageblock table.
 pub struct MemMap {
-    descs: Box<[PageDesc]>,
+    /// `nr_pages` initialised descriptors, valid as long as the map: allocated
+    /// here and freed on drop (`descs_owned`), or storage given for the
+    /// program's life.
+    descs: NonNull<[PageDesc]>,
+    descs_owned: bool,
     /// Exactly one word per pageblock: `blocks.len() * PAGEBLOCK_PAGES ==
     /// descs.len()` (checked in `new`).
     blocks: Pageblocks,
@@ -51,6 +59,23 @@ unsafe impl Send for Mapping {}
 // SAFETY: as above; the MemMap itself never reads or writes frame memory except
 // through `zero_frames`, whose caller owns the frames.
 unsafe impl Sync for Mapping {}
+
+// SAFETY: the descriptors are atomics (shared between threads by design)
+// behind a pointer this map owns or that is 'static; the mapping is Send and
+// Sync for the reasons given on it.
+unsafe impl Send for MemMap {}
+// SAFETY: as above.
+unsafe impl Sync for MemMap {}
+
+impl Drop for MemMap {
+    fn drop(&mut self) {
+        if self.descs_owned {
+            // SAFETY: allocated as a Box<[PageDesc]> in `new` and turned into
+            // this pointer there; nothing refers to it once the map is gone.
+            drop(unsafe { Box::from_raw(self.descs.as_ptr()) });
+        }
+    }
+}
 
 #[cfg_attr(not(feature = "std"), allow(dead_code))] // hugepage alignment is mmap's
 const HUGE: usize = 2 << 20;
@@ -84,10 +109,23 @@ impl MemMap {
     /// A map of `nr_pages` frames (a whole number of pageblocks, one word
     /// each in `blocks`) with `backing` behind them.
     pub fn new(nr_pages: u64, backing: Backing, blocks: Pageblocks) -> Result<Self, ConfigError> {
+        Self::new_in(nr_pages, backing, blocks, None)
+    }
+
+    /// As [`MemMap::new`], the descriptors in `storage` when given.
+    pub fn new_in(
+        nr_pages: u64,
+        backing: Backing,
+        blocks: Pageblocks,
+        storage: Option<DescStorage>,
+    ) -> Result<Self, ConfigError> {
         assert_eq!(blocks.len() as u64 * PAGEBLOCK_PAGES, nr_pages, "one pageblock word per pageblock");
         let too_big = || ConfigError::OutOfMemory { bytes: u64::MAX };
         let n = usize::try_from(nr_pages).map_err(|_| too_big())?;
-        let descs = alloc_descs(n)?;
+        let (descs, descs_owned) = match storage {
+            Some(s) => (given_descs(s, n)?, false),
+            None => (NonNull::from(Box::leak(alloc_descs(n)?)), true),
+        };
         let len = n.checked_mul(PAGE_SIZE).ok_or_else(mapping_too_large)?;
         let (mapping, hugepage_fallback) = match backing {
             Backing::None => (None, false),
@@ -98,19 +136,21 @@ impl MemMap {
                 (Some(m), !advised)
             }
         };
-        Ok(Self { descs, blocks, mapping, hugepage_fallback })
+        Ok(Self { descs, descs_owned, blocks, mapping, hugepage_fallback })
     }
 
     #[inline(always)]
     pub fn nr_pages(&self) -> u64 {
-        self.descs.len() as u64
+        self.descs().len() as u64
     }
 
     /// Every descriptor, indexed by pfn (hot loops keep this slice in registers
     /// instead of re-reading the map through `&self` after each store).
     #[inline(always)]
     pub fn descs(&self) -> &[PageDesc] {
-        &self.descs
+        // SAFETY: `descs` points to initialised descriptors that live as long
+        // as the map (its field doc); they are only ever shared.
+        unsafe { self.descs.as_ref() }
     }
 
     /// The pageblock table's first word (as `u16`s: `AtomicU16` has their
@@ -132,7 +172,7 @@ impl MemMap {
     /// would read the map's fields again after every locked instruction).
     #[inline(always)]
     pub fn tables(&self) -> Tables<'_> {
-        Tables { descs: &self.descs, blocks: &self.blocks }
+        Tables { descs: self.descs(), blocks: &self.blocks }
     }
 
     /// The descriptor of `pfn` without a range check (the order-0 inline
@@ -144,13 +184,13 @@ impl MemMap {
     pub unsafe fn page_unchecked(&self, pfn: u64) -> &PageDesc {
         debug_assert!(pfn < self.nr_pages());
         // SAFETY: in range (the caller's contract).
-        unsafe { self.descs.get_unchecked(pfn as usize) }
+        unsafe { self.descs().get_unchecked(pfn as usize) }
     }
 
     /// The descriptor of a pfn the caller has range-checked.
     #[inline(always)]
     pub fn page(&self, pfn: u64) -> &PageDesc {
-        &self.descs[pfn as usize]
+        &self.descs()[pfn as usize]
     }
 
     /// Address of a frame (None without backing or out of range).
@@ -211,6 +251,29 @@ fn alloc_descs(n: usize) -> Result<Box<[PageDesc]>, ConfigError> {
     // with the same layout. PageDesc is four 32-bit atomics, for which all-zero
     // bytes are a valid value.
     Ok(unsafe { Box::from_raw(core::ptr::slice_from_raw_parts_mut(p, n)) })
+}
+
+/// The first `n` slots of the caller's `storage`, zeroed: all-zero is a
+/// valid descriptor ("a tail page with no links", as `alloc_descs` gives).
+#[cfg(not(loom))]
+fn given_descs(storage: DescStorage, n: usize) -> Result<NonNull<[PageDesc]>, ConfigError> {
+    if storage.len() < n {
+        let why = format!("{} slots for {n} pages", storage.len());
+        return Err(ConfigError::Invalid { field: "descriptor storage", why });
+    }
+    let p = storage.as_mut_ptr().cast::<PageDesc>();
+    // SAFETY: the first n slots are ours (a 'static exclusive borrow, checked
+    // long enough), and PageDesc is four 32-bit atomics, for which all-zero
+    // bytes are a valid value; MaybeUninit<PageDesc> has PageDesc's layout.
+    unsafe { core::ptr::write_bytes(p, 0, n) };
+    let p = NonNull::new(p).expect("a slice's pointer is never null");
+    Ok(NonNull::slice_from_raw_parts(p, n))
+}
+
+/// Under loom a descriptor is not plain zeroes: no caller storage.
+#[cfg(loom)]
+fn given_descs(_storage: DescStorage, _n: usize) -> Result<NonNull<[PageDesc]>, ConfigError> {
+    Err(ConfigError::Invalid { field: "descriptor storage", why: "not under loom".into() })
 }
 
 #[cfg(loom)]

@@ -144,13 +144,19 @@ pub mod flags {
     pub const NO_RAW_FREE: u32 = LOCKED | WRITEBACK | OWNED | GUARD | REF_MASK | LRU | ISOLATED_MIGRATE;
 }
 
-/// One page frame's descriptor.
+/// One page frame's descriptor (the kernel's `struct page`, in 16 bytes):
+/// its flags and reference count, its order and type, and its free-list
+/// links. Opaque outside the allocator; a kernel names it only to set aside
+/// storage for the descriptors (`FrameAllocator::with_descriptors`).
 #[derive(Debug)]
 #[repr(C)]
 pub struct PageDesc {
+    #[doc(hidden)]
     pub flags: AtomicU32,
     private: LockedU32,
+    #[doc(hidden)]
     pub next: LockedU32,
+    #[doc(hidden)]
     pub prev: LockedU32,
 }
 

@@ -12,8 +12,9 @@ extern crate alloc;
 pub mod frames;
 
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicU64, Ordering};
-use pagealloc_core::PAGE_SIZE;
+use core::mem::MaybeUninit;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use pagealloc_core::{DescStorage, PageDesc, PAGE_SIZE};
 
 /// The platform: CPU 0 of 1, a counting clock, spinning.
 pub struct Kernel;
@@ -57,6 +58,27 @@ unsafe impl Sync for Arena {}
 
 /// The arena.
 pub static ARENA: Arena = Arena(UnsafeCell::new([0; ARENA_PAGES * PAGE_SIZE]));
+
+/// The descriptors' memory, set aside statically as a kernel reserves its
+/// memmap at boot: one slot per frame of the arena.
+struct DescRegion(UnsafeCell<[MaybeUninit<PageDesc>; ARENA_PAGES]>);
+
+// SAFETY: handed out once (`descriptor_region`), then only the allocator
+// touches it.
+unsafe impl Sync for DescRegion {}
+
+static DESCS: DescRegion = DescRegion(UnsafeCell::new([const { MaybeUninit::uninit() }; ARENA_PAGES]));
+static DESCS_TAKEN: AtomicBool = AtomicBool::new(false);
+
+/// The static descriptor region, to the first caller only (`None` after).
+pub fn descriptor_region() -> Option<DescStorage> {
+    if DESCS_TAKEN.swap(true, Ordering::AcqRel) {
+        return None;
+    }
+    // SAFETY: the flag lets exactly one caller past, so this is the only
+    // reference to the region ever made, and the region is static.
+    Some(unsafe { &mut *DESCS.0.get() })
+}
 
 impl Arena {
     /// The address of frame `pfn` (below [`ARENA_PAGES`]).

@@ -4,7 +4,7 @@
 //! are caught; conservation and list/count agreement are checked throughout.
 
 use pagealloc_core::{AllocError, Backing, Config, FrameAllocator, FreeError, Gfp, Pfn, PAGE_SIZE};
-use pagealloc_kernel_test::{ARENA, ARENA_PAGES, CPU_CALLS};
+use pagealloc_kernel_test::{descriptor_region, ARENA, ARENA_PAGES, CPU_CALLS};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
@@ -12,13 +12,27 @@ use std::sync::atomic::Ordering;
 /// between them, and the last one given late (hotplug).
 const REGIONS: [(u64, u64); 4] = [(1, 158), (256, 744), (1024, 512), (1600, 448)];
 
-fn boot() -> FrameAllocator {
-    let cfg = Config::new()
+fn config() -> Config {
+    Config::new()
         .arena_bytes((ARENA_PAGES * PAGE_SIZE) as u64)
         .backing(Backing::None)
         .nr_cpus(Some(1))
-        .holes(vec![(Pfn::new(0), ARENA_PAGES as u64)]);
-    let f = FrameAllocator::new(cfg).expect("a valid arena");
+        .holes(vec![(Pfn::new(0), ARENA_PAGES as u64)])
+}
+
+/// Boot with the descriptors from the heap.
+fn boot() -> FrameAllocator {
+    boot_on(FrameAllocator::new(config()).expect("a valid arena"))
+}
+
+/// Boot as a kernel does, the descriptors in the static region it set aside
+/// (one test only: the region is handed out once).
+fn boot_static() -> FrameAllocator {
+    let region = descriptor_region().expect("the static descriptor region, once");
+    boot_on(FrameAllocator::with_descriptors(config(), region).expect("a valid arena"))
+}
+
+fn boot_on(f: FrameAllocator) -> FrameAllocator {
     assert_eq!(f.nr_free_pages(), 0, "every frame starts in a hole");
     for &(start, n) in &REGIONS[..3] {
         f.add_free_memory(Pfn::new(start), n).expect("usable memory, given once");
@@ -64,7 +78,7 @@ impl Owned {
 
 #[test]
 fn a_kernel_boots_allocates_splits_and_frees() {
-    let f = boot();
+    let f = boot_static();
     let managed: u64 = REGIONS[..3].iter().map(|r| r.1).sum();
     let mut owned = Owned(BTreeMap::new());
     let mut seed = 0x2545_f491_4f6c_dd1du64;
@@ -122,6 +136,20 @@ fn a_kernel_boots_allocates_splits_and_frees() {
         f.free(p, 0).unwrap();
     }
     f.check_invariants().expect("intact after the drain");
+}
+
+#[test]
+fn descriptor_storage_too_small_is_a_typed_error() {
+    let small = Box::leak(Box::<[pagealloc_core::PageDesc]>::new_uninit_slice(ARENA_PAGES - 1));
+    let r = FrameAllocator::with_descriptors(config(), small);
+    assert!(matches!(r, Err(pagealloc_core::ConfigError::Invalid { field: "descriptor storage", .. })));
+    // Enough of it, past the end of a larger region: only the first slots are used.
+    let big = Box::leak(Box::<[pagealloc_core::PageDesc]>::new_uninit_slice(ARENA_PAGES + 7));
+    let f = FrameAllocator::with_descriptors(config(), big).unwrap();
+    f.add_free_memory(Pfn::new(REGIONS[0].0), REGIONS[0].1).unwrap();
+    let p = f.alloc(Gfp::KERNEL, 3).unwrap();
+    f.free(p, 3).unwrap();
+    f.check_invariants().unwrap();
 }
 
 #[test]

@@ -150,6 +150,11 @@ impl Node {
 impl Core {
     /// Map the arena, lay out nodes and zones, free every page.
     pub fn new(cfg: Config) -> Result<Self, ConfigError> {
+        Self::new_in(cfg, None)
+    }
+
+    /// As [`Core::new`], with the page descriptors in `descs` when given.
+    pub fn new_in(cfg: Config, descs: Option<crate::memmap::DescStorage>) -> Result<Self, ConfigError> {
         let pages = cfg.validate()?;
         let nblocks = pages / PAGEBLOCK_PAGES;
         let pageblocks = zone::new_pageblocks(nblocks as usize);
@@ -163,7 +168,7 @@ impl Core {
             }
         }
         let nodes = (0..cfg.nodes as usize).map(|nid| Node::build(nid, &nodes_zones, &zones)).collect();
-        let mm = MemMap::new(pages, cfg.backing, pageblocks.clone())?;
+        let mm = MemMap::new_in(pages, cfg.backing, pageblocks.clone(), descs)?;
         let nr_cpus = cfg.nr_cpus.unwrap_or_else(crate::cpu::possible_cpus).max(1);
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let pcp = PcpSet::new(&zones, nr_cpus, &cfg, id);
