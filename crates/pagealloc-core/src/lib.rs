@@ -10,7 +10,7 @@
 //!
 //! It knows nothing of reclaim, the page cache, compaction or free page
 //! reporting: the slow path reaches them only through [`SlowPathHooks`],
-//! which the `pagealloc` crate implements. Most programs want `pagealloc`,
+//! which the `pagealloc-mm` crate implements. Most programs want `pagealloc`,
 //! whose `PageAllocator` builds the core with every layer; its
 //! documentation describes the API. This crate's modules are public for the
 //! crates above it, not as a stable API.

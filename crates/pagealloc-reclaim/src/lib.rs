@@ -1,11 +1,12 @@
 //! Reclaim state every allocator owns (the kernel's mm/vmscan.c and
 //! mm/swap.c data): per-node LRU lists of page-cache pages, per-CPU batches
 //! of pages waiting to join them, the shrinker registry, and the gauges
-//! `nr_dirty` / `nr_writeback`. The page cache (`pagecache`, above the
-//! façade) fills the lists and does the reclaim that needs its mappings; the
-//! allocation slow path wakes kswapd through [`wake::KswapdWake`] (the
+//! `nr_dirty` / `nr_writeback`. The page cache (the `pagealloc-pagecache`
+//! crate, above `pagealloc-mm`) fills the lists and does the reclaim that needs its mappings; the
+//! allocation slow path wakes kswapd through `wake::KswapdWake` (the
 //! threads are the page cache's) and calls [`Vmscan::direct_reclaim`] (one
-//! marked call) before it drains per-CPU lists and fails.
+//! marked call, through the core's slow-path hooks, which `pagealloc-mm`
+//! implements) before it drains per-CPU lists and fails.
 //!
 //! LRU lists are threaded through the descriptors' `next`/`prev` links
 //! (an allocated page uses neither), one pair (inactive, active) per node,
@@ -23,7 +24,7 @@
 //! Lock order, for the whole reclaim design (outermost first; a thread holds
 //! locks only in this order, and trylocks where it must go against it):
 //! 1. page lock (`LOCKED`): reclaim only ever try-locks a page;
-//! 2. a mapping's shard lock (`pagecache::mapping`), held for one map
+//! 2. a mapping's shard lock (the page cache's `mapping`), held for one map
 //!    operation;
 //! 3. a node's LRU lock (here), never held while calling out;
 //! 4. a per-CPU LRU batch lock (here), dropped before the LRU lock is taken;

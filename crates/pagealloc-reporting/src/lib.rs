@@ -3,7 +3,7 @@
 //! for a delay are released (`madvise` for anonymous and hugepage backing, a
 //! user callback without backing) and marked REPORTED on their buddy head, in
 //! batches per hold of the zone's lock, off the allocation and free paths (a
-//! background thread per allocator, see `allocator::reporting`, or a pass
+//! background thread per allocator, in `pagealloc-mm`'s `allocator::reporting`, or a pass
 //! asked for synchronously).
 //!
 //! Invariants:
@@ -130,7 +130,7 @@ pub struct Reporting {
     /// See `reported_pages`.
     pub passes: AtomicU64,
     /// Compactions run before releasing, and the pages they moved
-    /// (`allocator::reporting::compact_for_release`).
+    /// (`pagealloc-mm`'s `allocator::reporting::compact_for_release`).
     pub compactions: AtomicU64,
     /// See `compactions`.
     pub compacted_pages: AtomicU64,
