@@ -84,6 +84,29 @@ impl FrameAllocator {
         self.core.free_miss(pfn, order)
     }
 
+    /// A block of `2^order` frames without waiting for anything: the path
+    /// for interrupt (or NMI) context, where the interrupted code may hold
+    /// the very lock an ordinary allocation would spin on. Every lock is
+    /// only tried (the kernel's `alloc_pages_nolock`).
+    ///
+    /// # Errors
+    /// [`AllocError::WouldBlock`] when a lock it needs is held, besides
+    /// [`alloc`](Self::alloc)'s errors.
+    pub fn alloc_nolock(&self, gfp: Gfp, order: u32) -> Result<Pfn, AllocError> {
+        self.core.alloc_nolock(gfp, order)
+    }
+
+    /// Give back a block without waiting for anything (interrupt context):
+    /// a block that cannot reach a list without a held lock is parked on a
+    /// lock-free list that the next ordinary free or [`drain`](Self::drain)
+    /// empties. Once its checks pass it always succeeds.
+    ///
+    /// # Errors
+    /// As [`free`](Self::free).
+    pub fn free_nolock(&self, pfn: Pfn, order: u32) -> Result<(), FreeError> {
+        self.core.free_nolock(pfn, order)
+    }
+
     /// Split the allocated block `pfn` of `order` into order-0 frames, so
     /// that any part of it can be freed alone (the kernel's `split_page`).
     ///

@@ -41,6 +41,10 @@ fn boot_on(f: FrameAllocator) -> FrameAllocator {
     f
 }
 
+/// One allocator at a time writes the arena: each test boots its own over
+/// the same frames, so the tests that stamp them take turns.
+static ARENA_TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn stamp(pfn: u64, owner: u64) {
     // SAFETY: the test owns frame `pfn` (allocated, not yet freed), and the
     // stamp fits in the frame.
@@ -78,6 +82,7 @@ impl Owned {
 
 #[test]
 fn a_kernel_boots_allocates_splits_and_frees() {
+    let _turn = ARENA_TURN.lock().unwrap_or_else(|e| e.into_inner());
     let f = boot_static();
     let managed: u64 = REGIONS[..3].iter().map(|r| r.1).sum();
     let mut owned = Owned(BTreeMap::new());
@@ -183,4 +188,38 @@ fn the_core_runs_on_this_platform_without_std() {
     let p = f.alloc(Gfp::KERNEL, 0).unwrap();
     f.free(p, 0).unwrap();
     assert!(CPU_CALLS.load(Ordering::Relaxed) > before, "the core never asked this platform for its CPU");
+}
+
+/// Interrupt context: allocations and frees that never wait, interleaved
+/// with ordinary ones; parked frees come back at the next drain.
+#[test]
+fn nolock_calls_for_interrupt_context_keep_every_frame() {
+    let _turn = ARENA_TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let f = boot();
+    let mut owned = Owned(BTreeMap::new());
+    for i in 0..200u64 {
+        let order = (i % 3) as u32;
+        let p = if i % 2 == 0 { f.alloc_nolock(Gfp::KERNEL, order) } else { f.alloc(Gfp::KERNEL, order) };
+        match p {
+            Ok(p) => owned.take(p, order, 1_000_000 + i),
+            Err(AllocError::NoMemory { .. } | AllocError::WouldBlock { .. }) => {}
+            Err(e) => panic!("{e}"),
+        }
+        if i % 3 == 2 {
+            let (&k, &(order, owner)) = owned.0.iter().next().unwrap();
+            owned.0.remove(&k);
+            for q in k..k + (1 << order) {
+                assert_eq!(stamp_of(q), owner, "frame {q} was written by another owner");
+            }
+            f.free_nolock(Pfn::new(k), order).expect("an owned block");
+        }
+    }
+    f.check_invariants().expect("intact with frees parked");
+    let keys: Vec<u64> = owned.0.keys().copied().collect();
+    for k in keys {
+        owned.give(&f, k);
+    }
+    f.drain();
+    f.check_invariants().expect("intact after the drain");
+    assert_eq!(f.nr_free_pages(), f.managed_pages(), "every frame back");
 }
