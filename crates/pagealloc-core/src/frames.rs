@@ -4,8 +4,9 @@ use crate::config::Config;
 use crate::error::{AllocError, ConfigError, FreeError, InvariantError, PageStateError};
 use crate::memmap::DescStorage;
 use crate::page::flags;
+use crate::page_alloc::claim::checked_order;
 use crate::page_alloc::Core;
-use crate::types::{Gfp, Order, Pfn};
+use crate::types::{Gfp, Pfn};
 
 /// A zoned buddy frame allocator with per-CPU lists, and nothing above it:
 /// no reclaim, compaction or free page reporting, and no thread of its own.
@@ -78,10 +79,7 @@ impl FrameAllocator {
     /// order (a double free among them); nothing changes then.
     #[inline]
     pub fn free(&self, pfn: Pfn, order: u32) -> Result<(), FreeError> {
-        if order == 0 && self.core.free0_front(pfn) {
-            return Ok(());
-        }
-        self.core.free_miss(pfn, order)
+        self.core.free_pages(pfn, order)
     }
 
     /// A block of `2^order` frames without waiting for anything: the path
@@ -113,8 +111,7 @@ impl FrameAllocator {
     /// # Errors
     /// As [`free`](Self::free) would refuse the block; nothing changes then.
     pub fn split(&self, pfn: Pfn, order: u32) -> Result<(), FreeError> {
-        let o = Order::new(order).ok_or(FreeError::InvalidOrder { pfn, order })?;
-        self.core.split_block(pfn, o)
+        self.core.split_block(pfn, checked_order(pfn, order)?)
     }
 
     /// Give the frames `start..start + nr_pages`, all of them in holes, to
@@ -136,7 +133,7 @@ impl FrameAllocator {
     /// Frames the allocator manages: the arena's, less those still in holes.
     #[must_use]
     pub fn managed_pages(&self) -> u64 {
-        self.core.zones.iter().map(|z| self.core.managed_now(z)).sum()
+        self.core.managed_pages()
     }
 
     /// Give every frame parked on a per-CPU list back to the buddy lists
@@ -149,7 +146,7 @@ impl FrameAllocator {
     /// without locks.
     #[must_use]
     pub fn nr_free_pages(&self) -> u64 {
-        self.core.zones.iter().map(|z| z.free_pages_racy()).sum()
+        self.core.nr_free_pages()
     }
 
     /// Check conservation of pages and the lists' agreement with their

@@ -4,6 +4,9 @@
 //! all share CPU 0's list and spin on its lock); never a frame in a hole or
 //! a firmware area, never one twice, every frame back at the end.
 
+mod common;
+
+use common::Rng;
 use pagealloc_core::PAGE_SIZE;
 use pagealloc_kernel_test::frames::{boot, GlobalFrameAllocator};
 use std::alloc::Layout;
@@ -11,18 +14,6 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 
 const BASE: usize = 0x8000_0000;
-
-/// xorshift64: the test's own random numbers.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
-}
 
 /// Whether `[addr, addr + len)` lies in the usable memory `boot` gives.
 fn usable(addr: usize, len: usize) -> bool {

@@ -3,6 +3,9 @@
 //! its owner's stamp, checked when it is freed, so two owners of one frame
 //! are caught; conservation and list/count agreement are checked throughout.
 
+mod common;
+
+use common::Rng;
 use pagealloc_core::{AllocError, Backing, Config, FrameAllocator, FreeError, Gfp, Pfn, PAGE_SIZE};
 use pagealloc_kernel_test::{descriptor_region, ARENA, ARENA_PAGES, CPU_CALLS};
 use std::collections::BTreeMap;
@@ -86,16 +89,10 @@ fn a_kernel_boots_allocates_splits_and_frees() {
     let f = boot_static();
     let managed: u64 = REGIONS[..3].iter().map(|r| r.1).sum();
     let mut owned = Owned(BTreeMap::new());
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
-    let mut next = || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     for i in 0..20_000u64 {
-        let r = next();
-        if r % 3 != 0 || owned.0.is_empty() {
+        let r = rng.next();
+        if !r.is_multiple_of(3) || owned.0.is_empty() {
             let order = (r >> 8) as u32 % 5;
             match f.alloc(Gfp::KERNEL, order) {
                 Ok(p) => owned.take(p, order, i + 1),

@@ -40,7 +40,7 @@ use crate::migrate::{Moved, OwnerPanic};
 use crate::prelude::*;
 use pagealloc_core::page::flags;
 use pagealloc_core::sync::Ordering;
-use pagealloc_core::types::{Gfp, MigrateType, Order, ZoneIdx, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
+use pagealloc_core::types::{MigrateType, Order, ZoneIdx, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
 use pagealloc_core::vmevent::VmEvent;
 use pagealloc_core::zone::{AllocFlags, Wmark, Zone};
 
@@ -295,12 +295,11 @@ pub trait CompactionExt: CompactionHost {
         &self,
         zl: &[ZoneIdx],
         order: Order,
-        gfp: Gfp,
         mut alloc: impl FnMut(ZoneIdx) -> Option<u64>,
     ) -> Option<u64> {
-        // High-priority (atomic) requests never compact, as in the kernel
-        // where they may not enter direct reclaim or compaction.
-        if order == Order::ZERO || gfp.intersects(Gfp::NO_COMPACT | Gfp::HIGH) || !self.mobility().any_registered() {
+        // Which requests may compact is the slow path's call (order > 0, not
+        // NO_COMPACT or HIGH); here only whether anything can move.
+        if !self.mobility().any_registered() {
             return None;
         }
         let mut stalled = false;

@@ -14,6 +14,17 @@ use crate::types::{MigrateType, Order, Pfn};
 use crate::zone::{self, Zone};
 
 impl Core {
+    /// Free the block `pfn` of `order`: the inline front-cache free for order
+    /// 0, else the full path. What the public frees of both allocator types
+    /// call, inlined into their callers.
+    #[inline(always)]
+    pub fn free_pages(&self, pfn: Pfn, order: u32) -> Result<(), FreeError> {
+        if order == 0 && self.free0_front(pfn) {
+            return Ok(());
+        }
+        self.free_miss(pfn, order)
+    }
+
     /// An order-0 free onto this thread's front cache. True when it freed
     /// `pfn`: it claimed a plain allocated order-0 head (exactly `HEAD`: no
     /// lock state, no waiters, no owner; a private word naming a stack) and

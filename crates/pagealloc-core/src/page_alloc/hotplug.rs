@@ -101,6 +101,17 @@ impl Core {
         z.managed - self.holes.offline(z)
     }
 
+    /// Pages the allocator manages now: the arena's, less those in holes.
+    pub fn managed_pages(&self) -> u64 {
+        self.zones.iter().map(|z| self.managed_now(z)).sum()
+    }
+
+    /// Free pages on the buddy lists outside isolated blocks, every zone,
+    /// read without locks (per-CPU lists not counted).
+    pub fn nr_free_pages(&self) -> u64 {
+        self.zones.iter().map(|z| z.free_pages_racy()).sum()
+    }
+
     /// Give `start..start + nr_pages` (all of it in holes) to the buddy
     /// lists: see [`crate::FrameAllocator::add_free_memory`].
     pub fn add_free_memory(&self, start: Pfn, nr_pages: u64) -> Result<(), PageStateError> {

@@ -80,7 +80,9 @@ impl Core {
                 return Ok(p);
             }
             if round == 0 {
-                // ---- Direct compaction: order > 0, unless Gfp::NO_COMPACT. ----
+                // ---- Direct compaction: order > 0, unless Gfp::NO_COMPACT;
+                // high-priority (atomic) requests never compact, as in the
+                // kernel, where they may not enter reclaim or compaction. ----
                 if order > Order::ZERO && !gfp.intersects(Gfp::NO_COMPACT | Gfp::HIGH) {
                     if let Some(p) = hooks.direct_compact(zl, order, gfp, &mut |zi| try_zone(zi)) {
                         return Ok(self.prep_new_page(p, order, gfp, head));

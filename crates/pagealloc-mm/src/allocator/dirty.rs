@@ -12,7 +12,7 @@ impl PageAllocator {
     #[must_use]
     pub fn dirtyable_pages(&self) -> u64 {
         let c = &self.core;
-        let free: u64 = c.zones.iter().map(|z| z.free_pages_racy()).sum();
+        let free = c.nr_free_pages();
         let file: u64 = (0..c.nodes.len()).map(|n| c.vmscan.lru_sizes(n)).map(|(i, a)| i + a).sum();
         let reserve: u64 = c
             .zones

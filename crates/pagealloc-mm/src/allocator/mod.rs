@@ -99,14 +99,14 @@ impl PageAllocator {
     /// [`Config::holes`](crate::Config::holes).
     #[must_use]
     pub fn managed_pages(&self) -> u64 {
-        self.core.zones.iter().map(|z| self.core.managed_now(z)).sum()
+        self.core.managed_pages()
     }
 
     /// Free pages in the buddy lists outside isolated blocks (NR_FREE_PAGES),
     /// read without locks. Pages on per-CPU lists are not counted.
     #[must_use]
     pub fn nr_free_pages(&self) -> u64 {
-        self.core.zones.iter().map(|z| z.free_pages_racy()).sum()
+        self.core.nr_free_pages()
     }
 
     /// Number of nodes.
@@ -215,10 +215,7 @@ impl PageAllocator {
     /// writeback, or owned by a [`crate::Pages`] handle.
     #[inline(always)]
     pub fn free_pages(&self, pfn: Pfn, order: u32) -> Result<(), FreeError> {
-        if order == 0 && self.core.free0_front(pfn) {
-            return Ok(());
-        }
-        self.core.free_miss(pfn, order)
+        self.core.free_pages(pfn, order)
     }
 
     /// Fill the `None` slots of `slots` with order-0 pages (populated slots are

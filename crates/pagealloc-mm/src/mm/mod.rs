@@ -104,10 +104,10 @@ impl SlowPathHooks for Mm {
         &self,
         zl: &[ZoneIdx],
         order: Order,
-        gfp: Gfp,
+        _gfp: Gfp, // the slow path already refused the requests that may not compact
         alloc: &mut dyn FnMut(ZoneIdx) -> Option<u64>,
     ) -> Option<u64> {
-        self.try_direct_compact(zl, order, gfp, alloc)
+        self.try_direct_compact(zl, order, alloc)
     }
 
     /// Direct reclaim through the shrinkers (the page cache is one), counted
