@@ -69,7 +69,6 @@ use pagealloc_core::types::{MigrateType, Order, Pfn, PAGE_SIZE};
 use pagealloc_core::zone::{Zone, FREE_CLOCK, FREE_CLOCK_MS};
 use std::sync::Mutex as StdMutex;
 use std::thread::JoinHandle;
-use std::time::Instant;
 
 /// Entries walked per hold of a zone's lock, at most (bounds the hold time
 /// when a list holds many young or already-released blocks).
@@ -147,22 +146,17 @@ pub struct Reporting {
     pub thread: StdMutex<Option<JoinHandle<()>>>,
 }
 
-/// The process-wide origin of [`FREE_CLOCK`].
-fn epoch() -> Instant {
-    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    *EPOCH.get_or_init(Instant::now)
-}
-
-/// Advance the free clock to now (monotonic; any allocator may).
+/// Advance the free clock to now (monotonic; any allocator may), on the
+/// platform's clock, whose origin is process-wide.
 pub fn tick_clock() -> u32 {
-    let t = (epoch().elapsed().as_millis() as u64 / FREE_CLOCK_MS) as u32;
+    let t = (pagealloc_core::platform::now_ns() / 1_000_000 / FREE_CLOCK_MS) as u32;
     FREE_CLOCK.fetch_max(t, Ordering::Relaxed).max(t)
 }
 
 impl Reporting {
     /// The state `cfg` asks for (enabled only where the backing can release).
     pub fn new(cfg: &Config) -> Self {
-        epoch();
+        pagealloc_core::platform::now_ns(); // fix the clock's origin
         let release = match cfg.backing {
             Backing::Anonymous | Backing::HugePages => Release::Madvise {
                 advice: if cfg.page_reporting_madv_free { libc::MADV_FREE } else { libc::MADV_DONTNEED },
