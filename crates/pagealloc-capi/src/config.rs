@@ -18,11 +18,15 @@ pub const PAGEALLOC_BACKING_RESIDENT: u32 = 2;
 /// (`pagealloc_page_address` fails).
 pub const PAGEALLOC_BACKING_NONE: u32 = 3;
 
-/// `pagealloc_config.drain_mode`: today's kernel (one pass under the zone lock). The default.
-pub const PAGEALLOC_DRAIN_SINGLE_PASS: u32 = 0;
-/// `pagealloc_config.drain_mode`: the old two-pass drain (a library built
+/// `pagealloc_config.drain_mode`: the library's drain (merged outside the
+/// zone lock, which then frees blocks). The default.
+pub const PAGEALLOC_DRAIN_BLOCKS: u32 = 0;
+/// `pagealloc_config.drain_mode`: seed 1's two-pass drain (a library built
 /// with the `seed-variants` feature only).
 pub const PAGEALLOC_DRAIN_TWO_PASS: u32 = 1;
+/// `pagealloc_config.drain_mode`: today's kernel, one pass under the zone
+/// lock (a library built with the `seed-variants` feature only).
+pub const PAGEALLOC_DRAIN_SINGLE_PASS: u32 = 2;
 
 /// Settings for `pagealloc_create`. Initialise with `pagealloc_config_default`,
 /// then change the fields you need. The layout is part of this version's ABI.
@@ -89,7 +93,7 @@ impl pagealloc_config {
             page_lock_unfairness: c.page_lock_unfairness,
             pcp_lists: c.pcp_lists,
             front_cache: c.front_cache,
-            drain_mode: PAGEALLOC_DRAIN_SINGLE_PASS,
+            drain_mode: PAGEALLOC_DRAIN_BLOCKS,
             page_lock_waiters_bit: true,
             pcp_migratetype_cache: false,
             pagetypeinfo_walk_lists: false,
@@ -103,8 +107,9 @@ impl pagealloc_config {
         #[cfg(feature = "seed-variants")]
         return Self {
             drain_mode: match c.drain_mode {
+                ::pagealloc::DrainMode::Blocks => PAGEALLOC_DRAIN_BLOCKS,
                 ::pagealloc::DrainMode::TwoPass => PAGEALLOC_DRAIN_TWO_PASS,
-                _ => PAGEALLOC_DRAIN_SINGLE_PASS,
+                ::pagealloc::DrainMode::SinglePass => PAGEALLOC_DRAIN_SINGLE_PASS,
             },
             page_lock_waiters_bit: c.page_lock_waiters_bit,
             pcp_migratetype_cache: c.pcp_migratetype_cache,
@@ -121,20 +126,29 @@ impl pagealloc_config {
     /// Apply the old designs' switches to `c`. Without `seed-variants` only
     /// today's design is accepted, with an error that says what is missing.
     fn variants_to_rust(self, c: Config) -> Res<Config> {
-        let two_pass = match self.drain_mode {
-            PAGEALLOC_DRAIN_SINGLE_PASS => false,
-            PAGEALLOC_DRAIN_TWO_PASS => true,
+        let old_drain = match self.drain_mode {
+            PAGEALLOC_DRAIN_BLOCKS => None,
+            PAGEALLOC_DRAIN_TWO_PASS => Some(true),
+            PAGEALLOC_DRAIN_SINGLE_PASS => Some(false),
             d => return Err(invalid(format_args!("drain_mode {d} is not one of PAGEALLOC_DRAIN_*"))),
         };
         #[cfg(feature = "seed-variants")]
         return Ok(c
-            .drain_mode(if two_pass { ::pagealloc::DrainMode::TwoPass } else { ::pagealloc::DrainMode::SinglePass })
+            .drain_mode(match old_drain {
+                None => ::pagealloc::DrainMode::Blocks,
+                Some(true) => ::pagealloc::DrainMode::TwoPass,
+                Some(false) => ::pagealloc::DrainMode::SinglePass,
+            })
             .page_lock_waiters_bit(self.page_lock_waiters_bit)
             .pcp_migratetype_cache(self.pcp_migratetype_cache)
             .pagetypeinfo_walk_lists(self.pagetypeinfo_walk_lists));
         #[cfg(not(feature = "seed-variants"))]
         {
-            if two_pass || !self.page_lock_waiters_bit || self.pcp_migratetype_cache || self.pagetypeinfo_walk_lists {
+            if old_drain.is_some()
+                || !self.page_lock_waiters_bit
+                || self.pcp_migratetype_cache
+                || self.pagetypeinfo_walk_lists
+            {
                 return Err(invalid(format_args!(
                     "drain_mode, page_lock_waiters_bit, pcp_migratetype_cache and pagetypeinfo_walk_lists \
                      select the seed experiments' old designs, which need a library built with the \

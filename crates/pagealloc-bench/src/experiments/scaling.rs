@@ -135,9 +135,13 @@ fn worker(mode: Mode, a: &PageAllocator, counter: &AtomicU64, stop: &AtomicBool)
     }
 }
 
-/// The zone locks' acquisitions and wait ticks so far, over every zone.
-fn zone_lock(a: &PageAllocator) -> [u64; 2] {
-    a.lockstat().zones.iter().fold([0; 2], |[n, w], z| [n + z.acquisitions, w + z.wait_ticks])
+/// The zone locks' acquisitions, wait ticks and (estimated) hold ticks so
+/// far, over every zone.
+fn zone_lock(a: &PageAllocator) -> [u64; 3] {
+    a.lockstat()
+        .zones
+        .iter()
+        .fold([0; 3], |[n, w, h], z| [n + z.acquisitions, w + z.wait_ticks, h + z.hold_ticks_estimate() as u64])
 }
 
 /// One loop on `threads` threads: pages a second per measured interval, and
@@ -145,7 +149,7 @@ fn zone_lock(a: &PageAllocator) -> [u64; 2] {
 struct Run {
     rates: Vec<f64>,
     pages: u64,
-    lock: [u64; 2],
+    lock: [u64; 3],
 }
 
 /// Sum of the counters.
@@ -179,7 +183,7 @@ fn run(mode: Mode, threads: usize, warm: Duration, each: Duration, intervals: us
         }
         let lock1 = zone_lock(&a);
         stop.store(true, Ordering::Relaxed);
-        Run { rates, pages: prev - p0, lock: [lock1[0] - lock0[0], lock1[1] - lock0[1]] }
+        Run { rates, pages: prev - p0, lock: std::array::from_fn(|i| lock1[i] - lock0[i]) }
     });
     a.drain_all_pages();
     a.check_invariants().expect("scaling: invariants after the run");
@@ -203,7 +207,7 @@ fn line(mode: Mode, n: usize, f: &Figure, one: Option<f64>, run: &Run) -> String
     let per_k = |x: u64| 1000.0 * x as f64 / run.pages.max(1) as f64;
     let speedup = one.map_or(f64::NAN, |o| f.value / o);
     format!(
-        "{:<10} {n:>7} {:>14.0} {:>14.0} {:>14.0} {speedup:>8.2} {:>10.2} {:>12.1} {:>12.1}",
+        "{:<10} {n:>7} {:>14.0} {:>14.0} {:>14.0} {speedup:>8.2} {:>10.2} {:>12.1} {:>12.1} {:>12.1}",
         mode.name(),
         f.value,
         f.samples.iter().copied().fold(f64::INFINITY, f64::min),
@@ -211,6 +215,7 @@ fn line(mode: Mode, n: usize, f: &Figure, one: Option<f64>, run: &Run) -> String
         speedup / n as f64,
         per_k(run.lock[0]),
         per_k(run.lock[1]),
+        per_k(run.lock[2]),
     )
 }
 
@@ -230,7 +235,7 @@ impl Experiment for Scaling {
         r.line(ctx, format!("# {cpus} CPUs; {} intervals of {each:?} after {warm:?} per run", ctx.repeats));
         r.line(
             ctx,
-            "# loop     threads   pages/s(med)   pages/s(min)   pages/s(max)  speedup efficiency  zlock_acq/kp zlock_wait/kp",
+            "# loop     threads   pages/s(med)   pages/s(min)   pages/s(max)  speedup efficiency  zlock_acq/kp zlock_wait/kp zlock_hold/kp",
         );
         for &mode in &modes {
             let mut one = None;

@@ -79,7 +79,7 @@ static void config_and_lifecycle(void) {
 #ifndef PAGEALLOC_SEED_VARIANTS
     EXPECT(PAGEALLOC_ERR_INVALID_ARGUMENT, pagealloc_create(&cfg, &a));
     EXPECT_LAST(PAGEALLOC_ERR_INVALID_ARGUMENT, "seed-variants");
-    cfg.drain_mode = PAGEALLOC_DRAIN_SINGLE_PASS;
+    cfg.drain_mode = PAGEALLOC_DRAIN_BLOCKS;
     cfg.pcp_migratetype_cache = false;
     cfg.pagetypeinfo_walk_lists = false;
     cfg.page_lock_waiters_bit = true;

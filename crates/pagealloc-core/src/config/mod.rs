@@ -76,10 +76,14 @@ pub enum Backing {
 #[cfg(feature = "seed-variants")]
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub enum DrainMode {
-    /// Today's kernel: pick and merge in one pass under the zone lock.
+    /// pagealloc's design, the only one of a build without the feature:
+    /// pick, sort by pfn and merge the batch's own buddies before the zone
+    /// lock, which then frees blocks (see `pcp::drain`).
     #[default]
+    Blocks,
+    /// Today's kernel: pick and merge in one pass under the zone lock.
     SinglePass,
-    /// The old design: pick pages off the lists first, then merge them under the zone lock.
+    /// Seed 1's patch: pick pages off the lists first, then merge them under the zone lock.
     TwoPass,
 }
 
@@ -290,7 +294,7 @@ impl Default for Config {
             percpu_pagelist_high_fraction: 0,
             pcp_batch: None,
             #[cfg(feature = "seed-variants")]
-            drain_mode: DrainMode::SinglePass,
+            drain_mode: DrainMode::Blocks,
             #[cfg(feature = "seed-variants")]
             pcp_migratetype_cache: false,
             pcp_lists: true,

@@ -27,11 +27,22 @@ impl Config {
         return false;
     }
 
-    /// A per-CPU drain picks its pages before it takes the zone lock.
+    /// A per-CPU drain picks its pages before it takes the zone lock and
+    /// merges only runs in pick order (seed 1's patch).
     #[inline(always)]
     pub fn two_pass_drain(&self) -> bool {
         #[cfg(feature = "seed-variants")]
         return self.drain_mode == DrainMode::TwoPass;
+        #[cfg(not(feature = "seed-variants"))]
+        return false;
+    }
+
+    /// A per-CPU drain picks and merges its pages under the zone lock (the
+    /// kernel's today).
+    #[inline(always)]
+    pub fn single_pass_drain(&self) -> bool {
+        #[cfg(feature = "seed-variants")]
+        return self.drain_mode == DrainMode::SinglePass;
         #[cfg(not(feature = "seed-variants"))]
         return false;
     }

@@ -20,7 +20,10 @@
 //!   [`LOCKSTAT_SAMPLE`]; a contended acquisition (its wait is timed anyway)
 //!   and every per-CPU drain (for the hold per drained page) are always timed.
 //!   `hold_ticks / hold_samples` is the mean hold.
-//! - `drains <= hold_samples`; `drain_hold_ticks <= hold_ticks`.
+//! - `drains + refills <= hold_samples`;
+//!   `drain_hold_ticks + refill_hold_ticks <= hold_ticks`. Every hold that
+//!   moves a per-CPU batch (a drain or a refill) is timed, so the hold per
+//!   page those batches cost is exact, not sampled.
 //! - While counting is off, nothing is counted and the clock is never read. A
 //!   hold counts (wait and hold both) exactly when counting was on as the lock
 //!   was taken, whatever happens to the switch before it is released, so the
@@ -101,6 +104,9 @@ pub struct LockStat {
     drains: LockedCounter,
     drain_hold_ticks: LockedCounter,
     drain_pages: LockedCounter,
+    refills: LockedCounter,
+    refill_hold_ticks: LockedCounter,
+    refill_pages: LockedCounter,
 }
 
 impl LockStat {
@@ -116,6 +122,9 @@ impl LockStat {
             drains: LockedCounter::new(0),
             drain_hold_ticks: LockedCounter::new(0),
             drain_pages: LockedCounter::new(0),
+            refills: LockedCounter::new(0),
+            refill_hold_ticks: LockedCounter::new(0),
+            refill_pages: LockedCounter::new(0),
         }
     }
 
@@ -139,18 +148,21 @@ impl LockStat {
         n.is_multiple_of(LOCKSTAT_SAMPLE)
     }
 
-    /// Count one hold of `hold` ticks; `drained` pages if it was a per-CPU
-    /// drain (0 otherwise). Caller holds the lock.
+    /// Count one hold of `hold` ticks that moved `batch` pages between a
+    /// per-CPU list and the buddy. Caller holds the lock.
     #[inline(always)]
-    pub fn held_locked(&self, hold: u64, drained: u32) {
+    pub fn held_locked(&self, hold: u64, batch: Batch) {
         self.hold_ticks.add_locked(hold);
         self.hold_samples.add_locked(1);
         self.hold_hist[bucket(hold)].add_locked(1);
-        if drained != 0 {
-            self.drains.add_locked(1);
-            self.drain_hold_ticks.add_locked(hold);
-            self.drain_pages.add_locked(drained as u64);
-        }
+        let (n, ticks, pages, p) = match batch {
+            Batch::None => return,
+            Batch::Drain(p) => (&self.drains, &self.drain_hold_ticks, &self.drain_pages, p),
+            Batch::Refill(p) => (&self.refills, &self.refill_hold_ticks, &self.refill_pages, p),
+        };
+        n.add_locked(1);
+        ticks.add_locked(hold);
+        pages.add_locked(p as u64);
     }
 
     /// A racy copy for reports.
@@ -175,6 +187,9 @@ impl LockStat {
             drains: self.drains.get_racy(),
             drain_hold_ticks: self.drain_hold_ticks.get_racy(),
             drain_pages: self.drain_pages.get_racy(),
+            refills: self.refills.get_racy(),
+            refill_hold_ticks: self.refill_hold_ticks.get_racy(),
+            refill_pages: self.refill_pages.get_racy(),
         }
     }
 }
@@ -215,8 +230,40 @@ pub struct ZoneLockStat {
     pub drain_hold_ticks: u64,
     /// Pages those drains gave back.
     pub drain_pages: u64,
+    /// Holds that were per-CPU refills from the buddy.
+    pub refills: u64,
+    /// Ticks those refills held the lock, summed.
+    pub refill_hold_ticks: u64,
+    /// Pages those refills took.
+    pub refill_pages: u64,
 }
 
+impl ZoneLockStat {
+    /// Ticks the lock was held over every acquisition: the batch holds
+    /// (drains and refills, all timed) as measured, the others' timed
+    /// sample scaled up to their number. Zero when nothing was timed.
+    pub fn hold_ticks_estimate(&self) -> f64 {
+        let batches = self.drains + self.refills;
+        let batch_ticks = self.drain_hold_ticks + self.refill_hold_ticks;
+        let (others, others_timed) =
+            (self.acquisitions.saturating_sub(batches), self.hold_samples.saturating_sub(batches));
+        let other_ticks = self.hold_ticks.saturating_sub(batch_ticks) as f64;
+        let scale = if others_timed == 0 { 0.0 } else { others as f64 / others_timed as f64 };
+        batch_ticks as f64 + other_ticks * scale
+    }
+}
+
+/// What one hold of a zone lock moved between a per-CPU list and the buddy
+/// (the pages of the batch), for [`LockStat::held_locked`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Batch {
+    /// Not a per-CPU batch.
+    None,
+    /// A drain that gave back this many pages.
+    Drain(u32),
+    /// A refill that took this many pages.
+    Refill(u32),
+}
 
 #[cfg(test)]
 mod tests {
@@ -237,20 +284,26 @@ mod tests {
     fn counts_go_where_they_belong() {
         let s = LockStat::new(true);
         s.waited_locked(5);
-        s.held_locked(100, 0);
+        s.held_locked(100, Batch::None);
         s.waited_locked(0);
-        s.held_locked(300, 7);
+        s.held_locked(300, Batch::Drain(7));
+        s.waited_locked(0);
+        s.held_locked(50, Batch::Refill(25));
         let r = s.read(0, 0, "Normal");
-        assert_eq!(r.acquisitions, 2);
-        assert_eq!(r.wait_hist.iter().sum::<u64>(), 2);
-        assert_eq!(r.hold_hist.iter().sum::<u64>(), 2);
+        assert_eq!(r.acquisitions, 3);
+        assert_eq!(r.wait_hist.iter().sum::<u64>(), 3);
+        assert_eq!(r.hold_hist.iter().sum::<u64>(), 3);
         assert_eq!(r.hold_hist[bucket(100)], 1);
-        assert_eq!((r.drains, r.drain_hold_ticks, r.drain_pages, r.hold_ticks, r.hold_samples), (1, 300, 7, 400, 2));
+        assert_eq!((r.drains, r.drain_hold_ticks, r.drain_pages, r.hold_ticks, r.hold_samples), (1, 300, 7, 450, 3));
+        assert_eq!((r.refills, r.refill_hold_ticks, r.refill_pages), (1, 50, 25));
         // Uncontended: counted with a zero wait; timed one time in LOCKSTAT_SAMPLE.
         let timed = (0..2 * LOCKSTAT_SAMPLE).filter(|_| s.uncontended_locked()).count();
         assert_eq!(timed, 2);
         let r = s.read(0, 0, "Normal");
-        assert_eq!((r.acquisitions, r.wait_hist[0]), (2 + 2 * LOCKSTAT_SAMPLE, 1 + 2 * LOCKSTAT_SAMPLE));
+        assert_eq!((r.acquisitions, r.wait_hist[0]), (3 + 2 * LOCKSTAT_SAMPLE, 2 + 2 * LOCKSTAT_SAMPLE));
+        // The batches as timed (350), the one other timed hold (100) standing
+        // for the 1 + 2 * LOCKSTAT_SAMPLE other acquisitions.
+        assert_eq!(r.hold_ticks_estimate(), 350.0 + 100.0 * (1 + 2 * LOCKSTAT_SAMPLE) as f64);
         assert!(LockStatReport { zones: vec![r], pcp: vec![] }.to_string().contains("drain_hold_page   42.86"));
     }
 }

@@ -53,6 +53,10 @@ impl core::fmt::Display for LockStatReport {
             writeln!(f, "  drain_pages       {}", z.drain_pages)?;
             writeln!(f, "  drain_hold_avg    {:.1}", per(z.drain_hold_ticks, z.drains))?;
             writeln!(f, "  drain_hold_page   {:.2}", per(z.drain_hold_ticks, z.drain_pages))?;
+            writeln!(f, "  refills           {}", z.refills)?;
+            writeln!(f, "  refill_pages      {}", z.refill_pages)?;
+            writeln!(f, "  refill_hold_avg   {:.1}", per(z.refill_hold_ticks, z.refills))?;
+            writeln!(f, "  refill_hold_page  {:.2}", per(z.refill_hold_ticks, z.refill_pages))?;
             write_hists(f, &z.wait_hist, &z.hold_hist)?;
         }
         let per = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
@@ -81,4 +85,3 @@ impl core::fmt::Display for LockStatReport {
         Ok(())
     }
 }
-

@@ -10,6 +10,7 @@ use crate::front::{FrontStack, FRONT_BATCH};
 use crate::page::{self, PageDesc};
 use crate::pcp::{self, Pcp, PcpGuard};
 use crate::types::Order;
+use crate::vmevent::VmEvent;
 use crate::zone::{self, Zone};
 
 /// Pages a bulk free claims before they join the lists (the size of its
@@ -83,9 +84,19 @@ impl<'a> Giver<'a> {
                 return;
             }
         }
-        // Isolated or reserved pageblocks, lists off, or the list is busy.
-        for &q in run {
-            z.free_to_buddy(&core.mm, q as u64, Order::ZERO, self.count_free, t.is_some());
+        // Isolated or reserved pageblocks, lists off, or the list is busy:
+        // the run to the buddy in one zone-lock hold, merged first.
+        for part in run.chunks(GIVE_CHUNK) {
+            let mut keys = [0u64; GIVE_CHUNK];
+            for (k, &q) in keys.iter_mut().zip(part) {
+                *k = pcp::block_key(q as u64, Order::ZERO);
+            }
+            let n = part.len() as u64;
+            let events = [
+                (VmEvent::Pgfree, if self.count_free { n } else { 0 }),
+                (VmEvent::PcpTrylockFail, if t.is_some() { n } else { 0 }),
+            ];
+            pcp::free_blocks_to_buddy(z, &core.mm, &mut keys[..part.len()], n as u32, &events);
         }
     }
 

@@ -33,21 +33,20 @@
 //! `high` less a batch), so streams of allocations and frees cross the zone
 //! lock in large, well-aligned batches.
 
+mod drain;
 mod guard;
 mod set;
 mod take;
 
+pub use drain::free_blocks_to_buddy;
 pub use guard::PcpGuard;
 pub use set::PcpSet;
 
-use crate::config::Config;
-use crate::memmap::MemMap;
 use crate::platform::Instant;
 #[allow(unused_imports)]
 use crate::prelude::*;
 use crate::sync::{FutexMutex, LockedCounter};
 use crate::types::{MigrateType, Order, MIGRATE_PCPTYPES};
-use crate::zone::{Zone, ZoneGuard};
 use alloc::collections::VecDeque;
 use core::time::Duration;
 
@@ -287,70 +286,6 @@ impl PcpLists {
         }
     }
 
-    /// Free `nr` pages (at least) from list tails, round-robin over lists,
-    /// starting with `first`, into the buddy (the kernel's `free_pcppages_bulk`).
-    /// Today's design picks and merges under one zone-lock hold. The variants
-    /// (constant off without the `seed-variants` feature): the two-pass drain
-    /// picks first and then takes the lock; the migratetype cache trusts the
-    /// type cached on each page at free unless the zone has isolated blocks.
-    pub fn drain(&mut self, zone: &Zone, mm: &MemMap, nr: u32, cfg: &Config, first: usize) -> u32 {
-        let nr = nr.min(self.count);
-        if nr == 0 {
-            return 0;
-        }
-        let mut scratch = core::mem::take(&mut self.scratch);
-        let (cached_mt, two_pass) = (cfg.pcp_mt_cache(), cfg.two_pass_drain());
-        // The two-pass design does every per-page step it can before the zone
-        // lock: the pick, and (unless types cached on the pages decide which
-        // blocks may merge) finding the runs and clearing each page's mark.
-        let runs_early = two_pass && !cached_mt;
-        let (freed, mut g) = if two_pass {
-            let freed = self.pick(nr, first, &mut scratch);
-            if runs_early {
-                coalesce_runs(mm, &mut scratch, |_, _| true);
-            }
-            (freed, zone.lock_drain(mm))
-        } else {
-            let g = zone.lock_drain(mm);
-            (self.pick(nr, first, &mut scratch), g)
-        };
-        let check_isolate = cached_mt && zone.stats.block_count[MigrateType::Isolate.index()].get_racy() != 0;
-        free_coalesced(&mut g, &mut scratch, cached_mt && !check_isolate, runs_early);
-        g.drained = freed;
-        g.zone.stats.events.add_owner(crate::vmevent::VmEvent::PcpDrain, 1);
-        drop(g);
-        scratch.clear();
-        self.scratch = scratch;
-        self.count -= freed;
-        self.tune_on_drain();
-        freed
-    }
-
-    /// Take at least `nr` pages from list tails into `out`, round-robin over the
-    /// non-empty lists from `first`, an equal share per list per visit.
-    fn pick(&mut self, nr: u32, first: usize, out: &mut Vec<u64>) -> u32 {
-        let nonempty = self.lists.iter().filter(|l| !l.is_empty()).count().max(1) as u32;
-        let share = nr.div_ceil(nonempty).max(1);
-        let mut freed = 0u32;
-        let mut pi = first % NR_PCP_LISTS;
-        while freed < nr {
-            pi = self.next_nonempty(pi);
-            let order = pindex_order(pi);
-            let mut taken = 0u32;
-            while taken < share && freed < nr {
-                let Some(pfn) = self.lists[pi].pop_front() else {
-                    break;
-                };
-                out.push(block_key(pfn as u64, order));
-                taken += order.pages_u32();
-                freed += order.pages_u32();
-            }
-            pi = (pi + 1) % NR_PCP_LISTS;
-        }
-        self.next_list = pi;
-        freed
-    }
-
     /// Drain down to `high - batch` after a free pushed `count` to `high`.
     #[inline]
     pub fn over_high(&self) -> bool {
@@ -382,85 +317,6 @@ impl PcpLists {
         }
         unreachable!("drain of {} pages found every list empty", self.count)
     }
-}
-
-/// Return drained blocks to the buddy, in the order they were picked: each run
-/// of consecutive blocks that exactly fills an aligned larger block (within one
-/// pageblock) is freed as that one block, so the buddy merges once instead of
-/// once per page. Pages freed in address order (munmap, bulk free, a batch
-/// freed as it was allocated) come off the lists in address order, so no sort
-/// is needed to find the runs; a sort cost more than it saved.
-///
-/// The type each block is freed under is its pageblock's, read now under the
-/// zone lock (today's design), or with `use_cache` the type cached on the
-/// page at free (the old design of the `pcp-flush` experiment). A run coalesces only if all its blocks
-/// would be freed under the same type, which without the cache they always
-/// are (a run never leaves its pageblock). `runs_ready`: the caller already
-/// turned `blocks` into runs with [`coalesce_runs`] before taking the lock.
-fn free_coalesced(g: &mut ZoneGuard<'_>, blocks: &mut Vec<u64>, use_cache: bool, runs_ready: bool) {
-    // The cached type may be stale by the time of the drain. A stale pcp type
-    // inside a pcp-type block only misfiles the page between pcp types (the old
-    // design's known flaw, tolerated by check_invariants in that mode); but a
-    // block that has since become HighAtomic or isolated must get its own type,
-    // so the old design checks the block's type for that one case.
-    let zone = g.zone;
-    let mm = g.mm;
-    let mt_of = |pfn: u64| {
-        let block = zone.pageblock_mt_racy(pfn);
-        if use_cache && block.is_pcptype() {
-            mm.page(pfn).private_mt()
-        } else {
-            block
-        }
-    };
-    if !runs_ready {
-        if use_cache {
-            coalesce_runs(mm, blocks, |a, b| mt_of(a) == mt_of(b));
-        } else {
-            coalesce_runs(mm, blocks, |_, _| true);
-        }
-    }
-    for &r in blocks.iter() {
-        let (p, k) = unkey(r);
-        g.free_one_locked(p, k, mt_of(p));
-    }
-}
-
-/// Turn picked blocks into runs: each run of consecutive blocks that exactly
-/// fills an aligned larger block within one pageblock, and whose heads `same`
-/// accepts as freed under one type, becomes one key of that larger block
-/// (in place: `blocks` ends as the runs' keys). Every page's mark is cleared:
-/// they become free blocks' heads and tails. Needs no zone lock: the caller
-/// holds the pages (off every list, under its pcp lock).
-fn coalesce_runs(mm: &MemMap, blocks: &mut Vec<u64>, same: impl Fn(u64, u64) -> bool) {
-    let n = blocks.len();
-    let (mut i, mut w) = (0, 0);
-    while i < n {
-        let (p, o) = unkey(blocks[i]);
-        let mut k = o;
-        let mut j = i + 1;
-        while let Some(up) = k.next().filter(|&u| u <= Order::PAGEBLOCK && p & (u.pages() - 1) == 0) {
-            let need = 1usize << (k.get() - o.get());
-            if j + need > n {
-                break;
-            }
-            let half = p + k.pages();
-            let fits = (0..need)
-                .all(|t| blocks[j + t] == block_key(half + t as u64 * o.pages(), o) && same(p, unkey(blocks[j + t]).0));
-            if !fits {
-                break;
-            }
-            j += need;
-            k = up;
-        }
-        for &b in &blocks[i..j] {
-            mm.page(unkey(b).0).clear();
-        }
-        blocks[w] = block_key(p, k);
-        w += 1;
-        i = j;
-    }
-    blocks.truncate(w);
 }
 
 /// A block as one sortable word: pfn above, order below.

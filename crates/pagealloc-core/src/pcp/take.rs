@@ -43,8 +43,8 @@ fn resident_run(g: &crate::zone::ZoneGuard<'_>, order: Order, mt: MigrateType, m
         run -= 1;
     }
     if run == 0 && smallest_released(g, order, mt) != Some(false) {
-        // Nothing resident at any size: as before.
-        return max_run;
+        // Nothing resident at any size: the largest size not yet refused.
+        return max_run.min(*cap);
     }
     *cap = run;
     run
@@ -143,14 +143,16 @@ impl PcpLists {
         let mut runs = core::mem::take(&mut self.scratch);
         let mut got = 0u32;
         let above_high = {
-            let mut g = z.lock(mm);
+            let mut g = z.lock_batch(mm);
             // The largest run size still worth trying (see below).
             let mut cap = u32::MAX;
             while got < n {
                 // Take the largest power-of-two run of blocks that still fits the
                 // request from this type's own lists in one piece (one list
-                // operation instead of one per block); only single blocks go
-                // through the fallback path.
+                // operation instead of one per block); when there is none of
+                // that size, the next smaller size (whole blocks still: never
+                // a page at a time while larger blocks are free). Only single
+                // blocks go through the fallback path.
                 let mut max_run = (n - got).ilog2().min(PAGEBLOCK_ORDER.saturating_sub(order.get()));
                 if self.filler {
                     max_run = filler_run(&g, order, mt, max_run);
@@ -162,6 +164,12 @@ impl PcpLists {
                 let (p, k) = match taken {
                     Some(p) if run > 0 => (p, up(run)),
                     Some(p) => (p, order),
+                    None if run > 0 => {
+                        // Nothing of this type at this size or above: the
+                        // sizes tried stay refused for this refill.
+                        cap = run - 1;
+                        continue;
+                    }
                     None => match g.rmqueue_locked(order, mt) {
                         Some((p, how)) => {
                             g.count_fallback(how);
@@ -178,6 +186,7 @@ impl PcpLists {
             if got > 0 {
                 z.stats.events.add_owner(VmEvent::PcpRefill, 1);
             }
+            g.batch = crate::lockstat::Batch::Refill(got << order.get());
             z.free_pages_racy() > z.wmark[Wmark::High as usize]
         };
         // Refilled pages go to the cold end, each run's lowest pfn coldest.

@@ -1,7 +1,7 @@
 //! Taking the zone lock: the one way to a [`ZoneGuard`], counted in the
 //! zone's lock statistics when they are on (every acquisition and wait; the
 //! hold of an uncontended acquisition timed one time in `LOCKSTAT_SAMPLE`,
-//! every contended one and every per-CPU drain always).
+//! every contended one and every per-CPU batch, drain or refill, always).
 
 use super::{Zone, ZoneGuard};
 use crate::lockstat::ticks;
@@ -15,10 +15,11 @@ impl Zone {
         self.lock_timing(mm, false)
     }
 
-    /// [`Zone::lock`] for a per-CPU drain: its hold is always timed, so the
-    /// hold time per drained page counts every drain.
+    /// [`Zone::lock`] for a per-CPU drain or refill: its hold is always
+    /// timed, so the hold time per page counts every batch (a batch moves
+    /// many pages a hold: two clock reads are a small part of it).
     #[inline]
-    pub fn lock_drain<'a>(&'a self, mm: &'a MemMap) -> ZoneGuard<'a> {
+    pub fn lock_batch<'a>(&'a self, mm: &'a MemMap) -> ZoneGuard<'a> {
         self.lock_timing(mm, true)
     }
 

@@ -31,7 +31,7 @@ pub use table::ZoneTable;
 pub use wmark::{clamp_min_free_kbytes, compute_watermarks, default_min_free_kbytes};
 
 use crate::list::PfnList;
-use crate::lockstat::{ticks, LockStat};
+use crate::lockstat::{ticks, Batch, LockStat};
 use crate::memmap::{MemMap, Pageblocks};
 use crate::sync::{fence, AtomicU64, FutexGuard, FutexMutex, LockedCounter, Ordering};
 use crate::types::{
@@ -380,8 +380,9 @@ pub struct ZoneGuard<'a> {
     pub took_reported: bool,
     /// When the lock was taken (0: not timed, statistics were off).
     entered: u64,
-    /// Pages a per-CPU drain gives back in this hold (0: not a drain).
-    pub drained: u32,
+    /// What this hold moves between a per-CPU list and the buddy, for the
+    /// lock statistics (set by the drain or refill that holds it).
+    pub batch: Batch,
 }
 
 impl<'a> ZoneGuard<'a> {
@@ -392,7 +393,7 @@ impl<'a> ZoneGuard<'a> {
         // Pairs with the Acquire fence in a consistent snapshot: the odd value is
         // visible before any counter this section changes.
         fence(Ordering::Release);
-        Self { zone, mm, area, took_reported: false, entered, drained: 0 }
+        Self { zone, mm, area, took_reported: false, entered, batch: Batch::None }
     }
 
     /// Set a pageblock's stored type, keeping block counts right.
@@ -538,7 +539,7 @@ impl Drop for ZoneGuard<'_> {
         check::check_zone_locked(self);
         // Timed exactly when the wait was (`entered` is a tick count, never 0).
         if self.entered != 0 {
-            self.zone.lockstat.held_locked(ticks().saturating_sub(self.entered), self.drained);
+            self.zone.lockstat.held_locked(ticks().saturating_sub(self.entered), self.batch);
         }
         let s = self.zone.stats.seq.load(Ordering::Relaxed);
         // Pairs with the Acquire load that starts a consistent snapshot: every

@@ -29,7 +29,9 @@ fn churn(a: &PageAllocator) -> u64 {
 fn every_acquisition_counted_every_drain_timed_with_its_pages() {
     let base = Config::small(16 << 20).percpu_pagelist_high_fraction(8);
     let designs = [
-        ("single-pass", base.clone()),
+        ("default", base.clone()),
+        #[cfg(feature = "seed-variants")]
+        ("single-pass", base.clone().drain_mode(DrainMode::SinglePass)),
         #[cfg(feature = "seed-variants")]
         ("two-pass", base.clone().drain_mode(DrainMode::TwoPass)),
     ];
@@ -44,18 +46,23 @@ fn every_acquisition_counted_every_drain_timed_with_its_pages() {
         assert_eq!(z.hold_hist.iter().sum::<u64>(), z.hold_samples, "{mode}");
         assert_eq!(z.wait_hist.iter().sum::<u64>(), z.acquisitions, "{mode}");
         assert!(z.hold_ticks > 0 && z.drain_hold_ticks <= z.hold_ticks);
-        // Every per-CPU drain that gave pages back is one counted (timed) drain.
-        assert!(z.drains > 0 && z.drains <= z.hold_samples);
+        // Every per-CPU drain that gave pages back is one counted (timed)
+        // drain, every refill one counted (timed) refill.
+        let batches = z.drains + z.refills;
+        assert!(z.drains > 0 && z.refills > 0 && batches <= z.hold_samples, "{mode}");
+        assert!(z.drain_hold_ticks + z.refill_hold_ticks <= z.hold_ticks, "{mode}");
         // Single-threaded: nothing waited, so the sampled holds are the
-        // drains plus one uncontended hold in LOCKSTAT_SAMPLE.
+        // batches plus one uncontended hold in LOCKSTAT_SAMPLE.
         assert_eq!(z.wait_hist[0], z.acquisitions, "{mode}");
         let sampled = z.acquisitions.div_ceil(LOCKSTAT_SAMPLE);
-        assert!(z.hold_samples <= sampled + z.drains, "{mode}: {} timed of {}", z.hold_samples, z.acquisitions);
-        assert!(z.hold_samples >= z.drains.max(sampled / 2), "{mode}: {} timed of {}", z.hold_samples, z.acquisitions);
+        assert!(z.hold_samples <= sampled + batches, "{mode}: {} timed of {}", z.hold_samples, z.acquisitions);
+        assert!(z.hold_samples >= batches.max(sampled / 2), "{mode}: {} timed of {}", z.hold_samples, z.acquisitions);
         assert!(z.drains <= pcp_drains, "{} drains counted, {pcp_drains} pcp_drain events", z.drains);
-        assert!(z.drain_pages >= z.drains);
+        assert!(z.drain_pages >= z.drains && z.refill_pages >= z.refills, "{mode}");
+        let est = z.hold_ticks_estimate();
+        assert!(est >= (z.drain_hold_ticks + z.refill_hold_ticks) as f64, "{mode}: estimate {est}");
         let text = r.to_string();
-        assert!(text.contains("drain_hold_page"), "{text}");
+        assert!(text.contains("drain_hold_page") && text.contains("refill_hold_page"), "{text}");
     }
 }
 

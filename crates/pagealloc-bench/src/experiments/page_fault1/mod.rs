@@ -49,9 +49,26 @@ pub enum VariantArg {
     TwoPass,
     /// The design before seed 1 (and today's kernel) only (`old`).
     SinglePass,
-    /// Both, side by side.
-    #[default]
+    /// The library's own drain only (`default`: the zone lock sees blocks).
+    Blocks,
+    /// Seed 1's two, side by side.
     Both,
+    /// Seed 1's two and the library's own.
+    #[default]
+    All,
+}
+
+impl VariantArg {
+    /// Whether drain mode `m` is to run.
+    fn runs(self, m: DrainMode) -> bool {
+        match self {
+            VariantArg::TwoPass => m == DrainMode::TwoPass,
+            VariantArg::SinglePass => m == DrainMode::SinglePass,
+            VariantArg::Blocks => m == DrainMode::Blocks,
+            VariantArg::Both => m != DrainMode::Blocks,
+            VariantArg::All => true,
+        }
+    }
 }
 
 /// A peer run beside the allocator.
@@ -79,7 +96,7 @@ pub struct Args {
     #[arg(long)]
     pub sweep: bool,
     /// page-fault1: drain mode(s) to run.
-    #[arg(long, value_enum, default_value_t = VariantArg::Both)]
+    #[arg(long, value_enum, default_value_t = VariantArg::All)]
     pub variant: VariantArg,
     /// page-fault1: peers to run beside the allocator (default: kernel,malloc).
     #[arg(long, value_enum, value_delimiter = ',')]
@@ -103,6 +120,7 @@ impl Kind {
         match self {
             Kind::Ours(DrainMode::SinglePass) => "old",
             Kind::Ours(DrainMode::TwoPass) => "new",
+            Kind::Ours(DrainMode::Blocks) => "default",
             Kind::Kernel => "kernel",
             Kind::Malloc => "malloc",
             Kind::Floor => "floor",
@@ -116,6 +134,7 @@ impl Kind {
         match self {
             Kind::Ours(DrainMode::SinglePass) => "pagealloc page faults, drain picks under the zone lock (single pass)",
             Kind::Ours(DrainMode::TwoPass) => "pagealloc page faults, drain picks outside the zone lock (two passes)",
+            Kind::Ours(DrainMode::Blocks) => "pagealloc page faults, drain merges outside the zone lock (blocks)",
             Kind::Kernel => "Anonymous memory page fault, mmap 128 MiB, touch, munmap",
             Kind::Malloc => "System allocator page faults, 32768 aligned 4 KiB blocks, touch, free",
             Kind::Floor => "Floor, the writes alone to resident memory",
@@ -136,13 +155,11 @@ fn thread_counts(args: &Args, cpus: usize) -> Vec<usize> {
 /// The kinds to run, in order: the drain modes asked for, the peers asked
 /// for (default: kernel and malloc), then the floor.
 fn kinds(args: &Args) -> Vec<Kind> {
-    let mut kinds = Vec::new();
-    if args.variant != VariantArg::TwoPass {
-        kinds.push(Kind::Ours(DrainMode::SinglePass));
-    }
-    if args.variant != VariantArg::SinglePass {
-        kinds.push(Kind::Ours(DrainMode::TwoPass));
-    }
+    let mut kinds: Vec<Kind> = [DrainMode::SinglePass, DrainMode::TwoPass, DrainMode::Blocks]
+        .into_iter()
+        .filter(|&m| args.variant.runs(m))
+        .map(Kind::Ours)
+        .collect();
     let peers = if args.peer.is_empty() { vec![PeerArg::Kernel, PeerArg::Malloc] } else { args.peer.clone() };
     if peers.contains(&PeerArg::Kernel) {
         kinds.push(Kind::Kernel);
@@ -206,7 +223,7 @@ fn val(r: &ExperimentResult, m: &str, v: &str) -> Option<f64> {
 /// The targets: the cost per page against the floor at 1 thread, and the
 /// scaling from 1 to 2 threads.
 fn targets(r: &mut ExperimentResult) {
-    for v in ["old", "new"] {
+    for v in ["old", "new", "default"] {
         if let (Some(ours), Some(floor)) = (val(r, "ns-per-page-1t", v), val(r, "ns-per-page-1t", "floor")) {
             let ratio = ours / floor;
             r.target(
@@ -234,7 +251,7 @@ fn floor_note(ctx: &Ctx, r: &mut ExperimentResult) {
     if let (Some(one), Some(two)) = (val(r, "iterations-1t", "floor"), val(r, "iterations-2t", "floor")) {
         let floor_scaling = two / one;
         let mut note = format!("note: the floor itself gives {floor_scaling:.2}x the iterations at 2 threads");
-        for v in ["old", "new"] {
+        for v in ["old", "new", "default"] {
             if let (Some(o), Some(t)) = (val(r, "iterations-1t", v), val(r, "iterations-2t", v)) {
                 let _ = write!(note, "; {v} gives {:.2}x ({:.2} of the floor's scaling)", t / o, t / o / floor_scaling);
             }
@@ -294,7 +311,8 @@ fn claim_and_plot(r: &mut ExperimentResult, kinds: &[Kind], full_load: usize) {
     });
     let mut plot = Plot::line("page_fault1: iterations against threads", "threads", "threads", "iterations per second")
         .series("old (pick under zone lock)", "old", Some("iterations-*"))
-        .series("new (pick outside)", "new", Some("iterations-*"));
+        .series("new (pick outside)", "new", Some("iterations-*"))
+        .series("default (merge outside)", "default", Some("iterations-*"));
     for k in kinds {
         if matches!(k, Kind::Kernel | Kind::Malloc | Kind::Floor) {
             plot = plot.series(k.variant(), k.variant(), Some("iterations-*"));
@@ -325,7 +343,8 @@ fn notes(r: &mut ExperimentResult, args: &Args, kinds: &[Kind], (warmup, measure
     ));
     r.notes.push(format!(
         "old = DrainMode::SinglePass (pick under the zone lock, before the seed and again today), \
-         new = DrainMode::TwoPass (the seed's patch); {cpus} CPUs on a shared machine, so 2 threads \
+         new = DrainMode::TwoPass (the seed's patch), default = DrainMode::Blocks (the library's: sort and \
+         merge outside the zone lock, which frees blocks); {cpus} CPUs on a shared machine, so 2 threads \
          compete with whatever else runs."
     ));
 }

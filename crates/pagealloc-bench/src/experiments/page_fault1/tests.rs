@@ -112,8 +112,14 @@ fn check(raw: &str, k: Kind, rows: &[(Kind, usize, Run)]) {
     assert_eq!(runtest_csv_from(&input).unwrap(), runtest_csv(k, rows), "{raw}");
 }
 
-const KINDS: [Kind; 5] =
-    [Kind::Ours(DrainMode::SinglePass), Kind::Ours(DrainMode::TwoPass), Kind::Kernel, Kind::Malloc, Kind::Floor];
+const KINDS: [Kind; 6] = [
+    Kind::Ours(DrainMode::SinglePass),
+    Kind::Ours(DrainMode::TwoPass),
+    Kind::Ours(DrainMode::Blocks),
+    Kind::Kernel,
+    Kind::Malloc,
+    Kind::Floor,
+];
 
 #[test]
 fn the_old_lines_crash_runtest_py_and_ours_do_not() {
