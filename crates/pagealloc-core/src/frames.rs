@@ -60,6 +60,12 @@ impl FrameAllocator {
         Ok(Self { core: Core::new_in(cfg, Some(storage))? })
     }
 
+    /// The core, for the crate's own tests.
+    #[cfg(test)]
+    pub(crate) fn core(&self) -> &Core {
+        &self.core
+    }
+
     /// A block of `2^order` frames, aligned to its size.
     ///
     /// # Errors

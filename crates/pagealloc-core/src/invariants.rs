@@ -27,10 +27,14 @@ use crate::zone::{Zone, ZoneGuard};
 /// ```
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct ZoneCensus {
-    /// Pages in free blocks on the buddy lists (isolated lists included).
+    /// Free pages: in free blocks on the buddy lists (isolated lists
+    /// included), and parked in the zone's depot.
     pub free: u64,
     /// Pages in free blocks on isolated lists.
     pub isolated_free: u64,
+    /// Of the free pages, those parked in the depot between the per-CPU
+    /// lists and the buddy.
+    pub depot: u64,
     /// Pages on per-CPU lists and front caches, and blocks parked on the
     /// no-lock frees' deferred list.
     pub pcp: u64,
@@ -59,8 +63,14 @@ impl Core {
         let mut c = ZoneCensus::default();
         for z in self.zones.iter() {
             let _g = z.lock(&self.mm);
-            let zc = self.census_zone(z);
-            c.free += zc.free;
+            let mut zc = self.census_zone(z);
+            // The depot's pages carry the per-CPU lists' mark, but they are
+            // free pages.
+            let mut depot = 0u64;
+            z.depot.for_each(|_, _| depot += 1);
+            zc.pcp -= depot.min(zc.pcp);
+            c.free += zc.free + depot;
+            c.depot += depot;
             c.isolated_free += zc.isolated_free;
             c.pcp += zc.pcp;
             c.allocated += zc.allocated;
@@ -417,8 +427,40 @@ impl Core {
         if let Some(b) = bad {
             return Err(b);
         }
+        total += self.depot_pages_checked(z)?;
         total += self.deferred_pages_checked(z)?;
         Ok(total)
+    }
+
+    /// Pages of zone `z` parked in its depot (its lock held for the walk),
+    /// checking each page's marks and type and the depot's counts.
+    fn depot_pages_checked(&self, z: &Zone) -> Result<u64, (u64, String)> {
+        let mut held = [0u64; crate::types::MIGRATE_PCPTYPES];
+        let mut bad = None;
+        let counted = z.depot.for_each(|t, p| {
+            let p = p as u64;
+            held[t] += 1;
+            if bad.is_some() {
+                return;
+            }
+            let d = self.mm.page(p);
+            if !z.contains(p) || d.flags() & !flags::REPORTED != flags::PCP || d.private_raw() != t as u32 {
+                bad = Some((
+                    p,
+                    format!("in the depot's type {t} stack but flags {:#x} private {:#x}", d.flags(), d.private_raw()),
+                ));
+            }
+        });
+        if let Some(b) = bad {
+            return Err(b);
+        }
+        if counted != held {
+            return Err((z.start, format!("the depot counts {counted:?} pages but holds {held:?}")));
+        }
+        if held.iter().sum::<u64>() > z.depot.cap() {
+            return Err((z.start, format!("the depot holds {held:?} pages, over its cap of {}", z.depot.cap())));
+        }
+        Ok(held.iter().sum())
     }
 
     /// Pages of zone `z` parked on the no-lock deferred list, checking each

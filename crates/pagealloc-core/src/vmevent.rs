@@ -66,12 +66,19 @@ events! {
     /// `pcp_refill` (ours, pcpstat): per-CPU list refills from the buddy lists
     /// (one per batch).
     PcpRefill = "pcp_refill",
-    /// `pcp_drain` (ours, pcpstat): per-CPU list drains to the buddy lists (one
-    /// per drain).
+    /// `pcp_drain` (ours, pcpstat): drains of per-CPU pages to the buddy
+    /// lists, one per zone-lock hold: a list's, the depot's, or a batch of
+    /// frees whose list was busy.
     PcpDrain = "pcp_drain",
     /// `pcp_trylock_fail` (ours, pcpstat): allocations or frees that found the
     /// per-CPU lock taken and used the buddy.
     PcpTrylockFail = "pcp_trylock_fail",
+    /// `pcp_depot_park` (ours, pcpstat): pages per-CPU drains parked in the
+    /// depot instead of the buddy lists.
+    DepotPark = "pcp_depot_park",
+    /// `pcp_depot_take` (ours, pcpstat): pages per-CPU refills took from the
+    /// depot instead of the buddy lists.
+    DepotTake = "pcp_depot_take",
     /// `pgalloc_fallback_claim` (ours, pcpstat): fallback allocations that
     /// claimed a pageblock.
     FallbackClaim = "pgalloc_fallback_claim",

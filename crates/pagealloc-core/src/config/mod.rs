@@ -166,6 +166,12 @@ pub struct Config {
     /// The kernel's `percpu_pagelist_high_fraction`: 0 (automatic high with
     /// tuning) or at least 8, the kernel's minimum.
     pub percpu_pagelist_high_fraction: u32,
+    /// The depot between the per-CPU lists and the buddy (free order-0 pages
+    /// that one CPU's drain parks and another's refill takes; free in every
+    /// count): at most `1/depot_fraction` of each zone's pages. 0 turns it
+    /// off. Default 32. A build with `seed-variants` uses it with today's
+    /// drain only.
+    pub depot_fraction: u32,
     /// Per-CPU batch override (`None`: the kernel's formula, at most 63 pages):
     /// 1..=4096. The kernel never batches more than 96 pages; the bound leaves
     /// room for experiments while keeping each per-CPU list's up-front capacity,
@@ -292,6 +298,7 @@ impl Default for Config {
             lowmem_reserve_ratio: 32,
             nr_cpus: None,
             percpu_pagelist_high_fraction: 0,
+            depot_fraction: 32,
             pcp_batch: None,
             #[cfg(feature = "seed-variants")]
             drain_mode: DrainMode::Blocks,
@@ -359,6 +366,8 @@ setters! {
     nr_cpus: Option<usize>,
     /// Set [`Config::percpu_pagelist_high_fraction`].
     percpu_pagelist_high_fraction: u32,
+    /// Set [`Config::depot_fraction`].
+    depot_fraction: u32,
     /// Set [`Config::pcp_batch`].
     pcp_batch: Option<u32>,
     /// Set [`Config::pcp_lists`].

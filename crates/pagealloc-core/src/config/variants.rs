@@ -37,6 +37,13 @@ impl Config {
         return false;
     }
 
+    /// Drains park batches in the depot and refills take them from it:
+    /// with today's drain only (the old designs had no depot).
+    #[inline(always)]
+    pub fn depot_on(&self) -> bool {
+        self.depot_fraction != 0 && !self.two_pass_drain() && !self.single_pass_drain()
+    }
+
     /// A per-CPU drain picks and merges its pages under the zone lock (the
     /// kernel's today).
     #[inline(always)]

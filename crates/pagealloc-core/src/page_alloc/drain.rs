@@ -1,5 +1,6 @@
 //! Draining (the kernel's `drain_local_pages`, `drain_all_pages`): per-CPU
-//! lists, front caches and the no-lock frees' deferred list back to the buddy. Drains of every CPU are
+//! lists, front caches, the zones' depots (`drain_all` only) and the no-lock
+//! frees' deferred list back to the buddy. Drains of every CPU are
 //! serialised by the front caches' drain lock, which [`crate::front::Paused`]
 //! holds while it holds every thread's cache.
 
@@ -28,11 +29,14 @@ impl Core {
         }
     }
 
+    /// Every CPU's lists of every zone, then every zone's depot (whose
+    /// pages then merge in the buddy too).
     fn drain_every_pcp(&self) {
-        for zi in self.zones.iter().map(|z| z.idx) {
+        for z in self.zones.iter() {
             for cpu in 0..self.pcp.nr_cpus() {
-                self.drain_pcp(zi, cpu);
+                self.drain_pcp(z.idx, cpu);
             }
+            crate::pcp::flush_depot(z, &self.mm);
         }
     }
 

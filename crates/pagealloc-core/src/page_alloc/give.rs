@@ -9,7 +9,7 @@ use super::Core;
 use crate::front::{FrontStack, FRONT_BATCH};
 use crate::page::{self, PageDesc};
 use crate::pcp::{self, Pcp, PcpGuard};
-use crate::types::Order;
+use crate::types::{MigrateType, Order};
 use crate::vmevent::VmEvent;
 use crate::zone::{self, Zone};
 
@@ -84,18 +84,30 @@ impl<'a> Giver<'a> {
                 return;
             }
         }
-        // Isolated or reserved pageblocks, lists off, or the list is busy:
-        // the run to the buddy in one zone-lock hold, merged first.
+        // The list is busy: the depot takes what it has room for (pages of
+        // a pcp type, marked for their list already). The rest, and pages
+        // of isolated or reserved pageblocks, or with the lists off: to the
+        // buddy in one zone-lock hold, merged first.
+        let mut run = run;
+        if let Some(t) = t {
+            core.events.count(VmEvent::PcpTrylockFail, run.len() as u64);
+            let isolating = || z.stats.block_count[MigrateType::Isolate.index()].get_racy() != 0;
+            let parked = z.depot.try_push_slice(t, run, isolating);
+            if parked > 0 {
+                core.events.count(VmEvent::DepotPark, parked as u64);
+                if self.count_free {
+                    core.events.count(VmEvent::Pgfree, parked as u64);
+                }
+                run = &run[parked..];
+            }
+        }
         for part in run.chunks(GIVE_CHUNK) {
             let mut keys = [0u64; GIVE_CHUNK];
             for (k, &q) in keys.iter_mut().zip(part) {
                 *k = pcp::block_key(q as u64, Order::ZERO);
             }
             let n = part.len() as u64;
-            let events = [
-                (VmEvent::Pgfree, if self.count_free { n } else { 0 }),
-                (VmEvent::PcpTrylockFail, if t.is_some() { n } else { 0 }),
-            ];
+            let events = [(VmEvent::Pgfree, if self.count_free { n } else { 0 })];
             pcp::free_blocks_to_buddy(z, &core.mm, &mut keys[..part.len()], n as u32, &events);
         }
     }

@@ -162,6 +162,9 @@ impl Core {
         set_watermarks(&mut zones, &nodes_zones, &cfg);
         for z in &mut zones {
             z.lockstat.on.set(cfg.lock_stats);
+            if cfg.depot_on() {
+                z.depot.set_cap(z.managed / cfg.depot_fraction as u64);
+            }
             z.group_off = cfg.page_group_by_mobility_disabled;
             if cfg.hugepage_filler && cfg.backing == crate::config::Backing::HugePages {
                 z.enable_filler();

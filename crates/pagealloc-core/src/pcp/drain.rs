@@ -27,22 +27,69 @@
 //! design) the type cached on each page at free decides what may merge, so
 //! those merges wait for the zone lock.
 
-use super::{block_key, unkey, PcpLists, NR_PCP_LISTS};
+use super::{block_key, unkey, Pcp, PcpLists, NR_PCP_LISTS};
 use crate::config::Config;
 use crate::lockstat::Batch;
 use crate::memmap::MemMap;
 #[allow(unused_imports)]
 use crate::prelude::*;
-use crate::types::{MigrateType, Order};
+use crate::types::{MigrateType, Order, MIGRATE_PCPTYPES};
 use crate::vmevent::VmEvent;
-use crate::zone::{Zone, ZoneGuard};
+use crate::zone::{Wmark, Zone, ZoneGuard};
 
 impl PcpLists {
-    /// Free `nr` pages (at least) from list tails, round-robin over lists,
-    /// starting with `first`, into the buddy (see the module doc). Returns
-    /// the pages freed.
-    pub fn drain(&mut self, zone: &Zone, mm: &MemMap, nr: u32, cfg: &Config, first: usize) -> u32 {
+    /// Free `nr` pages (at least) from list tails: order-0 pages parked in
+    /// the zone's depot while it has room, the rest into the buddy,
+    /// round-robin over lists, starting with `first` (see the module doc).
+    /// `pcp` is the set whose lists these are. Returns the pages freed.
+    pub fn drain(&mut self, pcp: &Pcp, zone: &Zone, mm: &MemMap, nr: u32, cfg: &Config, first: usize) -> u32 {
         let nr = nr.min(self.count);
+        if nr == 0 {
+            return 0;
+        }
+        let parked = self.park(pcp, zone, mm, nr, first);
+        let freed = parked + if parked < nr { self.drain_to_buddy(zone, mm, nr - parked, cfg, first) } else { 0 };
+        self.count -= freed;
+        self.tune_on_drain();
+        freed
+    }
+
+    /// Park up to `nr` order-0 pages from the cold ends of this set's
+    /// order-0 lists in the zone's depot, the list `first` first (see
+    /// `zone::Depot`). Returns the pages parked. When the zone's buddy is
+    /// below its low watermark, nothing is parked and the depot is emptied
+    /// into the buddy instead: its pages merge there, for higher orders and
+    /// for reclaim's view of the zone.
+    fn park(&mut self, pcp: &Pcp, zone: &Zone, mm: &MemMap, nr: u32, first: usize) -> u32 {
+        let depot = &zone.depot;
+        if !depot.on() {
+            return 0;
+        }
+        if zone.buddy_free_pages_racy() < zone.wmark[Wmark::Low as usize] {
+            flush_depot(zone, mm);
+            return 0;
+        }
+        let isolating = || zone.stats.block_count[MigrateType::Isolate.index()].get_racy() != 0;
+        let t0 = if super::pindex_order(first % NR_PCP_LISTS) == Order::ZERO { first % MIGRATE_PCPTYPES } else { 0 };
+        let mut parked = 0u32;
+        for t in (t0..MIGRATE_PCPTYPES).chain(0..t0) {
+            let list = &mut self.lists[super::pindex_raw(Order::ZERO, t)];
+            parked += depot.try_push(t, list, (nr - parked) as usize, isolating) as u32;
+            if parked == nr {
+                break;
+            }
+        }
+        if parked > 0 {
+            pcp.events.add_owner(VmEvent::DepotPark, parked as u64);
+        }
+        parked
+    }
+
+    /// The drain's part for the buddy: `nr` pages (at least; the lists hold
+    /// that many) from list tails, round-robin from `first`, freed under one
+    /// zone-lock hold (`count` is the caller's to lower). Returns the pages
+    /// freed.
+    pub(super) fn drain_to_buddy(&mut self, zone: &Zone, mm: &MemMap, nr: u32, cfg: &Config, first: usize) -> u32 {
         if nr == 0 {
             return 0;
         }
@@ -76,8 +123,6 @@ impl PcpLists {
         drop(g);
         blocks.clear();
         self.scratch = blocks;
-        self.count -= freed;
-        self.tune_on_drain();
         freed
     }
 
@@ -170,9 +215,24 @@ pub fn free_blocks_to_buddy(z: &Zone, mm: &MemMap, blocks: &mut [u64], pages: u3
     let mut g = z.lock_batch(mm);
     free_merged_slice(&mut g, &mut blocks[..n], false, false, true);
     g.batch = Batch::Drain(pages);
+    z.stats.events.add_owner(VmEvent::PcpDrain, 1);
     for &(ev, k) in events.iter().filter(|e| e.1 != 0) {
         z.stats.events.add_owner(ev, k);
     }
+}
+
+/// Empty the zone's depot into the buddy (waiting for its lock): its pages
+/// merged among themselves and freed under one zone-lock hold. What
+/// `drain_all_pages` and the low watermark do.
+pub fn flush_depot(zone: &Zone, mm: &MemMap) {
+    if zone.depot.pages_racy() == 0 {
+        return;
+    }
+    let mut pages = Vec::new();
+    zone.depot.take_all(&mut pages);
+    let mut keys: Vec<u64> = pages.iter().map(|&p| block_key(p as u64, Order::ZERO)).collect();
+    let n = keys.len() as u32;
+    free_blocks_to_buddy(zone, mm, &mut keys, n, &[]);
 }
 
 /// Merge picked blocks among themselves (in place: `blocks` ends as the

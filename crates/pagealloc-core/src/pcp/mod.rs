@@ -35,10 +35,12 @@
 
 mod drain;
 mod guard;
+#[cfg(all(test, loom))]
+mod loom_tests;
 mod set;
 mod take;
 
-pub use drain::free_blocks_to_buddy;
+pub use drain::{flush_depot, free_blocks_to_buddy};
 pub use guard::PcpGuard;
 pub use set::PcpSet;
 
@@ -268,7 +270,7 @@ impl PcpLists {
 
     /// Shrink `high` under a sustained run of frees, and decay it over time.
     #[inline]
-    fn tune_on_drain(&mut self) {
+    pub(super) fn tune_on_drain(&mut self) {
         if self.free_run > self.high && self.high > self.high_min {
             self.high = (self.high - self.batch.min(self.high - self.high_min)).max(self.high_min);
         }

@@ -92,7 +92,7 @@ impl PcpLists {
         while got < n {
             let list = &mut self.lists[pi];
             if list.is_empty() {
-                if !self.refill(z, mm, order, mt, pi, af, gfp) {
+                if !self.refill(pcp, z, mm, order, mt, pi, af, gfp) {
                     break;
                 }
                 continue;
@@ -122,12 +122,15 @@ impl PcpLists {
         got
     }
 
-    /// Refill list `pi` with a batch from the buddy under one zone-lock hold
-    /// (see the module doc). False when the zone is below the watermark or
-    /// has nothing of this type or its fallbacks.
+    /// Refill list `pi` (of set `pcp`) with a batch: order-0 pages from the
+    /// zone's depot first (parked there by a drain, marked for this list
+    /// already), the rest from the buddy under one zone-lock hold (see the
+    /// module doc). False when the zone is below the watermark or has
+    /// nothing of this type or its fallbacks.
     #[allow(clippy::too_many_arguments)]
     fn refill(
         &mut self,
+        pcp: &Pcp,
         z: &Zone,
         mm: &MemMap,
         order: Order,
@@ -140,9 +143,31 @@ impl PcpLists {
             return false;
         }
         let n = self.refill_blocks(order);
+        let parked =
+            if order == Order::ZERO { z.depot.try_pop(mt.index(), &mut self.lists[pi], n as usize) } else { 0 };
+        if parked > 0 {
+            pcp.events.add_owner(VmEvent::DepotTake, parked as u64);
+        }
+        let parked = parked as u32;
+        let got = parked + if parked < n { self.refill_from_buddy(z, mm, (order, mt, pi), n - parked) } else { 0 };
+        self.count += got << order.get();
+        self.tune_on_refill(z.free_pages_racy() > z.wmark[Wmark::High as usize]);
+        got > 0
+    }
+
+    /// The refill's part from the buddy: up to `n` blocks of `order` and
+    /// type `mt` onto list `pi`, under one zone-lock hold. Returns the
+    /// blocks taken (the caller counts them).
+    fn refill_from_buddy(
+        &mut self,
+        z: &Zone,
+        mm: &MemMap,
+        (order, mt, pi): (Order, MigrateType, usize),
+        n: u32,
+    ) -> u32 {
         let mut runs = core::mem::take(&mut self.scratch);
         let mut got = 0u32;
-        let above_high = {
+        {
             let mut g = z.lock_batch(mm);
             // The largest run size still worth trying (see below).
             let mut cap = u32::MAX;
@@ -187,8 +212,7 @@ impl PcpLists {
                 z.stats.events.add_owner(VmEvent::PcpRefill, 1);
             }
             g.batch = crate::lockstat::Batch::Refill(got << order.get());
-            z.free_pages_racy() > z.wmark[Wmark::High as usize]
-        };
+        }
         // Refilled pages go to the cold end, each run's lowest pfn coldest.
         let descs = mm.descs();
         for &r in &runs {
@@ -205,9 +229,7 @@ impl PcpLists {
         }
         runs.clear();
         self.scratch = runs;
-        self.count += got << order.get();
-        self.tune_on_refill(above_high);
-        got > 0
+        got
     }
 
     /// Push one claimed block (flags already PCP, private set) on list `pi`,
@@ -222,7 +244,7 @@ impl PcpLists {
         pcp.events.add_owner(VmEvent::Pgfree, 1 << order.get());
         if self.over_high() {
             let nr = self.drain_target();
-            self.drain(z, mm, nr, cfg, pi);
+            self.drain(pcp, z, mm, nr, cfg, pi);
         }
     }
 
@@ -238,14 +260,17 @@ impl PcpLists {
         if self.over_high() {
             let nr = self.drain_target();
             let first = self.next_list();
-            self.drain(z, mm, nr, cfg, first);
+            self.drain(pcp, z, mm, nr, cfg, first);
         }
     }
 
-    /// Empty every list into the buddy (`drain_local_pages` for one set).
+    /// Empty every list into the buddy (`drain_local_pages` for one set):
+    /// none of its pages is parked in the depot.
     pub fn drain_all(&mut self, z: &Zone, mm: &MemMap, cfg: &Config) {
         let n = self.count;
         let first = self.next_list();
-        self.drain(z, mm, n, cfg, first);
+        let freed = self.drain_to_buddy(z, mm, n, cfg, first);
+        self.count -= freed;
+        self.tune_on_drain();
     }
 }

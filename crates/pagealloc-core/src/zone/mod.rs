@@ -19,6 +19,7 @@
 //!   length of every critical section (a seqcount for consistent snapshots).
 
 mod check;
+mod depot;
 mod filler;
 mod isolate;
 mod lock;
@@ -26,6 +27,7 @@ mod table;
 mod wmark;
 
 pub use check::block_counts_agree;
+pub use depot::Depot;
 pub use filler::filler_counts_agree;
 pub use table::ZoneTable;
 pub use wmark::{clamp_min_free_kbytes, compute_watermarks, default_min_free_kbytes};
@@ -187,6 +189,9 @@ pub struct Zone {
     pub stats: ZoneStats,
     /// The arena's pageblock table (this zone owns `start >> 9 .. end >> 9`).
     blocks: Pageblocks,
+    /// Free order-0 pages parked between the per-CPU lists and the buddy
+    /// (see `depot`), counted free beside NR_FREE_PAGES.
+    pub depot: Depot,
     /// Zone-lock wait and hold statistics (written under the lock).
     pub lockstat: LockStat,
     /// Times the zone lock was taken (for tests proving readers never take it).
@@ -219,6 +224,7 @@ impl Zone {
             free: FutexMutex::new(FreeArea::default()),
             stats,
             blocks: blocks.clone(),
+            depot: Depot::default(),
             lockstat: LockStat::new(false),
             group_off: false,
         }
@@ -263,9 +269,16 @@ impl Zone {
         self.block(pfn).load(Ordering::Relaxed) & PB_ISOLATE != 0
     }
 
-    /// Free pages readable without the lock.
+    /// Free pages readable without the lock: the buddy's (NR_FREE_PAGES)
+    /// and the depot's, which are free in every watermark check.
     #[inline(always)]
     pub fn free_pages_racy(&self) -> u64 {
+        self.stats.nr_free_pages.get_racy() + self.depot.pages_racy()
+    }
+
+    /// Free pages on the buddy lists alone (NR_FREE_PAGES), lock-free.
+    #[inline(always)]
+    pub fn buddy_free_pages_racy(&self) -> u64 {
         self.stats.nr_free_pages.get_racy()
     }
 

@@ -29,7 +29,7 @@
 
 use crate::mm::Mm;
 use crate::sync::{fence, Ordering};
-use crate::types::{MigrateType, ZoneType, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER};
+use crate::types::{MigrateType, ZoneType, MIGRATE_PCPTYPES, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER};
 use crate::zone::Zone;
 
 /// The counters of one zone.
@@ -56,9 +56,13 @@ pub struct ZoneCounters {
     pub zone: ZoneType,
     /// Free blocks per order (outer index) and migratetype (inner index).
     pub free_blocks: [[u64; MIGRATE_TYPES]; NR_ORDERS],
-    /// Free pages outside isolated pageblocks (NR_FREE_PAGES). Pages on per-CPU
-    /// lists are not free pages here, as in the kernel.
+    /// Free pages outside isolated pageblocks (NR_FREE_PAGES): the buddy's,
+    /// and the depot's order-0 pages (counted in `free_blocks[0]` too).
+    /// Pages on per-CPU lists are not free pages here, as in the kernel.
     pub nr_free_pages: u64,
+    /// Of those, the pages parked in the zone's depot between the per-CPU
+    /// lists and the buddy.
+    pub depot_pages: u64,
     /// Pageblocks per effective type (Isolate while isolated).
     pub block_count: [u64; MIGRATE_TYPES],
     /// Pages in HighAtomic-reserved pageblocks.
@@ -147,15 +151,24 @@ fn backoff(retries: u64) {
     }
 }
 
-/// One zone's counters, each read once with a relaxed load.
+/// One zone's counters, each read once with a relaxed load; the depot's
+/// pages are free order-0 pages of their type.
 #[doc(hidden)]
 pub fn read_zone(z: &Zone) -> ZoneCounters {
     let s = &z.stats;
+    let depot: [u64; MIGRATE_PCPTYPES] = std::array::from_fn(|t| z.depot.pages_of_racy(t));
+    let depot_pages = depot.iter().sum();
+    let mut free_blocks: [[u64; MIGRATE_TYPES]; NR_ORDERS] =
+        std::array::from_fn(|o| std::array::from_fn(|t| s.free_blocks[o][t].get_racy()));
+    for (t, n) in depot.iter().enumerate() {
+        free_blocks[0][t] += n;
+    }
     ZoneCounters {
         nid: z.nid,
         zone: z.ztype,
-        free_blocks: std::array::from_fn(|o| std::array::from_fn(|t| s.free_blocks[o][t].get_racy())),
-        nr_free_pages: s.nr_free_pages.get_racy(),
+        free_blocks,
+        nr_free_pages: s.nr_free_pages.get_racy() + depot_pages,
+        depot_pages,
         block_count: std::array::from_fn(|t| s.block_count[t].get_racy()),
         nr_reserved_highatomic: s.nr_reserved_highatomic.get_racy(),
     }

@@ -19,6 +19,7 @@ mod bulk_sequences;
 mod bulk_threads;
 mod compaction;
 mod config_limits;
+mod depot;
 mod front_cache_edges;
 mod front_exit;
 mod fuzz_regressions;

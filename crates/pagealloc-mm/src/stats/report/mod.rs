@@ -324,8 +324,16 @@ pub struct PcpStat {
     /// drain (over `high`, or `drain_all_pages`).
     pub pcp_drain: u64,
     /// `pcp_trylock_fail`: allocations and frees that found their per-CPU
-    /// list's lock taken and went to the buddy lists instead.
+    /// list's lock taken and went to the depot or the buddy lists instead.
     pub pcp_trylock_fail: u64,
+    /// `pcp_depot_park`: pages per-CPU drains (and frees whose list was
+    /// busy) parked in the depot instead of the buddy lists.
+    pub pcp_depot_park: u64,
+    /// `pcp_depot_take`: pages per-CPU refills took from the depot.
+    pub pcp_depot_take: u64,
+    /// `nr_depot`: pages in the depots now (free pages, counted in
+    /// `nr_free_pages` and at order 0 of buddyinfo and pagetypeinfo).
+    pub nr_depot: u64,
     /// `pgalloc_fallback_claim`: fallback allocations (from another
     /// migratetype's free list) that claimed the whole pageblock for the
     /// requested type.
@@ -375,11 +383,14 @@ pub struct PcpStat {
 
 impl PcpStat {
     /// Every key with its value, in print order.
-    pub fn items(&self) -> [(&'static str, u64); 20] {
+    pub fn items(&self) -> [(&'static str, u64); 23] {
         [
             ("pcp_refill", self.pcp_refill),
             ("pcp_drain", self.pcp_drain),
             ("pcp_trylock_fail", self.pcp_trylock_fail),
+            ("pcp_depot_park", self.pcp_depot_park),
+            ("pcp_depot_take", self.pcp_depot_take),
+            ("nr_depot", self.nr_depot),
             ("pgalloc_fallback_claim", self.pgalloc_fallback_claim),
             ("pgalloc_fallback_steal", self.pgalloc_fallback_steal),
             ("highatomic_reserve", self.highatomic_reserve),

@@ -67,6 +67,13 @@ fn recount(a: &PageAllocator, zi: usize, area: &crate::zone::FreeArea) -> ZoneCo
             }
         }
     }
+    // The depot's pages are free order-0 pages of their type.
+    let mut depot_pages = 0;
+    z.depot.for_each(|t, _| {
+        free_blocks[0][t] += 1;
+        depot_pages += 1;
+    });
+    nr_free_pages += depot_pages;
     let mut block_count = [0u64; MIGRATE_TYPES];
     for b in 0..z.nr_pageblocks() as u64 {
         block_count[z.pageblock_mt_racy(z.start + b * PAGEBLOCK_PAGES).index()] += 1;
@@ -76,6 +83,7 @@ fn recount(a: &PageAllocator, zi: usize, area: &crate::zone::FreeArea) -> ZoneCo
         zone: z.ztype,
         free_blocks,
         nr_free_pages,
+        depot_pages,
         block_count,
         // No list holds this; it is checked against the reserved blocks instead.
         nr_reserved_highatomic: z.stats.nr_reserved_highatomic.get_racy(),
