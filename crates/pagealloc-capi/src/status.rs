@@ -254,6 +254,8 @@ pub(crate) fn state_err(e: PageStateError) -> pagealloc_status {
         PageStateError::NotIsolated { .. } => PAGEALLOC_ERR_NOT_ISOLATED,
         PageStateError::BadRange { .. } => PAGEALLOC_ERR_BAD_RANGE,
         PageStateError::Unisolatable { .. } => PAGEALLOC_ERR_UNISOLATABLE,
+        // Only a Rust `Pages` or `OwnedBlock` owns a block, as for frees.
+        PageStateError::Owned { .. } => PAGEALLOC_ERR_NOT_ALLOCATED,
         _ => PAGEALLOC_ERR_UNKNOWN,
     };
     fail(code, e)

@@ -405,6 +405,15 @@ pub enum PageStateError {
         /// The pfn given.
         pfn: Pfn,
     },
+    /// The page is the head of a block an owning handle holds (`Pages`,
+    /// `OwnedBlock`): its state is the handle's alone, so the pfn API can
+    /// neither lock, mark nor free it (and the handle's free needs no
+    /// atomic read-modify-write).
+    #[error("{pfn:?} is owned by a Pages or OwnedBlock handle: its state is the handle's")]
+    Owned {
+        /// The pfn given.
+        pfn: Pfn,
+    },
     /// The page holds the most references its users may take: put some
     /// first (a typed refusal; the count never wraps).
     #[error("{pfn:?} has the most references a page may hold")]

@@ -45,6 +45,7 @@ impl PageAllocator {
     ///
     /// # Errors
     /// As [`PageAllocator::alloc_pages`].
+    #[inline]
     pub fn alloc(&self, gfp: Gfp, order: u32) -> Result<Pages<'_>, AllocError> {
         let pfn = self.core.alloc_pages(gfp, order, head_flags(true))?;
         Ok(Pages { alloc: self, pfn, order })
@@ -53,9 +54,10 @@ impl PageAllocator {
 
 impl<'a> Pages<'a> {
     /// The handle of a block whose head is already marked `HEAD | OWNED`
-    /// (a `PageArray` hands a page over this way).
-    #[doc(hidden)]
-    pub fn from_owned(alloc: &'a PageAllocator, pfn: Pfn, order: u32) -> Self {
+    /// and that no other handle holds (a `PageArray` hands a page over this
+    /// way). Crate-private: a second handle of one block would free it
+    /// twice (the handle's free is a plain store, `Core::free_owned`).
+    pub(crate) fn from_owned(alloc: &'a PageAllocator, pfn: Pfn, order: u32) -> Self {
         Self { alloc, pfn, order }
     }
 
@@ -114,19 +116,23 @@ impl<'a> Pages<'a> {
     /// Free now and report any error (drop ignores it).
     ///
     /// # Errors
-    /// `Locked` or `Writeback` when the page is locked or under writeback
-    /// (the block then stays allocated, and owned by nobody: leaked).
+    /// None in practice: nothing but this handle can lock, mark or free its
+    /// block. A block found in another state than the handle left it would
+    /// take the raw free's checks and their errors (the block then stays
+    /// allocated, and owned by nobody: leaked).
     pub fn free(self) -> Result<(), FreeError> {
         let (a, p, o) = (self.alloc, self.pfn, self.order);
         std::mem::forget(self);
-        a.core.free_slow(p, o, true)
+        a.core.free_owned(p, o)
     }
 }
 
 impl Drop for Pages<'_> {
+    #[inline]
     fn drop(&mut self) {
-        // A locked page cannot be freed; leaking it is the safe outcome.
-        let _ = self.alloc.core.free_slow(self.pfn, self.order, true);
+        // Nobody but this handle writes the block's flags word (see
+        // `Core::free_owned`): the free cannot be refused.
+        let _ = self.alloc.core.free_owned(self.pfn, self.order);
     }
 }
 
@@ -193,7 +199,7 @@ impl OwnedBlock {
     /// # Errors
     /// As [`Pages::free`].
     pub fn free(self) -> Result<(), FreeError> {
-        let r = self.alloc.core.free_slow(self.pfn, self.order, true);
+        let r = self.alloc.core.free_owned(self.pfn, self.order);
         self.forget();
         r
     }
@@ -208,7 +214,7 @@ impl OwnedBlock {
 
 impl Drop for OwnedBlock {
     fn drop(&mut self) {
-        // As `Pages`: a locked page cannot be freed; leaking it is safe.
-        let _ = self.alloc.core.free_slow(self.pfn, self.order, true);
+        // As `Pages`.
+        let _ = self.alloc.core.free_owned(self.pfn, self.order);
     }
 }

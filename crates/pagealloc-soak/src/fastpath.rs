@@ -28,6 +28,9 @@ pub enum Mode {
     Pair,
     /// The same pair with the front cache off: the per-CPU lists' fast path.
     PcpPair,
+    /// `alloc(KERNEL, 0)` then the `Pages` handle's drop: the owned order-0
+    /// pair, whose free needs no claim.
+    OwnedPair,
     /// `pcp-pair` with lock statistics off (`Config::lock_stats(false)`):
     /// what the statistics' switch costs when off, and (against `pcp-pair`)
     /// what counting costs.
@@ -63,7 +66,7 @@ impl Mode {
     /// Pages allocated and freed by one round.
     fn pages(self) -> u64 {
         match self {
-            Mode::Pair | Mode::PcpPair | Mode::PcpPairNostats | Mode::BuddyPair => 1,
+            Mode::Pair | Mode::OwnedPair | Mode::PcpPair | Mode::PcpPairNostats | Mode::BuddyPair => 1,
             Mode::Bulk128 | Mode::List128 | Mode::Owned128 => BULK as u64,
             Mode::Bulk2 | Mode::Owned2 => 2,
             Mode::Bulk4 | Mode::Owned4 => 4,
@@ -74,6 +77,7 @@ impl Mode {
     fn name(self) -> &'static str {
         match self {
             Mode::Pair => "pair",
+            Mode::OwnedPair => "owned-pair",
             Mode::PcpPair => "pcp-pair",
             Mode::PcpPairNostats => "pcp-pair-nostats",
             Mode::Bulk128 => "bulk128",
@@ -111,6 +115,15 @@ fn pair_loop(a: &PageAllocator, gfp: Gfp, rounds: u64) {
 #[inline(never)]
 fn pairs(a: &PageAllocator, rounds: u64) {
     pair_loop(a, Gfp::KERNEL, rounds);
+}
+
+/// The owned pair: a `Pages` handle allocated and dropped.
+#[inline(never)]
+fn owned_pairs(a: &PageAllocator, rounds: u64) {
+    for _ in 0..rounds {
+        let p = a.alloc(Gfp::KERNEL, 0).expect("fastpath: alloc");
+        drop(black_box(p));
+    }
 }
 
 /// `pairs` for `Gfp::MOVABLE` (`bench buddy`'s pair).
@@ -184,6 +197,10 @@ pub fn run(mode: Mode, pages: u64) -> i32 {
         Mode::Pair | Mode::PcpPair | Mode::PcpPairNostats => {
             pairs(a, WARM_ROUNDS);
             pairs(a, rounds);
+        }
+        Mode::OwnedPair => {
+            owned_pairs(a, WARM_ROUNDS);
+            owned_pairs(a, rounds);
         }
         Mode::BuddyPair => {
             let pin = a.alloc_pages(Gfp::MOVABLE, 0).expect("fastpath: alloc");

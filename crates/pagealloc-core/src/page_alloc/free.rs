@@ -96,6 +96,73 @@ impl Core {
         true
     }
 
+    /// Free the block `pfn` of `order` that an owning handle holds (`Pages`,
+    /// `OwnedBlock`; flags exactly `HEAD | OWNED`) without a claim. Nobody
+    /// but the handle writes an owned head's flags word: the raw frees
+    /// refuse it before their compare-and-swap, the pfn API refuses to
+    /// lock or mark it ([`crate::pagelock::PUBLIC_DENY`]), migration never
+    /// isolates it, and a handle is the block's only one. So the handle's
+    /// plain store of `PCP` is its claim (the free of a `PageArray`'s pages
+    /// works the same way). Order 0 goes to this thread's front cache
+    /// inline; the rest, and a word that is not the handle's, by the full
+    /// path (the latter with the claim and its checks).
+    #[inline(always)]
+    pub fn free_owned(&self, pfn: Pfn, order: u32) -> Result<(), FreeError> {
+        if order == 0 && self.free0_owned_front(pfn.as_u64()) {
+            return Ok(());
+        }
+        self.free_owned_slow(pfn, order)
+    }
+
+    /// The inline order-0 part of [`Core::free_owned`]: true when it freed
+    /// `p` onto this thread's front cache; false, changing nothing, when the
+    /// cache cannot take it.
+    #[inline(always)]
+    fn free0_owned_front(&self, p: u64) -> bool {
+        if !self.front_free_inline {
+            return false;
+        }
+        let Some((d, w)) = self.mm.desc_and_block(p) else {
+            return false;
+        };
+        let t = d.private_raw() as usize;
+        if t >= NR_STACKS || d.flags() != flags::HEAD | flags::OWNED {
+            return false;
+        }
+        let Some(mut g) = self.fronts.enter_inline_free() else {
+            return false;
+        };
+        let (stacks, events) = g.split();
+        let s = &mut stacks[t];
+        let len = s.len as usize;
+        if s.key != zone::pb_key(w) || len >= FRONT_CAP {
+            return false;
+        }
+        // The handle's claim: see `free_owned`. Release: the owner's writes
+        // to the frame happen before whoever sees it free.
+        d.flags.store(flags::PCP, Ordering::Release);
+        s.pfns[len] = p as u32;
+        s.len = len as u32 + 1;
+        events.add_owner(crate::vmevent::VmEvent::Pgfree, 1);
+        true
+    }
+
+    /// [`Core::free_owned`] beyond the inline path.
+    #[inline(never)]
+    fn free_owned_slow(&self, pfn: Pfn, order: u32) -> Result<(), FreeError> {
+        let o = super::claim::checked_order(pfn, order)?;
+        let d = self.mm.page(pfn.as_u64());
+        let owned = flags::HEAD | flags::OWNED;
+        if d.flags() != owned || d.order() != order || pfn.as_u64() & (o.pages() - 1) != 0 {
+            // Not the word a handle leaves: the claim's checks say why.
+            return self.free_slow(pfn, order, true);
+        }
+        d.flags.store(flags::PCP, Ordering::Release);
+        self.init_on_free(pfn.as_u64(), o);
+        self.finish_free(pfn, o, owned);
+        Ok(())
+    }
+
     /// [`Core::free_slow`] of a raw free the inline path did not take. Cold
     /// to the caller (a call whatever happens), so the compiler lays the
     /// inline free out as the straight path.

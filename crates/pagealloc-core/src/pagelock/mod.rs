@@ -72,7 +72,7 @@ mod writeback;
 pub use cancel::CancelToken;
 
 use crate::error::{PageStateError, WaitError};
-use crate::page::flags::{GUARD, HEAD, LOCKED, REF_MASK, UPTODATE, WAITERS};
+use crate::page::flags::{GUARD, HEAD, LOCKED, OWNED, REF_MASK, UPTODATE, WAITERS};
 use crate::platform::Instant;
 use crate::sync::{AtomicU32, Ordering};
 use crate::types::Pfn;
@@ -139,11 +139,17 @@ pub struct PageRef<'a> {
     /// `None`: the process-wide page wait table.
     table: Option<&'a WaitTable>,
     /// Bits that make a word someone else's to lock and mark: the public
-    /// pfn API sets `REF_MASK` (a reference-counted page is the page cache's,
-    /// whose lock, writeback and up-to-date state only it may change), the
-    /// cache and the tests 0.
+    /// pfn API sets [`PUBLIC_DENY`], the cache and the tests 0.
     deny: u32,
 }
+
+/// The bits that make a page someone else's to lock and mark, for the
+/// public pfn API: `REF_MASK` (a reference-counted page is the page cache's,
+/// whose lock, writeback and up-to-date state only it may change) and
+/// `OWNED` (an owning handle's block is the handle's alone: nobody else may
+/// write its flags word, which is what lets the handle free it with a plain
+/// store, `Core::free_owned`).
+pub const PUBLIC_DENY: u32 = REF_MASK | OWNED;
 
 impl<'a> PageRef<'a> {
     #[inline(always)]
@@ -159,9 +165,15 @@ impl<'a> PageRef<'a> {
         Self { deny, ..self }
     }
 
+    /// The refusal of a word with a `deny` bit: `Owned` for an owning
+    /// handle's block, else `Referenced` (a page-cache page).
     #[cold]
     fn referenced(&self) -> PageStateError {
-        PageStateError::Referenced { pfn: self.pfn }
+        if self.flags.load(Ordering::Relaxed) & self.deny & OWNED != 0 {
+            PageStateError::Owned { pfn: self.pfn }
+        } else {
+            PageStateError::Referenced { pfn: self.pfn }
+        }
     }
 
     #[inline]
@@ -285,7 +297,7 @@ impl<'a> PageRef<'a> {
             if extra & GUARD != 0 {
                 token |= kind::FOR_GUARD;
             }
-            if self.deny & REF_MASK != 0 {
+            if self.deny & PUBLIC_DENY != 0 {
                 token |= kind::DENY_REFS;
             }
             match self.park(token, LOCKED | GUARD, deadline, cancel) {
@@ -414,7 +426,7 @@ impl<'a> PageRef<'a> {
                         return FilterOp::Unpark;
                     }
                     let extra = if tok & kind::FOR_GUARD != 0 { GUARD } else { 0 };
-                    let deny = if tok & kind::DENY_REFS != 0 { REF_MASK } else { 0 };
+                    let deny = if tok & kind::DENY_REFS != 0 { PUBLIC_DENY } else { 0 };
                     match self.lock_for_handoff(extra, deny) {
                         Handoff::Done => {
                             handed.set(true);

@@ -4,9 +4,9 @@
 
 use super::PageAllocator;
 use crate::error::{PageStateError, WaitError};
-use crate::page::flags::{GUARD, REF_MASK};
+use crate::page::flags::GUARD;
 use crate::pagelock::waitq::page_wait_table;
-use crate::pagelock::{CancelToken, LockPolicy, PageRef};
+use crate::pagelock::{CancelToken, LockPolicy, PageRef, PUBLIC_DENY};
 use crate::types::Pfn;
 use std::mem::ManuallyDrop;
 use std::time::{Duration, Instant};
@@ -27,11 +27,12 @@ impl PageAllocator {
 
     /// The protocol's view of one page, for the public pfn API: a
     /// reference-counted page (the page cache's) is refused with
-    /// `Referenced` by every call that would lock or mark it.
+    /// `Referenced`, and an owning handle's block with `Owned`, by every
+    /// call that would lock or mark it.
     #[inline(always)]
     #[doc(hidden)]
     pub fn page_ref(&self, pfn: Pfn) -> Result<PageRef<'_>, PageStateError> {
-        Ok(self.cache_page_ref(pfn)?.denying(REF_MASK))
+        Ok(self.cache_page_ref(pfn)?.denying(PUBLIC_DENY))
     }
 
     /// Lock a page, sleeping while another thread holds it (the kernel's

@@ -50,6 +50,80 @@ fn pages_handle_blocks_raw_frees_of_its_frame() {
     whole(&a);
 }
 
+/// An owned block's flags word is its handle's alone (which is what lets
+/// the handle's free skip the claim): the pfn API refuses to lock, mark,
+/// reference or free it, and says why.
+#[test]
+fn pages_state_is_the_handles_alone() {
+    let a = backed(4);
+    let p = a.alloc(Gfp::KERNEL, 0).unwrap();
+    let pfn = p.pfn();
+    assert_eq!(a.lock_page(pfn), Err(PageStateError::Owned { pfn }));
+    assert!(!a.trylock_page(pfn));
+    assert_eq!(a.set_page_writeback(pfn), Err(PageStateError::Owned { pfn }));
+    assert!(a.get_page(pfn).is_err());
+    assert!(a.unlock_page(pfn).is_err());
+    assert!(a.page_owned_racy(pfn) && !a.page_locked_racy(pfn));
+    drop(p);
+    // Freed by the handle, with no claim: the raw API now sees a free page.
+    assert!(matches!(a.free_pages(pfn, 0), Err(FreeError::DoubleFree { .. })));
+    whole(&a);
+}
+
+/// Handles dropped while strangers hammer their frames through every pfn
+/// call that writes a flags word: no call succeeds on an owned block, no
+/// bit it could set survives into the next owner, every frame comes back.
+#[test]
+fn owned_frees_racing_strangers_on_the_same_frames() {
+    let a = Arc::new(backed(8));
+    let stop = Arc::new(AtomicBool::new(false));
+    let seen: Arc<Vec<std::sync::atomic::AtomicU64>> = Arc::new((0..64).map(|_| Default::default()).collect());
+    let strangers: Vec<_> = (0..3)
+        .map(|t| {
+            let (a, stop, seen) = (Arc::clone(&a), Arc::clone(&stop), Arc::clone(&seen));
+            std::thread::spawn(move || {
+                let mut i = t;
+                while !stop.load(Ordering::Relaxed) {
+                    i = (i + 1) % seen.len();
+                    let pfn = Pfn::new(seen[i].load(Ordering::Relaxed));
+                    if a.trylock_page(pfn) {
+                        // Only a raw page (the frame was freed and handed
+                        // out raw meanwhile), and it stays raw while locked
+                        // (a locked page is never freed).
+                        assert!(!a.page_owned_racy(pfn), "locked an owned block");
+                        // Another stranger's raw unlock may beat ours.
+                        let _ = a.unlock_page(pfn);
+                    }
+                    let _ = a.unlock_page(pfn);
+                    let _ = a.free_pages(pfn, 0);
+                    let _ = a.get_page(pfn);
+                }
+            })
+        })
+        .collect();
+    let mut raw = Vec::new();
+    for round in 0..20_000u64 {
+        let p = a.alloc(Gfp::KERNEL, 0).unwrap();
+        seen[(round % 64) as usize].store(p.pfn().as_u64(), Ordering::Relaxed);
+        if round % 7 == 0 {
+            // Some raw pages too, which strangers may free or lock.
+            if let Ok(q) = a.alloc_pages(Gfp::KERNEL, 0) {
+                raw.push(q);
+            }
+        }
+        drop(p);
+    }
+    stop.store(true, Ordering::Relaxed);
+    for s in strangers {
+        s.join().unwrap();
+    }
+    for q in raw {
+        // A stranger may have freed it already.
+        let _ = a.free_pages(q, 0);
+    }
+    whole(&a);
+}
+
 /// Giving ownership up hands the block to the raw API, once.
 #[test]
 fn pages_into_pfn_hands_the_block_to_the_raw_api() {

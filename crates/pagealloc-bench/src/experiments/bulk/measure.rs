@@ -42,6 +42,9 @@ pub(super) struct Measured {
     pub(super) malloc: Median,
     /// tcmalloc's pair, or why it was not run.
     pub(super) tcmalloc: Result<Median, String>,
+    /// The owned pair (`Pages` alloc+drop), timed alternately with the
+    /// pair and tcmalloc's.
+    pub(super) owned_pair: Median,
 }
 
 /// `total` order-0 alloc+free pairs, timed.
@@ -50,6 +53,17 @@ fn single_run(a: &PageAllocator, total: u64) -> Rec {
         for _ in 0..total {
             let p = a.alloc_pages(Gfp::KERNEL, 0).expect("bulk: alloc");
             a.free_pages(crate::harness::opaque_pfn(p), 0).expect("bulk: free");
+        }
+    })
+}
+
+/// `total` order-0 `Pages` alloc+drop pairs (an owned page: its free needs
+/// no claim), timed.
+fn owned_run(a: &PageAllocator, total: u64) -> Rec {
+    time(1, total, || {
+        for _ in 0..total {
+            let p = a.alloc(Gfp::KERNEL, 0).expect("bulk: alloc");
+            drop(std::hint::black_box(p));
         }
     })
 }
@@ -142,9 +156,32 @@ fn measure_malloc(repeats: usize, total: u64) -> Median {
     repeat(repeats, malloc_run)
 }
 
-/// tcmalloc's 4 KiB-aligned pair and ours, timed alternately: (ours, theirs),
-/// or why tcmalloc could not be loaded.
-fn measure_tcmalloc(repeats: usize, total: u64) -> Result<(Median, Median), String> {
+/// Our raw pair and owned pair, on an allocator of their own, alternating
+/// repeat by repeat with `peer` when there is one (tcmalloc), so that drift
+/// on a shared machine hits every figure of a ratio alike: (raw, owned,
+/// peer's).
+fn measure_ours_with(repeats: usize, total: u64, peer: Option<&dyn Fn() -> Rec>) -> (Median, Median, Option<Median>) {
+    let pa = PageAllocator::new(Config::new()).expect("bulk arena");
+    single_run(&pa, total);
+    owned_run(&pa, total);
+    if let Some(p) = peer {
+        p();
+    }
+    let (mut raw, mut owned, mut theirs) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..repeats {
+        raw.push(single_run(&pa, total));
+        owned.push(owned_run(&pa, total));
+        if let Some(p) = peer {
+            theirs.push(p());
+        }
+    }
+    let theirs = peer.map(|_| median_of(theirs));
+    (median_of(raw), median_of(owned), theirs)
+}
+
+/// tcmalloc's 4 KiB-aligned pair and ours (raw and owned), timed
+/// alternately: (ours, owned, theirs), or why tcmalloc could not be loaded.
+fn measure_tcmalloc(repeats: usize, total: u64) -> Result<(Median, Median, Median), String> {
     DlAlloc::tcmalloc().map(|tc| {
         let DlAlloc { alloc: memalign, free } = tc;
         let tc_run = || {
@@ -158,18 +195,8 @@ fn measure_tcmalloc(repeats: usize, total: u64) -> Result<(Median, Median), Stri
                 }
             })
         };
-        // Our pair again, on an allocator of its own, alternating with
-        // tcmalloc's repeat by repeat, so that drift on a shared machine hits
-        // both figures of the ratio alike.
-        let pa = PageAllocator::new(Config::new()).expect("bulk arena");
-        single_run(&pa, total);
-        tc_run();
-        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
-        for _ in 0..repeats {
-            ours.push(single_run(&pa, total));
-            theirs.push(tc_run());
-        }
-        (median_of(ours), median_of(theirs))
+        let (ours, owned, theirs) = measure_ours_with(repeats, total, Some(&tc_run));
+        (ours, owned, theirs.expect("a peer was given"))
     })
 }
 
@@ -191,9 +218,12 @@ pub(super) fn measure(repeats: usize, total: u64) -> Measured {
     drop(nf);
 
     let malloc = measure_malloc(repeats, total);
-    let (pair, tcmalloc) = match measure_tcmalloc(repeats, total) {
-        Ok((ours, theirs)) => (ours, Ok(theirs)),
-        Err(e) => (single.clone(), Err(e)),
+    let (pair, owned_pair, tcmalloc) = match measure_tcmalloc(repeats, total) {
+        Ok((ours, owned, theirs)) => (ours, owned, Ok(theirs)),
+        Err(e) => {
+            let (_, owned, _) = measure_ours_with(repeats, total, None);
+            (single.clone(), owned, Err(e))
+        }
     };
-    Measured { single, pair, forms, no_front, malloc, tcmalloc }
+    Measured { single, pair, forms, no_front, malloc, tcmalloc, owned_pair }
 }
