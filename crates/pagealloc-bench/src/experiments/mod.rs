@@ -20,6 +20,7 @@ pub mod pcp_flush;
 pub mod proactive_compaction;
 pub mod reporting_cost;
 pub mod scaling;
+mod scaling_model;
 pub mod sqlite;
 pub mod sqlite_speedtest;
 pub mod stress_highalloc;

@@ -35,7 +35,7 @@ pub const TARGET_HIGH: u64 = (BATCH / 3) as u64;
 
 /// The `percpu_pagelist_high_fraction` that pins `high` near [`TARGET_HIGH`]
 /// (the kernel's `high = managed / fraction / cpus`; at least its minimum of 8).
-fn high_fraction(cfg: &Config) -> u32 {
+pub(crate) fn high_fraction(cfg: &Config) -> u32 {
     let cpus = cfg.nr_cpus.unwrap_or_else(pagealloc::possible_cpus) as u64;
     let pages = cfg.arena_bytes / pagealloc::PAGE_SIZE as u64;
     (pages / TARGET_HIGH / cpus.max(1)).max(8) as u32

@@ -15,16 +15,22 @@
 //! - `fault1`: page-fault1's allocator side without the writes: 32768 single
 //!   allocations, then their free in batches of 512, so half of every round
 //!   goes through the buddy under the zone lock (per-CPU refills and drains);
+//! - `pcp-flush`: seed 2's loop, batches of 10,000 single allocations then
+//!   their single frees, with `high` pinned near a third of a batch, so the
+//!   lists overflow and refill over and over;
 //! - `buddy-pair`: the pair with the per-CPU lists and the front cache off:
 //!   every page under the zone lock, the one shared point.
 //!
 //! Raw output: one line per loop and thread count with the median pages a
-//! second, the speedup over one thread, and the zone lock's acquisitions and
-//! wait per thousand pages over the measured intervals.
+//! second, the speedup over one thread, and the zone lock's acquisitions,
+//! wait and hold per thousand pages over the measured intervals; then per
+//! loop the contention model's prediction for 16 and 88 threads from its
+//! one- and two-thread runs (`scaling_model`).
 
 use super::page_fault1::{GATHER_BATCH, NR_PAGES};
 use crate::harness::{opaque_pfn, pin, Ctx, Experiment, ExperimentResult, Figure, Plot};
 use pagealloc::{Backing, Config, Gfp, PageAllocator, Pfn};
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
@@ -40,12 +46,14 @@ pub enum Mode {
     Bulk128,
     /// page-fault1's allocator side, without the writes.
     Fault1,
+    /// pcp-flush's loop (seed 2): 10,000-page batches through lists pinned small.
+    PcpFlush,
     /// The order-0 pair under the zone lock (per-CPU lists and front cache off).
     BuddyPair,
 }
 
 impl Mode {
-    const ALL: [Mode; 5] = [Mode::Pair, Mode::PcpPair, Mode::Bulk128, Mode::Fault1, Mode::BuddyPair];
+    const ALL: [Mode; 6] = [Mode::Pair, Mode::PcpPair, Mode::Bulk128, Mode::Fault1, Mode::PcpFlush, Mode::BuddyPair];
 
     fn name(self) -> &'static str {
         match self {
@@ -53,6 +61,7 @@ impl Mode {
             Mode::PcpPair => "pcp-pair",
             Mode::Bulk128 => "bulk128",
             Mode::Fault1 => "fault1",
+            Mode::PcpFlush => "pcp-flush",
             Mode::BuddyPair => "buddy-pair",
         }
     }
@@ -62,11 +71,15 @@ impl Mode {
     fn allocator(self, threads: usize) -> PageAllocator {
         let bytes = ((threads as u64 * 2 * (NR_PAGES as u64 * 4096)).max(1 << 30) + (1 << 30) - 1) & !((1 << 30) - 1);
         let private = !matches!(self, Mode::PcpPair | Mode::BuddyPair);
-        let cfg = Config::new()
+        let mut cfg = Config::new()
             .arena_bytes(bytes)
             .backing(Backing::None)
             .front_cache(private)
             .pcp_lists(self != Mode::BuddyPair);
+        if self == Mode::PcpFlush {
+            let f = super::pcp_flush::high_fraction(&cfg);
+            cfg = cfg.percpu_pagelist_high_fraction(f);
+        }
         PageAllocator::new(cfg).expect("scaling: allocator")
     }
 }
@@ -118,6 +131,17 @@ fn worker(mode: Mode, a: &PageAllocator, counter: &AtomicU64, stop: &AtomicBool)
             rounds(stop, counter, 128, || {
                 assert_eq!(a.alloc_pages_bulk(Gfp::KERNEL, &mut slots), 128, "scaling: bulk came back short");
                 a.free_pages_bulk_slots(&mut slots).expect("scaling: bulk free");
+            });
+        }
+        Mode::PcpFlush => {
+            let mut pfns: Vec<Pfn> = Vec::with_capacity(super::pcp_flush::BATCH);
+            rounds(stop, counter, super::pcp_flush::BATCH as u64, || {
+                for _ in 0..super::pcp_flush::BATCH {
+                    pfns.push(a.alloc_pages(Gfp::KERNEL, 0).expect("scaling: arena exhausted"));
+                }
+                for p in pfns.drain(..) {
+                    a.free_pages(opaque_pfn(p), 0).expect("scaling: free");
+                }
             });
         }
         Mode::Fault1 => {
@@ -219,6 +243,67 @@ fn line(mode: Mode, n: usize, f: &Figure, one: Option<f64>, run: &Run) -> String
     )
 }
 
+/// One loop's run at one thread count, with its median rate.
+struct Measured {
+    mode: Mode,
+    threads: usize,
+    rate: f64,
+    run: Run,
+}
+
+/// Thread counts the model predicts for: the lent machine's cores, and the
+/// 88 threads the seeds' page_fault1 runs used.
+const MODEL_THREADS: [usize; 2] = [16, 88];
+
+/// The contention model's lines and figures (`scaling_model`): the handoff
+/// from `buddy-pair` at one and two threads, then each loop's prediction
+/// from its one-thread run, beside its measured two-thread speedup.
+fn model(ctx: &Ctx, r: &mut ExperimentResult, runs: &[Measured]) {
+    use super::scaling_model::{handoff_ns, Inputs};
+    let get = |m: Mode, n: usize| runs.iter().find(|x| x.mode == m && x.threads == n);
+    let per_page = |x: &Measured, i: usize| x.run.lock[i] as f64 / x.run.pages.max(1) as f64;
+    let to_ns = |ticks: f64| if pagealloc::tick_unit() == "ns" { ticks } else { ctx.tsc.ns(ticks) };
+    let handoff = match (get(Mode::BuddyPair, 1), get(Mode::BuddyPair, 2)) {
+        (Some(one), Some(two)) => {
+            let acq = per_page(one, 0);
+            Some(handoff_ns(acq, two.rate, to_ns(per_page(one, 2)) / acq.max(1e-12)))
+        }
+        _ => None,
+    };
+    let h = handoff.unwrap_or(0.0);
+    r.line(
+        ctx,
+        match handoff {
+            Some(h) => format!("# model: a zone-lock handoff costs {h:.1} ns (buddy-pair at 2 threads, less its hold)"),
+            None => "# model: handoff not measured (run buddy-pair at 1 and 2 threads); taken as 0".into(),
+        },
+    );
+    for one in runs.iter().filter(|x| x.threads == 1) {
+        let m = Inputs { t1_ns: 1e9 / one.rate.max(1.0), hold_ns: to_ns(per_page(one, 2)), acq: per_page(one, 0) };
+        let measured2 =
+            get(one.mode, 2).map_or(String::new(), |two| format!(" (measured {:.2}x)", two.rate / one.rate));
+        let mut line = format!(
+            "# model {:<10} {:.2} ns a page, {:.3} ns of it serialized (hold {:.3} + {:.5} acquisitions x handoff):              2t {:.2}x{measured2}",
+            one.mode.name(),
+            m.t1_ns,
+            m.serial_ns(h),
+            m.hold_ns,
+            m.acq,
+            m.speedup(2, h),
+        );
+        for n in MODEL_THREADS {
+            let s = m.speedup(n, h);
+            let _ = write!(line, ", {n}t {s:.2}x");
+            r.figures.push(
+                Figure::new(format!("model-speedup-{n}t"), one.mode.name(), "x", vec![s])
+                    .higher_better()
+                    .param("threads", n as u64),
+            );
+        }
+        r.line(ctx, line);
+    }
+}
+
 impl Experiment for Scaling {
     fn name(&self) -> &'static str {
         "scaling"
@@ -237,6 +322,7 @@ impl Experiment for Scaling {
             ctx,
             "# loop     threads   pages/s(med)   pages/s(min)   pages/s(max)  speedup efficiency  zlock_acq/kp zlock_wait/kp zlock_hold/kp",
         );
+        let mut runs = Vec::new();
         for &mode in &modes {
             let mut one = None;
             for &n in &threads {
@@ -249,11 +335,13 @@ impl Experiment for Scaling {
                     one = Some(f.value);
                 }
                 r.line(ctx, line(mode, n, &f, one, &run));
+                runs.push(Measured { mode, threads: n, rate: f.value, run });
                 r.figures.push(f);
                 pb.inc(1);
             }
         }
         pb.finish_and_clear();
+        model(ctx, &mut r, &runs);
         let mut plot = Plot::line("Pages a second against threads", "threads", "threads", "pages per second").log_x();
         for &mode in &modes {
             plot = plot.series(mode.name(), mode.name(), Some("pages-per-s-*"));
