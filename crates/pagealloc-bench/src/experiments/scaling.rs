@@ -23,7 +23,9 @@
 //!
 //! Raw output: one line per loop and thread count with the median pages a
 //! second, the speedup over one thread, and the zone lock's acquisitions,
-//! wait and hold per thousand pages over the measured intervals; then per
+//! wait, hold and free-list operations (the hold's work, which preemption
+//! on a busy machine cannot inflate) per thousand pages over the measured
+//! intervals; then per
 //! loop the contention model's prediction for 16 and 88 threads from its
 //! one- and two-thread runs (`scaling_model`).
 
@@ -159,13 +161,12 @@ fn worker(mode: Mode, a: &PageAllocator, counter: &AtomicU64, stop: &AtomicBool)
     }
 }
 
-/// The zone locks' acquisitions, wait ticks and (estimated) hold ticks so
-/// far, over every zone.
-fn zone_lock(a: &PageAllocator) -> [u64; 3] {
-    a.lockstat()
-        .zones
-        .iter()
-        .fold([0; 3], |[n, w, h], z| [n + z.acquisitions, w + z.wait_ticks, h + z.hold_ticks_estimate() as u64])
+/// The zone locks' acquisitions, wait ticks, (estimated) hold ticks and
+/// (estimated) free-list operations so far, over every zone.
+fn zone_lock(a: &PageAllocator) -> [u64; 4] {
+    a.lockstat().zones.iter().fold([0; 4], |[n, w, h, o], z| {
+        [n + z.acquisitions, w + z.wait_ticks, h + z.hold_ticks_estimate() as u64, o + z.list_ops_estimate() as u64]
+    })
 }
 
 /// One loop on `threads` threads: pages a second per measured interval, and
@@ -173,7 +174,7 @@ fn zone_lock(a: &PageAllocator) -> [u64; 3] {
 struct Run {
     rates: Vec<f64>,
     pages: u64,
-    lock: [u64; 3],
+    lock: [u64; 4],
 }
 
 /// Sum of the counters.
@@ -231,7 +232,7 @@ fn line(mode: Mode, n: usize, f: &Figure, one: Option<f64>, run: &Run) -> String
     let per_k = |x: u64| 1000.0 * x as f64 / run.pages.max(1) as f64;
     let speedup = one.map_or(f64::NAN, |o| f.value / o);
     format!(
-        "{:<10} {n:>7} {:>14.0} {:>14.0} {:>14.0} {speedup:>8.2} {:>10.2} {:>12.1} {:>12.1} {:>12.1}",
+        "{:<10} {n:>7} {:>14.0} {:>14.0} {:>14.0} {speedup:>8.2} {:>10.2} {:>12.1} {:>12.1} {:>12.1} {:>12.1}",
         mode.name(),
         f.value,
         f.samples.iter().copied().fold(f64::INFINITY, f64::min),
@@ -240,6 +241,7 @@ fn line(mode: Mode, n: usize, f: &Figure, one: Option<f64>, run: &Run) -> String
         per_k(run.lock[0]),
         per_k(run.lock[1]),
         per_k(run.lock[2]),
+        per_k(run.lock[3]),
     )
 }
 
@@ -320,7 +322,7 @@ impl Experiment for Scaling {
         r.line(ctx, format!("# {cpus} CPUs; {} intervals of {each:?} after {warm:?} per run", ctx.repeats));
         r.line(
             ctx,
-            "# loop     threads   pages/s(med)   pages/s(min)   pages/s(max)  speedup efficiency  zlock_acq/kp zlock_wait/kp zlock_hold/kp",
+            "# loop     threads   pages/s(med)   pages/s(min)   pages/s(max)  speedup efficiency  zlock_acq/kp zlock_wait/kp zlock_hold/kp  zlock_ops/kp",
         );
         let mut runs = Vec::new();
         for &mode in &modes {

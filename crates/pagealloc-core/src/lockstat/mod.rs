@@ -107,6 +107,8 @@ pub struct LockStat {
     refills: LockedCounter,
     refill_hold_ticks: LockedCounter,
     refill_pages: LockedCounter,
+    list_ops: LockedCounter,
+    batch_list_ops: LockedCounter,
 }
 
 impl LockStat {
@@ -125,6 +127,8 @@ impl LockStat {
             refills: LockedCounter::new(0),
             refill_hold_ticks: LockedCounter::new(0),
             refill_pages: LockedCounter::new(0),
+            list_ops: LockedCounter::new(0),
+            batch_list_ops: LockedCounter::new(0),
         }
     }
 
@@ -149,12 +153,17 @@ impl LockStat {
     }
 
     /// Count one hold of `hold` ticks that moved `batch` pages between a
-    /// per-CPU list and the buddy. Caller holds the lock.
+    /// per-CPU list and the buddy and did `ops` free-list operations.
+    /// Caller holds the lock.
     #[inline(always)]
-    pub fn held_locked(&self, hold: u64, batch: Batch) {
+    pub fn held_locked(&self, hold: u64, batch: Batch, ops: u32) {
         self.hold_ticks.add_locked(hold);
         self.hold_samples.add_locked(1);
         self.hold_hist[bucket(hold)].add_locked(1);
+        self.list_ops.add_locked(ops as u64);
+        if batch != Batch::None {
+            self.batch_list_ops.add_locked(ops as u64);
+        }
         let (n, ticks, pages, p) = match batch {
             Batch::None => return,
             Batch::Drain(p) => (&self.drains, &self.drain_hold_ticks, &self.drain_pages, p),
@@ -190,6 +199,8 @@ impl LockStat {
             refills: self.refills.get_racy(),
             refill_hold_ticks: self.refill_hold_ticks.get_racy(),
             refill_pages: self.refill_pages.get_racy(),
+            list_ops: self.list_ops.get_racy(),
+            batch_list_ops: self.batch_list_ops.get_racy(),
         }
     }
 }
@@ -236,6 +247,12 @@ pub struct ZoneLockStat {
     pub refill_hold_ticks: u64,
     /// Pages those refills took.
     pub refill_pages: u64,
+    /// Free-list operations (a block linked, unlinked or moved between
+    /// lists) done under the timed holds: the deterministic measure of the
+    /// work the lock serializes, which preemption cannot inflate.
+    pub list_ops: u64,
+    /// Of those, the ones under per-CPU batch holds (all timed).
+    pub batch_list_ops: u64,
 }
 
 impl ZoneLockStat {
@@ -250,6 +267,17 @@ impl ZoneLockStat {
         let other_ticks = self.hold_ticks.saturating_sub(batch_ticks) as f64;
         let scale = if others_timed == 0 { 0.0 } else { others as f64 / others_timed as f64 };
         batch_ticks as f64 + other_ticks * scale
+    }
+
+    /// Free-list operations over every acquisition, scaled as
+    /// [`ZoneLockStat::hold_ticks_estimate`]: the batches' as counted, the
+    /// other timed holds' standing for every other acquisition.
+    pub fn list_ops_estimate(&self) -> f64 {
+        let batches = self.drains + self.refills;
+        let (others, others_timed) =
+            (self.acquisitions.saturating_sub(batches), self.hold_samples.saturating_sub(batches));
+        let scale = if others_timed == 0 { 0.0 } else { others as f64 / others_timed as f64 };
+        self.batch_list_ops as f64 + self.list_ops.saturating_sub(self.batch_list_ops) as f64 * scale
     }
 }
 
@@ -284,11 +312,11 @@ mod tests {
     fn counts_go_where_they_belong() {
         let s = LockStat::new(true);
         s.waited_locked(5);
-        s.held_locked(100, Batch::None);
+        s.held_locked(100, Batch::None, 3);
         s.waited_locked(0);
-        s.held_locked(300, Batch::Drain(7));
+        s.held_locked(300, Batch::Drain(7), 2);
         s.waited_locked(0);
-        s.held_locked(50, Batch::Refill(25));
+        s.held_locked(50, Batch::Refill(25), 5);
         let r = s.read(0, 0, "Normal");
         assert_eq!(r.acquisitions, 3);
         assert_eq!(r.wait_hist.iter().sum::<u64>(), 3);
@@ -296,6 +324,7 @@ mod tests {
         assert_eq!(r.hold_hist[bucket(100)], 1);
         assert_eq!((r.drains, r.drain_hold_ticks, r.drain_pages, r.hold_ticks, r.hold_samples), (1, 300, 7, 450, 3));
         assert_eq!((r.refills, r.refill_hold_ticks, r.refill_pages), (1, 50, 25));
+        assert_eq!((r.list_ops, r.batch_list_ops), (10, 7));
         // Uncontended: counted with a zero wait; timed one time in LOCKSTAT_SAMPLE.
         let timed = (0..2 * LOCKSTAT_SAMPLE).filter(|_| s.uncontended_locked()).count();
         assert_eq!(timed, 2);
@@ -304,6 +333,7 @@ mod tests {
         // The batches as timed (350), the one other timed hold (100) standing
         // for the 1 + 2 * LOCKSTAT_SAMPLE other acquisitions.
         assert_eq!(r.hold_ticks_estimate(), 350.0 + 100.0 * (1 + 2 * LOCKSTAT_SAMPLE) as f64);
+        assert_eq!(r.list_ops_estimate(), 7.0 + 3.0 * (1 + 2 * LOCKSTAT_SAMPLE) as f64);
         assert!(LockStatReport { zones: vec![r], pcp: vec![] }.to_string().contains("drain_hold_page   42.86"));
     }
 }

@@ -57,6 +57,7 @@ impl core::fmt::Display for LockStatReport {
             writeln!(f, "  refill_pages      {}", z.refill_pages)?;
             writeln!(f, "  refill_hold_avg   {:.1}", per(z.refill_hold_ticks, z.refills))?;
             writeln!(f, "  refill_hold_page  {:.2}", per(z.refill_hold_ticks, z.refill_pages))?;
+            writeln!(f, "  list_ops_timed    {}", z.list_ops)?;
             write_hists(f, &z.wait_hist, &z.hold_hist)?;
         }
         let per = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };

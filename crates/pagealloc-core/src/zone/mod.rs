@@ -396,6 +396,8 @@ pub struct ZoneGuard<'a> {
     /// What this hold moves between a per-CPU list and the buddy, for the
     /// lock statistics (set by the drain or refill that holds it).
     pub batch: Batch,
+    /// Free-list operations this hold did (lock statistics).
+    ops: u32,
 }
 
 impl<'a> ZoneGuard<'a> {
@@ -406,7 +408,7 @@ impl<'a> ZoneGuard<'a> {
         // Pairs with the Acquire fence in a consistent snapshot: the odd value is
         // visible before any counter this section changes.
         fence(Ordering::Release);
-        Self { zone, mm, area, took_reported: false, entered, batch: Batch::None }
+        Self { zone, mm, area, took_reported: false, entered, batch: Batch::None, ops: 0 }
     }
 
     /// Set a pageblock's stored type, keeping block counts right.
@@ -487,6 +489,7 @@ impl<'a> ZoneGuard<'a> {
         };
         self.mm.page(pfn).set_buddy(order, mt, extra, free_clock());
         self.filler_account(pfn, order, true);
+        self.ops = self.ops.wrapping_add(1);
         let l = &mut self.area.lists[order.idx()][mt.index()];
         if tail {
             l.push_tail(self.mm, pfn);
@@ -506,6 +509,7 @@ impl<'a> ZoneGuard<'a> {
         if reported {
             self.zone.stats.nr_reported.sub_locked(order.pages());
         }
+        self.ops = self.ops.wrapping_add(1);
         self.area.lists[order.idx()][mt.index()].remove(self.mm, pfn);
         d.clear();
         self.account(order, mt, false);
@@ -521,6 +525,7 @@ impl<'a> ZoneGuard<'a> {
         // Keep the free-time stamp (bits above the type) for reporting.
         let stamp = d.private_raw() & !((1 << crate::page::STAMP_SHIFT) - 1);
         d.set_private_raw(crate::page::private_word(order, to) | stamp);
+        self.ops = self.ops.wrapping_add(1);
         self.area.lists[order.idx()][from.index()].remove(self.mm, pfn);
         self.account(order, from, false);
         self.area.lists[order.idx()][to.index()].push_tail(self.mm, pfn);
@@ -552,7 +557,7 @@ impl Drop for ZoneGuard<'_> {
         check::check_zone_locked(self);
         // Timed exactly when the wait was (`entered` is a tick count, never 0).
         if self.entered != 0 {
-            self.zone.lockstat.held_locked(ticks().saturating_sub(self.entered), self.batch);
+            self.zone.lockstat.held_locked(ticks().saturating_sub(self.entered), self.batch, self.ops);
         }
         let s = self.zone.stats.seq.load(Ordering::Relaxed);
         // Pairs with the Acquire load that starts a consistent snapshot: every
