@@ -283,6 +283,31 @@ mod loom_models {
         });
     }
 
+    /// A `Pages` handle's drop (a plain store of `PCP`, no claim) racing a
+    /// stranger's raw free, lock, unlock and reference of its pfn: each is
+    /// refused (`Owned` before the drop, a free page after it) whichever
+    /// order they run in, no lock bit outlives the drop, and the page is
+    /// back exactly once.
+    #[test]
+    fn owned_drop_races_pfn_calls() {
+        loom::model(|| {
+            let a = tiny();
+            let p = a.alloc(Gfp::KERNEL, 0).unwrap();
+            let pfn = p.pfn();
+            let b = a.clone();
+            let t = loom::thread::spawn(move || {
+                assert!(b.free_pages(pfn, 0).is_err());
+                assert!(!b.trylock_page(pfn));
+                assert!(b.unlock_page(pfn).is_err());
+                assert!(b.get_page(pfn).is_err());
+            });
+            drop(p);
+            t.join().unwrap();
+            assert!(!a.page_locked_racy(pfn));
+            whole(&a);
+        });
+    }
+
     #[test]
     fn bulk_alloc_races_bulk_free() {
         loom::model(|| {

@@ -70,7 +70,7 @@ impl Mode {
 
     /// The allocator for `threads` threads of this loop: frames only; room
     /// for every thread's 128 MiB twice over for `fault1`, 1 GiB at least.
-    fn allocator(self, threads: usize) -> PageAllocator {
+    fn allocator(self, threads: usize, design: Design) -> PageAllocator {
         let bytes = ((threads as u64 * 2 * (NR_PAGES as u64 * 4096)).max(1 << 30) + (1 << 30) - 1) & !((1 << 30) - 1);
         let private = !matches!(self, Mode::PcpPair | Mode::BuddyPair);
         let mut cfg = Config::new()
@@ -82,7 +82,7 @@ impl Mode {
             let f = super::pcp_flush::high_fraction(&cfg);
             cfg = cfg.percpu_pagelist_high_fraction(f);
         }
-        PageAllocator::new(cfg).expect("scaling: allocator")
+        PageAllocator::new(design.apply(cfg)).expect("scaling: allocator")
     }
 }
 
@@ -97,6 +97,36 @@ pub struct Args {
     /// scaling: the loops to run, comma-separated (default all).
     #[arg(long, value_enum, value_delimiter = ',')]
     pub scaling_mode: Vec<Mode>,
+    /// scaling: the design the zone lock sees (default: the library's; the
+    /// others are the designs before this one, for an A/B in one binary).
+    #[arg(long, value_enum, default_value_t = Design::Blocks)]
+    pub scaling_design: Design,
+}
+
+/// What the per-CPU lists do with the zone lock.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Design {
+    /// The library's: drains merge outside the zone lock, a depot between
+    /// the lists and the buddy.
+    #[default]
+    Blocks,
+    /// The same drain without the depot.
+    NoDepot,
+    /// The kernel's drain (pick and merge under the zone lock), no depot.
+    SinglePass,
+    /// Seed 1's drain (pick outside, merge under), no depot.
+    TwoPass,
+}
+
+impl Design {
+    fn apply(self, cfg: Config) -> Config {
+        match self {
+            Design::Blocks => cfg,
+            Design::NoDepot => cfg.depot_fraction(0),
+            Design::SinglePass => cfg.drain_mode(pagealloc::DrainMode::SinglePass),
+            Design::TwoPass => cfg.drain_mode(pagealloc::DrainMode::TwoPass),
+        }
+    }
 }
 
 /// The experiment, with its flags.
@@ -183,8 +213,8 @@ fn total(counters: &[Counter]) -> u64 {
 }
 
 /// Run `mode` on `threads` pinned threads: `warm`, then `intervals` of `each`.
-fn run(mode: Mode, threads: usize, warm: Duration, each: Duration, intervals: usize) -> Run {
-    let a = mode.allocator(threads);
+fn run(mode: Mode, (threads, design): (usize, Design), warm: Duration, each: Duration, intervals: usize) -> Run {
+    let a = mode.allocator(threads, design);
     let counters: Vec<Counter> = (0..threads).map(|_| Counter::default()).collect();
     let (stop, start) = (AtomicBool::new(false), Barrier::new(threads + 1));
     let run = std::thread::scope(|s| {
@@ -319,7 +349,13 @@ impl Experiment for Scaling {
         let (warm, each) = if ctx.full { (1000, 1000) } else { (300, 500) };
         let (warm, each) = (Duration::from_millis(warm), Duration::from_millis(each));
         let pb = ctx.bar("scaling", (threads.len() * modes.len()) as u64);
-        r.line(ctx, format!("# {cpus} CPUs; {} intervals of {each:?} after {warm:?} per run", ctx.repeats));
+        r.line(
+            ctx,
+            format!(
+                "# {cpus} CPUs; {} intervals of {each:?} after {warm:?} per run; design {:?}",
+                ctx.repeats, self.0.scaling_design
+            ),
+        );
         r.line(
             ctx,
             "# loop     threads   pages/s(med)   pages/s(min)   pages/s(max)  speedup efficiency  zlock_acq/kp zlock_wait/kp zlock_hold/kp  zlock_ops/kp",
@@ -329,7 +365,7 @@ impl Experiment for Scaling {
             let mut one = None;
             for &n in &threads {
                 pb.set_message(format!("{} {n}t", mode.name()));
-                let run = run(mode, n, warm, each, ctx.repeats);
+                let run = run(mode, (n, self.0.scaling_design), warm, each, ctx.repeats);
                 let f = Figure::new(format!("pages-per-s-{n}t"), mode.name(), "pages/s", run.rates.clone())
                     .higher_better()
                     .param("threads", n as u64);
