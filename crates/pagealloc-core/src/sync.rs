@@ -202,6 +202,21 @@ impl LockedCounter {
     }
 }
 
+/// Store `v` in a word whose racing writers are all read-modify-writes
+/// that leave it as they found it or fail (an owned block's flags word:
+/// see `Core::free_owned`). A plain store everywhere but under loom, whose
+/// model lets a plain store land between the read and the write of a
+/// racing read-modify-write, which neither the hardware nor the C++ model
+/// allows (tokio-rs/loom#254, open): there a swap, which it models as the
+/// atomic step it is.
+#[inline(always)]
+pub fn store_among_rmws(a: &AtomicU32, v: u32, o: Ordering) {
+    #[cfg(loom)]
+    a.swap(v, o);
+    #[cfg(not(loom))]
+    a.store(v, o);
+}
+
 /// An `UnsafeCell` that loom can watch for unsynchronised access.
 #[derive(Debug)]
 #[repr(transparent)]

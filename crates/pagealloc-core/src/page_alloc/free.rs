@@ -140,7 +140,7 @@ impl Core {
         }
         // The handle's claim: see `free_owned`. Release: the owner's writes
         // to the frame happen before whoever sees it free.
-        d.flags.store(flags::PCP, Ordering::Release);
+        crate::sync::store_among_rmws(&d.flags, flags::PCP, Ordering::Release);
         s.pfns[len] = p as u32;
         s.len = len as u32 + 1;
         events.add_owner(crate::vmevent::VmEvent::Pgfree, 1);
@@ -157,7 +157,7 @@ impl Core {
             // Not the word a handle leaves: the claim's checks say why.
             return self.free_slow(pfn, order, true);
         }
-        d.flags.store(flags::PCP, Ordering::Release);
+        crate::sync::store_among_rmws(&d.flags, flags::PCP, Ordering::Release);
         self.init_on_free(pfn.as_u64(), o);
         self.finish_free(pfn, o, owned);
         Ok(())
