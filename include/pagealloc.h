@@ -76,12 +76,17 @@
 // (`pagealloc_page_address` fails).
 #define PAGEALLOC_BACKING_NONE 3
 
-// `pagealloc_config.drain_mode`: today's kernel (one pass under the zone lock). The default.
-#define PAGEALLOC_DRAIN_SINGLE_PASS 0
+// `pagealloc_config.drain_mode`: the library's drain (merged outside the
+// zone lock, which then frees blocks). The default.
+#define PAGEALLOC_DRAIN_BLOCKS 0
 
-// `pagealloc_config.drain_mode`: the old two-pass drain (a library built
+// `pagealloc_config.drain_mode`: seed 1's two-pass drain (a library built
 // with the `seed-variants` feature only).
 #define PAGEALLOC_DRAIN_TWO_PASS 1
+
+// `pagealloc_config.drain_mode`: today's kernel, one pass under the zone
+// lock (a library built with the `seed-variants` feature only).
+#define PAGEALLOC_DRAIN_SINGLE_PASS 2
 
 // Bytes per page.
 #define PAGEALLOC__PAGE_SIZE 4096
@@ -274,7 +279,7 @@ typedef struct pagealloc_front_slot {
   // One stack per request type (and one that never takes a page).
   struct pagealloc_front_stack stacks[4];
   // Event counters, written by the slot's thread only.
-  uint64_t events[35];
+  uint64_t events[37];
 } pagealloc_front_slot;
 
 // A page descriptor (the inline calls read `flags` and `private_word`).

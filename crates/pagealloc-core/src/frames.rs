@@ -60,8 +60,8 @@ impl FrameAllocator {
         Ok(Self { core: Core::new_in(cfg, Some(storage))? })
     }
 
-    /// The core, for the crate's own tests.
-    #[cfg(test)]
+    /// The core, for the crate's own loom models.
+    #[cfg(all(test, loom))]
     pub(crate) fn core(&self) -> &Core {
         &self.core
     }
