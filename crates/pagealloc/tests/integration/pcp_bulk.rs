@@ -185,7 +185,7 @@ fn both_drain_designs_leave_identical_buddy_state() {
     };
     let single = run(Config::small(16 << 20).drain_mode(DrainMode::SinglePass));
     let two = run(Config::small(16 << 20).drain_mode(DrainMode::TwoPass));
-    let cached = run(Config::small(16 << 20).pcp_migratetype_cache(true));
+    let cached = run(Config::small(16 << 20).drain_mode(DrainMode::SinglePass).pcp_migratetype_cache(true));
     assert_eq!(single, two);
     assert_eq!(single, cached);
 }
