@@ -146,6 +146,9 @@ fn key_arg(h: &Bound<'_, PyAny>) -> PyResult<Key> {
 impl BlockPool {
     /// `BlockPool(allocator, {"full": 4, "sliding": 4, "cross": 2})`: kind
     /// names and their buddy orders (a block of order k is `2**k` frames).
+    /// A kind given as `(order, frames)` is exact: each block holds the first
+    /// `frames` frames of an order-`order` block (more than half of it) and
+    /// the tail stays free, for a recurrent-state page of a hybrid model.
     /// `free_list_frames`: the most frames each kind's list of free blocks
     /// keeps (at most 1/32 of the arena; 0: no lists, every free goes
     /// straight back to the allocator).
@@ -165,9 +168,23 @@ impl BlockPool {
         let mut names = Vec::new();
         for (name, order) in kinds.iter() {
             let name = name.cast::<PyString>().map_err(|_| PyTypeError::new_err("kind names must be str"))?.clone();
-            let order = order.extract::<i64>()?;
+            // An int is an order; a pair (order, frames) an exact kind whose
+            // blocks hold `frames` frames of an order-`order` block.
+            let (order, frames) = match order.extract::<(i64, i64)>() {
+                Ok((o, f)) => (o, Some(f)),
+                Err(_) => (order.extract::<i64>()?, None),
+            };
             let order = crate::order_arg(order).map_err(|e| ConfigError::new_err(format!("kind {name}: {e}")))?;
-            ks.push(Kind { name: name.to_string(), order });
+            let frames = match frames {
+                None => 1 << order,
+                Some(f) if f > 1 << (order.max(1) - 1) && f <= 1 << order => f as u64,
+                Some(f) => {
+                    return Err(ConfigError::new_err(format!(
+                        "kind {name}: {f} frames is not more than half of an order-{order} block and at most all of it"
+                    )))
+                }
+            };
+            ks.push(Kind { name: name.to_string(), order, frames });
             names.push(name.unbind());
         }
         let a = allocator.get().live()?.clone();

@@ -21,7 +21,7 @@
 //!   `key` (unused blocks without a key were freed at once).
 //! - `cached[(kind, key)] == id` exactly when `blocks[id].key == Some(key)`
 //!   and `blocks[id].kind == kind`.
-//! - `frames[k]` is the sum of `2^order` over the entries of kind `k`;
+//! - `frames[k]` is the sum of the kind's frames over its entries;
 //!   `lru_frames` the same over the entries on `lru`.
 //! - No allocation and no free is made with the lock held: the shrinker,
 //!   called from inside an allocation that runs low, takes it.
@@ -35,6 +35,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 mod check;
+mod exact;
 
 /// A block hash given by the user (vLLM's `BlockHash`: an int or bytes).
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
@@ -66,11 +67,20 @@ impl Hasher for IdHasher {
 
 type Fast = BuildHasherDefault<IdHasher>;
 
-/// One kind of block: a name and a buddy order.
+/// One kind of block: a name, a buddy order, and the frames a block holds:
+/// `2^order`, or fewer for an exact kind ([`exact`]), whose blocks are the
+/// first `frames` frames of an order-`order` block, the tail given back.
 #[derive(Clone, Debug)]
 pub(crate) struct Kind {
     pub name: String,
     pub order: u32,
+    pub frames: u64,
+}
+
+impl Kind {
+    pub(crate) fn exact(&self) -> bool {
+        self.frames != 1 << self.order
+    }
 }
 
 #[derive(Debug)]
@@ -178,7 +188,9 @@ impl Core {
     pub(crate) fn new(alloc: PageAllocator, kinds: Vec<Kind>, list_frames: u64) -> Arc<Self> {
         let n = kinds.len();
         let orders: Vec<u32> = kinds.iter().map(|k| k.order).collect();
-        let free = FreeLists::new(&orders, list_frames.min(alloc.managed_pages() / 32));
+        let mut free = FreeLists::new(&orders, list_frames.min(alloc.managed_pages() / 32));
+        // An exact block is given back whole at once: no list keeps it.
+        kinds.iter().enumerate().filter(|(_, k)| k.exact()).for_each(|(i, _)| free.disable(i));
         let state = State { frames: vec![0; n], in_use: vec![0; n], free, ..State::default() };
         let core = Arc::new(Core { alloc, kinds, state: Mutex::new(state), shrinker: Mutex::new(None) });
         let id = core.alloc.register_shrinker(Arc::new(Evictor(Arc::downgrade(&core))));
@@ -221,7 +233,7 @@ impl Core {
         for &id in ids {
             st.blocks.insert(id, Entry { kind, refs: 1, key: None, lru: 0 });
         }
-        st.frames[k] += (ids.len() as u64) << self.kinds[k].order;
+        st.frames[k] += ids.len() as u64 * self.kinds[k].frames;
         st.in_use[k] += ids.len() as u64;
     }
 
@@ -240,9 +252,14 @@ impl Core {
         let need = n - got.len();
         let extra = if need > 0 { self.refill_batch(order, batch) } else { 0 };
         let mut spare = Vec::new();
-        if let Err(e) = self.alloc_blocks(order, need, extra, &mut got, &mut spare) {
-            self.free_frames(&got, order);
-            self.free_frames(&spare, order);
+        let res = if self.kinds[k].exact() {
+            self.alloc_exact_blocks(k, need, &mut got)
+        } else {
+            self.alloc_blocks(order, need, extra, &mut got, &mut spare)
+        };
+        if let Err(e) = res {
+            self.free_kind(&got, k);
+            self.free_kind(&spare, k);
             return Err(PoolError::OutOfMemory(format!(
                 "cannot get {n} blocks of kind {:?} (order {order}): {e}; {} unused cached blocks left to evict",
                 self.kinds[k].name,
@@ -253,15 +270,15 @@ impl Core {
         if st.closed {
             // Closed while this call allocated: nothing may stay held.
             drop(st);
-            self.free_frames(&got, order);
-            self.free_frames(&spare, order);
+            self.free_kind(&got, k);
+            self.free_kind(&spare, k);
             return Err(PoolError::Invalid("the block pool is closed".into()));
         }
         self.adopt(&mut st, kind, &got);
         spare.retain(|&id| !st.free.put(k, id));
         spare.extend(st.free.spill(k));
         drop(st);
-        self.free_frames(&spare, order);
+        self.free_kind(&spare, k);
         Ok(got)
     }
 
@@ -335,9 +352,9 @@ impl Core {
     pub(crate) fn drain(&self) -> u64 {
         let lists = self.lock().free.drain();
         let mut frames = 0;
-        for (ids, order) in lists {
-            frames += (ids.len() as u64) << order;
-            self.free_frames(&ids, order);
+        for (k, (ids, _)) in lists.into_iter().enumerate() {
+            frames += ids.len() as u64 * self.kinds[k].frames;
+            self.free_kind(&ids, k);
         }
         frames
     }
@@ -406,40 +423,41 @@ impl Core {
                 if e.refs > 0 {
                     continue;
                 }
-                let (k, order) = (usize::from(e.kind), self.kinds[usize::from(e.kind)].order);
+                let (k, frames) = (usize::from(e.kind), self.kinds[usize::from(e.kind)].frames);
                 st.in_use[k] -= 1;
                 if e.key.is_some() {
                     st.clock += 1;
                     e.lru = st.clock;
                     st.lru.insert(st.clock, id);
-                    st.lru_frames += 1 << order;
+                    st.lru_frames += frames;
                 } else {
                     slot.remove();
-                    st.frames[k] -= 1 << order;
+                    st.frames[k] -= frames;
                     if st.free.put(k, id) {
                         grown |= 1 << k;
                     } else {
-                        victims.push((id, order));
+                        victims.push((id, k));
                     }
                 }
             }
             while grown != 0 {
                 let k = grown.trailing_zeros() as usize;
                 grown &= grown - 1;
-                victims.extend(st.free.spill(k).into_iter().map(|id| (id, self.kinds[k].order)));
+                victims.extend(st.free.spill(k).into_iter().map(|id| (id, k)));
             }
         }
         self.free_victims(victims);
         Ok(())
     }
 
-    /// Free `(id, order)` pairs, the order-0 ones in one bulk call.
-    fn free_victims(&self, mut victims: Vec<(u64, u32)>) {
-        let zeros: Vec<u64> = victims.iter().filter(|v| v.1 == 0).map(|v| v.0).collect();
+    /// Free `(id, kind)` pairs, the order-0 ones in one bulk call.
+    fn free_victims(&self, mut victims: Vec<(u64, usize)>) {
+        let plain_zero = |k: usize| self.kinds[k].order == 0 && !self.kinds[k].exact();
+        let zeros: Vec<u64> = victims.iter().filter(|v| plain_zero(v.1)).map(|v| v.0).collect();
         self.free_frames(&zeros, 0);
-        victims.retain(|v| v.1 != 0);
-        for (id, order) in victims {
-            self.free_frames(&[id], order);
+        victims.retain(|v| !plain_zero(v.1));
+        for (id, k) in victims {
+            self.free_kind(&[id], k);
         }
     }
 
@@ -455,9 +473,8 @@ impl Core {
                 return Err(PoolError::Invalid(format!("block {id} has too many references")));
             }
             if e.refs == 0 {
-                let order = self.kinds[usize::from(e.kind)].order;
                 st.lru.remove(&e.lru);
-                st.lru_frames -= 1 << order;
+                st.lru_frames -= self.kinds[usize::from(e.kind)].frames;
                 st.in_use[usize::from(e.kind)] += 1;
                 e.lru = 0;
             }
@@ -513,22 +530,22 @@ impl Core {
             while (victims.len() as u64) < max_blocks && frames < max_frames {
                 let Some((_, id)) = st.lru.pop_first() else { break };
                 let e = st.blocks.remove(&id).expect("the LRU names held blocks");
-                let (k, order) = (usize::from(e.kind), self.kinds[usize::from(e.kind)].order);
+                let (k, n) = (usize::from(e.kind), self.kinds[usize::from(e.kind)].frames);
                 if let Some(key) = e.key {
                     st.cached.remove(&(e.kind, key));
                 }
-                st.frames[k] -= 1 << order;
-                st.lru_frames -= 1 << order;
+                st.frames[k] -= n;
+                st.lru_frames -= n;
                 st.counters.evicted += 1;
-                st.counters.evicted_frames += 1 << order;
-                frames += 1u64 << order;
-                victims.push((id, order));
+                st.counters.evicted_frames += n;
+                frames += n;
+                victims.push((id, k));
             }
         }
         let mut freed = 0;
-        for (id, order) in victims {
-            self.free_frames(&[id], order);
-            freed += 1u64 << order;
+        for (id, k) in victims {
+            self.free_kind(&[id], k);
+            freed += self.kinds[k].frames;
         }
         freed
     }
@@ -548,7 +565,7 @@ impl Core {
 
     /// Free every block (in use or cached) and refuse further calls.
     pub(crate) fn close(&self) {
-        let victims: Vec<(u64, u32)> = {
+        let victims: Vec<(u64, usize)> = {
             let mut st = self.lock();
             st.closed = true;
             st.lru.clear();
@@ -556,15 +573,14 @@ impl Core {
             st.lru_frames = 0;
             st.frames.fill(0);
             st.in_use.fill(0);
-            let mut all: Vec<(u64, u32)> =
-                st.blocks.drain().map(|(id, e)| (id, self.kinds[usize::from(e.kind)].order)).collect();
-            for (ids, order) in st.free.drain() {
-                all.extend(ids.into_iter().map(|id| (id, order)));
+            let mut all: Vec<(u64, usize)> = st.blocks.drain().map(|(id, e)| (id, usize::from(e.kind))).collect();
+            for (k, (ids, _)) in st.free.drain().into_iter().enumerate() {
+                all.extend(ids.into_iter().map(|id| (id, k)));
             }
             all
         };
-        for (id, order) in victims {
-            self.free_frames(&[id], order);
+        for (id, k) in victims {
+            self.free_kind(&[id], k);
         }
         if let Some(id) = self.shrinker.lock().unwrap_or_else(PoisonError::into_inner).take() {
             self.alloc.unregister_shrinker(id);

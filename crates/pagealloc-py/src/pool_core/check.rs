@@ -13,8 +13,8 @@ impl Core {
         let mut in_use = vec![0u64; self.kinds.len()];
         let mut lru_frames = 0;
         for (&id, e) in &st.blocks {
-            let order = self.kinds[usize::from(e.kind)].order;
-            frames[usize::from(e.kind)] += 1 << order;
+            let n = self.kinds[usize::from(e.kind)].frames;
+            frames[usize::from(e.kind)] += n;
             if e.refs > 0 {
                 in_use[usize::from(e.kind)] += 1;
                 if e.lru != 0 {
@@ -24,7 +24,7 @@ impl Core {
                 if e.key.is_none() || st.lru.get(&e.lru) != Some(&id) {
                     return Err(format!("unused block {id} is not a cached block on the LRU list"));
                 }
-                lru_frames += 1 << order;
+                lru_frames += n;
             }
             if let Some(k) = &e.key {
                 if st.cached.get(&(e.kind, k.clone())) != Some(&id) {
