@@ -31,8 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Mapping, Tuple
 
-from . import Allocator, _native
-from ._native import Block
+from .. import Allocator, _native
+from .._native import Block
 
 __all__ = ["Block", "BlockPool", "PoolStats", "order_for", "pool_for"]
 
