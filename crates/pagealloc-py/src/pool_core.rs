@@ -36,6 +36,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 mod check;
 mod exact;
+mod region;
 
 /// A block hash given by the user (vLLM's `BlockHash`: an int or bytes).
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
@@ -116,6 +117,18 @@ struct State {
     counters: Counters,
     closed: bool,
     free: FreeLists,
+}
+
+/// Blocks smaller than a pageblock come from Reclaimable pageblocks (most
+/// of them end as evictable cache), larger ones from Unmovable ones: the
+/// allocator's grouping by migratetype then keeps the small blocks out of
+/// the pageblocks a large block (a state page) needs whole.
+fn kind_gfp(order: u32) -> Gfp {
+    if order < pagealloc::PAGEBLOCK_ORDER {
+        Gfp::RECLAIMABLE
+    } else {
+        Gfp::KERNEL
+    }
 }
 
 thread_local! {
@@ -310,7 +323,7 @@ impl Core {
         if order == 0 && need + extra > 1 {
             let mut pfns = Vec::with_capacity(need + extra);
             REFILLING.set(true);
-            self.alloc.alloc_pages_bulk_list(Gfp::NO_COMPACT, need + extra, &mut pfns);
+            self.alloc.alloc_pages_bulk_list(Gfp::NO_COMPACT | kind_gfp(0), need + extra, &mut pfns);
             REFILLING.set(false);
             let split = pfns.len().min(need);
             got.extend(pfns[..split].iter().map(|p| p.as_u64()));
@@ -322,7 +335,7 @@ impl Core {
         }
         REFILLING.set(true);
         while spare.len() < extra {
-            match self.alloc.alloc_pages(Gfp::NO_COMPACT, order) {
+            match self.alloc.alloc_pages(Gfp::NO_COMPACT | kind_gfp(order), order) {
                 Ok(p) => spare.push(p.as_u64()),
                 Err(_) => break,
             }
@@ -334,12 +347,17 @@ impl Core {
     /// A block of `order`. When the allocator fails even after asking its
     /// shrinkers (this pool among them), the frames freed may not have
     /// merged into a block of this order: give back the free lists, then
+    /// empty the one region of that order that only unused cached blocks
+    /// keep busy ([`region`]), then
     /// evict more, oldest first, and retry while anything is left.
     fn alloc_block(&self, order: u32) -> Result<Pfn, AllocError> {
         loop {
-            match self.alloc.alloc_pages(Gfp::KERNEL, order) {
+            match self.alloc.alloc_pages(kind_gfp(order), order) {
                 Ok(pfn) => return Ok(pfn),
                 Err(AllocError::NoMemory { .. }) if self.drain() > 0 => {}
+                Err(AllocError::NoMemory { .. }) if order > 0 && self.evict_region(order) => {
+                    self.lock().counters.own_evictions += 1;
+                }
                 Err(AllocError::NoMemory { .. }) if self.evict(u64::MAX, 2u64 << order) > 0 => {
                     self.lock().counters.own_evictions += 1;
                 }
@@ -529,16 +547,8 @@ impl Core {
             let mut frames = 0;
             while (victims.len() as u64) < max_blocks && frames < max_frames {
                 let Some((_, id)) = st.lru.pop_first() else { break };
-                let e = st.blocks.remove(&id).expect("the LRU names held blocks");
-                let (k, n) = (usize::from(e.kind), self.kinds[usize::from(e.kind)].frames);
-                if let Some(key) = e.key {
-                    st.cached.remove(&(e.kind, key));
-                }
-                st.frames[k] -= n;
-                st.lru_frames -= n;
-                st.counters.evicted += 1;
-                st.counters.evicted_frames += n;
-                frames += n;
+                let k = self.unlink_cached(st, id);
+                frames += self.kinds[k].frames;
                 victims.push((id, k));
             }
         }

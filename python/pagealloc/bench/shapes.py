@@ -88,7 +88,7 @@ def qwen3_5_4b() -> Shape:
     attn = Layer("full", token_bytes=2 * c.num_key_value_heads * c.head_dim * BF16)
     state = Layer("state", state_bytes=_gdn_state(c))
     return Shape("qwen3.5-4B", {attn: kinds.count("full_attention"), state: kinds.count("linear_attention")},
-                 "transformers Qwen3_5TextConfig (32 layers); Qwen/Qwen3.5-4B config.json", 32768, 16,
+                 "transformers Qwen3_5TextConfig (32 layers); Qwen/Qwen3.5-4B config.json", 32768, 4,
                  trace=dict(prompt=(490, 520), prefix=480, output=(16, 64), prefix_share=1.0, families=4))
 
 
@@ -101,7 +101,7 @@ def qwen3_next() -> Shape:
     attn = Layer("full", token_bytes=2 * c.num_key_value_heads * c.head_dim * BF16)
     state = Layer("state", state_bytes=_gdn_state(c))
     return Shape("qwen3-next-80B", {attn: layer_types.count("full_attention"), state: layer_types.count("linear_attention")},
-                 "transformers Qwen3NextConfig defaults (Qwen/Qwen3-Next-80B-A3B-Instruct)", 262144, 40,
+                 "transformers Qwen3NextConfig defaults (Qwen/Qwen3-Next-80B-A3B-Instruct)", 262144, 8,
                  trace=dict(prompt=(200, 4000), prefix=1000, output=(64, 512), prefix_share=0.5))
 
 
@@ -115,7 +115,7 @@ def jamba() -> Shape:
     state = Layer("state", state_bytes=inner * (c.mamba_d_conv - 1) * BF16 + inner * c.mamba_d_state * BF16)
     attn = Layer("full", token_bytes=2 * c.num_key_value_heads * (c.hidden_size // c.num_attention_heads) * BF16)
     return Shape("jamba-v0.1", {attn: n_attn, state: c.num_hidden_layers - n_attn},
-                 "transformers JambaConfig defaults (ai21labs/Jamba-v0.1)", 262144, 40,
+                 "transformers JambaConfig defaults (ai21labs/Jamba-v0.1)", 262144, 8,
                  trace=dict(prompt=(200, 4000), prefix=1000, output=(64, 512), prefix_share=0.5))
 
 
@@ -149,7 +149,7 @@ def gemma3() -> Shape:
     kinds = c.layer_types
     return Shape("gemma-3-4B", {Layer("full", tb): kinds.count("full_attention"),
                                 Layer("sliding", tb, window=c.sliding_window): kinds.count("sliding_attention")},
-                 "transformers Gemma3TextConfig defaults (google/gemma-3-4b-it)", 131072, 16,
+                 "transformers Gemma3TextConfig defaults (google/gemma-3-4b-it)", 131072, 8,
                  trace=dict(prompt=(2000, 16000), prefix=1500, output=(64, 512), prefix_share=0.5))
 
 
@@ -161,7 +161,7 @@ def gemma2() -> Shape:
                                                   for i in range(c.num_hidden_layers)]
     return Shape("gemma-2-9B", {Layer("full", tb): kinds.count("full_attention"),
                                 Layer("sliding", tb, window=c.sliding_window): kinds.count("sliding_attention")},
-                 "transformers Gemma2Config defaults (google/gemma-2-9b)", 8192, 40,
+                 "transformers Gemma2Config defaults (google/gemma-2-9b)", 8192, 16,
                  trace=dict(prompt=(6500, 8000), prefix=3000, output=(32, 192), prefix_share=0.5))
 
 
@@ -176,7 +176,7 @@ def llama32_vision() -> Shape:
     tile = (v.image_size // v.patch_size) ** 2 + 1
     return Shape("llama-3.2-11B-vision", {Layer("full", tb): c.num_hidden_layers - n_cross, Layer("cross", tb): n_cross},
                  "transformers MllamaTextConfig/MllamaVisionConfig defaults (meta-llama/Llama-3.2-11B-Vision)",
-                 8192, 24, encoder_tokens=v.max_num_tiles * tile,
+                 8192, 8, encoder_tokens=v.max_num_tiles * tile,
                  trace=dict(prompt=(200, 2500), prefix=150, output=(64, 512), prefix_share=0.5, image_share=0.9))
 
 

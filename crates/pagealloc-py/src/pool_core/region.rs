@@ -1,0 +1,74 @@
+//! Eviction by region: when a block of a high order cannot be had, freeing
+//! the oldest cached blocks first frees frames all over the arena, and the
+//! order may still be missing after the whole LRU list is gone. Instead the
+//! pool looks for the aligned region of that order that no block in use
+//! touches and that cached blocks fill the least, and evicts exactly those:
+//! the region is then free (the pool is its arena's only user when built
+//! by `pool_for`; otherwise the retry fails and the caller goes on to the
+//! oldest-first eviction). Blocks in use are never moved here: a region
+//! that every in-use block pins stays pinned.
+
+use super::{Core, State};
+use std::collections::HashMap;
+
+impl Core {
+    /// Take unused cached block `id` out of the pool's state (LRU entry
+    /// excepted: the caller has removed it or removes it); its kind.
+    pub(super) fn unlink_cached(&self, st: &mut State, id: u64) -> usize {
+        let e = st.blocks.remove(&id).expect("the caller names a held block");
+        let (k, n) = (usize::from(e.kind), self.kinds[usize::from(e.kind)].frames);
+        if let Some(key) = e.key {
+            st.cached.remove(&(e.kind, key));
+        }
+        st.frames[k] -= n;
+        st.lru_frames -= n;
+        st.counters.evicted += 1;
+        st.counters.evicted_frames += n;
+        k
+    }
+
+    /// Evict the unused cached blocks of the order-`order` region that no
+    /// block in use overlaps and that holds the fewest cached frames; false
+    /// when no region has cached blocks and nothing in use.
+    pub(super) fn evict_region(&self, order: u32) -> bool {
+        let victims: Vec<(u64, usize)> = {
+            let mut st = self.lock();
+            let st = &mut *st;
+            // Region index -> (a block in use overlaps it, cached frames in it).
+            let mut regions: HashMap<u64, (bool, u64)> = HashMap::new();
+            for (&id, e) in &st.blocks {
+                let n = self.kinds[usize::from(e.kind)].frames;
+                for r in id >> order..=(id + n - 1) >> order {
+                    let slot = regions.entry(r).or_default();
+                    slot.0 |= e.refs > 0;
+                    slot.1 += n;
+                }
+            }
+            let Some(region) = regions.iter().filter(|(_, v)| !v.0).min_by_key(|(r, v)| (v.1, **r)).map(|(r, _)| *r)
+            else {
+                return false;
+            };
+            let ids: Vec<u64> = st
+                .blocks
+                .iter()
+                .filter(|(&id, e)| {
+                    let n = self.kinds[usize::from(e.kind)].frames;
+                    id >> order <= region && region <= (id + n - 1) >> order
+                })
+                .map(|(&id, _)| id)
+                .collect();
+            ids.into_iter()
+                .map(|id| {
+                    let stamp = st.blocks[&id].lru;
+                    st.lru.remove(&stamp);
+                    (id, self.unlink_cached(st, id))
+                })
+                .collect()
+        };
+        let any = !victims.is_empty();
+        for (id, k) in victims {
+            self.free_kind(&[id], k);
+        }
+        any
+    }
+}
