@@ -346,18 +346,20 @@ impl Core {
 
     /// A block of `order`. When the allocator fails even after asking its
     /// shrinkers (this pool among them), the frames freed may not have
-    /// merged into a block of this order: give back the free lists, then
-    /// empty the one region of that order that only unused cached blocks
-    /// keep busy ([`region`]), then
-    /// evict more, oldest first, and retry while anything is left.
+    /// merged into a block of this order: first (order above 0) empty whole
+    /// regions of that order that only unused cached blocks keep busy
+    /// ([`region`]), then give back the free lists and evict more, oldest
+    /// first, and retry while anything is left.
     fn alloc_block(&self, order: u32) -> Result<Pfn, AllocError> {
+        if order > 0 {
+            if let Some(pfn) = self.alloc_block_by_region(order) {
+                return Ok(pfn);
+            }
+        }
         loop {
             match self.alloc.alloc_pages(kind_gfp(order), order) {
                 Ok(pfn) => return Ok(pfn),
                 Err(AllocError::NoMemory { .. }) if self.drain() > 0 => {}
-                Err(AllocError::NoMemory { .. }) if order > 0 && self.evict_region(order) => {
-                    self.lock().counters.own_evictions += 1;
-                }
                 Err(AllocError::NoMemory { .. }) if self.evict(u64::MAX, 2u64 << order) > 0 => {
                     self.lock().counters.own_evictions += 1;
                 }

@@ -8,7 +8,8 @@
 //! oldest-first eviction). Blocks in use are never moved here: a region
 //! that every in-use block pins stays pinned.
 
-use super::{Core, State};
+use super::{kind_gfp, Core, State, REFILLING};
+use pagealloc::{AllocError, Pfn};
 use std::collections::HashMap;
 
 impl Core {
@@ -25,6 +26,26 @@ impl Core {
         st.counters.evicted += 1;
         st.counters.evicted_frames += n;
         k
+    }
+
+    /// A block of `order` without this pool's shrinker (whose oldest-first
+    /// eviction would scatter the frames it frees): the allocator as it is,
+    /// then after giving back the free lists, then after each region
+    /// emptied. None when no region can be emptied.
+    pub(super) fn alloc_block_by_region(&self, order: u32) -> Option<Pfn> {
+        loop {
+            REFILLING.set(true);
+            let got = self.alloc.alloc_pages(kind_gfp(order), order);
+            REFILLING.set(false);
+            match got {
+                Ok(pfn) => return Some(pfn),
+                Err(AllocError::NoMemory { .. }) if self.drain() > 0 => {}
+                Err(AllocError::NoMemory { .. }) if self.evict_region(order) => {
+                    self.lock().counters.own_evictions += 1;
+                }
+                Err(_) => return None,
+            }
+        }
     }
 
     /// Evict the unused cached blocks of the order-`order` region that no
