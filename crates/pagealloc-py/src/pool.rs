@@ -33,6 +33,8 @@ pub struct Block {
     id: u64,
     #[pyo3(get)]
     order: u32,
+    /// The kind's index: it names the pool's shard for the block.
+    kind: u8,
     /// The kind's name: a reference, not the pool's table, because a
     /// reference count costs less than an `Arc`'s atomic one, and a block is
     /// made and dropped on every request.
@@ -93,8 +95,9 @@ impl BlockPool {
         Err(PyTypeError::new_err("kind must be a str (one of the pool's kinds)"))
     }
 
-    /// The ids of `blocks` (an iterable of `Block`s of this pool).
-    fn ids(&self, blocks: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
+    /// The ids of `blocks` (an iterable of `Block`s of this pool), each
+    /// with its kind.
+    fn ids(&self, blocks: &Bound<'_, PyAny>) -> PyResult<Vec<(u64, u8)>> {
         // A list's length is known: one allocation, not a doubling series.
         let mut out = Vec::with_capacity(blocks.cast::<PyList>().map_or(0, |l| l.len()));
         let mut push = |b: &Bound<'_, PyAny>| -> PyResult<()> {
@@ -108,7 +111,7 @@ impl BlockPool {
             if b.pool != self.id {
                 return Err(InvalidFree::new_err(format!("block {} belongs to another pool", b.id)));
             }
-            out.push(b.id);
+            out.push((b.id, b.kind));
             Ok(())
         };
         if let Ok(l) = blocks.cast::<PyList>() {
@@ -125,7 +128,7 @@ impl BlockPool {
 
     fn block(&self, py: Python<'_>, id: u64, kind: u8) -> Block {
         let (name, order) = (self.names[usize::from(kind)].clone_ref(py), self.core.kinds[usize::from(kind)].order);
-        Block { pool: self.id, id, order, name }
+        Block { pool: self.id, id, order, kind, name }
     }
 }
 
@@ -274,8 +277,8 @@ impl BlockPool {
     /// References held on `block` (0: cached and unused); `InvalidFree` if
     /// the pool does not hold it.
     fn ref_count(&self, block: &Bound<'_, PyAny>) -> PyResult<u32> {
-        let id = self.ids(&PyTuple::new(block.py(), [block])?.into_any())?[0];
-        self.core.refs(id).ok_or_else(|| InvalidFree::new_err(format!("block {id} is not held by this pool")))
+        let (id, kind) = self.ids(&PyTuple::new(block.py(), [block])?.into_any())?[0];
+        self.core.refs(id, kind).ok_or_else(|| InvalidFree::new_err(format!("block {id} is not held by this pool")))
     }
 
     /// The kinds and their orders, in creation order.

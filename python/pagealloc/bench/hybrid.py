@@ -117,11 +117,19 @@ class Sim:
                     n += 1
                 attn = n * H if attn is None else min(attn, n * H)
         attn = attn or 0
+        # Per sliding group, missing[j]: blocks below j not cached (a prefix
+        # sum, so that each candidate's window is checked in O(1)).
+        missing = {}
+        for g in self.groups:
+            if g.layer.kind == "sliding":
+                m = [0]
+                for j in range(attn // T):
+                    m.append(m[-1] + (self.pools.lookup(g, self.key(r, g.kind, (j + 1) * T)) is None))
+                missing[g.kind] = m
         for L in range(attn, 0, -H):
             if all(self.pools.lookup(g, self.key(r, g.kind, L)) is not None
                    for g in self.groups if g.layer.kind == "state"):
-                if all(all(self.pools.lookup(g, self.key(r, g.kind, (j + 1) * T)) is not None
-                           for j in range(max(0, L - g.layer.window) // T, L // T))
+                if all(missing[g.kind][L // T] == missing[g.kind][max(0, L - g.layer.window) // T]
                        for g in self.groups if g.layer.kind == "sliding"):
                     return L, attn
         return 0, attn

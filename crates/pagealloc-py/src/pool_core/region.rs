@@ -33,6 +33,10 @@ impl Core {
     /// then after giving back the free lists, then after each region
     /// emptied. None when no region can be emptied.
     pub(super) fn alloc_block_by_region(&self, order: u32) -> Option<Pfn> {
+        // Regions emptied per try, doubling: a try that finds a region free
+        // can still fail (a watermark, a frame someone else holds), and one
+        // scan of every block per region would be quadratic.
+        let mut regions = 1;
         loop {
             REFILLING.set(true);
             let got = self.alloc.alloc_pages(kind_gfp(order), order);
@@ -40,51 +44,58 @@ impl Core {
             match got {
                 Ok(pfn) => return Some(pfn),
                 Err(AllocError::NoMemory { .. }) if self.drain() > 0 => {}
-                Err(AllocError::NoMemory { .. }) if self.evict_region(order) => {
-                    self.lock().counters.own_evictions += 1;
+                Err(AllocError::NoMemory { .. }) if self.evict_region(order, regions) => {
+                    self.lock(0).counters.own_evictions += 1;
+                    regions *= 2;
                 }
                 Err(_) => return None,
             }
         }
     }
 
-    /// Evict the unused cached blocks of the order-`order` region that no
-    /// block in use overlaps and that holds the fewest cached frames; false
-    /// when no region has cached blocks and nothing in use.
-    pub(super) fn evict_region(&self, order: u32) -> bool {
+    /// Evict the unused cached blocks of the `count` order-`order` regions
+    /// that no block in use overlaps and that hold the fewest cached
+    /// frames; false when no region has cached blocks and nothing in use.
+    pub(super) fn evict_region(&self, order: u32, count: usize) -> bool {
         let victims: Vec<(u64, usize)> = {
-            let mut st = self.lock();
-            let st = &mut *st;
+            let mut all = self.lock_all();
             // Region index -> (a block in use overlaps it, cached frames in it).
             let mut regions: HashMap<u64, (bool, u64)> = HashMap::new();
-            for (&id, e) in &st.blocks {
-                let n = self.kinds[usize::from(e.kind)].frames;
-                for r in id >> order..=(id + n - 1) >> order {
-                    let slot = regions.entry(r).or_default();
-                    slot.0 |= e.refs > 0;
-                    slot.1 += n;
+            for st in &all {
+                for (&id, e) in &st.blocks {
+                    let n = self.kinds[usize::from(e.kind)].frames;
+                    for r in id >> order..=(id + n - 1) >> order {
+                        let slot = regions.entry(r).or_default();
+                        slot.0 |= e.refs > 0;
+                        slot.1 += n;
+                    }
                 }
             }
-            let Some(region) = regions.iter().filter(|(_, v)| !v.0).min_by_key(|(r, v)| (v.1, **r)).map(|(r, _)| *r)
-            else {
+            let mut best: Vec<(u64, u64)> = regions.iter().filter(|(_, v)| !v.0).map(|(&r, v)| (v.1, r)).collect();
+            if best.is_empty() {
                 return false;
-            };
-            let ids: Vec<u64> = st
-                .blocks
-                .iter()
-                .filter(|(&id, e)| {
-                    let n = self.kinds[usize::from(e.kind)].frames;
-                    id >> order <= region && region <= (id + n - 1) >> order
-                })
-                .map(|(&id, _)| id)
-                .collect();
-            ids.into_iter()
-                .map(|id| {
+            }
+            best.sort_unstable();
+            let chosen: std::collections::HashSet<u64> = best.iter().take(count).map(|&(_, r)| r).collect();
+            let mut victims = Vec::new();
+            for st in &mut all {
+                let st = &mut **st;
+                let ids: Vec<u64> = st
+                    .blocks
+                    .iter()
+                    .filter(|(&id, e)| {
+                        let n = self.kinds[usize::from(e.kind)].frames;
+                        (id >> order..=(id + n - 1) >> order).any(|r| chosen.contains(&r))
+                    })
+                    .map(|(&id, _)| id)
+                    .collect();
+                for id in ids {
                     let stamp = st.blocks[&id].lru;
                     st.lru.remove(&stamp);
-                    (id, self.unlink_cached(st, id))
-                })
-                .collect()
+                    victims.push((id, self.unlink_cached(st, id)));
+                }
+            }
+            victims
         };
         let any = !victims.is_empty();
         for (id, k) in victims {
