@@ -4,7 +4,7 @@
 //! is given (this pool's, held, enough references) before changing anything.
 
 use crate::allocator::Allocator;
-use crate::pool_core::{Core, Key, Kind, PoolError};
+use crate::pool_core::{Core, Key, Kind, Kinds, PoolError};
 use crate::{non_negative, ConfigError, InvalidFree, InvariantError, OutOfMemory};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -35,6 +35,7 @@ pub struct Block {
     order: u32,
     /// The kind's index: it names the pool's shard for the block.
     kind: u8,
+    frames: u64,
     /// The kind's name: a reference, not the pool's table, because a
     /// reference count costs less than an `Arc`'s atomic one, and a block is
     /// made and dropped on every request.
@@ -49,10 +50,11 @@ impl Block {
         self.name.clone_ref(py)
     }
 
-    /// Frames (allocator pages) in the block: `2**order`.
+    /// Frames (allocator pages) in the block: `2**order`, or fewer for an
+    /// exact kind (the first frames of an order-`order` block).
     #[getter]
     fn frames(&self) -> u64 {
-        1 << self.order
+        self.frames
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
@@ -95,11 +97,12 @@ impl BlockPool {
         Err(PyTypeError::new_err("kind must be a str (one of the pool's kinds)"))
     }
 
-    /// The ids of `blocks` (an iterable of `Block`s of this pool), each
-    /// with its kind.
-    fn ids(&self, blocks: &Bound<'_, PyAny>) -> PyResult<Vec<(u64, u8)>> {
+    /// The ids of `blocks` (an iterable of `Block`s of this pool) and
+    /// their kinds.
+    fn ids(&self, blocks: &Bound<'_, PyAny>) -> PyResult<(Vec<u64>, Kinds)> {
         // A list's length is known: one allocation, not a doubling series.
         let mut out = Vec::with_capacity(blocks.cast::<PyList>().map_or(0, |l| l.len()));
+        let mut kinds = None;
         let mut push = |b: &Bound<'_, PyAny>| -> PyResult<()> {
             let b = b.cast::<Block>().map_err(|_| {
                 PyTypeError::new_err(format!(
@@ -111,7 +114,20 @@ impl BlockPool {
             if b.pool != self.id {
                 return Err(InvalidFree::new_err(format!("block {} belongs to another pool", b.id)));
             }
-            out.push((b.id, b.kind));
+            kinds = match kinds.take() {
+                None => Some(Kinds::One(b.kind)),
+                Some(Kinds::One(k)) if k == b.kind => Some(Kinds::One(k)),
+                Some(Kinds::One(k)) => {
+                    let mut each = vec![k; out.len()];
+                    each.push(b.kind);
+                    Some(Kinds::Each(each))
+                }
+                Some(Kinds::Each(mut each)) => {
+                    each.push(b.kind);
+                    Some(Kinds::Each(each))
+                }
+            };
+            out.push(b.id);
             Ok(())
         };
         if let Ok(l) = blocks.cast::<PyList>() {
@@ -123,12 +139,13 @@ impl BlockPool {
                 push(&b?)?;
             }
         }
-        Ok(out)
+        Ok((out, kinds.unwrap_or(Kinds::One(0))))
     }
 
     fn block(&self, py: Python<'_>, id: u64, kind: u8) -> Block {
-        let (name, order) = (self.names[usize::from(kind)].clone_ref(py), self.core.kinds[usize::from(kind)].order);
-        Block { pool: self.id, id, order, kind, name }
+        let k = &self.core.kinds[usize::from(kind)];
+        let name = self.names[usize::from(kind)].clone_ref(py);
+        Block { pool: self.id, id, order: k.order, kind, frames: k.frames, name }
     }
 }
 
@@ -223,8 +240,8 @@ impl BlockPool {
     /// referenced. The GIL stays held: a free never waits (no reclaim, no
     /// compaction: the allocator's free path only takes its own locks).
     fn free_blocks(&self, blocks: &Bound<'_, PyAny>) -> PyResult<()> {
-        let ids = self.ids(blocks)?;
-        self.core.free_ids(&ids).map_err(pool_err)
+        let (ids, kinds) = self.ids(blocks)?;
+        self.core.free_ids(&ids, &kinds).map_err(pool_err)
     }
 
     /// Give every kind's free list back to the allocator (as the pool's
@@ -236,19 +253,19 @@ impl BlockPool {
 
     /// Add a reference to each block (after a prefix-cache hit).
     fn touch(&self, blocks: &Bound<'_, PyAny>) -> PyResult<()> {
-        let ids = self.ids(blocks)?;
-        self.core.touch(&ids).map_err(pool_err)
+        let (ids, kinds) = self.ids(blocks)?;
+        self.core.touch(&ids, &kinds).map_err(pool_err)
     }
 
     /// Publish full blocks under their block hashes (ints or bytes), for
     /// `get_cached_block`. Returns how many were newly cached.
     fn cache_full_blocks(&self, blocks: &Bound<'_, PyAny>, block_hashes: &Bound<'_, PyAny>) -> PyResult<usize> {
-        let ids = self.ids(blocks)?;
+        let (ids, kinds) = self.ids(blocks)?;
         let keys = block_hashes.try_iter()?.map(|h| key_arg(&h?)).collect::<PyResult<Vec<_>>>()?;
         if keys.len() != ids.len() {
             return Err(PyValueError::new_err(format!("{} blocks but {} hashes", ids.len(), keys.len())));
         }
-        self.core.cache(&ids, keys).map_err(pool_err)
+        self.core.cache(&ids, &kinds, keys).map_err(pool_err)
     }
 
     /// The block of `kind` cached under `block_hash`, or None. Takes no
@@ -277,7 +294,8 @@ impl BlockPool {
     /// References held on `block` (0: cached and unused); `InvalidFree` if
     /// the pool does not hold it.
     fn ref_count(&self, block: &Bound<'_, PyAny>) -> PyResult<u32> {
-        let (id, kind) = self.ids(&PyTuple::new(block.py(), [block])?.into_any())?[0];
+        let (ids, kinds) = self.ids(&PyTuple::new(block.py(), [block])?.into_any())?;
+        let (id, kind) = (ids[0], kinds.of(0));
         self.core.refs(id, kind).ok_or_else(|| InvalidFree::new_err(format!("block {id} is not held by this pool")))
     }
 

@@ -36,6 +36,7 @@
 
 use crate::free_lists::FreeLists;
 use pagealloc::{AllocError, Gfp, PageAllocator, Pfn};
+use std::borrow::Cow;
 use std::cell::Cell;
 use std::collections::hash_map::Entry::Occupied;
 use std::collections::{BTreeMap, HashMap};
@@ -185,8 +186,24 @@ pub(crate) struct Core {
     shrinker: Mutex<Option<u64>>,
 }
 
-/// Shards locked for a call, in kind order, each with the ids it holds.
-type Locked<'a> = Vec<(usize, MutexGuard<'a, State>, Vec<u64>)>;
+/// Shards locked for a call, in kind order, each with the ids it holds
+/// (borrowed when the call names one kind, as a request's blocks do).
+type Locked<'a> = Vec<(usize, MutexGuard<'a, State>, Cow<'a, [u64]>)>;
+
+/// The kinds of a call's block ids: one for all (the common case), or one each.
+pub(crate) enum Kinds {
+    One(u8),
+    Each(Vec<u8>),
+}
+
+impl Kinds {
+    pub(crate) fn of(&self, i: usize) -> u8 {
+        match self {
+            Kinds::One(k) => *k,
+            Kinds::Each(v) => v[i],
+        }
+    }
+}
 
 impl Core {
     /// A pool on `alloc`, registered as one of its shrinkers.
@@ -231,19 +248,23 @@ impl Core {
         (0..self.kinds.len()).map(|k| self.lock(k)).collect()
     }
 
-    /// The shards `ids` (id, kind) name, locked in kind order, each with
-    /// its ids in the order given; refused on a closed pool.
-    fn lock_for(&self, ids: &[(u64, u8)]) -> Result<Locked<'_>, PoolError> {
+    /// The shards that `ids` of `kinds` name, locked in kind order, each
+    /// with its ids in the order given; refused on a closed pool.
+    fn lock_for<'a>(&'a self, ids: &'a [u64], kinds: &Kinds) -> Result<Locked<'a>, PoolError> {
+        let each = match kinds {
+            Kinds::One(k) => return Ok(vec![(usize::from(*k), self.live(usize::from(*k))?, Cow::Borrowed(ids))]),
+            Kinds::Each(each) => each,
+        };
         let mut mask = 0u64;
-        for &(_, k) in ids {
+        for &k in each {
             mask |= 1 << k;
         }
         let mut out = Vec::with_capacity(mask.count_ones() as usize);
         while mask != 0 {
             let k = mask.trailing_zeros() as usize;
             mask &= mask - 1;
-            let sub: Vec<u64> = ids.iter().filter(|x| usize::from(x.1) == k).map(|x| x.0).collect();
-            out.push((k, self.live(k)?, sub));
+            let sub: Vec<u64> = ids.iter().zip(each).filter(|x| usize::from(*x.1) == k).map(|x| *x.0).collect();
+            out.push((k, self.live(k)?, Cow::Owned(sub)));
         }
         Ok(out)
     }
@@ -445,9 +466,9 @@ impl Core {
     /// the LRU tail in the order given, the others to their kind's free
     /// list, and a list over its mark gives a batch back to the allocator.
     /// Frees never wait for memory: this path does not block.
-    pub(crate) fn free_ids(&self, ids: &[(u64, u8)]) -> Result<(), PoolError> {
+    pub(crate) fn free_ids(&self, ids: &[u64], kinds: &Kinds) -> Result<(), PoolError> {
         let mut victims = Vec::new();
-        let mut locked = self.lock_for(ids)?;
+        let mut locked = self.lock_for(ids, kinds)?;
         for (_, st, sub) in &locked {
             Self::check_held(st, sub, true)?;
         }
@@ -501,8 +522,8 @@ impl Core {
 
     /// Add a reference to each block (a prefix-cache hit), taking unused
     /// ones off the LRU list.
-    pub(crate) fn touch(&self, ids: &[(u64, u8)]) -> Result<(), PoolError> {
-        let mut locked = self.lock_for(ids)?;
+    pub(crate) fn touch(&self, ids: &[u64], kinds: &Kinds) -> Result<(), PoolError> {
+        let mut locked = self.lock_for(ids, kinds)?;
         for (_, st, sub) in &locked {
             Self::check_held(st, sub, false)?;
             if let Some(id) = sub.iter().find(|id| st.blocks[id].refs as usize + sub.len() > u32::MAX as usize) {
@@ -528,8 +549,8 @@ impl Core {
     /// Publish full blocks under their hashes. A block already cached
     /// under another hash is an error; a hash already naming another block
     /// keeps that block (as vLLM does), and this one stays unnamed.
-    pub(crate) fn cache(&self, ids: &[(u64, u8)], keys: Vec<Key>) -> Result<usize, PoolError> {
-        let mut locked = self.lock_for(ids)?;
+    pub(crate) fn cache(&self, ids: &[u64], kinds: &Kinds, keys: Vec<Key>) -> Result<usize, PoolError> {
+        let mut locked = self.lock_for(ids, kinds)?;
         for (_, st, sub) in &locked {
             Self::check_held(st, sub, true)?;
         }
@@ -539,7 +560,8 @@ impl Core {
             slot[*k] = i;
         }
         let at = |k: usize| slot[k];
-        for (&(id, k), key) in ids.iter().zip(&keys) {
+        for (i, (&id, key)) in ids.iter().zip(&keys).enumerate() {
+            let k = kinds.of(i);
             if let Some(old) = &locked[at(usize::from(k))].1.blocks[&id].key {
                 if old != key {
                     return Err(PoolError::Invalid(format!("block {id} is already cached under another hash")));
@@ -547,8 +569,8 @@ impl Core {
             }
         }
         let mut added = 0;
-        for (&(id, k), key) in ids.iter().zip(keys) {
-            let i = at(usize::from(k));
+        for (j, (&id, key)) in ids.iter().zip(keys).enumerate() {
+            let i = at(usize::from(kinds.of(j)));
             let st = &mut *locked[i].1;
             let kind = st.blocks[&id].kind;
             if st.blocks[&id].key.is_some() || st.cached.contains_key(&(kind, key.clone())) {

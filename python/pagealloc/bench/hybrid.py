@@ -12,8 +12,8 @@ freed, itself requeued, as vLLM's recompute preemption). Per group:
   (``SlidingWindowManager.remove_skipped_blocks``);
 - cross attention: the image's encoder tokens, shared by a family;
 - state: ``1 + num_spec`` running copies, and checkpoints cached at block
-  boundaries (vLLM's ``align`` mode): at the last boundary of the prompt,
-  and, with ``junction``, where the shared prefix ends (vLLM offers that
+  boundaries (vLLM's ``align`` mode): at the last boundary of the prompt
+  (vLLM only), and, with ``junction``, where the shared prefix ends (vLLM offers that
   with ``enable_mamba_shared_prefix_checkpoint``, 0.33 only with EAGLE;
   pagealloc's layout always does it).
 
@@ -189,7 +189,12 @@ class Sim:
         for i, g in enumerate(self.groups):
             blocks = r.blocks[i]
             if g.layer.kind == "state":
-                marks = {P // T * T}
+                # vLLM's align mode keeps the state at the prompt's last block
+                # boundary (it writes it there anyway); pagealloc's layout
+                # keeps only the junction's: with 16-token blocks a
+                # prompt's last boundary is its own (a unique suffix), a copy
+                # no later request finds.
+                marks = set() if self.release_checkpoints else {P // T * T}
                 if self.junction and attn > L:
                     marks.add(attn)
                 for m in sorted(x for x in marks if x > L):
@@ -299,8 +304,8 @@ STRATEGIES = ["vllm", "vllm+pmu", "pagealloc"]
 models (``--prefix-match-unit 16``: hits inside a block, and
 ``enable_mamba_shared_prefix_checkpoint``: a state checkpoint where the
 shared prefix ends; 0.33 takes the second only with EAGLE); pagealloc's
-layout and pool (16-token blocks, 64 for MLA; checkpoints at the junction and
-at the prompt's last boundary, released to the LRU list at once)."""
+layout and pool (16-token blocks, 64 for MLA; a checkpoint at the junction
+only, released to the LRU list at once)."""
 
 
 def run_shape(shape: Shape, requests: int, seed: int, step: int = 16, wheel: Optional[str] = None,

@@ -51,7 +51,19 @@ class GroupLayout:
     """The pool's kind name (pagealloc) or group id (vLLM)."""
 
 
-class VllmPools:
+class _Pools:
+    """What both pools share: reference counting on ``self.pool``."""
+
+    pool = None
+
+    def free(self, blocks):
+        self.pool.free_blocks(blocks)
+
+    def touch(self, blocks):
+        self.pool.touch(blocks)
+
+
+class VllmPools(_Pools):
     """vLLM's own pool, one id space for every group. ``hash_tokens``: its
     ``hash_block_size`` (``--prefix-match-unit``), a divisor of the block."""
 
@@ -68,12 +80,6 @@ class VllmPools:
             return self.pool.get_new_blocks(n)
         except ValueError as e:
             raise Full(str(e)) from None
-
-    def free(self, blocks):
-        self.pool.free_blocks(blocks)
-
-    def touch(self, blocks):
-        self.pool.touch(blocks)
 
     def cache(self, g: GroupLayout, blocks, keys):
         # vLLM names a block by the hash of its last hash unit.
@@ -98,7 +104,7 @@ class VllmPools:
         pass
 
 
-class NativePools:
+class NativePools(_Pools):
     """pagealloc's pool: a kind per group, each at its own order."""
 
     def __init__(self, unit: int, memory: int, kinds: dict):
@@ -113,12 +119,6 @@ class NativePools:
             return self.pool.get_new_blocks(n, g.kind)
         except OutOfMemory as e:
             raise Full(str(e)) from None
-
-    def free(self, blocks):
-        self.pool.free_blocks(blocks)
-
-    def touch(self, blocks):
-        self.pool.touch(blocks)
 
     def cache(self, g: GroupLayout, blocks, keys):
         self.pool.cache_full_blocks(blocks, keys)

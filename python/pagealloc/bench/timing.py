@@ -14,15 +14,13 @@ pagealloc's native ``BlockPool`` (as ``pool_for`` builds it), the drop-in
 check, null block and front-of-queue placement, kept only as a labelled
 floor for pure Python.
 
-``threaded`` runs ``pair`` on one native pool from 1, 2, 4 ... threads at
-once (vLLM's pool is not thread-safe, so it has no threaded figure) and
-reports pairs a second in all.
+Threaded figures are in :mod:`pagealloc.bench.threads` (vLLM's pool is not
+thread-safe, so it has none).
 """
 
 from __future__ import annotations
 
 import statistics
-import threading
 import time
 from typing import Callable, Dict, List, Optional
 
@@ -129,33 +127,3 @@ def time_ops(rounds: int, iters: int, wheel: Optional[str] = None) -> dict:
     speedup = {p: {o: base[o] / v for o, v in d.items()} for p, d in med.items() if base and p != "vllm"}
     return dict(blocks=N, us=med, speedup_vs_vllm=speedup, rounds=rounds, iters=iters,
                 vllm=vllm_ref.VERSION if base else None)
-
-
-def threaded(threads: List[int], seconds: float = 1.0, rounds: int = 3) -> Dict[int, float]:
-    """Pairs a second on one native pool from each thread count (the best
-    of ``rounds``, thread counts alternating)."""
-    pool, ops = _native()
-    pair = ops["pair"]
-    best: Dict[int, float] = {t: 0.0 for t in threads}
-    for r in range(rounds):
-        for t in threads if r % 2 == 0 else threads[::-1]:
-            stop = time.perf_counter() + seconds
-            counts = [0] * t
-
-            def run(i):
-                n = 0
-                while time.perf_counter() < stop:
-                    for _ in range(50):
-                        pair()
-                    n += 50
-                counts[i] = n
-
-            ths = [threading.Thread(target=run, args=(i,)) for i in range(t)]
-            t0 = time.perf_counter()
-            for th in ths:
-                th.start()
-            for th in ths:
-                th.join()
-            best[t] = max(best[t], sum(counts) / (time.perf_counter() - t0))
-    pool.check_invariants()
-    return best

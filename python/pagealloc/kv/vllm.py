@@ -32,10 +32,12 @@ block-pool tests rewritten, run against vLLM's pool and this one):
 What differs: vLLM keeps its free blocks on a doubly linked list of block
 objects (``FreeKVCacheBlockQueue``); here they are a stack (the blocks freed
 without a hash), a counter (the never-used ids) and an insertion-ordered
-dict (the cached ones), whose operations run in C. Refused, with
-``NotImplementedError``: KV events, a metrics collector, hash lookahead,
-partial-block entries (``cache_partial_block``, ``move_block_hashes``),
-``unpin_blocks``, and blocks of another pool in ``free_blocks``.
+dict (the cached ones), whose operations run in C. Misuse is an exception
+that changes nothing: a block freed more often than referenced (vLLM 0.33
+drives its count negative), a block of another pool, a count that is not
+an int. Refused, with ``NotImplementedError``: KV events, hash lookahead,
+partial-block entries (``cache_partial_block``, ``move_block_hashes``) and
+``unpin_blocks``. A metrics collector is told what vLLM's pool tells it.
 
 vLLM's pool has one block size. For a hybrid model whose layer groups need
 pages of different sizes, use :class:`pagealloc.kv.BlockPool` (one kind per
@@ -107,8 +109,10 @@ class BlockPool:
                  num_hash_lookahead_tokens: int = 0, medium: str = MEDIUM_GPU):
         self.num_gpu_blocks = _positive_int("num_gpu_blocks", num_gpu_blocks)
         self.hash_block_size = _positive_int("hash_block_size", hash_block_size)
-        if enable_kv_cache_events or metrics_collector is not None or num_hash_lookahead_tokens:
-            raise NotImplementedError("KV events, metrics collectors and hash lookahead are not offered")
+        if enable_kv_cache_events or num_hash_lookahead_tokens:
+            raise NotImplementedError("KV events and hash lookahead are not offered")
+        # vLLM's KVCacheMetricsCollector, told what vLLM's pool tells it.
+        self.metrics_collector = metrics_collector
         self.enable_caching = bool(enable_caching)
         self.enable_kv_cache_events = False
         self.num_hash_lookahead_tokens = 0
@@ -165,10 +169,15 @@ class BlockPool:
         if num_blocks > self._num_free:
             raise ValueError(f"Cannot get {num_blocks} free blocks from the pool")
         ret = self._pop(num_blocks)
+        m = self.metrics_collector
         for block in ret:
+            if m is not None and self.enable_caching:
+                m.on_block_evicted(block)
             if block._block_hash is not None:
                 self._evict_hash(block)
             block.ref_cnt = 1
+            if m is not None:
+                m.on_block_allocated(block)
         return ret
 
     def _check(self, block) -> KVCacheBlock:
@@ -221,6 +230,8 @@ class BlockPool:
                     self._front.remove(b)
                 self._num_free -= 1
             b.ref_cnt += 1
+            if self.metrics_collector is not None:
+                self.metrics_collector.on_block_accessed(b)
 
     def is_block_writable(self, block: KVCacheBlock) -> bool:
         return not block.is_null and block.ref_cnt == 1 and block.block_hash is None
@@ -310,6 +321,8 @@ class BlockPool:
         self.cached_block_hash_to_block = {}
         for b in self.blocks:
             b.reset_hash()
+        if self.metrics_collector is not None:
+            self.metrics_collector.reset()
         return True
 
     def take_events(self) -> list:
