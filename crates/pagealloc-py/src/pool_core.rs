@@ -222,8 +222,7 @@ impl Core {
                 Mutex::new(State { frames: vec![0; n], in_use: vec![0; n], free, ..State::default() })
             })
             .collect();
-        let core =
-            Arc::new(Core { alloc, kinds, shards, clock: AtomicU64::new(1), shrinker: Mutex::new(None) });
+        let core = Arc::new(Core { alloc, kinds, shards, clock: AtomicU64::new(1), shrinker: Mutex::new(None) });
         let id = core.alloc.register_shrinker(Arc::new(Evictor(Arc::downgrade(&core))));
         *core.shrinker.lock().unwrap_or_else(PoisonError::into_inner) = Some(id);
         core
@@ -592,7 +591,6 @@ impl Core {
         st.counters.hits += u64::from(hit.is_some());
         Ok(hit)
     }
-
 }
 
 impl Drop for Core {

@@ -59,7 +59,9 @@ impl Core {
             return Err("the cache map names a block the pool does not hold".into());
         }
         let others = (0..self.kinds.len()).filter(|&j| j != k);
-        if frames != st.frames[k] || in_use != st.in_use[k] || lru_frames != st.lru_frames
+        if frames != st.frames[k]
+            || in_use != st.in_use[k]
+            || lru_frames != st.lru_frames
             || others.clone().any(|j| st.frames[j] != 0 || st.in_use[j] != 0)
         {
             return Err(format!(

@@ -38,7 +38,6 @@ impl Shrinker for Evictor {
     }
 }
 
-
 impl Core {
     /// Give every free list back to the allocator; returns the frames.
     pub(crate) fn drain(&self) -> u64 {
