@@ -125,6 +125,8 @@ class BlockPool:
         self._lru: Dict[int, KVCacheBlock] = {}
         self._num_free = num_gpu_blocks
         self.cached_block_hash_to_block: Dict[bytes, Union[KVCacheBlock, Dict[int, KVCacheBlock]]] = {}
+        self._suffix: Dict[int, bytes] = {}
+        """A group id's 4 bytes, as ``make_block_hash_with_group_id`` appends them."""
         self.null_block = self._pop(1)[0]
         self.null_block.is_null = True
 
@@ -180,35 +182,38 @@ class BlockPool:
                 m.on_block_allocated(block)
         return ret
 
-    def _check(self, block) -> KVCacheBlock:
-        if not isinstance(block, KVCacheBlock):
-            raise TypeError(f"expected a KVCacheBlock, got {type(block).__name__}")
-        if block.pool is not self:
-            raise NotImplementedError(f"block {block.block_id} belongs to another pool")
-        return block
+    def _refuse(self, blocks: List, done: int, step: int, why: Exception):
+        """Undo ``step`` on the first ``done`` blocks, then raise for ``why``."""
+        for b in blocks[:done]:
+            if not b.is_null:
+                b.ref_cnt -= step
+        if isinstance(why, AttributeError):
+            raise TypeError(f"expected KVCacheBlocks of this pool: {why}") from None
+        raise why
 
     def free_blocks(self, ordered_blocks: Iterable[KVCacheBlock]) -> None:
-        blocks = [self._check(b) for b in ordered_blocks]
-        # Checked before any change: a block freed more often than it is
-        # referenced (vLLM 0.33 would drive its count negative) is refused.
-        if len(blocks) > 1:
-            seen: Dict[int, int] = {}
-            for b in blocks:
-                seen[b.block_id] = seen.get(b.block_id, 0) + 1
-            bad = [b for b in blocks if not b.is_null and seen[b.block_id] > b.ref_cnt]
-        else:
-            bad = [b for b in blocks if not b.is_null and b.ref_cnt <= 0]
-        if bad:
-            raise ValueError(f"block {bad[0].block_id} is freed more often than referenced (double free?)")
+        blocks = ordered_blocks if type(ordered_blocks) is list else list(ordered_blocks)
         first: List[KVCacheBlock] = []
         last: List[KVCacheBlock] = []
         caching = self.enable_caching
-        for b in blocks:
-            if b.is_null:
-                continue
-            b.ref_cnt -= 1
-            if b.ref_cnt == 0:
-                (last if caching and b._block_hash is not None else first).append(b)
+        done = 0
+        # One pass that undoes itself on misuse (a block of another pool,
+        # one freed more often than referenced: vLLM 0.33 would drive its
+        # count negative), so that nothing changes when it raises.
+        try:
+            for b in blocks:
+                if b.pool is not self:
+                    raise NotImplementedError(f"block {b.block_id} belongs to another pool")
+                if not b.is_null:
+                    rc = b.ref_cnt - 1
+                    if rc < 0:
+                        raise ValueError(f"block {b.block_id} is freed more often than referenced (double free?)")
+                    b.ref_cnt = rc
+                    if rc == 0:
+                        (last if caching and b._block_hash is not None else first).append(b)
+                done += 1
+        except (AttributeError, ValueError, NotImplementedError) as e:
+            self._refuse(blocks, done, -1, e)
         if first:
             first.reverse()
             self._front.extend(first)
@@ -218,20 +223,24 @@ class BlockPool:
         self._num_free += len(first) + len(last)
 
     def touch(self, blocks: Sequence[KVCacheBlock]) -> None:
-        blocks = [self._check(b) for b in blocks]
+        blocks = blocks if type(blocks) is list else list(blocks)
+        for b in blocks:
+            if getattr(b, "pool", None) is not self:
+                self._refuse(blocks, 0, 0, AttributeError(f"{b!r} is not a block of this pool"))
+            if b.ref_cnt == 0 and not b.is_null and b.block_id >= self._fresh:
+                raise ValueError(f"block {b.block_id} was never allocated: it cannot be touched")
+        m = self.metrics_collector
         for b in blocks:
             if b.is_null:
                 continue
             if b.ref_cnt == 0:
                 # Off the free blocks, wherever it waits (vLLM's queue.remove).
                 if self._lru.pop(b.block_id, None) is None:
-                    if b.block_id >= self._fresh:
-                        raise ValueError(f"block {b.block_id} was never allocated: it cannot be touched")
                     self._front.remove(b)
                 self._num_free -= 1
             b.ref_cnt += 1
-            if self.metrics_collector is not None:
-                self.metrics_collector.on_block_accessed(b)
+            if m is not None:
+                m.on_block_accessed(b)
 
     def is_block_writable(self, block: KVCacheBlock) -> bool:
         return not block.is_null and block.ref_cnt == 1 and block.block_hash is None
@@ -240,12 +249,15 @@ class BlockPool:
 
     def get_cached_block(self, block_hash: bytes, kv_cache_group_ids: List[int]) -> Optional[List[KVCacheBlock]]:
         out = []
-        cache = self.cached_block_hash_to_block
+        cache, suffix = self.cached_block_hash_to_block, self._suffix
         for gid in kv_cache_group_ids:
-            got = cache.get(block_hash + gid.to_bytes(4, "big", signed=False))
+            sfx = suffix.get(gid)
+            if sfx is None:
+                sfx = suffix[gid] = gid.to_bytes(4, "big", signed=False)
+            got = cache.get(block_hash + sfx)
             if got is None:
                 return None
-            out.append(got if isinstance(got, KVCacheBlock) else next(iter(got.values())))
+            out.append(got if got.__class__ is KVCacheBlock else next(iter(got.values())))
         return out
 
     def cache_full_blocks(self, request, blocks: List[KVCacheBlock], num_cached_blocks: int, num_full_blocks: int,
