@@ -328,3 +328,22 @@ def test_drop_in_bad_input():
         pool.evict_blocks({8})
     pool.free_blocks(b)
     assert pool.get_num_free_blocks() == 7
+
+
+@pytest.mark.skipif(_WHEEL is None, reason="vLLM 0.33.0 wheel could not be downloaded")
+def test_stubs_raise_and_the_pool_is_vllms_own():
+    """The baseline is vLLM's code from the wheel; what it imports besides
+    is a stub that raises when reached (vllm_ref's promise)."""
+    v = vllm_ref.load(_WHEEL)
+    assert v.block_pool.__file__.endswith("vllm/v1/core/block_pool.py")
+    assert v.block_pool.__file__.startswith(_WHEEL)
+    stub = v.block_pool.get_mm_features_in_window
+    with pytest.raises(vllm_ref.StubCalled):
+        stub([], 0, 1)
+    with pytest.raises(vllm_ref.StubCalled):
+        bool(v.block_pool.BlockStored)
+    # KV events would reach the stubbed event classes: vLLM's pool then fails.
+    pool = v.BlockPool(8, True, 4, enable_kv_cache_events=True)
+    b = pool.get_new_blocks(1)
+    with pytest.raises(vllm_ref.StubCalled):
+        pool.cache_full_blocks(request(list(range(4)), 4), b, 0, 1, 4, 0)
