@@ -38,6 +38,12 @@ impl FreeLists {
         FreeLists { lists: vec![Vec::new(); orders.len()], high, batch, orders: orders.to_vec(), frames: 0 }
     }
 
+    /// Turn kind `k`'s list off (its blocks then go straight back).
+    pub(crate) fn disable(&mut self, k: usize) {
+        self.high[k] = 0;
+        self.batch[k] = 0;
+    }
+
     /// Frames on all lists.
     pub(crate) fn frames(&self) -> u64 {
         self.frames

@@ -4,7 +4,7 @@
 //! is given (this pool's, held, enough references) before changing anything.
 
 use crate::allocator::Allocator;
-use crate::pool_core::{Core, Key, Kind, PoolError};
+use crate::pool_core::{Core, Key, Kind, Kinds, PoolError};
 use crate::{non_negative, ConfigError, InvalidFree, InvariantError, OutOfMemory};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -33,6 +33,9 @@ pub struct Block {
     id: u64,
     #[pyo3(get)]
     order: u32,
+    /// The kind's index: it names the pool's shard for the block.
+    kind: u8,
+    frames: u64,
     /// The kind's name: a reference, not the pool's table, because a
     /// reference count costs less than an `Arc`'s atomic one, and a block is
     /// made and dropped on every request.
@@ -47,10 +50,11 @@ impl Block {
         self.name.clone_ref(py)
     }
 
-    /// Frames (allocator pages) in the block: `2**order`.
+    /// Frames (allocator pages) in the block: `2**order`, or fewer for an
+    /// exact kind (the first frames of an order-`order` block).
     #[getter]
     fn frames(&self) -> u64 {
-        1 << self.order
+        self.frames
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
@@ -93,10 +97,12 @@ impl BlockPool {
         Err(PyTypeError::new_err("kind must be a str (one of the pool's kinds)"))
     }
 
-    /// The ids of `blocks` (an iterable of `Block`s of this pool).
-    fn ids(&self, blocks: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
+    /// The ids of `blocks` (an iterable of `Block`s of this pool) and
+    /// their kinds.
+    fn ids(&self, blocks: &Bound<'_, PyAny>) -> PyResult<(Vec<u64>, Kinds)> {
         // A list's length is known: one allocation, not a doubling series.
         let mut out = Vec::with_capacity(blocks.cast::<PyList>().map_or(0, |l| l.len()));
+        let mut kinds = None;
         let mut push = |b: &Bound<'_, PyAny>| -> PyResult<()> {
             let b = b.cast::<Block>().map_err(|_| {
                 PyTypeError::new_err(format!(
@@ -108,6 +114,19 @@ impl BlockPool {
             if b.pool != self.id {
                 return Err(InvalidFree::new_err(format!("block {} belongs to another pool", b.id)));
             }
+            kinds = match kinds.take() {
+                None => Some(Kinds::One(b.kind)),
+                Some(Kinds::One(k)) if k == b.kind => Some(Kinds::One(k)),
+                Some(Kinds::One(k)) => {
+                    let mut each = vec![k; out.len()];
+                    each.push(b.kind);
+                    Some(Kinds::Each(each))
+                }
+                Some(Kinds::Each(mut each)) => {
+                    each.push(b.kind);
+                    Some(Kinds::Each(each))
+                }
+            };
             out.push(b.id);
             Ok(())
         };
@@ -120,12 +139,13 @@ impl BlockPool {
                 push(&b?)?;
             }
         }
-        Ok(out)
+        Ok((out, kinds.unwrap_or(Kinds::One(0))))
     }
 
     fn block(&self, py: Python<'_>, id: u64, kind: u8) -> Block {
-        let (name, order) = (self.names[usize::from(kind)].clone_ref(py), self.core.kinds[usize::from(kind)].order);
-        Block { pool: self.id, id, order, name }
+        let k = &self.core.kinds[usize::from(kind)];
+        let name = self.names[usize::from(kind)].clone_ref(py);
+        Block { pool: self.id, id, order: k.order, kind, frames: k.frames, name }
     }
 }
 
@@ -146,6 +166,9 @@ fn key_arg(h: &Bound<'_, PyAny>) -> PyResult<Key> {
 impl BlockPool {
     /// `BlockPool(allocator, {"full": 4, "sliding": 4, "cross": 2})`: kind
     /// names and their buddy orders (a block of order k is `2**k` frames).
+    /// A kind given as `(order, frames)` is exact: each block holds the first
+    /// `frames` frames of an order-`order` block (more than half of it) and
+    /// the tail stays free, for a recurrent-state page of a hybrid model.
     /// `free_list_frames`: the most frames each kind's list of free blocks
     /// keeps (at most 1/32 of the arena; 0: no lists, every free goes
     /// straight back to the allocator).
@@ -165,9 +188,23 @@ impl BlockPool {
         let mut names = Vec::new();
         for (name, order) in kinds.iter() {
             let name = name.cast::<PyString>().map_err(|_| PyTypeError::new_err("kind names must be str"))?.clone();
-            let order = order.extract::<i64>()?;
+            // An int is an order; a pair (order, frames) an exact kind whose
+            // blocks hold `frames` frames of an order-`order` block.
+            let (order, frames) = match order.extract::<(i64, i64)>() {
+                Ok((o, f)) => (o, Some(f)),
+                Err(_) => (order.extract::<i64>()?, None),
+            };
             let order = crate::order_arg(order).map_err(|e| ConfigError::new_err(format!("kind {name}: {e}")))?;
-            ks.push(Kind { name: name.to_string(), order });
+            let frames = match frames {
+                None => 1 << order,
+                Some(f) if f > 1 << (order.max(1) - 1) && f <= 1 << order => f as u64,
+                Some(f) => {
+                    return Err(ConfigError::new_err(format!(
+                        "kind {name}: {f} frames is not more than half of an order-{order} block and at most all of it"
+                    )))
+                }
+            };
+            ks.push(Kind { name: name.to_string(), order, frames });
             names.push(name.unbind());
         }
         let a = allocator.get().live()?.clone();
@@ -203,8 +240,8 @@ impl BlockPool {
     /// referenced. The GIL stays held: a free never waits (no reclaim, no
     /// compaction: the allocator's free path only takes its own locks).
     fn free_blocks(&self, blocks: &Bound<'_, PyAny>) -> PyResult<()> {
-        let ids = self.ids(blocks)?;
-        self.core.free_ids(&ids).map_err(pool_err)
+        let (ids, kinds) = self.ids(blocks)?;
+        self.core.free_ids(&ids, &kinds).map_err(pool_err)
     }
 
     /// Give every kind's free list back to the allocator (as the pool's
@@ -216,19 +253,19 @@ impl BlockPool {
 
     /// Add a reference to each block (after a prefix-cache hit).
     fn touch(&self, blocks: &Bound<'_, PyAny>) -> PyResult<()> {
-        let ids = self.ids(blocks)?;
-        self.core.touch(&ids).map_err(pool_err)
+        let (ids, kinds) = self.ids(blocks)?;
+        self.core.touch(&ids, &kinds).map_err(pool_err)
     }
 
     /// Publish full blocks under their block hashes (ints or bytes), for
     /// `get_cached_block`. Returns how many were newly cached.
     fn cache_full_blocks(&self, blocks: &Bound<'_, PyAny>, block_hashes: &Bound<'_, PyAny>) -> PyResult<usize> {
-        let ids = self.ids(blocks)?;
+        let (ids, kinds) = self.ids(blocks)?;
         let keys = block_hashes.try_iter()?.map(|h| key_arg(&h?)).collect::<PyResult<Vec<_>>>()?;
         if keys.len() != ids.len() {
             return Err(PyValueError::new_err(format!("{} blocks but {} hashes", ids.len(), keys.len())));
         }
-        self.core.cache(&ids, keys).map_err(pool_err)
+        self.core.cache(&ids, &kinds, keys).map_err(pool_err)
     }
 
     /// The block of `kind` cached under `block_hash`, or None. Takes no
@@ -257,8 +294,9 @@ impl BlockPool {
     /// References held on `block` (0: cached and unused); `InvalidFree` if
     /// the pool does not hold it.
     fn ref_count(&self, block: &Bound<'_, PyAny>) -> PyResult<u32> {
-        let id = self.ids(&PyTuple::new(block.py(), [block])?.into_any())?[0];
-        self.core.refs(id).ok_or_else(|| InvalidFree::new_err(format!("block {id} is not held by this pool")))
+        let (ids, kinds) = self.ids(&PyTuple::new(block.py(), [block])?.into_any())?;
+        let (id, kind) = (ids[0], kinds.of(0));
+        self.core.refs(id, kind).ok_or_else(|| InvalidFree::new_err(format!("block {id} is not held by this pool")))
     }
 
     /// The kinds and their orders, in creation order.

@@ -12,7 +12,14 @@
 //! the LRU list, where the allocator's shrinker (or the pool itself, when
 //! an allocation fails) evicts them.
 //!
-//! Invariants (under `state`'s lock), checked by [`Core::check`]:
+//! The state is sharded by kind: each kind's blocks, cache map, LRU list
+//! and free list sit behind its own lock, so that requests for different
+//! kinds never wait for each other (and a block's handle names its kind, so
+//! a free finds its shard without a lookup). What spans kinds takes every
+//! shard's lock in kind order: eviction (the LRU order is global: stamps
+//! come from one clock), the region search, reset, close and the reports.
+//!
+//! Invariants (per shard, under its lock), checked by [`Core::check`]:
 //! - Every entry in `blocks` owns its buddy block of its kind's order
 //!   (allocated by this pool, freed only by `free_ids`, eviction or close).
 //! - Every block on `free` owns its buddy block too, and is not in `blocks`:
@@ -20,21 +27,28 @@
 //! - An entry is on `lru` exactly when its `refs` is 0, and then it has a
 //!   `key` (unused blocks without a key were freed at once).
 //! - `cached[(kind, key)] == id` exactly when `blocks[id].key == Some(key)`
-//!   and `blocks[id].kind == kind`.
-//! - `frames[k]` is the sum of `2^order` over the entries of kind `k`;
+//!   and `blocks[id].kind == kind`; shard `k` holds only kind `k`'s blocks,
+//!   and no id is in two shards.
+//! - `frames[k]` is the sum of the kind's frames over its entries;
 //!   `lru_frames` the same over the entries on `lru`.
 //! - No allocation and no free is made with the lock held: the shrinker,
 //!   called from inside an allocation that runs low, takes it.
 
 use crate::free_lists::FreeLists;
-use pagealloc::{AllocError, Gfp, PageAllocator, Pfn, ShrinkControl, Shrinker};
+use pagealloc::{AllocError, Gfp, PageAllocator, Pfn};
+use std::borrow::Cow;
 use std::cell::Cell;
 use std::collections::hash_map::Entry::Occupied;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use whole::Evictor;
 
 mod check;
+mod exact;
+mod region;
+mod whole;
 
 /// A block hash given by the user (vLLM's `BlockHash`: an int or bytes).
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
@@ -66,11 +80,20 @@ impl Hasher for IdHasher {
 
 type Fast = BuildHasherDefault<IdHasher>;
 
-/// One kind of block: a name and a buddy order.
+/// One kind of block: a name, a buddy order, and the frames a block holds:
+/// `2^order`, or fewer for an exact kind ([`exact`]), whose blocks are the
+/// first `frames` frames of an order-`order` block, the tail given back.
 #[derive(Clone, Debug)]
 pub(crate) struct Kind {
     pub name: String,
     pub order: u32,
+    pub frames: u64,
+}
+
+impl Kind {
+    pub(crate) fn exact(&self) -> bool {
+        self.frames != 1 << self.order
+    }
 }
 
 #[derive(Debug)]
@@ -99,13 +122,29 @@ struct State {
     cached: HashMap<(u8, Key), u64, Fast>,
     /// Unused cached blocks, oldest first: stamp -> id.
     lru: BTreeMap<u64, u64>,
-    clock: u64,
     frames: Vec<u64>,
     in_use: Vec<u64>,
     lru_frames: u64,
     counters: Counters,
     closed: bool,
     free: FreeLists,
+}
+
+/// The smallest order whose blocks are found by emptying a region
+/// ([`region`]): below it, freeing the oldest cached blocks soon merges
+/// into the order, and a scan of every block per allocation costs more.
+const REGION_ORDER: u32 = 6;
+
+/// Blocks smaller than a pageblock come from Reclaimable pageblocks (most
+/// of them end as evictable cache), larger ones from Unmovable ones: the
+/// allocator's grouping by migratetype then keeps the small blocks out of
+/// the pageblocks a large block (a state page) needs whole.
+fn kind_gfp(order: u32) -> Gfp {
+    if order < pagealloc::PAGEBLOCK_ORDER {
+        Gfp::RECLAIMABLE
+    } else {
+        Gfp::KERNEL
+    }
 }
 
 thread_local! {
@@ -139,35 +178,30 @@ pub(crate) struct Usage {
 pub(crate) struct Core {
     pub alloc: PageAllocator,
     pub kinds: Vec<Kind>,
-    state: Mutex<State>,
+    /// One per kind (see the module doc).
+    shards: Box<[Mutex<State>]>,
+    /// LRU stamps, one order over every shard (0 means in use). Relaxed:
+    /// a stamp is read under the lock of the shard it was written in.
+    clock: AtomicU64,
     shrinker: Mutex<Option<u64>>,
 }
 
-/// The allocator's view of a pool: its unused cached blocks can be freed.
-struct Evictor(Weak<Core>);
+/// Shards locked for a call, in kind order, each with the ids it holds
+/// (borrowed when the call names one kind, as a request's blocks do).
+type Locked<'a> = Vec<(usize, MutexGuard<'a, State>, Cow<'a, [u64]>)>;
 
-impl Shrinker for Evictor {
-    fn count_objects(&self, _sc: &ShrinkControl) -> u64 {
-        if REFILLING.get() {
-            return 0;
-        }
-        self.0.upgrade().map_or(0, |c| {
-            let st = c.lock();
-            st.lru_frames + st.free.frames()
-        })
-    }
+/// The kinds of a call's block ids: one for all (the common case), or one each.
+pub(crate) enum Kinds {
+    One(u8),
+    Each(Vec<u8>),
+}
 
-    /// The free lists first, all of them (free blocks cost nothing to give
-    /// back, and a larger kind may need their frames to merge), then the
-    /// oldest cached blocks for what is still asked.
-    fn scan_objects(&self, sc: &ShrinkControl) -> u64 {
-        let Some(c) = self.0.upgrade() else { return 0 };
-        if REFILLING.get() {
-            return 0;
+impl Kinds {
+    pub(crate) fn of(&self, i: usize) -> u8 {
+        match self {
+            Kinds::One(k) => *k,
+            Kinds::Each(v) => v[i],
         }
-        c.lock().counters.shrinker_scans += 1;
-        let drained = c.drain();
-        drained + c.evict(u64::MAX, sc.nr_to_scan.saturating_sub(drained))
     }
 }
 
@@ -178,34 +212,73 @@ impl Core {
     pub(crate) fn new(alloc: PageAllocator, kinds: Vec<Kind>, list_frames: u64) -> Arc<Self> {
         let n = kinds.len();
         let orders: Vec<u32> = kinds.iter().map(|k| k.order).collect();
-        let free = FreeLists::new(&orders, list_frames.min(alloc.managed_pages() / 32));
-        let state = State { frames: vec![0; n], in_use: vec![0; n], free, ..State::default() };
-        let core = Arc::new(Core { alloc, kinds, state: Mutex::new(state), shrinker: Mutex::new(None) });
+        // An exact block is given back whole at once: no list keeps it.
+        // Each shard has a slot per kind and uses its own (one list type
+        // and one identity check for all shards).
+        let shards = (0..n)
+            .map(|_| {
+                let mut free = FreeLists::new(&orders, list_frames.min(alloc.managed_pages() / 32));
+                kinds.iter().enumerate().filter(|(_, k)| k.exact()).for_each(|(i, _)| free.disable(i));
+                Mutex::new(State { frames: vec![0; n], in_use: vec![0; n], free, ..State::default() })
+            })
+            .collect();
+        let core = Arc::new(Core { alloc, kinds, shards, clock: AtomicU64::new(1), shrinker: Mutex::new(None) });
         let id = core.alloc.register_shrinker(Arc::new(Evictor(Arc::downgrade(&core))));
         *core.shrinker.lock().unwrap_or_else(PoisonError::into_inner) = Some(id);
         core
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    fn lock(&self, k: usize) -> MutexGuard<'_, State> {
         // Every update under the lock completes without panicking (checked
         // arithmetic aside), so a poisoned lock holds a consistent state.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.shards[k].lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn live(&self) -> Result<MutexGuard<'_, State>, PoolError> {
-        let st = self.lock();
+    fn live(&self, k: usize) -> Result<MutexGuard<'_, State>, PoolError> {
+        let st = self.lock(k);
         if st.closed {
             return Err(PoolError::Invalid("the block pool is closed".into()));
         }
         Ok(st)
     }
 
+    /// Every shard, locked in kind order.
+    fn lock_all(&self) -> Vec<MutexGuard<'_, State>> {
+        (0..self.kinds.len()).map(|k| self.lock(k)).collect()
+    }
+
+    /// The shards that `ids` of `kinds` name, locked in kind order, each
+    /// with its ids in the order given; refused on a closed pool.
+    fn lock_for<'a>(&'a self, ids: &'a [u64], kinds: &Kinds) -> Result<Locked<'a>, PoolError> {
+        let each = match kinds {
+            Kinds::One(k) => return Ok(vec![(usize::from(*k), self.live(usize::from(*k))?, Cow::Borrowed(ids))]),
+            Kinds::Each(each) => each,
+        };
+        let mut mask = 0u64;
+        for &k in each {
+            mask |= 1 << k;
+        }
+        let mut out = Vec::with_capacity(mask.count_ones() as usize);
+        while mask != 0 {
+            let k = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            let sub: Vec<u64> = ids.iter().zip(each).filter(|x| usize::from(*x.1) == k).map(|x| *x.0).collect();
+            out.push((k, self.live(k)?, Cow::Owned(sub)));
+        }
+        Ok(out)
+    }
+
+    /// A new LRU stamp, later than every earlier one.
+    fn tick(&self) -> u64 {
+        self.clock.fetch_add(1, Ordering::Relaxed)
+    }
+
     /// `n` new blocks of `kind` from its free list alone, each referenced
     /// once, or `None` (nothing changed) when the list holds fewer. No
     /// allocator call: this path cannot block.
     pub(crate) fn get_new_listed(&self, kind: u8, n: usize) -> Result<Option<Vec<u64>>, PoolError> {
-        let mut st = self.live()?;
         let k = usize::from(kind);
+        let mut st = self.live(k)?;
         if st.free.len(k) < n {
             return Ok(None);
         }
@@ -221,7 +294,7 @@ impl Core {
         for &id in ids {
             st.blocks.insert(id, Entry { kind, refs: 1, key: None, lru: 0 });
         }
-        st.frames[k] += (ids.len() as u64) << self.kinds[k].order;
+        st.frames[k] += ids.len() as u64 * self.kinds[k].frames;
         st.in_use[k] += ids.len() as u64;
     }
 
@@ -232,7 +305,7 @@ impl Core {
         let k = usize::from(kind);
         let order = self.kinds[k].order;
         let (mut got, batch) = {
-            let mut st = self.live()?;
+            let mut st = self.live(k)?;
             let mut got = Vec::with_capacity(n);
             st.free.take(k, n, &mut got);
             (got, st.free.batch(k))
@@ -240,28 +313,33 @@ impl Core {
         let need = n - got.len();
         let extra = if need > 0 { self.refill_batch(order, batch) } else { 0 };
         let mut spare = Vec::new();
-        if let Err(e) = self.alloc_blocks(order, need, extra, &mut got, &mut spare) {
-            self.free_frames(&got, order);
-            self.free_frames(&spare, order);
+        let res = if self.kinds[k].exact() {
+            self.alloc_exact_blocks(k, need, &mut got)
+        } else {
+            self.alloc_blocks(order, need, extra, &mut got, &mut spare)
+        };
+        if let Err(e) = res {
+            self.free_kind(&got, k);
+            self.free_kind(&spare, k);
             return Err(PoolError::OutOfMemory(format!(
                 "cannot get {n} blocks of kind {:?} (order {order}): {e}; {} unused cached blocks left to evict",
                 self.kinds[k].name,
-                self.lock().lru.len()
+                self.lock(k).lru.len()
             )));
         }
-        let mut st = self.lock();
+        let mut st = self.lock(k);
         if st.closed {
             // Closed while this call allocated: nothing may stay held.
             drop(st);
-            self.free_frames(&got, order);
-            self.free_frames(&spare, order);
+            self.free_kind(&got, k);
+            self.free_kind(&spare, k);
             return Err(PoolError::Invalid("the block pool is closed".into()));
         }
         self.adopt(&mut st, kind, &got);
         spare.retain(|&id| !st.free.put(k, id));
         spare.extend(st.free.spill(k));
         drop(st);
-        self.free_frames(&spare, order);
+        self.free_kind(&spare, k);
         Ok(got)
     }
 
@@ -293,7 +371,7 @@ impl Core {
         if order == 0 && need + extra > 1 {
             let mut pfns = Vec::with_capacity(need + extra);
             REFILLING.set(true);
-            self.alloc.alloc_pages_bulk_list(Gfp::NO_COMPACT, need + extra, &mut pfns);
+            self.alloc.alloc_pages_bulk_list(Gfp::NO_COMPACT | kind_gfp(0), need + extra, &mut pfns);
             REFILLING.set(false);
             let split = pfns.len().min(need);
             got.extend(pfns[..split].iter().map(|p| p.as_u64()));
@@ -305,7 +383,7 @@ impl Core {
         }
         REFILLING.set(true);
         while spare.len() < extra {
-            match self.alloc.alloc_pages(Gfp::NO_COMPACT, order) {
+            match self.alloc.alloc_pages(Gfp::NO_COMPACT | kind_gfp(order), order) {
                 Ok(p) => spare.push(p.as_u64()),
                 Err(_) => break,
             }
@@ -316,30 +394,26 @@ impl Core {
 
     /// A block of `order`. When the allocator fails even after asking its
     /// shrinkers (this pool among them), the frames freed may not have
-    /// merged into a block of this order: give back the free lists, then
-    /// evict more, oldest first, and retry while anything is left.
+    /// merged into a block of this order: first (a high order) empty whole
+    /// regions of that order that only unused cached blocks keep busy
+    /// ([`region`]), then give back the free lists and evict more, oldest
+    /// first, and retry while anything is left.
     fn alloc_block(&self, order: u32) -> Result<Pfn, AllocError> {
+        if order >= REGION_ORDER {
+            if let Some(pfn) = self.alloc_block_by_region(order) {
+                return Ok(pfn);
+            }
+        }
         loop {
-            match self.alloc.alloc_pages(Gfp::KERNEL, order) {
+            match self.alloc.alloc_pages(kind_gfp(order), order) {
                 Ok(pfn) => return Ok(pfn),
                 Err(AllocError::NoMemory { .. }) if self.drain() > 0 => {}
                 Err(AllocError::NoMemory { .. }) if self.evict(u64::MAX, 2u64 << order) > 0 => {
-                    self.lock().counters.own_evictions += 1;
+                    self.lock(0).counters.own_evictions += 1;
                 }
                 Err(e) => return Err(e),
             }
         }
-    }
-
-    /// Give every free list back to the allocator; returns the frames.
-    pub(crate) fn drain(&self) -> u64 {
-        let lists = self.lock().free.drain();
-        let mut frames = 0;
-        for (ids, order) in lists {
-            frames += (ids.len() as u64) << order;
-            self.free_frames(&ids, order);
-        }
-        frames
     }
 
     fn free_frames(&self, ids: &[u64], order: u32) {
@@ -391,77 +465,82 @@ impl Core {
     /// the LRU tail in the order given, the others to their kind's free
     /// list, and a list over its mark gives a batch back to the allocator.
     /// Frees never wait for memory: this path does not block.
-    pub(crate) fn free_ids(&self, ids: &[u64]) -> Result<(), PoolError> {
+    pub(crate) fn free_ids(&self, ids: &[u64], kinds: &Kinds) -> Result<(), PoolError> {
         let mut victims = Vec::new();
-        {
-            let mut st = self.live()?;
-            Self::check_held(&st, ids, true)?;
-            let st = &mut *st;
-            // Kinds whose list grew (a pool has at most 64 kinds).
-            let mut grown = 0u64;
-            for &id in ids {
+        let mut locked = self.lock_for(ids, kinds)?;
+        for (_, st, sub) in &locked {
+            Self::check_held(st, sub, true)?;
+        }
+        for (k, st, sub) in &mut locked {
+            let k = *k;
+            let st = &mut **st;
+            let frames = self.kinds[k].frames;
+            let mut grown = false;
+            for &id in sub.iter() {
                 let Occupied(mut slot) = st.blocks.entry(id) else { unreachable!("checked above") };
                 let e = slot.get_mut();
                 e.refs -= 1;
                 if e.refs > 0 {
                     continue;
                 }
-                let (k, order) = (usize::from(e.kind), self.kinds[usize::from(e.kind)].order);
                 st.in_use[k] -= 1;
                 if e.key.is_some() {
-                    st.clock += 1;
-                    e.lru = st.clock;
-                    st.lru.insert(st.clock, id);
-                    st.lru_frames += 1 << order;
+                    let t = self.tick();
+                    e.lru = t;
+                    st.lru.insert(t, id);
+                    st.lru_frames += frames;
                 } else {
                     slot.remove();
-                    st.frames[k] -= 1 << order;
+                    st.frames[k] -= frames;
                     if st.free.put(k, id) {
-                        grown |= 1 << k;
+                        grown = true;
                     } else {
-                        victims.push((id, order));
+                        victims.push((id, k));
                     }
                 }
             }
-            while grown != 0 {
-                let k = grown.trailing_zeros() as usize;
-                grown &= grown - 1;
-                victims.extend(st.free.spill(k).into_iter().map(|id| (id, self.kinds[k].order)));
+            if grown {
+                victims.extend(st.free.spill(k).into_iter().map(|id| (id, k)));
             }
         }
+        drop(locked);
         self.free_victims(victims);
         Ok(())
     }
 
-    /// Free `(id, order)` pairs, the order-0 ones in one bulk call.
-    fn free_victims(&self, mut victims: Vec<(u64, u32)>) {
-        let zeros: Vec<u64> = victims.iter().filter(|v| v.1 == 0).map(|v| v.0).collect();
+    /// Free `(id, kind)` pairs, the order-0 ones in one bulk call.
+    fn free_victims(&self, mut victims: Vec<(u64, usize)>) {
+        let plain_zero = |k: usize| self.kinds[k].order == 0 && !self.kinds[k].exact();
+        let zeros: Vec<u64> = victims.iter().filter(|v| plain_zero(v.1)).map(|v| v.0).collect();
         self.free_frames(&zeros, 0);
-        victims.retain(|v| v.1 != 0);
-        for (id, order) in victims {
-            self.free_frames(&[id], order);
+        victims.retain(|v| !plain_zero(v.1));
+        for (id, k) in victims {
+            self.free_kind(&[id], k);
         }
     }
 
     /// Add a reference to each block (a prefix-cache hit), taking unused
     /// ones off the LRU list.
-    pub(crate) fn touch(&self, ids: &[u64]) -> Result<(), PoolError> {
-        let mut st = self.live()?;
-        Self::check_held(&st, ids, false)?;
-        let st = &mut *st;
-        for &id in ids {
-            let e = st.blocks.get_mut(&id).expect("checked above");
-            if e.refs == u32::MAX {
+    pub(crate) fn touch(&self, ids: &[u64], kinds: &Kinds) -> Result<(), PoolError> {
+        let mut locked = self.lock_for(ids, kinds)?;
+        for (_, st, sub) in &locked {
+            Self::check_held(st, sub, false)?;
+            if let Some(id) = sub.iter().find(|id| st.blocks[id].refs as usize + sub.len() > u32::MAX as usize) {
                 return Err(PoolError::Invalid(format!("block {id} has too many references")));
             }
-            if e.refs == 0 {
-                let order = self.kinds[usize::from(e.kind)].order;
-                st.lru.remove(&e.lru);
-                st.lru_frames -= 1 << order;
-                st.in_use[usize::from(e.kind)] += 1;
-                e.lru = 0;
+        }
+        for (k, st, sub) in &mut locked {
+            let st = &mut **st;
+            for &id in sub.iter() {
+                let e = st.blocks.get_mut(&id).expect("checked above");
+                if e.refs == 0 {
+                    st.lru.remove(&e.lru);
+                    st.lru_frames -= self.kinds[*k].frames;
+                    st.in_use[*k] += 1;
+                    e.lru = 0;
+                }
+                e.refs += 1;
             }
-            e.refs += 1;
         }
         Ok(())
     }
@@ -469,18 +548,29 @@ impl Core {
     /// Publish full blocks under their hashes. A block already cached
     /// under another hash is an error; a hash already naming another block
     /// keeps that block (as vLLM does), and this one stays unnamed.
-    pub(crate) fn cache(&self, ids: &[u64], keys: Vec<Key>) -> Result<usize, PoolError> {
-        let mut st = self.live()?;
-        Self::check_held(&st, ids, true)?;
-        for (&id, key) in ids.iter().zip(&keys) {
-            if let Some(old) = &st.blocks[&id].key {
+    pub(crate) fn cache(&self, ids: &[u64], kinds: &Kinds, keys: Vec<Key>) -> Result<usize, PoolError> {
+        let mut locked = self.lock_for(ids, kinds)?;
+        for (_, st, sub) in &locked {
+            Self::check_held(st, sub, true)?;
+        }
+        // Shard index in `locked` per kind (a pool has at most 64 kinds).
+        let mut slot = [0usize; 64];
+        for (i, (k, _, _)) in locked.iter().enumerate() {
+            slot[*k] = i;
+        }
+        let at = |k: usize| slot[k];
+        for (i, (&id, key)) in ids.iter().zip(&keys).enumerate() {
+            let k = kinds.of(i);
+            if let Some(old) = &locked[at(usize::from(k))].1.blocks[&id].key {
                 if old != key {
                     return Err(PoolError::Invalid(format!("block {id} is already cached under another hash")));
                 }
             }
         }
         let mut added = 0;
-        for (&id, key) in ids.iter().zip(keys) {
+        for (j, (&id, key)) in ids.iter().zip(keys).enumerate() {
+            let i = at(usize::from(kinds.of(j)));
+            let st = &mut *locked[i].1;
             let kind = st.blocks[&id].kind;
             if st.blocks[&id].key.is_some() || st.cached.contains_key(&(kind, key.clone())) {
                 continue;
@@ -495,80 +585,11 @@ impl Core {
     /// The block cached under `key` for `kind`, if any (no reference taken:
     /// `touch` it to use it, as in vLLM).
     pub(crate) fn lookup(&self, kind: u8, key: Key) -> Result<Option<u64>, PoolError> {
-        let mut st = self.live()?;
+        let mut st = self.live(usize::from(kind))?;
         st.counters.queries += 1;
         let hit = st.cached.get(&(kind, key)).copied();
         st.counters.hits += u64::from(hit.is_some());
         Ok(hit)
-    }
-
-    /// Evict unused cached blocks, oldest first, until `max_blocks` blocks
-    /// or `max_frames` frames are freed; returns the frames freed.
-    pub(crate) fn evict(&self, max_blocks: u64, max_frames: u64) -> u64 {
-        let mut victims = Vec::new();
-        {
-            let mut st = self.lock();
-            let st = &mut *st;
-            let mut frames = 0;
-            while (victims.len() as u64) < max_blocks && frames < max_frames {
-                let Some((_, id)) = st.lru.pop_first() else { break };
-                let e = st.blocks.remove(&id).expect("the LRU names held blocks");
-                let (k, order) = (usize::from(e.kind), self.kinds[usize::from(e.kind)].order);
-                if let Some(key) = e.key {
-                    st.cached.remove(&(e.kind, key));
-                }
-                st.frames[k] -= 1 << order;
-                st.lru_frames -= 1 << order;
-                st.counters.evicted += 1;
-                st.counters.evicted_frames += 1 << order;
-                frames += 1u64 << order;
-                victims.push((id, order));
-            }
-        }
-        let mut freed = 0;
-        for (id, order) in victims {
-            self.free_frames(&[id], order);
-            freed += 1u64 << order;
-        }
-        freed
-    }
-
-    /// Forget every hash: unused cached blocks are freed, blocks in use
-    /// are freed when their last user frees them. Returns blocks freed.
-    pub(crate) fn reset(&self) -> Result<u64, PoolError> {
-        let before = self.live()?.counters.evicted;
-        self.evict(u64::MAX, u64::MAX);
-        let mut st = self.lock();
-        st.cached.clear();
-        for e in st.blocks.values_mut() {
-            e.key = None;
-        }
-        Ok(st.counters.evicted - before)
-    }
-
-    /// Free every block (in use or cached) and refuse further calls.
-    pub(crate) fn close(&self) {
-        let victims: Vec<(u64, u32)> = {
-            let mut st = self.lock();
-            st.closed = true;
-            st.lru.clear();
-            st.cached.clear();
-            st.lru_frames = 0;
-            st.frames.fill(0);
-            st.in_use.fill(0);
-            let mut all: Vec<(u64, u32)> =
-                st.blocks.drain().map(|(id, e)| (id, self.kinds[usize::from(e.kind)].order)).collect();
-            for (ids, order) in st.free.drain() {
-                all.extend(ids.into_iter().map(|id| (id, order)));
-            }
-            all
-        };
-        for (id, order) in victims {
-            self.free_frames(&[id], order);
-        }
-        if let Some(id) = self.shrinker.lock().unwrap_or_else(PoisonError::into_inner).take() {
-            self.alloc.unregister_shrinker(id);
-        }
     }
 }
 

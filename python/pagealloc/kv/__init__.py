@@ -1,8 +1,11 @@
 """A KV-cache block pool in vLLM's shape, with a block size per kind.
 
 Each kind of layer group (full attention, sliding window, cross attention,
-mamba state) gets blocks of its own size: a buddy order over one arena of
-frames. With ``backing="none"`` a frame is an abstract unit of your own KV
+an indexer cache, a Mamba/GDN recurrent state) gets blocks of its own size:
+a buddy order over one arena of frames, or, for a state page that is not a
+power of two of frames, the smallest order that holds it with the tail
+given back (``pool_for(..., exact=True)``). vLLM 0.33's own interface is
+:mod:`pagealloc.kv.vllm`. With ``backing="none"`` a frame is an abstract unit of your own KV
 tensor (``unit_bytes`` of it), and a block's ``id`` is the index of its first
 unit, so a block of order k covers units ``[id, id + 2**k)``. Nothing is padded
 to the largest kind, and memory moves between kinds as demand changes: a
@@ -31,10 +34,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Mapping, Tuple
 
-from . import Allocator, _native
-from ._native import Block
+from .. import Allocator, _native
+from .._native import Block
 
-__all__ = ["Block", "BlockPool", "PoolStats", "order_for", "pool_for"]
+__all__ = ["Block", "BlockPool", "PoolStats", "exact_kind", "order_for", "pool_for"]
 
 PAGEBLOCK_BYTES_UNITS = 512
 """Frames in a pageblock: the arena is a whole number of them."""
@@ -104,7 +107,8 @@ class BlockPool(_native.BlockPool):
         """Blocks of ``kind`` that free, listed and evictable frames would hold
         if they were contiguous (an upper bound: fragmentation may allow fewer)."""
         s = self.stats()
-        return (s.free_frames + s.free_list_frames + s.lru_frames) >> self.kinds[kind]
+        order = self.kinds[kind]
+        return (s.free_frames + s.free_list_frames + s.lru_frames) >> order
 
     def get_usage(self) -> float:
         return self.stats().usage
@@ -114,8 +118,20 @@ class BlockPool(_native.BlockPool):
         return iter(self.kinds.items())
 
 
+def exact_kind(block_bytes: int, unit_bytes: int):
+    """The pool kind for a block of ``block_bytes``: an order when the block
+    is a power of two of units, else ``(order, frames)``: the block's frames,
+    at the start of an order-``order`` block whose tail stays free."""
+    if isinstance(block_bytes, bool) or not isinstance(block_bytes, int):
+        raise TypeError(f"block_bytes must be an int, got {type(block_bytes).__name__}")
+    order = order_for(block_bytes, unit_bytes)
+    frames = -(-block_bytes // unit_bytes)
+    return order if frames == 1 << order else (order, frames)
+
+
 def pool_for(
-    kinds: Mapping[str, int], unit_bytes: int, capacity_bytes: int, free_list_frames: int = 256, **allocator_args
+    kinds: Mapping[str, int], unit_bytes: int, capacity_bytes: int, free_list_frames: int = 256, exact: bool = False,
+    **allocator_args
 ) -> BlockPool:
     """A pool for block sizes in bytes (``kinds``: name -> bytes per block) on a
     new allocator without backing: frames of ``unit_bytes``, ``capacity_bytes``
@@ -124,10 +140,15 @@ def pool_for(
     the buddy lists, where it can merge for a larger kind, and the watermark
     reserve is 0 (nothing else allocates from this arena). The pool's own
     free lists (``free_list_frames`` a kind) take their place: they are
-    given back whenever an allocation runs short."""
+    given back whenever an allocation runs short.
+
+    ``exact``: a kind whose block is not a power of two of units (a
+    recurrent-state page of a hybrid model) takes the smallest order that
+    holds it and gives the rest of that block back (:func:`exact_kind`);
+    otherwise every block is rounded up to its order."""
     if capacity_bytes <= 0 or unit_bytes <= 0:
         raise ValueError(f"capacity_bytes and unit_bytes must be > 0, got {capacity_bytes} and {unit_bytes}")
-    orders = {k: order_for(b, unit_bytes) for k, b in kinds.items()}
+    orders = {k: exact_kind(b, unit_bytes) if exact else order_for(b, unit_bytes) for k, b in kinds.items()}
     frames = capacity_bytes // unit_bytes // PAGEBLOCK_BYTES_UNITS * PAGEBLOCK_BYTES_UNITS
     if frames == 0:
         raise ValueError(f"capacity {capacity_bytes} bytes is less than one pageblock of {PAGEBLOCK_BYTES_UNITS} units")
