@@ -260,24 +260,28 @@ impl ZoneLockStat {
     /// (drains and refills, all timed) as measured, the others' timed
     /// sample scaled up to their number. Zero when nothing was timed.
     pub fn hold_ticks_estimate(&self) -> f64 {
-        let batches = self.drains + self.refills;
         let batch_ticks = self.drain_hold_ticks + self.refill_hold_ticks;
-        let (others, others_timed) =
-            (self.acquisitions.saturating_sub(batches), self.hold_samples.saturating_sub(batches));
-        let other_ticks = self.hold_ticks.saturating_sub(batch_ticks) as f64;
-        let scale = if others_timed == 0 { 0.0 } else { others as f64 / others_timed as f64 };
-        batch_ticks as f64 + other_ticks * scale
+        batch_ticks as f64 + self.hold_ticks.saturating_sub(batch_ticks) as f64 * self.others_scale()
     }
 
     /// Free-list operations over every acquisition, scaled as
     /// [`ZoneLockStat::hold_ticks_estimate`]: the batches' as counted, the
     /// other timed holds' standing for every other acquisition.
     pub fn list_ops_estimate(&self) -> f64 {
+        self.batch_list_ops as f64 + self.list_ops.saturating_sub(self.batch_list_ops) as f64 * self.others_scale()
+    }
+
+    /// How many acquisitions each timed hold that was not a per-CPU batch
+    /// stands for (batches are all timed; the others one in
+    /// [`LOCKSTAT_SAMPLE`]); 0 when none was timed.
+    fn others_scale(&self) -> f64 {
         let batches = self.drains + self.refills;
-        let (others, others_timed) =
-            (self.acquisitions.saturating_sub(batches), self.hold_samples.saturating_sub(batches));
-        let scale = if others_timed == 0 { 0.0 } else { others as f64 / others_timed as f64 };
-        self.batch_list_ops as f64 + self.list_ops.saturating_sub(self.batch_list_ops) as f64 * scale
+        let (others, timed) = (self.acquisitions.saturating_sub(batches), self.hold_samples.saturating_sub(batches));
+        if timed == 0 {
+            0.0
+        } else {
+            others as f64 / timed as f64
+        }
     }
 }
 
