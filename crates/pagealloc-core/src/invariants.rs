@@ -63,12 +63,10 @@ impl Core {
         let mut c = ZoneCensus::default();
         for z in self.zones.iter() {
             let _g = z.lock(&self.mm);
-            let mut zc = self.census_zone(z);
             // The depot's pages carry the per-CPU lists' mark, but they are
-            // free pages.
-            let mut depot = 0u64;
-            z.depot.for_each(|_, _| depot += 1);
-            zc.pcp -= depot.min(zc.pcp);
+            // free pages: counted with the depot held still for the walk.
+            let (depot, mut zc) = z.depot.held_still(|| self.census_zone(z));
+            zc.pcp = zc.pcp.saturating_sub(depot);
             c.free += zc.free + depot;
             c.depot += depot;
             c.isolated_free += zc.isolated_free;

@@ -160,6 +160,18 @@ impl Depot {
         }
     }
 
+    /// Run `f` with the depot held still (its lock waited for): the pages
+    /// it holds throughout, and `f`'s result. The census walks a zone this
+    /// way, so that the pages it finds marked for the per-CPU lists and
+    /// the depot's count are of one moment.
+    pub fn held_still<R>(&self, f: impl FnOnce() -> R) -> (u64, R) {
+        let stacks = self.stacks.lock();
+        let n = stacks.iter().map(|s| s.len() as u64).sum();
+        let r = f();
+        drop(stacks);
+        (n, r)
+    }
+
     /// Call `f` with every page held and its type index, the lock held
     /// (waited for) throughout: the invariant check. Returns what the
     /// counters say, per type.
