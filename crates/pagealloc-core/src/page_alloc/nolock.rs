@@ -9,7 +9,8 @@
 //!   path (no drain, no reclaim), no waiting: the per-CPU list and the zone
 //!   lock are taken with `try_lock` only;
 //! - allocation: this CPU's per-CPU list (a pop, no refill: a refill would
-//!   take the zone lock), then the buddy under a zone `try_lock`, each zone
+//!   take the zone lock), then one page of the zone's depot (order 0, its
+//!   lock tried), then the buddy under a zone `try_lock`, each zone
 //!   of the zonelist against its min watermark. Nothing that can be had
 //!   without waiting: [`AllocError::WouldBlock`] (a lock was busy) or
 //!   [`AllocError::NoMemory`] (nothing was busy, nothing was free);
@@ -87,6 +88,17 @@ impl Core {
                             l.publish(pcp);
                             drop(l);
                             return Ok(self.nolock_done(cpu, p as u64, order, gfp));
+                        }
+                        // The depot's pages are free in the watermark check
+                        // below, so take one if its lock is free (a pop: no
+                        // waiting, no allocation).
+                        if order == Order::ZERO {
+                            if let Some(p) = z.depot.try_take_one(mt.index()) {
+                                pcp.events.add_owner(VmEvent::DepotTake, 1);
+                                pcp.events.add_owner(z.alloc_event(), 1);
+                                drop(l);
+                                return Ok(self.nolock_done(cpu, p as u64, order, gfp));
+                            }
                         }
                     }
                     None => busy += 1,

@@ -147,6 +147,19 @@ impl Depot {
         k
     }
 
+    /// One page of type index `t` from the top, if the lock is free and
+    /// the stack is not empty: no waiting and no heap allocation, so the
+    /// no-lock allocation may call it from a signal handler.
+    pub fn try_take_one(&self, t: usize) -> Option<u32> {
+        if self.pages[t].get_racy() == 0 {
+            return None;
+        }
+        let mut stacks = self.stacks.try_lock()?;
+        let p = stacks[t].pop()?;
+        self.pages[t].sub_locked(1);
+        Some(p)
+    }
+
     /// Take every page out (waiting for the lock), for the buddy: the pfns
     /// are appended to `out`, and the depot is empty after.
     pub fn take_all(&self, out: &mut Vec<u32>) {
@@ -205,9 +218,10 @@ mod tests {
         assert_eq!(d.try_pop(1, &mut m, 3), 3);
         assert_eq!(m, [1, 2, 3], "the top three, the top last");
         assert_eq!(d.try_pop(0, &mut m, 3), 0);
+        assert_eq!((d.try_take_one(1), d.try_take_one(0)), (Some(0), None));
         let mut all = Vec::new();
         d.take_all(&mut all);
-        assert_eq!((all.len(), d.pages_racy()), (3, 0));
+        assert_eq!((all.len(), d.pages_racy()), (2, 0));
         assert_eq!(d.for_each(|_, _| panic!("empty")), [0; MIGRATE_PCPTYPES]);
     }
 }
