@@ -206,6 +206,8 @@ struct Design<'a> {
     name: &'static str,
     a: &'a PageAllocator,
     outer: usize,
+    /// Calls per round in quick mode (the test's tiny run sets fewer).
+    calls: u64,
     logs: [String; 3],
     redone: u64,
 }
@@ -221,7 +223,7 @@ fn batch_run(
     (alloc, free): (&mut [Samples], &mut [Samples]),
 ) {
     let (design, a, outer) = (d.name, d.a, d.outer);
-    let inner = if ctx.full { 10_000 } else { (20_000 / (batch + 1)).max(1) };
+    let inner = if ctx.full { 10_000 } else { (d.calls / (batch + 1)).max(1) };
     let retries = if ctx.full { 0 } else { 30 };
     let mut pages: Vec<Option<Pfn>> = vec![None; batch as usize + 1];
     let ((series, redone), reads) = with_monitor(a, |mode| {
@@ -304,6 +306,15 @@ fn mmtests_logs(ctx: &Ctx, r: &mut ExperimentResult, design: &str, logs: &[Strin
     }
 }
 
+/// How big a run is: the arena, the scattering workload's operations and
+/// the calls per round in quick mode.
+#[derive(Clone, Copy)]
+struct Sizes {
+    arena: Option<u64>,
+    ops: u64,
+    calls: u64,
+}
+
 /// One design (`walk`: the old list walk) on an arena of its own, scattered
 /// by the same workload: every order, then its logs and tables.
 fn design_run(
@@ -313,10 +324,11 @@ fn design_run(
     (design, walk): (&'static str, bool),
     orders: &[u32],
     outer: usize,
-    ops: u64,
+    sizes: Sizes,
 ) {
-    let a = PageAllocator::new(Config::new().pagetypeinfo_walk_lists(walk)).expect("default arena");
-    let live = workloads::scattered_order0(&a, ops, 0x5eed);
+    let config = sizes.arena.map_or_else(Config::new, Config::small);
+    let a = PageAllocator::new(config.pagetypeinfo_walk_lists(walk)).expect("default arena");
+    let live = workloads::scattered_order0(&a, sizes.ops, 0x5eed);
     let free_blocks: u64 = a.buddyinfo().zones.iter().map(|z| z.free.iter().sum::<u64>()).sum();
     r.line(
         ctx,
@@ -325,7 +337,7 @@ fn design_run(
             if walk { "walk free lists under the zone lock" } else { "lock-free counters" }
         ),
     );
-    let mut d = Design { name: design, a: &a, outer, logs: Default::default(), redone: 0 };
+    let mut d = Design { name: design, a: &a, outer, calls: sizes.calls, logs: Default::default(), redone: 0 };
     for &order in orders {
         order_run(ctx, r, pb, &mut d, order);
     }
@@ -366,31 +378,44 @@ impl Experiment for PageallocMicro {
     }
 
     fn run(&self, ctx: &Ctx) -> ExperimentResult {
-        let mut r = ExperimentResult::new(
-            "pagealloc-micro",
-            "pagealloc-micro: order-N alloc/free latency with a pagetypeinfo monitor",
-            Some(5),
-        );
-        let (omin, omax) = (env_order("PAGEALLOC_ORDER_MIN", 4), env_order("PAGEALLOC_ORDER_MAX", 4));
-        let orders: Vec<u32> = (omin..=omax.max(omin)).collect();
         // Full: the original's 15 x 10,000. Quick: 15 rounds of about 20,000
         // calls each (fewer inner loops for larger batches), and a round the
         // scheduler preempted is run again (the machine may be shared).
-        let outer = 15;
         let ops = if ctx.full { 8_000_000 } else { 1_000_000 };
-        let pb = ctx.bar("pagealloc-micro", (2 * orders.len() * BATCHES.len()) as u64);
-        r.line(ctx, format!("# outer {outer}, inner {}; runs: no monitor, pagetypeinfo every 10 ms, continuous (interleaved round by round)", if ctx.full { "10000" } else { "20000/(batch+1), preempted rounds re-run" }));
-        r.line(
-            ctx,
-            "# the lines are pagealloc.log's (the systemtap module's arithmetic); the tables are what \
-             compare-mmtests.pl -b pagealloc prints for the logs in raw/pagealloc-micro/; the per-call \
-             figures (cycles / calls made) are in results.json",
-        );
-        for design in [("old", true), ("new", false)] {
-            design_run(ctx, &mut r, &pb, design, &orders, outer, ops);
-        }
-        pb.finish_and_clear();
-        targets_and_claim(&mut r, *orders.last().unwrap());
-        r
+        run_sized(ctx, Sizes { arena: None, ops, calls: 20_000 })
     }
+}
+
+/// The experiment at `sizes`.
+fn run_sized(ctx: &Ctx, sizes: Sizes) -> ExperimentResult {
+    let mut r = ExperimentResult::new(
+        "pagealloc-micro",
+        "pagealloc-micro: order-N alloc/free latency with a pagetypeinfo monitor",
+        Some(5),
+    );
+    let (omin, omax) = (env_order("PAGEALLOC_ORDER_MIN", 4), env_order("PAGEALLOC_ORDER_MAX", 4));
+    let orders: Vec<u32> = (omin..=omax.max(omin)).collect();
+    let outer = 15;
+    let pb = ctx.bar("pagealloc-micro", (2 * orders.len() * BATCHES.len()) as u64);
+    r.line(ctx, format!("# outer {outer}, inner {}; runs: no monitor, pagetypeinfo every 10 ms, continuous (interleaved round by round)", if ctx.full { "10000".to_string() } else { format!("{}/(batch+1), preempted rounds re-run", sizes.calls) }));
+    r.line(
+        ctx,
+        "# the lines are pagealloc.log's (the systemtap module's arithmetic); the tables are what \
+         compare-mmtests.pl -b pagealloc prints for the logs in raw/pagealloc-micro/; the per-call \
+         figures (cycles / calls made) are in results.json",
+    );
+    for design in [("old", true), ("new", false)] {
+        design_run(ctx, &mut r, &pb, design, &orders, outer, sizes);
+    }
+    pb.finish_and_clear();
+    targets_and_claim(&mut r, *orders.last().unwrap());
+    r
+}
+
+/// A tiny run (a 64 MiB arena without memory, 200 calls a round) whose
+/// `raw/pagealloc-micro/` tree has the real run's layout and timing
+/// noise, for the test that runs compare-mmtests.pl itself on it.
+#[cfg(test)]
+pub(crate) fn tiny_run(ctx: &Ctx) -> ExperimentResult {
+    run_sized(ctx, Sizes { arena: Some(64 << 20), ops: 20_000, calls: 200 })
 }

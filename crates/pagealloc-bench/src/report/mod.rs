@@ -40,6 +40,8 @@ pub mod svg;
 pub mod verdict;
 
 #[cfg(test)]
+mod mmtests_pl;
+#[cfg(test)]
 mod schema_check;
 #[cfg(test)]
 mod tests;
