@@ -42,8 +42,6 @@ pub mod verdict;
 #[cfg(test)]
 mod mmtests_pl;
 #[cfg(test)]
-mod schema_check;
-#[cfg(test)]
 mod tests;
 
 use crate::harness::ExperimentResult;
