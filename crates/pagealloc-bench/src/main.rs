@@ -166,13 +166,8 @@ fn bench(
         println!("[{}/{n}] {}", i + 1, e.name());
         let r = e.run(&ctx);
         for t in &r.targets {
-            println!(
-                "target: {} -> {:.3} (limit {}) {}",
-                t.what,
-                t.measured,
-                t.limit,
-                if t.met { "MET" } else { "MISSED" }
-            );
+            let why = t.not_measurable.as_deref().map_or(String::new(), |w| format!(": {w}"));
+            println!("target: {} -> {:.3} (limit {}) {}{why}", t.what, t.measured, t.limit, t.status());
         }
         results.push(r);
     }

@@ -271,9 +271,27 @@ impl Experiment for LruFileReadonce {
         let share = val("kswapd-share", "reclaim");
         let failed = val("failed-allocations", "reclaim");
         let (p99r, p99n) = (val("alloc-latency-p99", "reclaim"), val("alloc-latency-p99", "no-reclaim"));
-        r.target("failed page-cache allocations (median of runs)", failed, 0.0, failed == 0.0);
-        r.target("kswapd share of reclaim, % (median of runs)", share, 90.0, share >= 90.0);
-        r.target("p99 allocation latency under reclaim / without, x", p99r / p99n, 2.0, p99r <= 2.0 * p99n);
+        r.target(
+            crate::harness::TargetKind::Count,
+            "failed page-cache allocations (median of runs)",
+            failed,
+            0.0,
+            failed == 0.0,
+        );
+        r.target(
+            crate::harness::TargetKind::Count,
+            "kswapd share of reclaim, % (median of runs)",
+            share,
+            90.0,
+            share >= 90.0,
+        );
+        r.target(
+            crate::harness::TargetKind::Floor,
+            "p99 allocation latency under reclaim / without, x",
+            p99r / p99n,
+            2.0,
+            p99r <= 2.0 * p99n,
+        );
         r
     }
 }

@@ -75,7 +75,7 @@ fn fixture_page_lock() -> ExperimentResult {
     lock.figures.push(fig("unlock-uncontended", "new", "ns", &[9.0, 9.2, 8.9]));
     lock.claims.push(claim(4, "fewer cycles in unlock", "unlock-uncontended"));
     lock.claims.push(claim(4, "fewer cycles in wake", "wake-latency"));
-    lock.target("uncontended unlock under 20 ns", 9.0, 20.0, true);
+    lock.target(crate::harness::TargetKind::Floor, "uncontended unlock under 20 ns", 9.0, 20.0, true);
     lock
 }
 
@@ -126,7 +126,7 @@ fn fixture_micro() -> ExperimentResult {
 fn fixture_buddy() -> ExperimentResult {
     let mut buddy = ExperimentResult::new("buddy", "Buddy allocator: pair cost", None);
     buddy.figures.push(fig("pair-order0-hot", "new", "ns", &[30.0, 31.0, 29.5]).param("order", 0));
-    buddy.target("order-0 pair at most 60 ns & <fast>", 30.0, 60.0, true);
+    buddy.target(crate::harness::TargetKind::Floor, "order-0 pair at most 60 ns & <fast>", 30.0, 60.0, true);
     buddy.notes.push("a note with <angle brackets> & ampersands".into());
     buddy
 }
