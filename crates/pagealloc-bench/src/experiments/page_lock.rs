@@ -152,10 +152,11 @@ fn pagecache_passes(ctx: &Ctx, r: &mut ExperimentResult, allocs: &[PageAllocator
     let np = if ctx.full { 65536 } else { 16384 };
     // The designs alternate repeat by repeat (the verdict pairs them), with
     // enough repeats for the change's interval.
-    let reps = ctx.repeats.max(6);
+    // A fill takes a millisecond or so: 10 rounds at least, up to 40 while
+    // the interval contains 0 (one preempted round weighs on a median of few).
     let sets: Vec<Vec<Pfn>> = allocs.iter().map(|a| pages(a, np)).collect();
     let (mut fill, mut read) = (vec![Vec::new(); VARIANTS.len()], vec![Vec::new(); VARIANTS.len()]);
-    for _ in 0..reps {
+    while fill[0].len() < 10 || (fill[0].len() < 40 && crate::report::verdict::unsettled(&fill[0], &fill[1], false)) {
         for (v, a) in allocs.iter().enumerate() {
             fill[v].push(pagecache_fill(a, &sets[v]));
         }
@@ -197,9 +198,11 @@ fn run_pinned(ctx: &Ctx) -> ExperimentResult {
     // The designs alternate repeat by repeat; the claim's thread count
     // (the last) gets repeats enough for the change's interval.
     for &t in &threads_list {
-        let reps_t = if Some(&t) == threads_list.last() { ctx.repeats.max(6) } else { ctx.repeats };
-        let mut res = vec![(Vec::new(), Vec::new()); VARIANTS.len()];
-        for _ in 0..reps_t {
+        let claim = Some(&t) == threads_list.last();
+        let mut res: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); VARIANTS.len()];
+        while res[0].0.len() < if claim { ctx.repeats.max(6) } else { ctx.repeats }
+            || (claim && res[0].0.len() < 12 && crate::report::verdict::unsettled(&res[0].0, &res[1].0, true))
+        {
             for (v, a) in allocs.iter().enumerate() {
                 let (ops, hand) = contended(a, &[one[v]], t, dur);
                 res[v].0.push(ops);
