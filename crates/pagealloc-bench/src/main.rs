@@ -4,6 +4,7 @@ mod burst_peer;
 mod experiments;
 mod harness;
 mod peers;
+mod replay;
 mod report;
 mod show;
 mod sqlite_child;
@@ -49,6 +50,8 @@ enum Cmd {
         #[command(flatten)]
         scaling: experiments::scaling::Args,
     },
+    /// Replay a kernel allocation trace (scripts/capture-trace) through pagealloc.
+    Replay(replay::Args),
     /// Build a default arena, run a workload, print a /proc report.
     Show {
         /// The report.
@@ -98,6 +101,7 @@ fn main() {
         Cmd::Show { report, workload, exact, walk_lists } => {
             print!("{}", show::show(&show::ShowArgs { report, workload, exact, walk_lists }));
         }
+        Cmd::Replay(args) => std::process::exit(replay::main(&args)),
         Cmd::BurstPeer { peer, blocks, idle_ms } => std::process::exit(burst_peer::run(peer, blocks, idle_ms)),
         Cmd::SqliteChild(args) => std::process::exit(sqlite_child::run(&args)),
         Cmd::Bench { action: Some(BenchCmd::Compare { old, new }), .. } => compare(&old, &new),

@@ -1,0 +1,175 @@
+//! The replay itself: every allocation of the trace asked of the seeded
+//! arenas (the highest zone its gfp flags allow first, then the lower ones,
+//! as the kernel's zonelist falls back), every free mapped from the kernel's
+//! pfn to the block pagealloc returned for it.
+
+use super::seed::{self, Seeded};
+use super::trace::{GfpZone, Op, OpKind, Trace};
+use pagealloc::stats::events::VmEvent;
+use pagealloc::{Gfp, Pfn};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A pfn's hash: one multiply (pfns are distinct integers; SipHash's
+/// defence against chosen keys costs more than the replay's own work).
+#[derive(Default)]
+struct PfnHasher(u64);
+
+impl Hasher for PfnHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+    }
+}
+
+/// Kernel pfn -> (zone, our block, its order).
+type Held = HashMap<u64, (usize, Pfn, u32), BuildHasherDefault<PfnHasher>>;
+use std::time::Instant;
+
+/// Points of the free-pages timeline a replay records.
+const TIMELINE_POINTS: usize = 60;
+
+/// What one replay did.
+#[derive(Clone, Debug, Default)]
+pub struct Outcome {
+    /// Allocations replayed and how many pagealloc refused.
+    pub allocs: u64,
+    /// Allocations no zone could serve.
+    pub alloc_failures: u64,
+    /// Frees of blocks allocated in the trace.
+    pub frees: u64,
+    /// Frees of pfns never allocated in the trace, given back from the
+    /// seeded in-use blocks of that order.
+    pub frees_seeded: u64,
+    /// Frees of pfns never allocated in the trace with no seeded block of
+    /// that order left (bad input for the replay: counted, skipped).
+    pub frees_unknown: u64,
+    /// Allocations of a pfn the trace had not freed (its free was lost).
+    pub realloc_held: u64,
+    /// Frees whose order differed from the allocation's (freed at the
+    /// allocation's order).
+    pub order_mismatch: u64,
+    /// Fallbacks from a block below pageblock order (fragmenting).
+    pub fragmenting: u64,
+    /// Zone-lock acquisitions.
+    pub lock_acquisitions: u64,
+    /// Wall time of the replay loop, seconds.
+    pub seconds: f64,
+    /// Free pages per order after seeding, and at the end.
+    pub seeded_free: [u64; 11],
+    /// Free pages per order at the end.
+    pub end_free: [u64; 11],
+    /// (trace seconds, free pages per order) along the replay.
+    pub timeline: Vec<(f64, [u64; 11])>,
+}
+
+/// Zones to try for a request, by index into `zones`: its own and lower.
+fn zonelist(zones: &[Seeded], want: GfpZone) -> Vec<usize> {
+    let rank = |name: &str| match name {
+        "DMA" => GfpZone::Dma,
+        "DMA32" => GfpZone::Dma32,
+        _ => GfpZone::Normal,
+    };
+    let mut v: Vec<usize> = (0..zones.len()).filter(|&i| rank(&zones[i].name) <= want).collect();
+    v.sort_by_key(|&i| std::cmp::Reverse(rank(&zones[i].name)));
+    v
+}
+
+fn free_now(zones: &[Seeded]) -> [u64; 11] {
+    let mut v = [0; 11];
+    for z in zones {
+        for (o, n) in seed::free_pages(&z.a).iter().enumerate() {
+            v[o] += n;
+        }
+    }
+    v
+}
+
+/// Replay `trace` on `zones` (seeded for this run; `spans` holds each
+/// kernel zone's first pfn and pages spanned, in the same order, for frees
+/// of unknown pfns).
+pub fn replay(trace: &Trace, zones: &mut [Seeded], spans: &[(u64, u64)]) -> Outcome {
+    let mut out = Outcome::default();
+    for z in zones.iter() {
+        for (o, n) in z.free.iter().enumerate() {
+            out.seeded_free[o] += n;
+        }
+    }
+    let lists: Vec<Vec<usize>> =
+        [GfpZone::Dma, GfpZone::Dma32, GfpZone::Normal].iter().map(|&g| zonelist(zones, g)).collect();
+    let mut held = Held::default();
+    let step = (trace.ops.len() / TIMELINE_POINTS).max(1);
+    out.timeline.push((0.0, free_now(zones)));
+    // The loop's own time, without the timeline's reads.
+    let (mut busy, mut since) = (0.0, Instant::now());
+    for (i, op) in trace.ops.iter().enumerate() {
+        match op.kind {
+            OpKind::Alloc { mt, zone, high } => alloc(&mut out, zones, &lists[zone as usize], &mut held, op, mt, high),
+            OpKind::Free => free(&mut out, zones, spans, &mut held, op),
+        }
+        if (i + 1) % step == 0 {
+            busy += since.elapsed().as_secs_f64();
+            out.timeline.push((f64::from(op.t_us) / 1e6, free_now(zones)));
+            since = Instant::now();
+        }
+    }
+    out.seconds = busy + since.elapsed().as_secs_f64();
+    // The kernel's snapshot leaves out its per-CPU lists (a few thousand
+    // pages); ours may hold many more (high auto-tunes up), so they are
+    // drained before the comparison.
+    for z in zones.iter() {
+        z.a.drain_all_pages();
+    }
+    out.end_free = free_now(zones);
+    for z in zones.iter() {
+        out.fragmenting += z.a.event_count(VmEvent::FallbackFragmenting) - z.base.0;
+        out.lock_acquisitions += seed::lock_acquisitions(&z.a) - z.base.1;
+    }
+    out
+}
+
+fn alloc(out: &mut Outcome, zones: &[Seeded], list: &[usize], held: &mut Held, op: &Op, mt: u8, high: bool) {
+    out.allocs += 1;
+    let gfp = seed::gfp_of(usize::from(mt)) | if high { Gfp::HIGH } else { Gfp::empty() };
+    let order = u32::from(op.order);
+    let got = list.iter().find_map(|&zi| zones[zi].a.alloc_pages(gfp, order).ok().map(|p| (zi, p)));
+    match got {
+        Some((zi, p)) => {
+            if held.insert(op.pfn, (zi, p, order)).is_some() {
+                out.realloc_held += 1;
+            }
+        }
+        None => out.alloc_failures += 1,
+    }
+}
+
+fn free(out: &mut Outcome, zones: &mut [Seeded], spans: &[(u64, u64)], held: &mut Held, op: &Op) {
+    let order = u32::from(op.order);
+    if let Some((zi, p, o)) = held.remove(&op.pfn) {
+        out.order_mismatch += u64::from(o != order);
+        if zones[zi].a.free_pages(p, o).is_ok() {
+            out.frees += 1;
+        }
+        return;
+    }
+    // Memory the kernel had before the capture: give back a seeded block of
+    // the order, from the pfn's own zone if it has one.
+    let own = spans.iter().position(|&(s, n)| op.pfn >= s && op.pfn < s + n);
+    let from = own
+        .filter(|&zi| !zones[zi].in_use[order as usize].is_empty())
+        .or_else(|| (0..zones.len()).find(|&zi| !zones[zi].in_use[order as usize].is_empty()));
+    match from.and_then(|zi| zones[zi].in_use[order as usize].pop().map(|p| (zi, p))) {
+        Some((zi, p)) => {
+            let _ = zones[zi].a.free_pages(p, order);
+            out.frees_seeded += 1;
+        }
+        None => out.frees_unknown += 1,
+    }
+}
