@@ -8,30 +8,53 @@ use super::trace::{GfpZone, Op, OpKind, Trace};
 use pagealloc::stats::events::VmEvent;
 use pagealloc::{Gfp, Pfn};
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::time::Instant;
 
-/// A pfn's hash: one multiply (pfns are distinct integers; SipHash's
-/// defence against chosen keys costs more than the replay's own work).
-#[derive(Default)]
-struct PfnHasher(u64);
-
-impl Hasher for PfnHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
-    }
+/// Kernel pfn -> the block pagealloc returned for it: a table indexed by
+/// pfn over the zones' spans (one word a pfn: zone, our pfn, order), and a
+/// map for pfns outside them (only bad input has those).
+struct Held {
+    table: Vec<u64>,
+    rest: HashMap<u64, u64>,
 }
 
-/// Kernel pfn -> (zone, our block, its order).
-type Held = HashMap<u64, (usize, Pfn, u32), BuildHasherDefault<PfnHasher>>;
-use std::time::Instant;
+/// Largest pfn span the table covers (a bigger span is bad input: its pfns
+/// go to the map).
+const TABLE_MAX: u64 = 1 << 27;
+
+impl Held {
+    fn new(spans: &[(u64, u64)]) -> Self {
+        let end = spans.iter().map(|&(s, n)| s + n).max().unwrap_or(0).min(TABLE_MAX);
+        Self { table: vec![0; end as usize], rest: HashMap::new() }
+    }
+
+    /// (zone, our pfn, order) packed: order in bits 0..4, zone in 4..8, pfn
+    /// above; 0 is empty (a pfn is never 0).
+    fn pack((zi, p, o): (usize, Pfn, u32)) -> u64 {
+        p.as_u64() << 8 | (zi as u64 & 0xf) << 4 | u64::from(o)
+    }
+
+    fn unpack(w: u64) -> (usize, Pfn, u32) {
+        (((w >> 4) & 0xf) as usize, Pfn::new(w >> 8), (w & 0xf) as u32)
+    }
+
+    /// Record `pfn`'s block; whether one was held already.
+    fn insert(&mut self, pfn: u64, v: (usize, Pfn, u32)) -> bool {
+        let w = Self::pack(v);
+        match self.table.get_mut(pfn as usize) {
+            Some(slot) => std::mem::replace(slot, w) != 0,
+            None => self.rest.insert(pfn, w).is_some(),
+        }
+    }
+
+    fn remove(&mut self, pfn: u64) -> Option<(usize, Pfn, u32)> {
+        let w = match self.table.get_mut(pfn as usize) {
+            Some(slot) => std::mem::take(slot),
+            None => self.rest.remove(&pfn).unwrap_or(0),
+        };
+        (w != 0).then(|| Self::unpack(w))
+    }
+}
 
 /// Points of the free-pages timeline a replay records.
 const TIMELINE_POINTS: usize = 60;
@@ -62,6 +85,9 @@ pub struct Outcome {
     pub lock_acquisitions: u64,
     /// Wall time of the replay loop, seconds.
     pub seconds: f64,
+    /// CPU time of the replay loop (this thread's), seconds: on a shared
+    /// host the wall time also holds the time other processes had the CPU.
+    pub cpu_seconds: f64,
     /// Free pages per order after seeding, and at the end.
     pub seeded_free: [u64; 11],
     /// Free pages per order at the end.
@@ -104,11 +130,12 @@ pub fn replay(trace: &Trace, zones: &mut [Seeded], spans: &[(u64, u64)]) -> Outc
     }
     let lists: Vec<Vec<usize>> =
         [GfpZone::Dma, GfpZone::Dma32, GfpZone::Normal].iter().map(|&g| zonelist(zones, g)).collect();
-    let mut held = Held::default();
+    let mut held = Held::new(spans);
     let step = (trace.ops.len() / TIMELINE_POINTS).max(1);
     out.timeline.push((0.0, free_now(zones)));
     // The loop's own time, without the timeline's reads.
     let (mut busy, mut since) = (0.0, Instant::now());
+    let (mut cpu, mut cpu_since) = (0.0, thread_cpu_seconds());
     for (i, op) in trace.ops.iter().enumerate() {
         match op.kind {
             OpKind::Alloc { mt, zone, high } => alloc(&mut out, zones, &lists[zone as usize], &mut held, op, mt, high),
@@ -116,11 +143,13 @@ pub fn replay(trace: &Trace, zones: &mut [Seeded], spans: &[(u64, u64)]) -> Outc
         }
         if (i + 1) % step == 0 {
             busy += since.elapsed().as_secs_f64();
+            cpu += thread_cpu_seconds() - cpu_since;
             out.timeline.push((f64::from(op.t_us) / 1e6, free_now(zones)));
-            since = Instant::now();
+            (since, cpu_since) = (Instant::now(), thread_cpu_seconds());
         }
     }
     out.seconds = busy + since.elapsed().as_secs_f64();
+    out.cpu_seconds = cpu + thread_cpu_seconds() - cpu_since;
     // The kernel's snapshot leaves out its per-CPU lists (a few thousand
     // pages); ours may hold many more (high auto-tunes up), so they are
     // drained before the comparison.
@@ -142,7 +171,7 @@ fn alloc(out: &mut Outcome, zones: &[Seeded], list: &[usize], held: &mut Held, o
     let got = list.iter().find_map(|&zi| zones[zi].a.alloc_pages(gfp, order).ok().map(|p| (zi, p)));
     match got {
         Some((zi, p)) => {
-            if held.insert(op.pfn, (zi, p, order)).is_some() {
+            if held.insert(op.pfn, (zi, p, order)) {
                 out.realloc_held += 1;
             }
         }
@@ -152,7 +181,7 @@ fn alloc(out: &mut Outcome, zones: &[Seeded], list: &[usize], held: &mut Held, o
 
 fn free(out: &mut Outcome, zones: &mut [Seeded], spans: &[(u64, u64)], held: &mut Held, op: &Op) {
     let order = u32::from(op.order);
-    if let Some((zi, p, o)) = held.remove(&op.pfn) {
+    if let Some((zi, p, o)) = held.remove(op.pfn) {
         out.order_mismatch += u64::from(o != order);
         if zones[zi].a.free_pages(p, o).is_ok() {
             out.frees += 1;
@@ -172,4 +201,14 @@ fn free(out: &mut Outcome, zones: &mut [Seeded], spans: &[(u64, u64)], held: &mu
         }
         None => out.frees_unknown += 1,
     }
+}
+
+/// This thread's CPU time, seconds.
+fn thread_cpu_seconds() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid clock id and a valid out pointer.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return 0.0;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
