@@ -153,7 +153,8 @@ fn bench(
     if let Some(w) = machine.busy_warning() {
         eprintln!("{w}");
     }
-    let ctx = harness::Ctx::new(full, verbose, !quiet);
+    let mut ctx = harness::Ctx::new(full, verbose, !quiet);
+    ctx.idle_cpus = harness::idle_cpus(machine.loadavg[0]);
     machine.tsc_ghz = ctx.tsc.ghz;
     println!(
         "{} ({} CPUs), kernel {}, TSC {:.3} GHz; {} mode, {} repeats",

@@ -358,19 +358,26 @@ fn design_run(
     workloads::free_all(&a, live);
 }
 
-/// The targets on the largest order, and seed 5's claim.
-fn targets_and_claim(r: &mut ExperimentResult, order: u32) {
+/// The targets on the largest order, and seed 5's claim. The monitor runs
+/// on a CPU of its own beside the benchmark's: with fewer than two CPUs
+/// idle it takes the benchmark's time slices or waits for its own, and the
+/// slowdown is the host's (at load averages of 8 to 14 on 2 CPUs it read
+/// 3% to 19%, at 1.7 within ±2%), so the targets need two idle CPUs.
+fn targets_and_claim(ctx: &Ctx, r: &mut ExperimentResult, order: u32) {
     for kind in ["alloc", "free"] {
         let m = format!("{kind}-odr{order}-monitor10ms-slowdown");
         let new = r.get(&m, "new").map_or(f64::NAN, |f| f.value);
         let old = r.get(&m, "old").map_or(f64::NAN, |f| f.value);
-        r.target(
-            crate::harness::TargetKind::Floor,
-            format!("counters: order-{order} {kind} Amean with the 10 ms monitor within 2% of none"),
-            new,
-            2.0,
-            new <= 2.0,
-        );
+        let what = format!("counters: order-{order} {kind} Amean with the 10 ms monitor within 2% of none");
+        if ctx.idle_cpus < 2 {
+            let why = format!(
+                "needs 2 idle CPUs (the benchmark's and the monitor's), {} were idle at the start",
+                ctx.idle_cpus
+            );
+            r.not_measurable(crate::harness::TargetKind::Floor, what, (new, 2.0), why);
+        } else {
+            r.target(crate::harness::TargetKind::Floor, what, new, 2.0, new <= 2.0);
+        }
         r.notes.push(format!("list walk: order-{order} {kind} Amean with the 10 ms monitor {old:+.2}% vs none"));
     }
     r.claims.push(Claim {
@@ -418,7 +425,7 @@ fn run_sized(ctx: &Ctx, sizes: Sizes) -> ExperimentResult {
         design_run(ctx, &mut r, &pb, design, &orders, outer, sizes);
     }
     pb.finish_and_clear();
-    targets_and_claim(&mut r, *orders.last().unwrap());
+    targets_and_claim(ctx, &mut r, *orders.last().unwrap());
     r
 }
 
@@ -428,4 +435,40 @@ fn run_sized(ctx: &Ctx, sizes: Sizes) -> ExperimentResult {
 #[cfg(test)]
 pub(crate) fn tiny_run(ctx: &Ctx) -> ExperimentResult {
     run_sized(ctx, Sizes { arena: Some(64 << 20), ops: 20_000, calls: 200 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tiny_run;
+    use crate::harness::Ctx;
+    use crate::report::mmtests_pl;
+
+    /// The experiment's own tree (a tiny run: real timings, real layout), as
+    /// `Report::write_dir` lays it out, and the tables the experiment printed
+    /// into `raw/pagealloc-micro.txt`.
+    #[test]
+    fn compare_mmtests_pl_agrees_on_the_bench_tree() {
+        let Some(mm) = mmtests_pl::checkout() else { return };
+        let ctx = Ctx::new(false, false, false);
+        let r = tiny_run(&ctx);
+        let dir = std::env::temp_dir().join(format!("pagealloc-micro-tree-{}", std::process::id()));
+        for (name, content) in crate::report::raw_files(&r) {
+            let path = dir.join(&name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, content).unwrap();
+        }
+        let tree = dir.join("pagealloc-micro");
+        let (rows, starred) = mmtests_pl::check_tree(&mm, &tree);
+        // The tables in the raw text are the script's too.
+        for design in ["old", "new"] {
+            let names: Vec<String> =
+                ["none", "monitor10ms", "continuous"].iter().map(|m| format!("{design}-{m}")).collect();
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            let theirs = mmtests_pl::script(&mm, &tree, &names);
+            assert!(r.raw.contains(&theirs), "raw/pagealloc-micro.txt lacks the script's {design} table");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        eprintln!("{rows} rows agree, {starred} of them starred");
+        assert!(starred > 0, "no starred row: the marks were not exercised");
+    }
 }

@@ -98,26 +98,8 @@ impl Experiment for PageTypeInfo {
         let of = g(&r, "read-fragmented", "old");
         let speedup = of / nx;
         r.line(ctx, format!("fragmented: counters are {speedup:.0}x faster than the list walk"));
-        // The peer: this machine's own /proc/pagetypeinfo, read in the same
-        // run. It walks a larger machine's lists, which is the point: the
-        // counters' read does not grow with memory.
         let kernel = g(&r, "read-this-machine", "kernel");
-        for (state, ours) in [("fresh", nf), ("fragmented", nx)] {
-            let what = format!(
-                "lock-free pagetypeinfo read, {state}: at least 10x faster than this machine's /proc/pagetypeinfo \
-                 (x faster)"
-            );
-            if kernel.is_nan() {
-                r.not_measurable(
-                    crate::harness::TargetKind::Peer,
-                    what,
-                    (f64::NAN, 10.0),
-                    "/proc/pagetypeinfo is not readable here (needs root)",
-                );
-            } else {
-                r.target(crate::harness::TargetKind::Peer, what, kernel / ours, 10.0, kernel >= 10.0 * ours);
-            }
-        }
+        peer_targets(&mut r, kernel, nf, nx);
         r.claims.push(Claim {
             seed: 5,
             text: "pagetypeinfo read 700.9 us -> 268.6 us just after boot, 28.7 ms -> 269.8 us after building a kernel"
@@ -131,5 +113,23 @@ impl Experiment for PageTypeInfo {
              {ops} mixed-order, mixed-type operations then order-0 churn (workloads::fragment_hard)"
         ));
         r
+    }
+}
+
+/// The targets against the peer: this machine's own /proc/pagetypeinfo,
+/// read in the same run. It walks a larger machine's lists, which is the
+/// point: the counters' read does not grow with memory.
+fn peer_targets(r: &mut ExperimentResult, kernel: f64, fresh: f64, fragmented: f64) {
+    for (state, ours) in [("fresh", fresh), ("fragmented", fragmented)] {
+        let what = format!(
+            "lock-free pagetypeinfo read, {state}: at least 10x faster than this machine's /proc/pagetypeinfo \
+             (x faster)"
+        );
+        if kernel.is_nan() {
+            let why = "/proc/pagetypeinfo is not readable here (needs root)";
+            r.not_measurable(crate::harness::TargetKind::Peer, what, (f64::NAN, 10.0), why);
+        } else {
+            r.target(crate::harness::TargetKind::Peer, what, kernel / ours, 10.0, kernel >= 10.0 * ours);
+        }
     }
 }

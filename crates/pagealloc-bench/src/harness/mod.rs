@@ -47,9 +47,8 @@ pub struct Ctx {
 impl Ctx {
     /// A context with a freshly calibrated TSC.
     pub fn new(full: bool, echo: bool, progress: bool) -> Self {
-        let cpus = allowed_cpus().len();
-        let load = crate::report::machine::read_loadavg().map_or(0.0, |l| l[0]);
-        let idle_cpus = (cpus as f64 - load).floor().max(0.0) as usize;
+        // Until the caller sets it from the load average (`idle_cpus`): all.
+        let idle_cpus = cpus();
         Self { full, tsc: Tsc::calibrate(50), repeats: if full { 5 } else { 3 }, echo, progress, idle_cpus }
     }
 
@@ -123,6 +122,12 @@ fn allowed_cpus() -> &'static [usize] {
             cpus
         }
     })
+}
+
+/// CPUs idle at a one-minute load average of `load1`: the CPUs this process
+/// may use less the load, rounded down.
+pub fn idle_cpus(load1: f64) -> usize {
+    (cpus() as f64 - load1).floor().max(0.0) as usize
 }
 
 /// How many CPUs this process may run on.

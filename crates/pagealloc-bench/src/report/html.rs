@@ -214,41 +214,10 @@ fn seed_section(s: &mut String, r: &Report, seed: &Seed) {
     } else {
         s.push_str(
             "<table class=\"claims\"><tr><th>Claim</th><th>Experiment</th><th>Metric</th><th>Old (A)</th>\
-             <th>New (B)</th><th>New / old</th><th>Change</th><th>Noise</th><th>Verdict</th></tr>\n",
+             <th>New (B)</th><th>New / old</th><th>Change</th><th>95% interval</th><th>Verdict</th></tr>\n",
         );
         for c in claims {
-            let fig = |v: Option<f64>, sp: Option<f64>, var: &str| match (v, sp) {
-                (Some(v), Some(sp)) => {
-                    format!(
-                        "{} {} <span class=\"small\">(spread {:.1}%, {})</span>",
-                        num(v),
-                        esc(&c.unit),
-                        sp * 100.0,
-                        esc(var)
-                    )
-                }
-                _ => format!("– <span class=\"small\">({})</span>", esc(var)),
-            };
-            let _ = writeln!(
-                s,
-                "<tr><td>{}</td><td><a href=\"#exp-{e}\">{e}</a></td><td><code>{}</code></td><td class=\"n\">{}</td>\
-                 <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
-                 <td><span class=\"verdict {}\">{}</span></td></tr>",
-                esc(&c.text),
-                esc(&c.metric),
-                fig(c.old, c.old_spread, &c.old_variant),
-                fig(c.new, c.new_spread, &c.new_variant),
-                c.ratio.map_or("–".into(), |x| format!("{x:.3}")),
-                c.change.map_or("–".into(), pct),
-                format!(
-                    "{} (noise {})",
-                    super::interval_words(c),
-                    c.noise.map_or("–".into(), |x| format!("&#177;{:.1}%", x * 100.0))
-                ),
-                c.verdict.class(),
-                c.verdict.words(),
-                e = esc(&c.experiment)
-            );
+            claim_row(s, c);
         }
         s.push_str(
             "</table>\n<p class=\"small\">Old and new: median of the repeats and their spread. \
@@ -261,6 +230,42 @@ fn seed_section(s: &mut String, r: &Report, seed: &Seed) {
         experiment(s, e);
     }
     s.push_str("</section>\n");
+}
+
+/// One claim's row of a seed's table.
+fn claim_row(s: &mut String, c: &ClaimVerdict) {
+    let fig = |v: Option<f64>, sp: Option<f64>, var: &str| match (v, sp) {
+        (Some(v), Some(sp)) => {
+            format!(
+                "{} {} <span class=\"small\">(spread {:.1}%, {})</span>",
+                num(v),
+                esc(&c.unit),
+                sp * 100.0,
+                esc(var)
+            )
+        }
+        _ => format!("– <span class=\"small\">({})</span>", esc(var)),
+    };
+    let _ = writeln!(
+        s,
+        "<tr><td>{}</td><td><a href=\"#exp-{e}\">{e}</a></td><td><code>{}</code></td><td class=\"n\">{}</td>\
+         <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+         <td><span class=\"verdict {}\">{}</span></td></tr>",
+        esc(&c.text),
+        esc(&c.metric),
+        fig(c.old, c.old_spread, &c.old_variant),
+        fig(c.new, c.new_spread, &c.new_variant),
+        c.ratio.map_or("–".into(), |x| format!("{x:.3}")),
+        c.change.map_or("–".into(), pct),
+        format!(
+            "{} (noise {})",
+            super::interval_words(c),
+            c.noise.map_or("–".into(), |x| format!("&#177;{:.1}%", x * 100.0))
+        ),
+        c.verdict.class(),
+        c.verdict.words(),
+        e = esc(&c.experiment)
+    );
 }
 
 fn experiment(s: &mut String, e: &ExperimentResult) {

@@ -11,12 +11,11 @@
 //! so on stderr and pass: CI has no way to fetch it.
 
 use super::mmtests::{compare, log_line, split_files};
-use crate::harness::Ctx;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The checkout, if one is given and R is absent.
-fn checkout() -> Option<PathBuf> {
+pub(crate) fn checkout() -> Option<PathBuf> {
     let Ok(mm) = std::env::var("PAGEALLOC_MMTESTS") else {
         eprintln!("skipped: PAGEALLOC_MMTESTS does not name an mmtests checkout at 74aced35");
         return None;
@@ -27,7 +26,7 @@ fn checkout() -> Option<PathBuf> {
 }
 
 /// What compare-mmtests.pl prints for `names` under `dir`.
-fn script(mm: &Path, dir: &Path, names: &[&str]) -> String {
+pub(crate) fn script(mm: &Path, dir: &Path, names: &[&str]) -> String {
     let out = Command::new("perl")
         .arg(mm.join("bin/compare-mmtests.pl"))
         .args(["-d", dir.to_str().unwrap(), "-b", "pagealloc", "-n", &names.join(",")])
@@ -80,7 +79,8 @@ fn run_sets(dir: &Path) -> Vec<Vec<String>> {
     sets
 }
 
-fn check_tree(mm: &Path, dir: &Path) -> (usize, usize) {
+/// Every run set of a tree compared row by row: (rows, starred rows).
+pub(crate) fn check_tree(mm: &Path, dir: &Path) -> (usize, usize) {
     let sets = run_sets(dir);
     assert!(!sets.is_empty(), "no pagealloc-micro runs under {}", dir.display());
     let (mut rows, mut starred) = (0, 0);
@@ -91,35 +91,6 @@ fn check_tree(mm: &Path, dir: &Path) -> (usize, usize) {
         starred += s;
     }
     (rows, starred)
-}
-
-/// The experiment's own tree (a tiny run: real timings, real layout), as
-/// `Report::write_dir` lays it out, and the tables the experiment printed
-/// into `raw/pagealloc-micro.txt`.
-#[test]
-fn compare_mmtests_pl_agrees_on_the_bench_tree() {
-    let Some(mm) = checkout() else { return };
-    let ctx = Ctx::new(false, false, false);
-    let r = crate::experiments::pagealloc_micro::tiny_run(&ctx);
-    let dir = std::env::temp_dir().join(format!("pagealloc-micro-tree-{}", std::process::id()));
-    for (name, content) in super::raw_files(&r) {
-        let path = dir.join(&name);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, content).unwrap();
-    }
-    let tree = dir.join("pagealloc-micro");
-    let (rows, starred) = check_tree(&mm, &tree);
-    // The tables in the raw text are the script's too.
-    for design in ["old", "new"] {
-        let names: Vec<String> =
-            ["none", "monitor10ms", "continuous"].iter().map(|m| format!("{design}-{m}")).collect();
-        let names: Vec<&str> = names.iter().map(String::as_str).collect();
-        let theirs = script(&mm, &tree, &names);
-        assert!(r.raw.contains(&theirs), "raw/pagealloc-micro.txt lacks the script's {design} table");
-    }
-    let _ = std::fs::remove_dir_all(&dir);
-    eprintln!("{rows} rows agree, {starred} of them starred");
-    assert!(starred > 0, "no starred row: the marks were not exercised");
 }
 
 /// A tree a full `pagealloc bench` run left, named by `PAGEALLOC_MICRO_TREE`

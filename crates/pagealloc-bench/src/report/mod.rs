@@ -40,7 +40,7 @@ pub mod svg;
 pub mod verdict;
 
 #[cfg(test)]
-mod mmtests_pl;
+pub(crate) mod mmtests_pl;
 #[cfg(test)]
 mod tests;
 
