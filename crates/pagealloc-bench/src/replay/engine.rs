@@ -83,6 +83,9 @@ pub struct Outcome {
     pub fragmenting: u64,
     /// Zone-lock acquisitions.
     pub lock_acquisitions: u64,
+    /// Per-CPU list refills and drains (each takes the zone lock once) and
+    /// allocations refused (each may have taken it).
+    pub pcp: (u64, u64, u64),
     /// Wall time of the replay loop, seconds.
     pub seconds: f64,
     /// CPU time of the replay loop (this thread's), seconds: on a shared
@@ -160,6 +163,10 @@ pub fn replay(trace: &Trace, zones: &mut [Seeded], spans: &[(u64, u64)]) -> Outc
     for z in zones.iter() {
         out.fragmenting += z.a.event_count(VmEvent::FallbackFragmenting) - z.base.0;
         out.lock_acquisitions += seed::lock_acquisitions(&z.a) - z.base.1;
+        let e = |ev: VmEvent| z.a.event_count(ev);
+        out.pcp.0 += e(VmEvent::PcpRefill) - z.base.2 .0;
+        out.pcp.1 += e(VmEvent::PcpDrain) - z.base.2 .1;
+        out.pcp.2 += e(VmEvent::AllocFail) - z.base.2 .2;
     }
     out
 }

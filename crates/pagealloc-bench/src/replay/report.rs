@@ -65,7 +65,7 @@ pub fn text(r: &Replay) -> String {
     let _ = writeln!(
         s,
         "\n{:<26} {:>10} {:>10} {:>12} {:>12} {:>10} {:>9} {:>9}",
-        "design", "frag/1000", "failures", "lock acq", "frees seeded", "unknown", "x real", "x cpu"
+        "design", "frag/1000", "failed", "lock acq", "frees seeded", "unknown", "x real", "x cpu"
     );
     let _ = writeln!(
         s,
@@ -92,6 +92,14 @@ pub fn text(r: &Replay) -> String {
             o.frees_unknown,
             t.span_s / o.seconds.max(1e-9),
             t.span_s / o.cpu_seconds.max(1e-9)
+        );
+    }
+    for d in &r.runs {
+        let (refill, drain, failed) = d.outcome.pcp;
+        let _ = writeln!(
+            s,
+            "{}: {refill} per-CPU refills, {drain} drains, {failed} refused allocations (the seeding's own excluded)",
+            d.name
         );
     }
     let _ = writeln!(

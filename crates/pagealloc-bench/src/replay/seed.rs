@@ -35,9 +35,10 @@ pub struct Seeded {
     pub in_use: Vec<Vec<Pfn>>,
     /// Free pages per order once seeded.
     pub free: [u64; 11],
-    /// Fragmenting fallbacks and zone-lock acquisitions the seeding itself
-    /// made (subtracted from the replay's).
-    pub base: (u64, u64),
+    /// Fragmenting fallbacks, zone-lock acquisitions and (per-CPU refills,
+    /// drains, failed allocations) the seeding itself made (subtracted from
+    /// the replay's).
+    pub base: (u64, u64, (u64, u64, u64)),
 }
 
 /// The Gfp of migratetype index `t` (0 Unmovable, 1 Movable, 2 Reclaimable).
@@ -86,7 +87,9 @@ pub fn seed(z: &Zone, config: Config) -> Result<Seeded, String> {
         let _ = a.free_pages(p, o);
     }
     a.drain_all_pages();
-    let base = (a.event_count(VmEvent::FallbackFragmenting), lock_acquisitions(&a));
+    let e = |ev: VmEvent| a.event_count(ev);
+    let pcp = (e(VmEvent::PcpRefill), e(VmEvent::PcpDrain), e(VmEvent::AllocFail));
+    let base = (e(VmEvent::FallbackFragmenting), lock_acquisitions(&a), pcp);
     Ok(Seeded { name: z.name.clone(), free: free_pages(&a), a, in_use, base })
 }
 
