@@ -124,14 +124,20 @@ fn tag(a: &PageAllocator, blocks: &[u64; 3]) {
 fn pairs(a: &PageAllocator, z: &Zone, in_use: &mut [Vec<Pfn>]) -> (Vec<(Pfn, u32)>, [u64; 3]) {
     let mut to_free = Vec::new();
     let mut pages = [0u64; 3];
-    for t in 0..3 {
+    for (t, taken) in pages.iter_mut().enumerate() {
         for o in (0..10u32).rev() {
             let want = z.free[t][o as usize];
             let (mut made, mut tries) = (0, 0);
             while made < want && tries < 2 * want + 8 {
                 tries += 1;
-                let (Ok(p1), Ok(p2)) = (a.alloc_pages(gfp_of(t), o), a.alloc_pages(gfp_of(t), o)) else { break };
-                pages[t] += 2 << o;
+                let Ok(p1) = a.alloc_pages(gfp_of(t), o) else { break };
+                let Ok(p2) = a.alloc_pages(gfp_of(t), o) else {
+                    // No buddy for it: it stays in use.
+                    in_use[o as usize].push(p1);
+                    *taken += 1 << o;
+                    break;
+                };
+                *taken += 2 << o;
                 if p2.as_u64() == p1.as_u64() ^ (1 << o) {
                     to_free.push((p1, o));
                     made += 1;

@@ -246,6 +246,11 @@ fn claim_row(s: &mut String, c: &ClaimVerdict) {
         }
         _ => format!("– <span class=\"small\">({})</span>", esc(var)),
     };
+    let interval = format!(
+        "{} (noise {})",
+        super::interval_words(c),
+        c.noise.map_or("–".into(), |x| format!("&#177;{:.1}%", x * 100.0))
+    );
     let _ = writeln!(
         s,
         "<tr><td>{}</td><td><a href=\"#exp-{e}\">{e}</a></td><td><code>{}</code></td><td class=\"n\">{}</td>\
@@ -257,11 +262,7 @@ fn claim_row(s: &mut String, c: &ClaimVerdict) {
         fig(c.new, c.new_spread, &c.new_variant),
         c.ratio.map_or("–".into(), |x| format!("{x:.3}")),
         c.change.map_or("–".into(), pct),
-        format!(
-            "{} (noise {})",
-            super::interval_words(c),
-            c.noise.map_or("–".into(), |x| format!("&#177;{:.1}%", x * 100.0))
-        ),
+        interval,
         c.verdict.class(),
         c.verdict.words(),
         e = esc(&c.experiment)
