@@ -108,6 +108,12 @@ pub fn text(r: &Replay) -> String {
          on a shared host also holds other processes' turns). lock acq: zone-lock acquisitions (the kernel's \
          estimated from its refill and drain runs)."
     );
+    free_table(&mut s, r);
+    s
+}
+
+/// Free pages per order: the kernel's snapshots, the seeding, each design's end.
+fn free_table(s: &mut String, r: &Replay) {
     let _ = writeln!(
         s,
         "\nfree pages per order (ours after draining the per-CPU lists){}",
@@ -121,7 +127,6 @@ pub fn text(r: &Replay) -> String {
     for d in &r.runs {
         let _ = writeln!(s, "{}", row(&format!("{}, end", d.name), &d.outcome.end_free));
     }
-    s
 }
 
 /// The replay as one experiment of a bench report.
