@@ -279,7 +279,7 @@ typedef struct pagealloc_front_slot {
   // One stack per request type (and one that never takes a page).
   struct pagealloc_front_stack stacks[4];
   // Event counters, written by the slot's thread only.
-  uint64_t events[37];
+  uint64_t events[38];
 } pagealloc_front_slot;
 
 // A page descriptor (the inline calls read `flags` and `private_word`).

@@ -86,7 +86,7 @@ pub struct pagealloc_front_slot {
     /// One stack per request type (and one that never takes a page).
     pub stacks: [pagealloc_front_stack; 4],
     /// Event counters, written by the slot's thread only.
-    pub events: [u64; 37],
+    pub events: [u64; 38],
 }
 
 /// A page descriptor (the inline calls read `flags` and `private_word`).
@@ -149,7 +149,7 @@ const _: () = {
     assert!(offset_of!(pagealloc_front_slot, drain_req) == abi::SLOT_DRAIN_REQ);
     assert!(offset_of!(pagealloc_front_slot, stacks) == abi::SLOT_STACKS);
     assert!(offset_of!(pagealloc_front_slot, events) == abi::SLOT_EVENTS);
-    assert!(size_of::<[u64; 37]>() == abi::NR_EVENTS * 8);
+    assert!(size_of::<[u64; 38]>() == abi::NR_EVENTS * 8);
     assert!(size_of::<pagealloc_page_desc>() == abi::DESC_SIZE);
     assert!(offset_of!(pagealloc_page_desc, flags) == abi::DESC_FLAGS);
     assert!(offset_of!(pagealloc_page_desc, private_word) == abi::DESC_PRIVATE);

@@ -18,6 +18,7 @@
 //!   halves were; both halves of a split block keep the mark of the block.
 
 use crate::types::{MigrateType, Order, MIGRATE_PCPTYPES, PAGEBLOCK_PAGES};
+use crate::vmevent::VmEvent;
 use crate::zone::{Took, ZoneGuard};
 
 impl<'a> ZoneGuard<'a> {
@@ -138,10 +139,22 @@ impl<'a> ZoneGuard<'a> {
         if !mt.is_pcptype() {
             return None;
         }
-        if let Some(p) = self.rmqueue_claim(order, mt) {
+        if let Some((p, from)) = self.rmqueue_claim(order, mt) {
+            self.count_fragmenting(from);
             return Some((p, Took::Claimed));
         }
-        self.rmqueue_steal(order, mt).map(|p| (p, Took::Stolen))
+        let (p, from) = self.rmqueue_steal(order, mt)?;
+        self.count_fragmenting(from);
+        Some((p, Took::Stolen))
+    }
+
+    /// A fallback from a block below pageblock order mixes types within a
+    /// pageblock: what the kernel's extfrag event calls fragmenting.
+    #[inline]
+    fn count_fragmenting(&self, from: Order) {
+        if from < Order::PAGEBLOCK {
+            self.zone.stats.events.add_owner(VmEvent::FallbackFragmenting, 1);
+        }
     }
 
     /// Would claiming a block for `mt` at this order be worth it?
@@ -154,8 +167,9 @@ impl<'a> ZoneGuard<'a> {
         mt.fallbacks().into_iter().find(|f| fb[f.index()].get_racy() != 0)
     }
 
-    /// Scan fallback lists from the largest order down and try to claim the block.
-    fn rmqueue_claim(&mut self, order: Order, mt: MigrateType) -> Option<u64> {
+    /// Scan fallback lists from the largest order down and try to claim the
+    /// block; the block taken and the order of the fallback block it came from.
+    fn rmqueue_claim(&mut self, order: Order, mt: MigrateType) -> Option<(u64, Order)> {
         for cur in order.and_above().rev() {
             if !Self::should_try_claim(cur, mt) {
                 break;
@@ -165,7 +179,7 @@ impl<'a> ZoneGuard<'a> {
             };
             let pfn = self.first_free(cur, fmt)?;
             if let Some(p) = self.try_claim_block(pfn, cur, order, mt, fmt) {
-                return Some(p);
+                return Some((p, cur));
             }
         }
         None
@@ -205,8 +219,9 @@ impl<'a> ZoneGuard<'a> {
         None
     }
 
-    /// Take the smallest fallback block without retagging its pageblock.
-    fn rmqueue_steal(&mut self, order: Order, mt: MigrateType) -> Option<u64> {
+    /// Take the smallest fallback block without retagging its pageblock; the
+    /// block and the order it came from.
+    fn rmqueue_steal(&mut self, order: Order, mt: MigrateType) -> Option<(u64, Order)> {
         for cur in order.and_above() {
             let Some(fmt) = self.find_fallback(cur, mt) else {
                 continue;
@@ -214,7 +229,7 @@ impl<'a> ZoneGuard<'a> {
             let pfn = self.first_free(cur, fmt)?;
             let reported = self.del_from_free_list(pfn, cur);
             self.expand(pfn, order, cur, fmt, reported);
-            return Some(pfn);
+            return Some((pfn, cur));
         }
         None
     }

@@ -85,6 +85,10 @@ events! {
     /// `pgalloc_fallback_steal` (ours, pcpstat): fallback allocations that
     /// stole a block without claiming.
     FallbackSteal = "pgalloc_fallback_steal",
+    /// `pgalloc_fallback_fragmenting` (ours, pcpstat): fallback allocations,
+    /// claims and steals alike, from a block smaller than a pageblock: the
+    /// kernel's `fragmenting=1` in its `mm_page_alloc_extfrag` event.
+    FallbackFragmenting = "pgalloc_fallback_fragmenting",
     /// `highatomic_reserve` (ours, pcpstat): pageblocks reserved as HighAtomic.
     HighatomicReserve = "highatomic_reserve",
     /// `pgalloc_fail` (ours, pcpstat): allocation failures.

@@ -437,3 +437,38 @@ fn miri_threads_front_cache_owners_race_a_drainer() {
     a.check_invariants().unwrap();
     assert_eq!(a.nr_free_pages(), a.managed_pages());
 }
+
+/// `pgalloc_fallback_fragmenting` counts fallbacks from a block below
+/// pageblock order, as the kernel's extfrag event marks `fragmenting=1`:
+/// not the first unmovable request's claim of a whole order-10 block, but
+/// a movable request that must take part of the unmovable pageblock once
+/// the movable blocks are gone.
+#[test]
+fn fragmenting_fallbacks_are_those_below_pageblock_order() {
+    use crate::stats::events::VmEvent;
+    let a = PageAllocator::new(Config::small(8 << 20).pcp_lists(false).front_cache(false).min_free_kbytes(Some(0)))
+        .unwrap();
+    let frag = |a: &PageAllocator| a.event_count(VmEvent::FallbackFragmenting);
+    let u = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
+    assert_eq!(a.event_count(VmEvent::FallbackClaim), 1, "a whole block claimed");
+    assert_eq!(frag(&a), 0, "from order 10: not fragmenting");
+    let mut live = Vec::new();
+    while frag(&a) == 0 {
+        match a.alloc_pages(Gfp::MOVABLE, 0) {
+            Ok(p) => live.push(p),
+            Err(e) => panic!("arena full before any fragmenting fallback: {e:?}"),
+        }
+    }
+    assert_eq!(frag(&a), 1);
+    let fallbacks = a.event_count(VmEvent::FallbackClaim) + a.event_count(VmEvent::FallbackSteal);
+    assert!(fallbacks >= 2, "the fragmenting one is a fallback too: {fallbacks}");
+    // Every movable order-9 block was taken first, and the unmovable
+    // pageblock's remainder above pageblock order (its order-9 half) was
+    // claimed whole before a smaller block was touched.
+    assert!(live.len() as u64 >= 3 * PAGEBLOCK_PAGES - 1, "{}", live.len());
+    for p in live {
+        a.free_pages(p, 0).unwrap();
+    }
+    a.free_pages(u, 0).unwrap();
+    a.check_invariants().unwrap();
+}

@@ -222,6 +222,7 @@ impl Experiment for BurstIdle {
         let within = idle(ctx, &mut r, &a, &mut ours, t_free);
         let ratio = (ours.after as f64 - ours.before as f64) / ours.live as f64;
         r.target(
+            crate::harness::TargetKind::Floor,
             format!("resident after {IDLE_S} s idle, over the resident set before the burst, in live memory"),
             ratio,
             1.1,
@@ -292,6 +293,7 @@ fn peers(ctx: &Ctx, r: &mut ExperimentResult, ours: &PeerRun) {
     if let Some((peer, run)) = best {
         let (p, q) = (ours.ratio(), run.ratio());
         r.target(
+            crate::harness::TargetKind::Peer,
             "excess ratio against the best peer's in the same run (at most 1: no peer does better)",
             p / q,
             1.0,

@@ -76,7 +76,13 @@ impl Experiment for Contig {
             format!("succeeded {ok}/{rounds}, median {:.2} ms, migrated {migrated} pages in all", stats::median(&ms)),
         );
         r.figures.push(Figure::new("contig-64MiB-ms", "new", "ms", ms.clone()));
-        r.target("64 MiB contiguous succeeds every time", f64::from(ok), f64::from(rounds), ok == rounds);
+        r.target(
+            crate::harness::TargetKind::Count,
+            "64 MiB contiguous succeeds every time",
+            f64::from(ok),
+            f64::from(rounds),
+            ok == rounds,
+        );
 
         let first = ms.first().copied().unwrap_or(0.0);
         r.line(ctx, format!("first round (the one that migrates): {first:.2} ms"));
@@ -103,7 +109,13 @@ impl Experiment for Contig {
         let moved = a.event_count(VmEvent::PgmigrateSuccess) - before;
         let typed = matches!(res, Err(AllocError::Unmovable { .. }));
         r.line(ctx, format!("one pinned page per pageblock: {res:?}, pages moved {moved}"));
-        r.target("pinned ranges: typed error naming the pfn, nothing moved", moved as f64, 0.0, typed && moved == 0);
+        r.target(
+            crate::harness::TargetKind::Count,
+            "pinned ranges: typed error naming the pfn, nothing moved",
+            moved as f64,
+            0.0,
+            typed && moved == 0,
+        );
         a.check_invariants().expect("invariants after the pinned case");
         r
     }

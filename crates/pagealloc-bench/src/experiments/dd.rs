@@ -292,7 +292,7 @@ impl Experiment for Dd {
         if bad > 0 {
             r.notes.push(format!("{bad} iterations read back wrong bytes"));
         }
-        r.target("iterations that read back wrong bytes", bad as f64, 0.0, bad == 0);
+        r.target(crate::harness::TargetKind::Count, "iterations that read back wrong bytes", bad as f64, 0.0, bad == 0);
         verdicts(ctx, &mut r, &rows);
         r
     }

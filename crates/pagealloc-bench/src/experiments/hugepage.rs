@@ -284,6 +284,7 @@ impl Experiment for Hugepage {
             assert_eq!(b.bad, 0, "{name}: live data lost");
             if movable {
                 r.target(
+                    crate::harness::TargetKind::Floor,
                     format!("{name}: resident after {IDLE_S} s idle over before, in live memory"),
                     b.excess,
                     1.25,

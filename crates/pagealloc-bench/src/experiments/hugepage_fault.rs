@@ -290,12 +290,14 @@ fn summary(ctx: &Ctx, r: &mut ExperimentResult, cases: &[(&str, PageAllocator)],
     let (k4, kh, floor) = (med[0].min(med[1]), med[2], med[cases.len()]);
     r.line(ctx, format!("# floor (4 KiB buffer) {floor:.1} ns/page, hugepage buffer {:.1}", med[cases.len() + 1]));
     r.target(
+        crate::harness::TargetKind::Floor,
         "page-fault1 with hugepage backing over the 4 KiB-backed figure (best of resident, anonymous)",
         kh / k4,
         1.0,
         kh <= k4,
     );
     r.target(
+        crate::harness::TargetKind::Floor,
         "page-fault1 with hugepage backing over the touch floor (4 KiB buffer)",
         kh / floor,
         2.0,
@@ -304,7 +306,7 @@ fn summary(ctx: &Ctx, r: &mut ExperimentResult, cases: &[(&str, PageAllocator)],
     let (rss, huge) = cover[2];
     let in_use_kb = (NR_PAGES * PAGE_SIZE / 1024) as u64;
     let c = (huge.min(in_use_kb)) as f64 / in_use_kb as f64;
-    r.target("page-fault1 with hugepage backing: in-use memory on hugepages (AnonHugePages, at most the in-use 128 MiB, over 128 MiB)", c, 0.9, c >= 0.9);
+    r.target(crate::harness::TargetKind::Count, "page-fault1 with hugepage backing: in-use memory on hugepages (AnonHugePages, at most the in-use 128 MiB, over 128 MiB)", c, 0.9, c >= 0.9);
     r.notes.push(format!("hugepage case: arena Rss {rss} KiB, AnonHugePages {huge} KiB with 128 MiB in use"));
 }
 

@@ -271,9 +271,11 @@ impl Experiment for LruFileReadonce {
         let share = val("kswapd-share", "reclaim");
         let failed = val("failed-allocations", "reclaim");
         let (p99r, p99n) = (val("alloc-latency-p99", "reclaim"), val("alloc-latency-p99", "no-reclaim"));
-        r.target("failed page-cache allocations (median of runs)", failed, 0.0, failed == 0.0);
-        r.target("kswapd share of reclaim, % (median of runs)", share, 90.0, share >= 90.0);
-        r.target("p99 allocation latency under reclaim / without, x", p99r / p99n, 2.0, p99r <= 2.0 * p99n);
+        use crate::harness::TargetKind::{Count, Floor};
+        r.target(Count, "failed page-cache allocations (median of runs)", failed, 0.0, failed == 0.0);
+        r.target(Count, "kswapd share of reclaim, % (median of runs)", share, 90.0, share >= 90.0);
+        let x = p99r / p99n;
+        r.target(Floor, "p99 allocation latency under reclaim / without, x", x, 2.0, p99r <= 2.0 * p99n);
         r
     }
 }

@@ -145,6 +145,7 @@ fn summary(
     r.figures.push(Figure::new("ms-to-low-watermark", "kcompactd", "ms", vec![reached.map_or(f64::NAN, |t| t as f64)]));
     let ok = s1 <= low;
     r.target(
+        crate::harness::TargetKind::Count,
         format!("kcompactd alone brings the score from above {high} to at most {low}"),
         s1 as f64,
         low as f64,

@@ -135,6 +135,7 @@ impl Experiment for ReportingCost {
                 ),
             );
             r.target(
+                crate::harness::TargetKind::Floor,
                 format!(
                     "{name}: |on - off| / off of the medians within the noise (the larger interquartile range of the \
                      two over its median)"

@@ -236,12 +236,19 @@ fn summarise(ctx: &Ctx, r: &mut ExperimentResult, threads: usize) {
     r.figures.push(Figure::new("many-throughput-ratio", "pagealloc", "x", vec![warm]).higher_better());
     r.figures.push(Figure::new("device-throughput-ratio", "pagealloc", "x", vec![dev]).higher_better());
     r.target(
+        crate::harness::TargetKind::Peer,
         format!("many databases, misses to a device ({DEVICE_US} us): throughput pagealloc / pcache1 (>= 1.5)"),
         dev,
         1.5,
         dev >= 1.5,
     );
-    r.target("many databases, warm kernel cache: throughput pagealloc / pcache1 (>= 1.5)", warm, 1.5, warm >= 1.5);
+    r.target(
+        crate::harness::TargetKind::Peer,
+        "many databases, warm kernel cache: throughput pagealloc / pcache1 (>= 1.5)",
+        warm,
+        1.5,
+        warm >= 1.5,
+    );
     let rss = get(r, "many-rss-over-open", "pagealloc");
     r.line(
         ctx,
@@ -253,6 +260,7 @@ fn summarise(ctx: &Ctx, r: &mut ExperimentResult, threads: usize) {
     );
     let limit = budget * 1.05;
     r.target(
+        crate::harness::TargetKind::Count,
         "many databases: pagealloc resident growth in the workload, MiB (<= budget + 5%)",
         rss,
         limit,
@@ -278,6 +286,7 @@ fn idle_summary(ctx: &Ctx, r: &mut ExperimentResult) {
     }
     let x = get(r, "open-idle-over-live", "pagealloc");
     r.target(
+        crate::harness::TargetKind::Floor,
         format!("idle {IDLE_MS} ms with connections open: pagealloc resident over base / live data (<= 1.1)"),
         x,
         1.1,

@@ -38,12 +38,18 @@ pub struct Ctx {
     pub echo: bool,
     /// Show progress bars.
     pub progress: bool,
+    /// CPUs idle when the run started: the CPUs this process may use less
+    /// the one-minute load average, rounded down. A scaling target at N
+    /// threads needs N of them.
+    pub idle_cpus: usize,
 }
 
 impl Ctx {
     /// A context with a freshly calibrated TSC.
     pub fn new(full: bool, echo: bool, progress: bool) -> Self {
-        Self { full, tsc: Tsc::calibrate(50), repeats: if full { 5 } else { 3 }, echo, progress }
+        // Until the caller sets it from the load average (`idle_cpus`): all.
+        let idle_cpus = cpus();
+        Self { full, tsc: Tsc::calibrate(50), repeats: if full { 5 } else { 3 }, echo, progress, idle_cpus }
     }
 
     /// A progress bar of `len` steps for an experiment (hidden when progress is off).
@@ -118,6 +124,17 @@ fn allowed_cpus() -> &'static [usize] {
     })
 }
 
+/// CPUs idle at a one-minute load average of `load1`: the CPUs this process
+/// may use less the load, rounded down.
+pub fn idle_cpus(load1: f64) -> usize {
+    (cpus() as f64 - load1).floor().max(0.0) as usize
+}
+
+/// How many CPUs this process may run on.
+pub fn cpus() -> usize {
+    allowed_cpus().len()
+}
+
 /// Pin the calling thread to the `cpu`-th CPU the process may run on (modulo
 /// their number): on a machine that lends the process CPUs 32..47, `pin(0)`
 /// is CPU 32, where CPU 0 would be refused.
@@ -173,6 +190,18 @@ impl Figure {
         self
     }
 
+    /// Mark the samples as taken in rounds alternating with the other
+    /// designs' (sample i of each ran back to back), so the verdict pairs
+    /// them round by round (`report::verdict`).
+    pub fn paired(self) -> Self {
+        self.param("paired", true)
+    }
+
+    /// Whether [`Figure::paired`] marked it.
+    pub fn is_paired(&self) -> bool {
+        self.params.get("paired").and_then(serde_json::Value::as_bool) == Some(true)
+    }
+
     /// Attach a parameter.
     pub fn param(mut self, k: &str, v: impl Into<serde_json::Value>) -> Self {
         self.params.insert(k.to_string(), v.into());
@@ -206,6 +235,34 @@ fn vec_f64_or_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<f64>, D:
     Ok(Vec::<Option<f64>>::deserialize(d)?.into_iter().map(|v| v.unwrap_or(f64::NAN)).collect())
 }
 
+/// What a target's figure is measured against, so that a reader can tell a
+/// miss that means something from one this host cannot avoid: a ratio to a
+/// floor or a peer timed in the same run moves with the host as the figure
+/// does, and a count does not move at all. Absolute times are figures, not
+/// targets.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum TargetKind {
+    /// A ratio to a floor timed in the same run (the same work with nothing
+    /// around it, or the same code with one feature off).
+    Floor,
+    /// A ratio to a peer timed in the same run (the kernel, malloc, tcmalloc).
+    Peer,
+    /// A deterministic count: pages, blocks, bytes, lock acquisitions.
+    Count,
+}
+
+impl TargetKind {
+    /// The words the report prints.
+    pub fn words(self) -> &'static str {
+        match self {
+            TargetKind::Floor => "ratio to a same-run floor",
+            TargetKind::Peer => "ratio to a same-run peer",
+            TargetKind::Count => "count",
+        }
+    }
+}
+
 /// A target an issue set, checked against a figure.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Target {
@@ -217,8 +274,34 @@ pub struct Target {
     /// The limit.
     #[serde(deserialize_with = "f64_or_nan")]
     pub limit: f64,
-    /// Whether it was met.
+    /// Whether it was met (false when it could not be measured).
     pub met: bool,
+    /// What the figure is measured against (absent in files from before
+    /// targets were classified).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<TargetKind>,
+    /// Why this host cannot measure it (then `met` is false and the target
+    /// is neither met nor missed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_measurable: Option<String>,
+}
+
+impl Target {
+    /// `MET`, `MISSED` or `NOT MEASURABLE HERE`.
+    pub fn status(&self) -> &'static str {
+        if self.not_measurable.is_some() {
+            "NOT MEASURABLE HERE"
+        } else if self.met {
+            "MET"
+        } else {
+            "MISSED"
+        }
+    }
+
+    /// Missed, as opposed to met or not measurable.
+    pub fn missed(&self) -> bool {
+        !self.met && self.not_measurable.is_none()
+    }
 }
 
 /// A seed's claim, tested by comparing one metric between the old design (A)
@@ -283,8 +366,27 @@ impl ExperimentResult {
     }
 
     /// Record a target check.
-    pub fn target(&mut self, what: impl Into<String>, measured: f64, limit: f64, met: bool) {
-        self.targets.push(Target { what: what.into(), measured, limit, met });
+    pub fn target(&mut self, kind: TargetKind, what: impl Into<String>, measured: f64, limit: f64, met: bool) {
+        self.targets.push(Target { what: what.into(), measured, limit, met, kind: Some(kind), not_measurable: None });
+    }
+
+    /// Record a target this host cannot measure, and why (`measured` is
+    /// what it showed all the same, NaN if nothing).
+    pub fn not_measurable(
+        &mut self,
+        kind: TargetKind,
+        what: impl Into<String>,
+        (measured, limit): (f64, f64),
+        why: impl Into<String>,
+    ) {
+        self.targets.push(Target {
+            what: what.into(),
+            measured,
+            limit,
+            met: false,
+            kind: Some(kind),
+            not_measurable: Some(why.into()),
+        });
     }
 
     /// Add a raw output in another original format, written as `raw/<name>.<ext>`.

@@ -10,9 +10,10 @@
 //! Amean  alloc-odr4-1     8550.20 (   0.00%)     8901.40 (  -4.11%)
 //! ```
 //!
-//! On the Amean row a difference compare-mmtests.pl judges significant (the
-//! means' 95% intervals apart, [`super::mmtests::significant`]) is printed
-//! between stars, `*  -4.11%*`, as it prints it.
+//! On the Amean row a difference compare-mmtests.pl marks (without R: the
+//! means more than one unit apart, [`super::mmtests::significant`]) is
+//! printed between stars, `*  -4.11%*`, as it prints it. The mark is the
+//! script's convention, not a test of significance.
 //!
 //! The percentage is signed so that positive is always better: for
 //! lower-is-better figures it is `100 - new * 100 / base`, for higher-is-better
@@ -176,8 +177,9 @@ mod tests {
         assert!(!t.contains("-0.00"), "{t}");
     }
 
-    /// The Amean cell is starred exactly when the two runs' mean intervals
-    /// are apart, as compare-mmtests.pl stars it; other rows never are.
+    /// The Amean cell is starred exactly when the two runs' means are more
+    /// than one unit apart, as compare-mmtests.pl stars it without R; other
+    /// rows never are.
     #[test]
     fn significant_amean_differences_are_starred() {
         let far =
@@ -189,14 +191,18 @@ mod tests {
         for l in t.lines().skip(1).filter(|l| !l.starts_with("Amean")) {
             assert!(!l.contains('*'), "only the Amean row may be starred: {t}");
         }
-        // The same means with wide spreads overlap: parentheses.
-        let near =
+        // The same means with wide spreads: starred all the same.
+        let wide =
             [Row { metric: "m", higher_is_better: false, base: &[60.0, 140.0, 100.0], new: &[90.0, 170.0, 130.0] }];
-        let t = table("a", "b", &near);
+        let t = table("a", "b", &wide);
         let amean = t.lines().find(|l| l.starts_with("Amean")).expect("Amean row");
-        assert!(amean.ends_with("( -30.00%)"), "{t}");
-        // One sample a side has no interval: never starred.
+        assert!(amean.ends_with("* -30.00%*"), "{t}");
+        // Means within one unit, however tight the samples: parentheses.
+        let near = [Row { metric: "m", higher_is_better: false, base: &[100.0, 100.0], new: &[100.9, 100.9] }];
+        let t = table("a", "b", &near);
+        assert!(!t.contains('*'), "{t}");
+        // One sample a side: starred when more than one unit apart.
         let one = [Row { metric: "m", higher_is_better: false, base: &[100.0], new: &[130.0] }];
-        assert!(!table("a", "b", &one).contains('*'));
+        assert!(table("a", "b", &one).contains("* -30.00%*"));
     }
 }

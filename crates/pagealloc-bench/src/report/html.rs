@@ -78,6 +78,7 @@ figure { margin: 0.5em 0; }
 figcaption { color: #666; font-size: 0.9em; }
 .met { color: #145214; }
 .missed { color: #7a1414; }
+.unmeasurable { color: #5a5a5a; }
 .small { color: #666; font-size: 0.9em; }
 ";
 
@@ -162,12 +163,13 @@ fn summary(s: &mut String, r: &Report) {
 fn measured_short(c: &ClaimVerdict) -> String {
     match (c.old, c.new, c.change, c.noise) {
         (Some(o), Some(n), Some(ch), Some(no)) => format!(
-            "{}: {} &#8594; {} {} ({}, noise &#177;{:.1}%)",
+            "{}: {} &#8594; {} {} ({}, 95% interval {}, noise &#177;{:.1}%)",
             esc(&c.metric),
             num(o),
             num(n),
             esc(&c.unit),
             pct(ch),
+            super::interval_words(c),
             no * 100.0
         ),
         _ => format!("{}: not run", esc(&c.metric)),
@@ -212,47 +214,59 @@ fn seed_section(s: &mut String, r: &Report, seed: &Seed) {
     } else {
         s.push_str(
             "<table class=\"claims\"><tr><th>Claim</th><th>Experiment</th><th>Metric</th><th>Old (A)</th>\
-             <th>New (B)</th><th>New / old</th><th>Change</th><th>Noise</th><th>Verdict</th></tr>\n",
+             <th>New (B)</th><th>New / old</th><th>Change</th><th>95% interval</th><th>Verdict</th></tr>\n",
         );
         for c in claims {
-            let fig = |v: Option<f64>, sp: Option<f64>, var: &str| match (v, sp) {
-                (Some(v), Some(sp)) => {
-                    format!(
-                        "{} {} <span class=\"small\">(spread {:.1}%, {})</span>",
-                        num(v),
-                        esc(&c.unit),
-                        sp * 100.0,
-                        esc(var)
-                    )
-                }
-                _ => format!("– <span class=\"small\">({})</span>", esc(var)),
-            };
-            let _ = writeln!(
-                s,
-                "<tr><td>{}</td><td><a href=\"#exp-{e}\">{e}</a></td><td><code>{}</code></td><td class=\"n\">{}</td>\
-                 <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
-                 <td><span class=\"verdict {}\">{}</span></td></tr>",
-                esc(&c.text),
-                esc(&c.metric),
-                fig(c.old, c.old_spread, &c.old_variant),
-                fig(c.new, c.new_spread, &c.new_variant),
-                c.ratio.map_or("–".into(), |x| format!("{x:.3}")),
-                c.change.map_or("–".into(), pct),
-                c.noise.map_or("–".into(), |x| format!("&#177;{:.1}%", x * 100.0)),
-                c.verdict.class(),
-                c.verdict.words(),
-                e = esc(&c.experiment)
-            );
+            claim_row(s, c);
         }
         s.push_str(
             "</table>\n<p class=\"small\">Old and new: median of the repeats and their spread. \
-                    Change: positive when the new design is better. Noise: the larger spread of the two.</p>\n",
+                    Change: positive when the new design is better. Interval: the change's 95% bootstrap interval \
+                    (reproduced when it lies above 0, not reproduced below, inconclusive when it contains 0); \
+                    noise: the larger spread of the two.</p>\n",
         );
     }
     for e in r.experiments.iter().filter(|e| e.seed == Some(seed.n)) {
         experiment(s, e);
     }
     s.push_str("</section>\n");
+}
+
+/// One claim's row of a seed's table.
+fn claim_row(s: &mut String, c: &ClaimVerdict) {
+    let fig = |v: Option<f64>, sp: Option<f64>, var: &str| match (v, sp) {
+        (Some(v), Some(sp)) => {
+            format!(
+                "{} {} <span class=\"small\">(spread {:.1}%, {})</span>",
+                num(v),
+                esc(&c.unit),
+                sp * 100.0,
+                esc(var)
+            )
+        }
+        _ => format!("– <span class=\"small\">({})</span>", esc(var)),
+    };
+    let interval = format!(
+        "{} (noise {})",
+        super::interval_words(c),
+        c.noise.map_or("–".into(), |x| format!("&#177;{:.1}%", x * 100.0))
+    );
+    let _ = writeln!(
+        s,
+        "<tr><td>{}</td><td><a href=\"#exp-{e}\">{e}</a></td><td><code>{}</code></td><td class=\"n\">{}</td>\
+         <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+         <td><span class=\"verdict {}\">{}</span></td></tr>",
+        esc(&c.text),
+        esc(&c.metric),
+        fig(c.old, c.old_spread, &c.old_variant),
+        fig(c.new, c.new_spread, &c.new_variant),
+        c.ratio.map_or("–".into(), |x| format!("{x:.3}")),
+        c.change.map_or("–".into(), pct),
+        interval,
+        c.verdict.class(),
+        c.verdict.words(),
+        e = esc(&c.experiment)
+    );
 }
 
 fn experiment(s: &mut String, e: &ExperimentResult) {
@@ -273,10 +287,15 @@ fn experiment(s: &mut String, e: &ExperimentResult) {
     if !e.targets.is_empty() {
         s.push_str("<ul class=\"targets\">");
         for t in &e.targets {
-            let (class, word) = if t.met { ("met", "met") } else { ("missed", "missed") };
+            let (class, word) = match (&t.not_measurable, t.met) {
+                (Some(why), _) => ("unmeasurable", format!("not measurable here: {}", esc(why))),
+                (None, true) => ("met", "met".to_string()),
+                (None, false) => ("missed", "missed".to_string()),
+            };
+            let kind = t.kind.map_or(String::new(), |k| format!(" ({})", k.words()));
             let _ = write!(
                 s,
-                "<li class=\"{class}\">{}: measured {} (limit {}), {word}</li>",
+                "<li class=\"{class}\">{}: measured {} (limit {}{kind}), {word}</li>",
                 esc(&t.what),
                 num(t.measured),
                 num(t.limit)

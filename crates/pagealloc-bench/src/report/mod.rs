@@ -40,7 +40,7 @@ pub mod svg;
 pub mod verdict;
 
 #[cfg(test)]
-mod schema_check;
+pub(crate) mod mmtests_pl;
 #[cfg(test)]
 mod tests;
 
@@ -186,8 +186,8 @@ impl Report {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "\n{:>4}  {:<16} {:<24} {:>11} {:>11} {:>8} {:>7}  verdict",
-            "seed", "experiment", "metric", "old", "new", "change", "noise"
+            "\n{:>4}  {:<16} {:<24} {:>11} {:>11} {:>8} {:>15}  verdict",
+            "seed", "experiment", "metric", "old", "new", "change", "95% interval"
         );
         for sv in &self.seeds {
             let mine: Vec<&ClaimVerdict> = self.claims.iter().filter(|c| c.seed == sv.seed).collect();
@@ -195,7 +195,7 @@ impl Report {
                 let planned = seeds::seed(sv.seed).map_or(String::new(), |s| s.experiments.join(", "));
                 let _ = writeln!(
                     s,
-                    "{:>4}  {:<16} {:<24} {:>11} {:>11} {:>8} {:>7}  {}",
+                    "{:>4}  {:<16} {:<24} {:>11} {:>11} {:>8} {:>15}  {}",
                     sv.seed,
                     clip(&planned, 16),
                     "-",
@@ -210,14 +210,14 @@ impl Report {
                 let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{} {}", svg::compact(v), c.unit));
                 let _ = writeln!(
                     s,
-                    "{:>4}  {:<16} {:<24} {:>11} {:>11} {:>8} {:>7}  {}",
+                    "{:>4}  {:<16} {:<24} {:>11} {:>11} {:>8} {:>15}  {}",
                     c.seed,
                     clip(&c.experiment, 16),
                     clip(&c.metric, 24),
                     f(c.old),
                     f(c.new),
                     c.change.map_or("-".into(), html::pct),
-                    c.noise.map_or("-".into(), |n| format!("±{:.1}%", n * 100.0)),
+                    interval_words(c),
                     c.verdict.words()
                 );
             }
@@ -225,22 +225,55 @@ impl Report {
         let count = |v: Verdict| self.seeds.iter().filter(|s| s.verdict == v).count();
         let _ = writeln!(
             s,
-            "seeds: {} reproduced, {} not reproduced, {} inconclusive (within noise), {} not run",
+            "seeds: {} reproduced, {} not reproduced, {} inconclusive (interval contains 0), {} not run",
             count(Verdict::Reproduced),
             count(Verdict::NotReproduced),
             count(Verdict::Inconclusive),
             count(Verdict::NotRun)
         );
-        let targets: Vec<String> = self
-            .experiments
-            .iter()
-            .filter(|e| !e.targets.is_empty())
-            .map(|e| format!("{} {}/{}", e.name, e.targets.iter().filter(|t| t.met).count(), e.targets.len()))
-            .collect();
-        if !targets.is_empty() {
-            let _ = writeln!(s, "targets met: {}", targets.join(", "));
+        s.push_str(&self.target_summary());
+        s
+    }
+}
+
+impl Report {
+    /// The targets' tally, then one line per target missed and per target
+    /// not measurable here, each saying what and why.
+    pub fn target_summary(&self) -> String {
+        let mut s = String::new();
+        let all = || self.experiments.iter().flat_map(|e| e.targets.iter().map(move |t| (e, t)));
+        if all().next().is_none() {
+            return s;
+        }
+        let count = |f: fn(&crate::harness::Target) -> bool| all().filter(|(_, t)| f(t)).count();
+        let (met, missed) = (count(|t| t.met), count(|t| t.missed()));
+        let nm = count(|t| t.not_measurable.is_some());
+        let _ = writeln!(s, "targets: {met} met, {missed} missed, {nm} not measurable here");
+        for (e, t) in all().filter(|(_, t)| t.missed()) {
+            let kind = t.kind.map_or("unclassified", |k| k.words());
+            let _ = writeln!(
+                s,
+                "  MISSED {}: {}: measured {} against a limit of {} ({kind})",
+                e.name,
+                t.what,
+                svg::compact(t.measured),
+                svg::compact(t.limit)
+            );
+        }
+        for (e, t) in all() {
+            if let Some(why) = &t.not_measurable {
+                let _ = writeln!(s, "  NOT MEASURABLE HERE {}: {}: {why}", e.name, t.what);
+            }
         }
         s
+    }
+}
+
+/// A claim's 95% interval of the change, `+23.1..+28.0%`, or `-`.
+pub fn interval_words(c: &ClaimVerdict) -> String {
+    match (c.ci_low, c.ci_high) {
+        (Some(lo), Some(hi)) => format!("{:+.1}..{:+.1}%", lo * 100.0, hi * 100.0),
+        _ => "-".into(),
     }
 }
 

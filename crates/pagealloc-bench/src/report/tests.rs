@@ -2,7 +2,6 @@
 //! one plot per experiment, one verdict per seed, a valid results.json, and the
 //! page as a browser shows it.
 
-use super::schema_check;
 use super::verdict::{judge, Verdict};
 use super::*;
 use crate::harness::{Claim, ExperimentResult, Figure, Plot};
@@ -76,7 +75,7 @@ fn fixture_page_lock() -> ExperimentResult {
     lock.figures.push(fig("unlock-uncontended", "new", "ns", &[9.0, 9.2, 8.9]));
     lock.claims.push(claim(4, "fewer cycles in unlock", "unlock-uncontended"));
     lock.claims.push(claim(4, "fewer cycles in wake", "wake-latency"));
-    lock.target("uncontended unlock under 20 ns", 9.0, 20.0, true);
+    lock.target(crate::harness::TargetKind::Floor, "uncontended unlock under 20 ns", 9.0, 20.0, true);
     lock
 }
 
@@ -127,7 +126,7 @@ fn fixture_micro() -> ExperimentResult {
 fn fixture_buddy() -> ExperimentResult {
     let mut buddy = ExperimentResult::new("buddy", "Buddy allocator: pair cost", None);
     buddy.figures.push(fig("pair-order0-hot", "new", "ns", &[30.0, 31.0, 29.5]).param("order", 0));
-    buddy.target("order-0 pair at most 60 ns & <fast>", 30.0, 60.0, true);
+    buddy.target(crate::harness::TargetKind::Floor, "order-0 pair at most 60 ns & <fast>", 30.0, 60.0, true);
     buddy.notes.push("a note with <angle brackets> & ampersands".into());
     buddy
 }
@@ -175,7 +174,7 @@ const EXPECTED: [(u32, Verdict); 5] = [
 ];
 
 #[test]
-fn verdicts_follow_the_noise_rule() {
+fn verdicts_follow_the_interval_rule() {
     let r = fixture();
     for (seed, v) in EXPECTED {
         assert_eq!(r.seeds.iter().find(|s| s.seed == seed).unwrap().verdict, v, "seed {seed}");
@@ -189,9 +188,41 @@ fn verdicts_follow_the_noise_rule() {
     let same = Figure::new("m", "new", "cycles", vec![195.0]);
     assert_eq!(judge(&old, &same).2, Verdict::Inconclusive);
     assert_eq!(judge(&new, &old).2, Verdict::NotReproduced);
+    // One sample a side has no interval: inconclusive, however large the change.
     let tput_old = Figure::new("m", "old", "ops/s", vec![100.0]).higher_better();
     let tput_new = Figure::new("m", "new", "ops/s", vec![110.0]).higher_better();
+    assert_eq!(judge(&tput_old, &tput_new).2, Verdict::Inconclusive);
+    let tput_old = Figure::new("m", "old", "ops/s", vec![100.0, 101.0, 99.0]).higher_better();
+    let tput_new = Figure::new("m", "new", "ops/s", vec![110.0, 111.0, 109.0]).higher_better();
     assert_eq!(judge(&tput_old, &tput_new).2, Verdict::Reproduced);
+    // The module doc's straddling example.
+    let wide = Figure::new("m", "new", "cycles", vec![190.0, 200.0, 210.0]);
+    assert_eq!(judge(&old, &wide).2, Verdict::Inconclusive);
+    let (lo, hi) = verdict::figures_interval(&old, &new).unwrap();
+    assert!(lo > 0.2 && hi < 0.3, "{lo} {hi}");
+}
+
+/// Rounds that alternated are paired: drift that moves both designs alike
+/// cancels, where the unpaired interval straddles 0.
+#[test]
+fn alternating_rounds_are_paired() {
+    let drift = [100.0, 140.0, 90.0, 160.0, 120.0, 80.0, 150.0, 110.0];
+    let old: Vec<f64> = drift.to_vec();
+    let new: Vec<f64> = drift.iter().map(|d| d * 0.9).collect();
+    let (o, n) = (Figure::new("m", "old", "cycles", old), Figure::new("m", "new", "cycles", new));
+    assert_eq!(judge(&o, &n).2, Verdict::Inconclusive, "unpaired, the drift swamps 10%");
+    let (o, n) = (o.paired(), n.paired());
+    assert_eq!(judge(&o, &n).2, Verdict::Reproduced);
+    let (lo, hi) = verdict::figures_interval(&o, &n).unwrap();
+    assert!((lo - 0.1).abs() < 1e-9 && (hi - 0.1).abs() < 1e-9, "{lo} {hi}");
+    // Paired needs as many rounds a side; otherwise it is unpaired.
+    let short = Figure::new("m", "new", "cycles", vec![90.0, 126.0]).paired();
+    assert_eq!(judge(&o, &short).2, Verdict::Inconclusive);
+    // Deterministic: the same samples, the same interval.
+    assert_eq!(
+        verdict::interval(&[1.0, 2.0, 3.0], &[2.0, 3.0, 4.0], true),
+        verdict::interval(&[1.0, 2.0, 3.0], &[2.0, 3.0, 4.0], true)
+    );
 }
 
 #[test]
@@ -296,21 +327,25 @@ fn results_json_validates_against_its_schema_and_round_trips() {
     let r = fixture();
     let json = r.to_json();
     let schema: serde_json::Value = serde_json::from_str(SCHEMA_JSON).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("docs/results.schema.json is a valid JSON Schema");
+    let validate = |doc: &serde_json::Value| -> Vec<String> {
+        validator.iter_errors(doc).map(|e| format!("{}: {e}", e.instance_path())).collect()
+    };
     let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
-    let errs = schema_check::validate(&schema, &doc);
+    let errs = validate(&doc);
     assert!(errs.is_empty(), "results.json does not match docs/results.schema.json:\n{}", errs.join("\n"));
     assert!(Report::parse(&json).unwrap() == r, "results.json round trip");
     // A figure that lost its unit, or an undocumented field, is caught.
     let mut bad = doc.clone();
     bad["experiments"][0]["figures"][0].as_object_mut().unwrap().remove("unit");
     bad["experiments"][0]["surprise"] = serde_json::json!(1);
-    assert_eq!(schema_check::validate(&schema, &bad).len(), 2);
+    assert_eq!(validate(&bad).len(), 2, "{:?}", validate(&bad));
     // NaN is written as null and read back.
     let mut r2 = r.clone();
     r2.experiments[0].figures[0].value = f64::NAN;
     let back = Report::parse(&r2.to_json()).unwrap();
     assert!(back.experiments[0].figures[0].value.is_nan());
-    assert!(schema_check::validate(&schema, &serde_json::from_str(&r2.to_json()).unwrap()).is_empty());
+    assert!(validate(&serde_json::from_str(&r2.to_json()).unwrap()).is_empty());
     // Older --json files (a bare array of results) still load.
     let old = serde_json::to_string(&r.experiments).unwrap();
     assert!(Report::parse(&old).unwrap().experiments == r.experiments, "bare array loads");
@@ -353,7 +388,10 @@ fn report_directory_holds_page_json_schema_and_raw_files() {
 fn summary_and_compare_tables() {
     let r = fixture();
     let s = r.summary();
-    assert!(s.contains("seeds: 3 reproduced, 1 not reproduced, 1 inconclusive (within noise), 0 not run"), "{s}");
+    assert!(
+        s.contains("seeds: 3 reproduced, 1 not reproduced, 1 inconclusive (interval contains 0), 0 not run"),
+        "{s}"
+    );
     assert!(s.contains("page-lock") && s.contains("not run"));
     let mut newer = r.clone();
     for f in &mut newer.experiments[2].figures {
@@ -430,4 +468,42 @@ fn write_fixture_report() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/report-fixture");
     let index = fixture().write_dir(&dir).unwrap();
     println!("wrote {}", index.display());
+}
+
+/// The summary tallies the targets and gives each miss and each target
+/// this host cannot measure one line, with what it was measured against.
+#[test]
+fn target_summary_names_each_miss_and_why() {
+    use crate::harness::TargetKind;
+    let mut e = ExperimentResult::new("x", "targets", None);
+    e.target(TargetKind::Floor, "pair at most 2x the floor", 2.5, 2.0, false);
+    e.target(TargetKind::Count, "blocks whole", 1.0, 1.0, true);
+    e.not_measurable(TargetKind::Floor, "2 threads scale 1.8x", (0.9, 1.8), "needs 2 idle CPUs, 0 were idle");
+    let r = Report::new(
+        RunInfo {
+            command: String::new(),
+            full: false,
+            repeats: 3,
+            started: 0,
+            duration_s: 0.0,
+            machine: Machine::default(),
+        },
+        vec![e],
+    );
+    let s = r.target_summary();
+    assert!(s.contains("targets: 1 met, 1 missed, 1 not measurable here"), "{s}");
+    assert!(
+        s.contains(
+            "MISSED x: pair at most 2x the floor: measured 2.5 against a limit of 2 (ratio to a same-run floor)"
+        ),
+        "{s}"
+    );
+    assert!(s.contains("NOT MEASURABLE HERE x: 2 threads scale 1.8x: needs 2 idle CPUs, 0 were idle"), "{s}");
+    assert_eq!(s.lines().count(), 3, "{s}");
+    let t = &r.experiments[0].targets;
+    assert_eq!((t[0].status(), t[1].status(), t[2].status()), ("MISSED", "MET", "NOT MEASURABLE HERE"));
+    // Older results.json targets (no kind) still load.
+    let old = r#"{"what":"w","measured":1.0,"limit":2.0,"met":true}"#;
+    let t: crate::harness::Target = serde_json::from_str(old).unwrap();
+    assert!(t.kind.is_none() && t.not_measurable.is_none() && t.status() == "MET");
 }

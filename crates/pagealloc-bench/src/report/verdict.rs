@@ -1,40 +1,56 @@
 //! Verdicts: does a seed's claim hold here?
 //!
-//! A claim names one metric and two variants (old design A, new design B). Each
-//! figure is the median of its repeats; its noise is its spread,
-//! `(max - min) / median` over the repeats (with 5 or more repeats, over all
-//! but the lowest and the highest, so one preempted repeat cannot swamp the rest). The change is signed so positive
-//! means B is better (`(new - old) / old` for throughput, `(old - new) / old` for
-//! costs). Then:
+//! A claim names one metric and two variants (old design A, new design B),
+//! each a figure with one sample per repeat (the experiments alternate A and
+//! B repeat by repeat, so drift on a shared machine hits both). The change
+//! is signed so positive means B is better (`(new - old) / old` for
+//! throughput, `(old - new) / old` for costs), computed on the medians.
+//!
+//! **The rule.** A 95% percentile-bootstrap interval of the change: 2,000
+//! times, each side's samples are drawn again with replacement (a fixed
+//! generator, so the same samples always give the same interval) and the
+//! change of the two medians is taken; the interval runs from the 2.5th to
+//! the 97.5th percentile of those changes. When both figures were measured
+//! in alternating rounds ([`Figure::paired`], same count), the rounds are
+//! drawn instead: each round's own change, old against new run back to back,
+//! and the median of the drawn rounds' changes, so drift that moves both
+//! designs in a round cancels. Then:
 //!
 //! | condition | verdict |
 //! |---|---|
 //! | a figure is missing | not run |
-//! | `|change| <= max(spread A, spread B)` | inconclusive (within noise) |
-//! | `change > noise` | reproduced |
-//! | `change < -noise` | not reproduced |
+//! | fewer than 2 samples on a side (no interval) | inconclusive |
+//! | the interval lies above 0 | reproduced |
+//! | the interval lies below 0 | not reproduced |
+//! | the interval contains 0 | inconclusive |
 //!
-//! Worked example: old 200 cycles (repeats 196..204, spread 4%), new 150
-//! (147..152, spread 3.3%): change = +25% > 4% noise, so reproduced. Had new been
-//! 195, change = +2.5% <= 4%: within noise.
+//! Worked example: old repeats 196, 200, 204 cycles, new 147, 150, 152: every
+//! resampled median of new is below every one of old, the interval is about
+//! +23%..+28%, reproduced. Had new been 190, 200, 210, the interval would
+//! span about -5%..+5%: inconclusive.
+//!
+//! The spread of the repeats, `(max - min) / median` (with 5 or more, over
+//! all but the lowest and highest), is still shown as the noise, and the
+//! experiments of seeds 1 and 2 run more alternating rounds while the
+//! interval contains 0 ([`interval`], up to a bound each states).
 //!
 //! A seed's verdict combines its claims' verdicts, ignoring claims not run: all
 //! reproduced -> reproduced; any not reproduced -> not reproduced; otherwise
 //! inconclusive; no claim measured -> not run.
 
 use super::seeds;
-use crate::harness::{ExperimentResult, Figure};
+use crate::harness::{stats, ExperimentResult, Figure};
 use serde::{Deserialize, Serialize};
 
 /// The verdict on one claim or one seed.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
-    /// B beats A by more than the noise.
+    /// B beats A: the change's interval lies above 0.
     Reproduced,
-    /// A beats B by more than the noise.
+    /// A beats B: the change's interval lies below 0.
     NotReproduced,
-    /// The difference is within the noise.
+    /// The change's interval contains 0 (or there are too few samples for one).
     Inconclusive,
     /// The figures are missing (experiment not run or not built yet).
     NotRun,
@@ -46,7 +62,7 @@ impl Verdict {
         match self {
             Verdict::Reproduced => "reproduced",
             Verdict::NotReproduced => "not reproduced",
-            Verdict::Inconclusive => "inconclusive (within noise)",
+            Verdict::Inconclusive => "inconclusive (interval contains 0)",
             Verdict::NotRun => "not run",
         }
     }
@@ -93,8 +109,15 @@ pub struct ClaimVerdict {
     pub ratio: Option<f64>,
     /// Relative change, positive when the new design is better.
     pub change: Option<f64>,
-    /// The noise the change is compared with: max of the two spreads.
+    /// The larger of the two spreads, shown beside the change.
     pub noise: Option<f64>,
+    /// The 95% bootstrap interval of the change, low end (absent with
+    /// fewer than 2 samples a side).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci_low: Option<f64>,
+    /// The interval's high end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci_high: Option<f64>,
     /// The verdict.
     pub verdict: Verdict,
 }
@@ -112,18 +135,90 @@ pub struct SeedVerdict {
     pub claims: usize,
 }
 
-/// Judge old against new.
+/// Resamples in the bootstrap: enough that the 2.5th and 97.5th
+/// percentiles move by well under a point between generators.
+const RESAMPLES: usize = 2000;
+
+/// The 95% percentile-bootstrap interval of the change from `old` to `new`
+/// samples (positive = new better), or `None` with fewer than 2 finite
+/// samples on a side.
+pub fn interval(old: &[f64], new: &[f64], higher_is_better: bool) -> Option<(f64, f64)> {
+    let finite = |v: &[f64]| v.iter().copied().filter(|x| x.is_finite()).collect::<Vec<f64>>();
+    let (o, n) = (finite(old), finite(new));
+    if o.len() < 2 || n.len() < 2 {
+        return None;
+    }
+    let mut rng = crate::harness::rand::Lcg(0x9e37_79b9_7f4a_7c15);
+    let (mut bo, mut bn) = (Vec::with_capacity(o.len()), Vec::with_capacity(n.len()));
+    percentiles((0..RESAMPLES).map(|_| {
+        let (mo, mn) = (draw(&mut rng, &o, &mut bo), draw(&mut rng, &n, &mut bn));
+        seeds::change(mo, mn, higher_is_better)
+    }))
+}
+
+/// [`interval`] for samples taken in alternating rounds: round i of `old`
+/// and of `new` ran back to back. The rounds' own changes are drawn.
+pub fn interval_paired(old: &[f64], new: &[f64], higher_is_better: bool) -> Option<(f64, f64)> {
+    let rounds: Vec<f64> =
+        old.iter().zip(new).map(|(&o, &n)| seeds::change(o, n, higher_is_better)).filter(|c| c.is_finite()).collect();
+    if rounds.len() < 2 || old.len() != new.len() {
+        return None;
+    }
+    let mut rng = crate::harness::rand::Lcg(0x9e37_79b9_7f4a_7c15);
+    let mut buf = Vec::with_capacity(rounds.len());
+    percentiles((0..RESAMPLES).map(|_| draw(&mut rng, &rounds, &mut buf)))
+}
+
+/// The median of `v.len()` draws from `v` with replacement.
+fn draw(rng: &mut crate::harness::rand::Lcg, v: &[f64], buf: &mut Vec<f64>) -> f64 {
+    buf.clear();
+    buf.extend((0..v.len()).map(|_| v[(rng.next() % v.len() as u64) as usize]));
+    stats::median(buf)
+}
+
+/// The 2.5th and 97.5th percentiles of the resampled changes (none when
+/// most were not finite).
+fn percentiles(changes: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
+    let mut changes: Vec<f64> = changes.filter(|c| c.is_finite()).collect();
+    if changes.len() < RESAMPLES / 2 {
+        return None;
+    }
+    changes.sort_by(f64::total_cmp);
+    let at = |q: f64| changes[((changes.len() - 1) as f64 * q).round() as usize];
+    Some((at(0.025), at(0.975)))
+}
+
+/// The interval of two figures: paired when both were measured in
+/// alternating rounds (the same number of them), else unpaired.
+pub fn figures_interval(old: &Figure, new: &Figure) -> Option<(f64, f64)> {
+    if old.is_paired() && new.is_paired() && old.samples.len() == new.samples.len() {
+        interval_paired(&old.samples, &new.samples, new.higher_is_better)
+    } else {
+        interval(&old.samples, &new.samples, new.higher_is_better)
+    }
+}
+
+/// Whether more alternating rounds could settle a claim: the paired
+/// interval contains 0, or there is none yet.
+pub fn unsettled(old: &[f64], new: &[f64], higher_is_better: bool) -> bool {
+    interval_paired(old, new, higher_is_better).is_none_or(|(lo, hi)| lo <= 0.0 && hi >= 0.0)
+}
+
+/// The verdict of an interval (see the module doc).
+pub fn of_interval(ci: Option<(f64, f64)>) -> Verdict {
+    match ci {
+        Some((lo, _)) if lo > 0.0 => Verdict::Reproduced,
+        Some((_, hi)) if hi < 0.0 => Verdict::NotReproduced,
+        _ => Verdict::Inconclusive,
+    }
+}
+
+/// Judge old against new: the change of the medians, the larger spread,
+/// the verdict from the change's interval.
 pub fn judge(old: &Figure, new: &Figure) -> (f64, f64, Verdict) {
     let change = seeds::change(old.value, new.value, new.higher_is_better);
     let noise = old.spread().max(new.spread());
-    let v = if !change.is_finite() || !noise.is_finite() || change.abs() <= noise {
-        Verdict::Inconclusive
-    } else if change > 0.0 {
-        Verdict::Reproduced
-    } else {
-        Verdict::NotReproduced
-    };
-    (change, noise, v)
+    (change, noise, of_interval(figures_interval(old, new)))
 }
 
 /// Judge every claim of every experiment.
@@ -148,10 +243,15 @@ pub fn claims(results: &[ExperimentResult]) -> Vec<ClaimVerdict> {
                 ratio: None,
                 change: None,
                 noise: None,
+                ci_low: None,
+                ci_high: None,
                 verdict: Verdict::NotRun,
             };
             if let (Some(o), Some(n)) = (o, n) {
                 let (change, noise, verdict) = judge(o, n);
+                if let Some((lo, hi)) = figures_interval(o, n) {
+                    (v.ci_low, v.ci_high) = (Some(lo), Some(hi));
+                }
                 v.ratio = Some(n.value / o.value);
                 v.change = Some(change);
                 v.noise = Some(noise);

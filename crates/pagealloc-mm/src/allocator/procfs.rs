@@ -154,6 +154,7 @@ impl PageAllocator {
             nr_depot: self.core.zones.iter().map(|z| z.depot.pages_racy()).sum(),
             pgalloc_fallback_claim: e(VmEvent::FallbackClaim),
             pgalloc_fallback_steal: e(VmEvent::FallbackSteal),
+            pgalloc_fallback_fragmenting: e(VmEvent::FallbackFragmenting),
             highatomic_reserve: e(VmEvent::HighatomicReserve),
             pgalloc_fail: e(VmEvent::AllocFail),
             nr_reserved_highatomic: self.snapshot().zones.iter().map(|z| z.nr_reserved_highatomic).sum(),

@@ -55,7 +55,7 @@ mod measure;
 mod rounds;
 mod timing;
 
-use crate::harness::{pin, Claim, Ctx, Experiment, ExperimentResult, Figure, Plot};
+use crate::harness::{pin, Claim, Ctx, Experiment, ExperimentResult, Figure, Plot, TargetKind};
 use measure::{measure, Measured};
 
 /// The bulk sizes of page_bench04_bulk.
@@ -93,6 +93,7 @@ fn print_forms(ctx: &Ctx, r: &mut ExperimentResult, m: &Measured) {
             r.line(ctx, rec.line(name));
             r.figures.push(
                 Figure::new(format!("bulk-{}", rec.step), variant, "cycles", samples.clone())
+                    .paired()
                     .param("bulk", rec.step as u64),
             );
             r.figures.push(
@@ -170,24 +171,36 @@ fn print_pairs(ctx: &Ctx, r: &mut ExperimentResult, m: &Measured) {
 
 /// The pair's targets: its time, and its speed against malloc's and
 /// tcmalloc's. Returns (ours, malloc's, tcmalloc's) pair times.
-fn pair_targets(r: &mut ExperimentResult) -> (f64, f64, Option<f64>) {
+fn pair_targets(r: &mut ExperimentResult, m: &Measured) -> (f64, f64, Option<f64>) {
+    let m_tcmalloc_err = m.tcmalloc.as_ref().err();
     let pair = r.get("pcp-pair", "pagealloc").map_or(f64::NAN, |f| f.value);
     let mpair = r.get("pcp-pair", "malloc").map_or(f64::NAN, |f| f.value);
-    r.target("order-0 pair on a per-CPU hit at most 15 ns", pair, 15.0, pair <= 15.0);
     let x = mpair / pair;
-    r.target("order-0 pair at least 3x faster than malloc's 4 KiB-aligned pair (x faster)", x, 3.0, x >= 3.0);
+    r.target(
+        TargetKind::Peer,
+        "order-0 pair at least 3x faster than malloc's 4 KiB-aligned pair (x faster)",
+        x,
+        3.0,
+        x >= 3.0,
+    );
     let tpair = r.get("pcp-pair", "tcmalloc").map(|f| f.value);
-    if let Some(tpair) = tpair {
-        let x = tpair / pair;
-        r.target("order-0 pair at least 1.2x faster than tcmalloc's 4 KiB-aligned pair (x faster)", x, 1.2, x >= 1.2);
-        let owned = r.get("pcp-pair", "owned").map_or(f64::NAN, |f| f.value);
-        let x = tpair / owned;
-        r.target(
-            "owned order-0 pair (Pages alloc+drop) at least 1.2x faster than tcmalloc's 4 KiB-aligned pair (x faster)",
-            x,
-            1.2,
-            x >= 1.2,
-        );
+    let what = "order-0 pair at least 1.2x faster than tcmalloc's 4 KiB-aligned pair (x faster)";
+    let what_owned =
+        "owned order-0 pair (Pages alloc+drop) at least 1.2x faster than tcmalloc's 4 KiB-aligned pair (x faster)";
+    match (tpair, &m_tcmalloc_err) {
+        (Some(tpair), _) => {
+            let x = tpair / pair;
+            r.target(TargetKind::Peer, what, x, 1.2, x >= 1.2);
+            let owned = r.get("pcp-pair", "owned").map_or(f64::NAN, |f| f.value);
+            let x = tpair / owned;
+            r.target(TargetKind::Peer, what_owned, x, 1.2, x >= 1.2);
+        }
+        (None, Some(e)) => {
+            for w in [what, what_owned] {
+                r.not_measurable(TargetKind::Peer, w, (f64::NAN, 1.2), format!("tcmalloc not loaded: {e}"));
+            }
+        }
+        (None, None) => {}
     }
     (pair, mpair, tpair)
 }
@@ -199,11 +212,14 @@ fn array_targets(r: &mut ExperimentResult, m: &Measured) {
     // floor below says what that alone costs.
     let o128 = r.get("ns-bulk-128", "new-owned").map_or(f64::NAN, |f| f.value);
     let a128 = r.get("ns-bulk-128", "new").map_or(f64::NAN, |f| f.value);
+    let of128 = r.get("ns-floor-128", "owned-floor").map_or(f64::NAN, |f| f.value);
     r.target(
-        "array bulk at step 128 at most 2 ns per page (alloc+free; the owned array form, PageArray)",
-        o128,
-        2.0,
-        o128 <= 2.0,
+        TargetKind::Floor,
+        "owned array form (PageArray) at step 128 at most 1.5x its floor (the same work a page with nothing \
+         around it, timed alternately; x floor)",
+        o128 / of128,
+        1.5,
+        o128 <= 1.5 * of128,
     );
     if let Some(of) = r.get("ns-floor-128", "owned-floor") {
         r.notes.push(format!(
@@ -234,13 +250,14 @@ fn array_targets(r: &mut ExperimentResult, m: &Measured) {
     }
 }
 
-/// Seed 3's order over the steps, as targets.
+/// Seed 3's order over the steps, as a note: the seed's table has the array
+/// faster than the list at every step 2..128 and the list faster than single
+/// pages from step 4. These compare the designs with each other, which the
+/// seed's verdict does (at step 128, from a confidence interval); here they
+/// are what a reader checks against the thread's table, not targets.
 fn seed_order(r: &mut ExperimentResult) {
-    // The seed's table: array faster than list at every step 2..128, list
-    // faster than single pages from step 4.
-    let (mut ordered, mut steps, mut misses) = (0, 0, Vec::new());
-    // The two halves of the order, counted apart so each shows.
-    let (mut array_wins, mut list_wins, mut list_steps) = (0, 0, 0);
+    let (mut array_wins, mut list_wins, mut steps, mut list_steps) = (0, 0, 0, 0);
+    let mut misses = Vec::new();
     for &s in STEPS.iter().filter(|&&s| s >= 2) {
         steps += 1;
         let l = r.get(&format!("bulk-{s}"), "old").map_or(f64::NAN, |f| f.value);
@@ -252,33 +269,15 @@ fn seed_order(r: &mut ExperimentResult) {
             list_steps += 1;
             list_wins += usize::from(l < one);
         }
-        if a < l && (s < 4 || l < one) {
-            ordered += 1;
-        } else {
+        if !(a < l && (s < 4 || l < one)) {
             misses.push(format!("step {s}: array {a:.1} list {l:.1} single {one:.1} cycles"));
         }
     }
-    r.target(
-        "array faster than list at every step 2..128, list faster than single from step 4 (steps in order)",
-        ordered as f64,
-        steps as f64,
-        ordered == steps,
-    );
-    r.target(
-        "array faster than list at every step 2..128 (steps where it is)",
-        array_wins as f64,
-        steps as f64,
-        array_wins == steps,
-    );
-    r.target(
-        "list faster than single pages at every step 4..128 (steps where it is)",
-        list_wins as f64,
-        list_steps as f64,
-        list_wins == list_steps,
-    );
-    if !misses.is_empty() {
-        r.notes.push(format!("seed 3's order broken at {}", misses.join("; ")));
-    }
+    r.notes.push(format!(
+        "seed 3's order: array faster than list at {array_wins} of {steps} steps 2..128, list faster than single \
+         pages at {list_wins} of {list_steps} steps 4..128{}",
+        if misses.is_empty() { String::new() } else { format!("; broken at {}", misses.join("; ")) }
+    ));
 }
 
 /// Seed 3's claim and the plot.
@@ -363,7 +362,7 @@ impl Experiment for Bulk {
         print_forms(ctx, &mut r, &m);
         print_floors(ctx, &mut r, &m);
         print_pairs(ctx, &mut r, &m);
-        let pairs = pair_targets(&mut r);
+        let pairs = pair_targets(&mut r, &m);
         array_targets(&mut r, &m);
         seed_order(&mut r);
         claim_and_plot(&mut r);

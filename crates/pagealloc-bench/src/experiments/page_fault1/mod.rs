@@ -28,7 +28,7 @@ mod tests;
 mod wis;
 mod worker;
 
-use crate::harness::{Claim, Ctx, Experiment, ExperimentResult, Figure, Plot};
+use crate::harness::{Claim, Ctx, Experiment, ExperimentResult, Figure, Plot, TargetKind};
 use case::{run_case, Run};
 use pagealloc::DrainMode;
 use std::fmt::Write as _;
@@ -220,27 +220,45 @@ fn val(r: &ExperimentResult, m: &str, v: &str) -> Option<f64> {
     r.get(m, v).map(|f| f.value)
 }
 
-/// The targets: the cost per page against the floor at 1 thread, and the
-/// scaling from 1 to 2 threads.
-fn targets(r: &mut ExperimentResult) {
-    for v in ["old", "new", "default"] {
-        if let (Some(ours), Some(floor)) = (val(r, "ns-per-page-1t", v), val(r, "ns-per-page-1t", "floor")) {
-            let ratio = ours / floor;
-            r.target(
-                format!("page-fault1 ({v}) per-page cost at 1 thread at most 1.5x the floor (x floor)"),
-                ratio,
-                1.5,
-                ratio <= 1.5,
+/// The targets, on the design a user gets (`default`, else the seed's
+/// `new`): the cost per page against the kernel's own page_fault1 at 1
+/// thread (the peer the test was written for), and the scaling from 1 to 2
+/// threads where two CPUs are idle. The cost against the touch floor is a
+/// figure, not a target: the allocator's alloc+free of a page adds to the
+/// writes rather than overlapping them (docs/experiments.md), so no ratio
+/// to that floor alone is a promise.
+fn targets(ctx: &Ctx, r: &mut ExperimentResult) {
+    let v = if val(r, "ns-per-page-1t", "default").is_some() { "default" } else { "new" };
+    if let (Some(ours), Some(kernel)) = (val(r, "ns-per-page-1t", v), val(r, "ns-per-page-1t", "kernel")) {
+        let x = kernel / ours;
+        r.target(
+            TargetKind::Peer,
+            "page-fault1 at 1 thread at least 10x faster per page than the kernel's own (mmap, fault, munmap; x faster)",
+            x,
+            10.0,
+            x >= 10.0,
+        );
+    }
+    let what = format!("page-fault1 ({v}) 2 threads give at least 1.8x the iterations of 1");
+    if let (Some(one), Some(two)) = (val(r, "iterations-1t", v), val(r, "iterations-2t", v)) {
+        let ratio = two / one;
+        let floor = match (val(r, "iterations-1t", "floor"), val(r, "iterations-2t", "floor")) {
+            (Some(f1), Some(f2)) => f2 / f1,
+            _ => f64::NAN,
+        };
+        if ctx.idle_cpus < 2 {
+            let why = format!(
+                "needs 2 idle CPUs, {} were idle at the start (load average over the {} CPUs this process may use); \
+                 the touch floor itself scaled {floor:.2}x",
+                ctx.idle_cpus,
+                crate::harness::cpus()
             );
-        }
-        if let (Some(one), Some(two)) = (val(r, "iterations-1t", v), val(r, "iterations-2t", v)) {
-            let ratio = two / one;
-            r.target(
-                format!("page-fault1 ({v}) 2 threads give at least 1.8x the iterations of 1"),
-                ratio,
-                1.8,
-                ratio >= 1.8,
-            );
+            r.not_measurable(TargetKind::Floor, what, (ratio, 1.8), why);
+        } else if floor < 1.8 {
+            let why = format!("the touch floor (no allocator) itself scaled only {floor:.2}x at 2 threads here");
+            r.not_measurable(TargetKind::Floor, what, (ratio, 1.8), why);
+        } else {
+            r.target(TargetKind::Floor, what, ratio, 1.8, ratio >= 1.8);
         }
     }
 }
@@ -297,18 +315,21 @@ fn verdict_lines(ctx: &Ctx, r: &mut ExperimentResult, threads: &[usize], full_lo
 }
 
 /// Seed 1's claim and the iterations plot.
-fn claim_and_plot(r: &mut ExperimentResult, kinds: &[Kind], full_load: usize) {
-    r.claims.push(Claim {
-        seed: 1,
-        text: "Picking pages off the per-CPU lists outside the zone lock shortens its hold: verdict on the \
+fn claim_and_plot(r: &mut ExperimentResult, kinds: &[Kind], full_load: Option<usize>) {
+    // No CPU was idle: not judged (see `run`).
+    if let Some(full_load) = full_load {
+        r.claims.push(Claim {
+            seed: 1,
+            text: "Picking pages off the per-CPU lists outside the zone lock shortens its hold: verdict on the \
                zone-lock hold time per drained page at full load (per fifth of a measured second); the seed saw it as \
                +3.0% to +6.4% page_fault1 iterations on 2 to 4 sockets (Broadwell 2S 9034215 -> 9536374, \
                +5.6%; Skylake 4S 15677465 -> 16675866, +6.4%), reported beside it (iterations-Nt)"
-            .into(),
-        metric: format!("drain-hold-per-page-{full_load}t"),
-        old: "old".into(),
-        new: "new".into(),
-    });
+                .into(),
+            metric: format!("drain-hold-per-page-{full_load}t"),
+            old: "old".into(),
+            new: "new".into(),
+        });
+    }
     let mut plot = Plot::line("page_fault1: iterations against threads", "threads", "threads", "iterations per second")
         .series("old (pick under zone lock)", "old", Some("iterations-*"))
         .series("new (pick outside)", "new", Some("iterations-*"))
@@ -385,11 +406,37 @@ impl Experiment for PageFault1 {
         }
         pb.finish_and_clear();
         write_csvs(ctx, &mut r, args.sweep, &kinds, &rows);
-        targets(&mut r);
+        targets(ctx, &mut r);
         floor_note(ctx, &mut r);
-        let full_load = *threads.iter().max().unwrap_or(&1);
+        // Seed 1's claim is judged at full load: the most threads run, or,
+        // where fewer CPUs were idle, the most threads that had a CPU each
+        // (with a thread more than idle CPUs the lock holder is preempted
+        // mid-drain and the hold measures the scheduler: on a busy 2-vCPU
+        // host the interval at 2 threads ran from -63% to +91%).
+        let most = *threads.iter().max().unwrap_or(&1);
+        let full_load = threads.iter().copied().filter(|&n| n <= ctx.idle_cpus.max(1)).max().unwrap_or(most);
+        if full_load < most {
+            r.notes.push(format!(
+                "seed 1's claim judged at {full_load} thread(s): {} CPU(s) were idle at the start, fewer than the \
+                 {most} threads of full load",
+                ctx.idle_cpus
+            ));
+        }
+        // With no CPU idle even one thread shares its CPU, and a drain's
+        // holder preempted mid-hold makes the hold the scheduler's (at a
+        // load average of 14 on 2 CPUs the interval at 1 thread ran from
+        // -358% to +57%): not judged here; seed 1 rests on pcp-flush's
+        // pinned drain then.
+        let judged = (ctx.idle_cpus >= 1).then_some(full_load);
+        if judged.is_none() {
+            r.notes.push(
+                "seed 1's claim not judged on page-fault1: no CPU was idle at the start, so the drain's zone-lock \
+                 hold measured the scheduler's preemptions; pcp-flush's pinned drain carries seed 1"
+                    .into(),
+            );
+        }
         verdict_lines(ctx, &mut r, &threads, full_load);
-        claim_and_plot(&mut r, &kinds, full_load);
+        claim_and_plot(&mut r, &kinds, judged);
         notes(&mut r, args, &kinds, (warmup, measure), cpus);
         r
     }

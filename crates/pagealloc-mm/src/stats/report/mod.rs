@@ -341,6 +341,10 @@ pub struct PcpStat {
     /// `pgalloc_fallback_steal`: fallback allocations that took a block from
     /// another type's list without claiming its pageblock.
     pub pgalloc_fallback_steal: u64,
+    /// `pgalloc_fallback_fragmenting`: fallback allocations (claims and
+    /// steals) from a block smaller than a pageblock, the kernel's
+    /// `fragmenting` extfrag events.
+    pub pgalloc_fallback_fragmenting: u64,
     /// `highatomic_reserve`: pageblocks moved into the HighAtomic reserve.
     pub highatomic_reserve: u64,
     /// `pgalloc_fail`: allocation requests that failed (`Err(AllocError)`).
@@ -383,7 +387,7 @@ pub struct PcpStat {
 
 impl PcpStat {
     /// Every key with its value, in print order.
-    pub fn items(&self) -> [(&'static str, u64); 23] {
+    pub fn items(&self) -> [(&'static str, u64); 24] {
         [
             ("pcp_refill", self.pcp_refill),
             ("pcp_drain", self.pcp_drain),
@@ -393,6 +397,7 @@ impl PcpStat {
             ("nr_depot", self.nr_depot),
             ("pgalloc_fallback_claim", self.pgalloc_fallback_claim),
             ("pgalloc_fallback_steal", self.pgalloc_fallback_steal),
+            ("pgalloc_fallback_fragmenting", self.pgalloc_fallback_fragmenting),
             ("highatomic_reserve", self.highatomic_reserve),
             ("pgalloc_fail", self.pgalloc_fail),
             ("nr_reserved_highatomic", self.nr_reserved_highatomic),

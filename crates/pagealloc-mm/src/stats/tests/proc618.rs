@@ -279,6 +279,7 @@ fn vmstat_and_pcpstat_hold(a: &PageAllocator) {
         "nr_depot",
         "pgalloc_fallback_claim",
         "pgalloc_fallback_steal",
+        "pgalloc_fallback_fragmenting",
         "highatomic_reserve",
         "pgalloc_fail",
         "nr_reserved_highatomic",
