@@ -126,11 +126,18 @@ impl Core {
         // piece by piece under it (a merge takes each buddy off its list
         // before the merged block goes on): one preempted there shows the
         // zone nearly empty while it is not. Before failing, each zone once
-        // more with its lock held, where the counters are exact (loom model
+        // more on counters of one instant (loom model
         // `tests::loom_models::stale_free_races_reallocation_at_another_order`
-        // found an order-0 request failing on an all-free arena).
+        // found an order-0 request failing on an all-free arena): a zone
+        // whose seqcount-consistent counters say no is passed over without
+        // its lock (a request refused in one zone before falling back to
+        // the next took every zone's lock to fail); the others are tried
+        // with the lock held, where the counters are exact.
         let locked = zl.iter().find_map(|&zi| {
             let z = &self.zones[zi];
+            if z.watermark_ok_consistent(order, af, gfp) == Some(false) {
+                return None;
+            }
             let g = z.lock(&self.mm);
             z.watermark_ok(order, af, gfp).then(|| z.rmqueue_in(g, order, gfp, af, false)).flatten()
         });
@@ -173,7 +180,13 @@ impl Core {
         }
         for &zi in zl {
             let z = &self.zones[zi];
-            any |= z.lock(&self.mm).unreserve_highatomic_locked(gfp.migratetype(), true);
+            // A zone with no reserve has nothing to give back: no lock for
+            // it (a reserve is made only under the lock, by an allocation
+            // that succeeded; one made since this read waits for the next
+            // failing request, as the kernel's lockless check lets it).
+            if z.stats.nr_reserved_highatomic.get_racy() != 0 {
+                any |= z.lock(&self.mm).unreserve_highatomic_locked(gfp.migratetype(), true);
+            }
         }
         any
     }

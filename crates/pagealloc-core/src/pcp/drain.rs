@@ -229,10 +229,14 @@ pub fn flush_depot(zone: &Zone, mm: &MemMap) {
         return;
     }
     let mut pages = Vec::new();
-    zone.depot.take_all(&mut pages);
+    let taken = zone.depot.take_all(&mut pages);
+    if pages.is_empty() {
+        return;
+    }
     let mut keys: Vec<u64> = pages.iter().map(|&p| block_key(p as u64, Order::ZERO)).collect();
     let n = keys.len() as u32;
     free_blocks_to_buddy(zone, mm, &mut keys, n, &[]);
+    zone.depot.settle(taken);
 }
 
 /// Merge picked blocks among themselves (in place: `blocks` ends as the

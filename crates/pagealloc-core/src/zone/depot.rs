@@ -14,7 +14,10 @@
 //! alone and the depot keeps its own count beside it.
 //!
 //! Invariants (the depot lock protects all of them):
-//! - `pages[t] == stacks[t].len()`, and the sum is at most `cap`.
+//! - `pages[t] == stacks[t].len()`, plus the pages an emptying of the
+//!   depot has taken and not yet put on the buddy lists (counted there
+//!   already: for that moment they count twice, never nowhere); the sum is
+//!   at most `cap`.
 //! - Every pfn on `stacks[t]` is a page of this zone marked `PCP`, order 0,
 //!   on no other list.
 //! - Nothing is pushed while the zone has isolated pageblocks (read under
@@ -161,15 +164,32 @@ impl Depot {
     }
 
     /// Take every page out (waiting for the lock), for the buddy: the pfns
-    /// are appended to `out`, and the depot is empty after.
-    pub fn take_all(&self, out: &mut Vec<u32>) {
+    /// are appended to `out`, and the stacks are empty after. The pages
+    /// stay counted until the caller has put them on the buddy lists and
+    /// calls [`Depot::settle`] with what this returned (per type): counted
+    /// twice for that moment rather than nowhere, so no allocation sees
+    /// free memory dip and fails while they move.
+    pub fn take_all(&self, out: &mut Vec<u32>) -> [u64; MIGRATE_PCPTYPES] {
         if self.pages_racy() == 0 {
-            return;
+            return [0; MIGRATE_PCPTYPES];
         }
         let mut stacks = self.stacks.lock();
-        for (s, c) in stacks.iter_mut().zip(&self.pages) {
-            out.append(s);
-            c.set_locked(0);
+        core::array::from_fn(|t| {
+            let n = stacks[t].len() as u64;
+            out.append(&mut stacks[t]);
+            n
+        })
+    }
+
+    /// The pages [`Depot::take_all`] took are on the buddy lists now: stop
+    /// counting them.
+    pub fn settle(&self, taken: [u64; MIGRATE_PCPTYPES]) {
+        if taken.iter().all(|&n| n == 0) {
+            return;
+        }
+        let _stacks = self.stacks.lock();
+        for (c, n) in self.pages.iter().zip(taken) {
+            c.sub_locked(n);
         }
     }
 
@@ -220,8 +240,10 @@ mod tests {
         assert_eq!(d.try_pop(0, &mut m, 3), 0);
         assert_eq!((d.try_take_one(1), d.try_take_one(0)), (Some(0), None));
         let mut all = Vec::new();
-        d.take_all(&mut all);
-        assert_eq!((all.len(), d.pages_racy()), (2, 0));
+        let taken = d.take_all(&mut all);
+        assert_eq!((all.len(), d.pages_racy()), (2, 2), "counted until settled");
+        d.settle(taken);
+        assert_eq!(d.pages_racy(), 0);
         assert_eq!(d.for_each(|_, _| panic!("empty")), [0; MIGRATE_PCPTYPES]);
     }
 }

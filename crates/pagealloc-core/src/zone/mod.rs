@@ -316,6 +316,29 @@ impl Zone {
         order == Order::ZERO || ZoneGuard::has_free_block_racy(self, order, af.high)
     }
 
+    /// [`Zone::watermark_ok`] on counters of one instant: read while no
+    /// writer is inside the zone lock's critical section (the seqcount is
+    /// even and unchanged across the read), so never on a merge or split
+    /// caught halfway, and without taking the lock. None when writers kept
+    /// it busy for every try.
+    pub fn watermark_ok_consistent(&self, order: Order, af: AllocFlags, gfp: Gfp) -> Option<bool> {
+        for _ in 0..4 {
+            // Acquire: pairs with the Release store that ended the last
+            // critical section, so its counters are seen.
+            let s = self.stats.seq.load(Ordering::Acquire);
+            if s & 1 == 0 {
+                let ok = self.watermark_ok(order, af, gfp);
+                // The counters are read before the seqcount again.
+                fence(Ordering::Acquire);
+                if self.stats.seq.load(Ordering::Relaxed) == s {
+                    return Some(ok);
+                }
+            }
+            core::hint::spin_loop();
+        }
+        None
+    }
+
     /// Take a block of `order` for `gfp` from the buddy lists under the zone
     /// lock (HighAtomic reserve first for high-priority orders above 0, and
     /// reserving a block for them). `trylock_failed`: the request came here
