@@ -13,6 +13,7 @@
 //! with one blanket implementation each, so that `pagealloc`'s allocator
 //! calls them as its own methods. Most programs want `pagealloc`, which
 //! builds this layer; the modules are public for it, not a stable API.
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 use pagealloc_core::page_alloc::Core;

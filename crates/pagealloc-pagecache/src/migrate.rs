@@ -36,7 +36,6 @@ use crate::pageref;
 use crate::sync::Ordering;
 use crate::types::Pfn;
 use crate::vmevent::VmEvent;
-use pagealloc_compaction::prelude::*;
 use std::sync::Weak;
 
 /// The page cache as the allocator's LRU migrator.
@@ -85,7 +84,8 @@ pub(crate) fn migrate(c: &CacheInner, from: u64, to: u64) -> Moved {
     };
     // Frozen: nobody reads, writes, marks or references `from` now. Its
     // state is the word the freeze replaced (which only we held locked).
-    core.copy_frame(from, to);
+    let copied = core.mm.copy_to_target(Pfn::new(from), Pfn::new(to));
+    debug_assert!(copied || core.mm.page_address(Pfn::new(from)).is_none(), "copy of {from:#x} refused");
     let keep = old & (UPTODATE | DIRTY | REFERENCED | ACTIVE);
     c.owners[to as usize].store(CacheInner::owner_word(m.slot, index), Ordering::Release);
     let td = core.mm.page(to);

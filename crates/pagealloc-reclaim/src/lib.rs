@@ -35,6 +35,7 @@
 //! only to push or pop entries, with nothing taken under it.
 //!
 //! Allocation never happens under 2..4; shrinkers are called with none held.
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod dirty;

@@ -59,13 +59,14 @@
 //!   about the delay after it went free. The free clock that stamps blocks is
 //!   advanced at each of the reporter's wakes (it was only advanced by passes,
 //!   so stamps could be a pause old and blocks released before the delay).
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 use pagealloc_core::config::{Backing, Config, ReportCallback};
 use pagealloc_core::memmap::MemMap;
 use pagealloc_core::page::flags;
 use pagealloc_core::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use pagealloc_core::types::{MigrateType, Order, Pfn, PAGE_SIZE};
+use pagealloc_core::types::{MigrateType, Order, Pfn};
 use pagealloc_core::zone::{Zone, FREE_CLOCK, FREE_CLOCK_MS};
 use std::sync::Mutex as StdMutex;
 use std::thread::JoinHandle;
@@ -231,16 +232,7 @@ impl Reporting {
             return false;
         }
         match &self.release {
-            Release::Madvise { advice } => {
-                let Some(addr) = mm.page_address(Pfn::new(pfn)) else {
-                    return false;
-                };
-                // SAFETY: the range [pfn, pfn + pages) lies inside our own
-                // mapping (one zone's span) and is made of free blocks under
-                // the zone lock the caller holds: nobody owns its memory, and
-                // dropping its contents is what freeing it allows.
-                unsafe { libc::madvise(addr.as_ptr().cast(), PAGE_SIZE * pages as usize, *advice) == 0 }
-            }
+            Release::Madvise { advice } => mm.madvise_free_run(pfn, pages, *advice),
             // Never merged: one block, of `pages` = 2^order pages.
             // A panic of the user's callback is a failed release (counted in
             // the pass's errors), not an unwind through the zone lock the

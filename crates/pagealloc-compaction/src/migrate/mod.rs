@@ -38,7 +38,7 @@ use crate::movable::MovableOps;
 use crate::prelude::*;
 use pagealloc_core::page::flags;
 use pagealloc_core::sync::Ordering;
-use pagealloc_core::types::{Order, Pfn, PAGE_SIZE};
+use pagealloc_core::types::{Order, Pfn};
 use pagealloc_core::vmevent::VmEvent;
 use std::any::Any;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
@@ -297,7 +297,10 @@ pub trait MigrationExt: CompactionHost {
             return self.putback_failed(&*ops, from, caught);
         };
         if !copies {
-            self.copy_frame(p, target);
+            // `p` is isolated by its owner; `target` is our private target
+            // (the core checks that one).
+            let copied = self.mm.copy_to_target(from, Pfn::new(target));
+            debug_assert!(copied || self.mm.page_address(from).is_none(), "migration copy of {p:#x} refused");
         }
         // Freeze: fails if a lock, writeback or anything else came meanwhile.
         if d.flags.compare_exchange(ISOLATED, flags::ISOLATED_MIGRATE, Ordering::AcqRel, Ordering::Relaxed).is_err() {
@@ -364,17 +367,6 @@ pub trait MigrationExt: CompactionHost {
         self.mm.page(p).flags.fetch_and(!flags::ISOLATED_MIGRATE, Ordering::Release);
     }
 
-    /// Copy one frame's bytes (nothing without backing). The caller makes
-    /// sure nobody else accesses either frame meanwhile.
-    fn copy_frame(&self, from: u64, to: u64) {
-        if let (Some(s), Some(t)) = (self.mm.page_address(Pfn::new(from)), self.mm.page_address(Pfn::new(to))) {
-            // SAFETY: both frames lie inside the mapping (page_address checked
-            // the range) and are distinct pages; the source is isolated (its
-            // owner promised not to write it) and the target is the caller's
-            // private allocated page, so nothing else accesses either.
-            unsafe { std::ptr::copy_nonoverlapping(s.as_ptr(), t.as_ptr(), PAGE_SIZE) };
-        }
-    }
 }
 
 impl<T: CompactionHost + ?Sized> MigrationExt for T {}
