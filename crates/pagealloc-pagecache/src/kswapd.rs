@@ -16,7 +16,6 @@ use crate::sync::{AtomicBool, Ordering};
 use crate::types::Order;
 use crate::vmevent::VmEvent;
 use crate::zone::Wmark;
-use pagealloc_compaction::prelude::*;
 use parking_lot::Mutex;
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
@@ -115,7 +114,7 @@ fn run(weak: &Weak<CacheInner>, nid: usize) {
         // `wakeup_kcompactd`).
         let order = c.alloc.core.vmscan.kswapd.take_order(nid);
         let high = Order::new(order).filter(|&o| o > Order::ZERO);
-        if high.is_some_and(|o| !c.alloc.core.node_has_free_order(nid, o)) {
+        if high.is_some_and(|o| !c.alloc.core.compaction().node_has_free_order(nid, o)) {
             c.alloc.core.mobility.kcompactd.wake(nid, order);
         }
     }

@@ -35,7 +35,7 @@
 //! does not end the thread.
 
 use crate::movable::MovableOps;
-use crate::prelude::*;
+use crate::{Compaction, CompactionHost};
 use pagealloc_core::page::flags;
 use pagealloc_core::sync::Ordering;
 use pagealloc_core::types::{Order, Pfn};
@@ -139,15 +139,12 @@ fn unmarkable(pfn: Pfn, f: u32) -> Result<(), pagealloc_core::PageStateError> {
     }
 }
 
-/// Part of the compaction layer's paths, for any [`CompactionHost`] (see
-/// the crate doc).
-#[doc(hidden)]
-pub trait MigrationExt: CompactionHost {
+impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
     /// Is `p` a page migration can try now (racy): a registered movable
     /// page, or, with a page cache attached, an order-0 page on an LRU list
     /// (a page-cache page; the page cache's migrator decides the rest).
     #[inline]
-    fn is_migratable_racy(&self, p: u64) -> bool {
+    pub fn is_migratable_racy(&self, p: u64) -> bool {
         let d = self.mm.page(p);
         let f = d.flags();
         if d.order() != 0 {
@@ -163,7 +160,7 @@ pub trait MigrationExt: CompactionHost {
     /// cache's migrator. On anything but [`Moved::Yes`] the target is still
     /// the caller's.
     /// An owner's panic is a failure, its payload in `caught`.
-    fn migrate_page(&self, p: u64, target: u64, caught: &mut OwnerPanic) -> Moved {
+    pub fn migrate_page(&self, p: u64, target: u64, caught: &mut OwnerPanic) -> Moved {
         let f = self.mm.page(p).flags();
         if f & flags::MOVABLE_OPS != 0 {
             return self.migrate_one(p, target, caught);
@@ -178,7 +175,11 @@ pub trait MigrationExt: CompactionHost {
 
     /// Mark the order-0 page `pfn`, allocated through the raw API, movable
     /// with the ops `id`.
-    fn set_page_movable(&self, pfn: Pfn, id: crate::movable::MovableId) -> Result<(), pagealloc_core::PageStateError> {
+    pub fn set_page_movable(
+        &self,
+        pfn: Pfn,
+        id: crate::movable::MovableId,
+    ) -> Result<(), pagealloc_core::PageStateError> {
         use pagealloc_core::PageStateError as E;
         let p = pfn.as_u64();
         if p >= self.mm.nr_pages() {
@@ -223,7 +224,7 @@ pub trait MigrationExt: CompactionHost {
 
     /// Unmark a movable page (it becomes pinned). Refused while it is being
     /// migrated.
-    fn clear_page_movable(&self, pfn: Pfn) -> Result<(), pagealloc_core::PageStateError> {
+    pub fn clear_page_movable(&self, pfn: Pfn) -> Result<(), pagealloc_core::PageStateError> {
         use pagealloc_core::PageStateError as E;
         let p = pfn.as_u64();
         if p >= self.mm.nr_pages() {
@@ -249,7 +250,7 @@ pub trait MigrationExt: CompactionHost {
     /// page (`HEAD`, no other bit) that the caller owns. See the module doc.
     /// On anything but [`Moved::Yes`] the target is still the caller's; an
     /// owner's panic is [`Moved::Failed`], its payload in `caught`.
-    fn migrate_one(&self, p: u64, target: u64, caught: &mut OwnerPanic) -> Moved {
+    pub fn migrate_one(&self, p: u64, target: u64, caught: &mut OwnerPanic) -> Moved {
         let d = self.mm.page(p);
         if d.order() != 0 {
             return Moved::Busy;
@@ -312,7 +313,7 @@ pub trait MigrationExt: CompactionHost {
 
     /// The frozen page `p` (`ISOLATED_MIGRATE` alone) goes to `target` if its
     /// owner's `migrate` takes it; a refusal or a panic puts it back.
-    fn hand_over(&self, p: u64, target: u64, id: u32, ops: &dyn MovableOps, caught: &mut OwnerPanic) -> Moved {
+    pub fn hand_over(&self, p: u64, target: u64, id: u32, ops: &dyn MovableOps, caught: &mut OwnerPanic) -> Moved {
         let (from, to) = (Pfn::new(p), Pfn::new(target));
         self.mobility().set_page(target, id);
         let td = self.mm.page(target);
@@ -344,7 +345,7 @@ pub trait MigrationExt: CompactionHost {
 
     /// A migration failed after the owner isolated `from`, whose word is
     /// restored already: the owner uses it again (`putback`); counted.
-    fn putback_failed(&self, ops: &dyn MovableOps, from: Pfn, caught: &mut OwnerPanic) -> Moved {
+    pub fn putback_failed(&self, ops: &dyn MovableOps, from: Pfn, caught: &mut OwnerPanic) -> Moved {
         // A panic here leaves nothing of ours to restore.
         let _ = owner_call(caught, || ops.putback(from));
         self.events.count(VmEvent::PgmigrateFail, 1);
@@ -354,7 +355,7 @@ pub trait MigrationExt: CompactionHost {
     /// Free a migration target the caller holds and did not use
     /// (`MIGRATE_TARGET`, order 0): a plain store of `PCP` takes it (nobody
     /// else writes a target's word), then the ordinary way to the lists.
-    fn free_target(&self, p: u64) {
+    pub fn free_target(&self, p: u64) {
         let d = self.mm.page(p);
         debug_assert_eq!(d.flags(), flags::MIGRATE_TARGET, "migration target {p:#x} lost its mark");
         d.set_flags(flags::PCP);
@@ -363,20 +364,14 @@ pub trait MigrationExt: CompactionHost {
 
     /// Take `ISOLATED_MIGRATE` off an isolated page (a lock may have been
     /// added meanwhile: keep it).
-    fn unisolate(&self, p: u64) {
+    pub fn unisolate(&self, p: u64) {
         self.mm.page(p).flags.fetch_and(!flags::ISOLATED_MIGRATE, Ordering::Release);
     }
-
 }
 
-impl<T: CompactionHost + ?Sized> MigrationExt for T {}
-
-/// Part of the compaction layer's paths, for any [`CompactionHost`] (see
-/// the crate doc).
-#[doc(hidden)]
-pub trait MigrationExt2: CompactionHost {
+impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
     /// Allocated pages by mobility, from a racy walk of the descriptors.
-    fn mobility_census(&self) -> crate::movable::MobilityCensus {
+    pub fn mobility_census(&self) -> crate::movable::MobilityCensus {
         let mut c = crate::movable::MobilityCensus::default();
         let mut p = 0;
         while p < self.mm.nr_pages() {
@@ -400,5 +395,3 @@ pub trait MigrationExt2: CompactionHost {
         c
     }
 }
-
-impl<T: CompactionHost + ?Sized> MigrationExt2 for T {}

@@ -8,7 +8,6 @@ use crate::error::{AllocError, PageStateError};
 use crate::migrate::OwnerPanic;
 use crate::movable::{MobilityCensus, MovableId, MovableOps};
 use crate::types::{Gfp, Order, Pfn, ZoneIdx};
-use pagealloc_compaction::prelude::*;
 use std::sync::Arc;
 
 impl PageAllocator {
@@ -30,7 +29,7 @@ impl PageAllocator {
     /// for a node that does not exist.
     #[must_use]
     pub fn fragmentation_score(&self, nid: u32) -> Option<u64> {
-        ((nid as usize) < self.core.nodes.len()).then(|| self.core.fragmentation_score_node(nid as usize))
+        ((nid as usize) < self.core.nodes.len()).then(|| self.core.compaction().fragmentation_score_node(nid as usize))
     }
 
     /// The proactive compaction watermarks (low, high) of the node score
@@ -38,7 +37,7 @@ impl PageAllocator {
     /// stops at low.
     #[must_use]
     pub fn fragmentation_score_wmarks(&self) -> (u64, u64) {
-        self.core.fragmentation_score_wmarks()
+        self.core.compaction().fragmentation_score_wmarks()
     }
 
     /// Mark the order-0 page `pfn` (allocated through the raw pfn API) movable
@@ -52,7 +51,7 @@ impl PageAllocator {
     /// migrates its pages itself); [`PageStateError::HeldByGuard`] for a page
     /// held by a [`crate::PageLockGuard`].
     pub fn set_page_movable(&self, pfn: Pfn, id: MovableId) -> Result<(), PageStateError> {
-        self.core.set_page_movable(pfn, id)?;
+        self.core.compaction().set_page_movable(pfn, id)?;
         // Free page reporting's compaction before release looks at it.
         self.core.reporting.movable_marks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(())
@@ -63,7 +62,7 @@ impl PageAllocator {
     /// # Errors
     /// Not allocated, or being migrated right now ([`PageStateError::NotMovable`]: retry).
     pub fn clear_page_movable(&self, pfn: Pfn) -> Result<(), PageStateError> {
-        self.core.clear_page_movable(pfn)
+        self.core.compaction().clear_page_movable(pfn)
     }
 
     /// Compact every zone completely (`echo 1 > /proc/sys/vm/compact_memory`).
@@ -75,7 +74,7 @@ impl PageAllocator {
     /// to the buddy lists, and then the owner's panic goes on in this thread.
     /// The page stays its owner's, to use or free as before.
     pub fn compact_memory(&self) -> CompactOutcome {
-        OwnerPanic::resuming(|caught| self.core.compact_memory(caught))
+        OwnerPanic::resuming(|caught| self.core.compaction().compact_memory(caught))
     }
 
     /// Compact zone `zone` (an index into the zones, as reports list them) until a
@@ -87,7 +86,7 @@ impl PageAllocator {
     pub fn compact_zone(&self, zone: usize, order: u32) -> Option<CompactOutcome> {
         let zi = ZoneIdx::new(zone).filter(|&zi| self.core.zones.get(zi).is_some())?;
         let order = Some(Order::new(order).unwrap_or(Order::MAX));
-        Some(OwnerPanic::resuming(|caught| self.core.compact_zone(zi, order, caught)))
+        Some(OwnerPanic::resuming(|caught| self.core.compaction().compact_zone(zi, order, caught)))
     }
 
     /// Allocate exactly `[start, start + nr_pages)`, migrating the movable
@@ -107,7 +106,7 @@ impl PageAllocator {
     /// is undone (pages already moved stay moved), and then the owner's
     /// panic goes on in this thread.
     pub fn alloc_contig_range(&self, start: Pfn, nr_pages: u64, gfp: Gfp) -> Result<(), AllocError> {
-        OwnerPanic::resuming(|caught| self.core.alloc_contig_range(start, nr_pages, gfp, caught))
+        OwnerPanic::resuming(|caught| self.core.compaction().alloc_contig_range(start, nr_pages, gfp, caught))
     }
 
     /// `/sys/kernel/debug/extfrag/extfrag_index`, from lock-free counters.
@@ -128,6 +127,6 @@ impl PageAllocator {
     /// Allocated pages by mobility: registered movable, pinned, isolated for
     /// migration (a racy walk of the descriptors).
     pub fn mobility_census(&self) -> MobilityCensus {
-        self.core.mobility_census()
+        self.core.compaction().mobility_census()
     }
 }

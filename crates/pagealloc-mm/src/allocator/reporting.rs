@@ -14,7 +14,6 @@ use crate::mm::Mm;
 use crate::reporting::ReportPass;
 use crate::sync::Ordering;
 use crate::types::{Order, MAX_ORDER, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
-use pagealloc_compaction::prelude::*;
 use std::sync::Arc;
 #[cfg(not(loom))]
 use std::time::{Duration, Instant};
@@ -232,7 +231,7 @@ pub fn compact_for_release(c: &Mm, caught: &mut OwnerPanic) -> Option<u64> {
     if free_below_pageblock(c) < 2 * PAGEBLOCK_PAGES {
         return None;
     }
-    let out = c.compact_memory(caught);
+    let out = c.compaction().compact_memory(caught);
     r.compactions.fetch_add(1, Ordering::Relaxed);
     r.compacted_pages.fetch_add(out.migrated, Ordering::Relaxed);
     Some(out.migrated)

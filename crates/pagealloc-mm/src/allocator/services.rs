@@ -7,7 +7,6 @@ use crate::invariants::{Fragmentation, ZoneCensus};
 use crate::migrate::OwnerPanic;
 use crate::stats::report::PcpReport;
 use crate::types::{Gfp, Pfn};
-use pagealloc_compaction::prelude::*;
 
 impl PageAllocator {
     /// Give `[start, start + nr_pages)`, which must lie in
@@ -45,7 +44,7 @@ impl PageAllocator {
     /// Without changing anything: a bad range, or a pageblock in it that is
     /// already isolated or cannot be (HighAtomic).
     pub fn isolate_range(&self, start: Pfn, nr_pages: u64) -> Result<(), PageStateError> {
-        self.core.isolate_range(start, nr_pages)
+        self.core.compaction().isolate_range(start, nr_pages)
     }
 
     /// Undo [`PageAllocator::isolate_range`] for the same range.
@@ -54,14 +53,14 @@ impl PageAllocator {
     /// Without changing anything: a bad range, or a pageblock in it that is
     /// not isolated.
     pub fn undo_isolate_range(&self, start: Pfn, nr_pages: u64) -> Result<(), PageStateError> {
-        self.core.undo_isolate_range(start, nr_pages)
+        self.core.compaction().undo_isolate_range(start, nr_pages)
     }
 
     /// Are all pageblocks covering the range isolated and every page of the
     /// range free on the Isolate lists?
     #[must_use]
     pub fn test_pages_isolated(&self, start: Pfn, nr_pages: u64) -> bool {
-        self.core.test_pages_isolated(start, nr_pages)
+        self.core.compaction().test_pages_isolated(start, nr_pages)
     }
 
     /// Find `nr_pages` contiguous free pages (aligned to the next power of two
@@ -79,7 +78,7 @@ impl PageAllocator {
     /// When an owner's [`crate::MovableOps`] callback panics in that
     /// fallback: as [`PageAllocator::alloc_contig_range`].
     pub fn alloc_contig_pages(&self, nr_pages: u64, gfp: Gfp) -> Result<Pfn, AllocError> {
-        OwnerPanic::resuming(|caught| self.core.alloc_contig_pages(nr_pages, gfp, caught))
+        OwnerPanic::resuming(|caught| self.core.compaction().alloc_contig_pages(nr_pages, gfp, caught))
     }
 
     /// Free a range from [`PageAllocator::alloc_contig_pages`] (order-0
@@ -89,7 +88,7 @@ impl PageAllocator {
     /// The first page that cannot be freed, as [`PageAllocator::free_pages`]
     /// reports it; then nothing was freed.
     pub fn free_contig_range(&self, start: Pfn, nr_pages: u64) -> Result<(), FreeError> {
-        self.core.free_contig_range(start, nr_pages)
+        self.core.compaction().free_contig_range(start, nr_pages)
     }
 
     /// Return this CPU's per-CPU pages and this thread's front cache to the buddy.

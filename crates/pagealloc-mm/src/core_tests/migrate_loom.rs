@@ -10,7 +10,7 @@
 use crate::migrate::{Moved, OwnerPanic};
 use crate::sync::{spin_yield, Mutex};
 use crate::*;
-use pagealloc_compaction::prelude::*;
+
 use std::sync::Arc;
 
 const KEY: u8 = 0x5A;
@@ -102,9 +102,10 @@ fn loom_migrate_races_owner_free() {
             (p, a2.alloc_pages(Gfp::MOVABLE, 0).unwrap())
         });
         // The owner's assertions panic: they fail the model.
-        let moved = OwnerPanic::resuming(|caught| a.core.migrate_one(src.as_u64(), target.as_u64(), caught));
+        let moved =
+            OwnerPanic::resuming(|caught| a.core.compaction().migrate_one(src.as_u64(), target.as_u64(), caught));
         let (freed, reused) = t.join().unwrap();
-        assert!(!a.core.is_migratable_racy(reused.as_u64()), "a fresh page came out movable");
+        assert!(!a.core.compaction().is_migratable_racy(reused.as_u64()), "a fresh page came out movable");
         a.free_pages(reused, 0).unwrap();
         match moved {
             Moved::Yes => {
@@ -186,9 +187,10 @@ fn loom_migrate_races_trusting_owner_free() {
             (freed, a2.alloc_pages(Gfp::MOVABLE, 0).unwrap())
         });
         // The owner's assertions panic: they fail the model.
-        let moved = OwnerPanic::resuming(|caught| a.core.migrate_one(src.as_u64(), target.as_u64(), caught));
+        let moved =
+            OwnerPanic::resuming(|caught| a.core.compaction().migrate_one(src.as_u64(), target.as_u64(), caught));
         let (freed, reused) = t.join().unwrap();
-        assert!(!a.core.is_migratable_racy(reused.as_u64()), "a fresh page came out movable");
+        assert!(!a.core.compaction().is_migratable_racy(reused.as_u64()), "a fresh page came out movable");
         a.free_pages(reused, 0).unwrap();
         match moved {
             Moved::Yes => assert_eq!(freed, target.as_u64(), "moved, but the owner freed the source"),
@@ -234,7 +236,8 @@ fn loom_migrate_races_owner_lock() {
             }
         });
         // The owner's assertions panic: they fail the model.
-        let moved = OwnerPanic::resuming(|caught| a.core.migrate_one(src.as_u64(), target.as_u64(), caught));
+        let moved =
+            OwnerPanic::resuming(|caught| a.core.compaction().migrate_one(src.as_u64(), target.as_u64(), caught));
         let locked = t.join().unwrap();
         let now = *owner.page.lock();
         match moved {

@@ -20,7 +20,6 @@ use crate::types::{Gfp, Order, ZoneIdx};
 use crate::vmevent::VmEvent;
 use crate::vmscan::Vmscan;
 use crate::zone::Wmark;
-use pagealloc_compaction::prelude::*;
 use std::sync::{Arc, Weak};
 
 /// One allocator: its core and the state of the layers above it.
@@ -66,6 +65,14 @@ impl Mm {
     }
 }
 
+impl Mm {
+    /// The compaction layer's operations on this allocator.
+    #[inline]
+    pub fn compaction(&self) -> pagealloc_compaction::Compaction<'_, Mm> {
+        pagealloc_compaction::Compaction::new(self)
+    }
+}
+
 impl pagealloc_compaction::CompactionHost for Mm {
     fn mobility(&self) -> &Mobility {
         &self.mobility
@@ -107,7 +114,7 @@ impl SlowPathHooks for Mm {
         _gfp: Gfp, // the slow path already refused the requests that may not compact
         alloc: &mut dyn FnMut(ZoneIdx) -> Option<u64>,
     ) -> Option<u64> {
-        self.try_direct_compact(zl, order, alloc)
+        self.compaction().try_direct_compact(zl, order, alloc)
     }
 
     /// Direct reclaim through the shrinkers (the page cache is one), counted
