@@ -37,6 +37,7 @@ use pagealloc_core::page_alloc;
 mod page_array;
 use pagealloc_core::pagelock;
 use pagealloc_core::pageref;
+mod pagecache;
 mod pages;
 use pagealloc_reporting as reporting;
 pub mod stats;
@@ -44,7 +45,7 @@ use pagealloc_core::sync;
 use pagealloc_core::types;
 use pagealloc_core::vmevent;
 use pagealloc_core::zone;
-use pagealloc_reclaim as vmscan;
+mod vmscan;
 
 #[cfg(not(loom))]
 #[doc(hidden)]
@@ -66,6 +67,11 @@ pub use movable::{MobilityCensus, MovableId, MovableOps};
 pub use page_alloc::bulk_linked::{ChainIter, PageChain};
 pub use page_array::PageArray;
 pub use pagealloc_core::PAGE_DESC_SIZE;
+pub use pagecache::{
+    DirectFileSource, FileSource, FillFn, IoMode, Mapping, PageCache, PageCacheConfig, PageCacheError, PageHandle,
+    PageIndex, PageSource, Readahead, WritebackStats, MAX_FILE_BYTES, MAX_INDEX, MAX_MAPPINGS, RA_MAX_LIMIT,
+    RA_MAX_PAGES,
+};
 pub use pagelock::CancelToken;
 pub use pages::{OwnedBlock, Pages};
 pub use reporting::ReportPass;

@@ -31,11 +31,6 @@
 #![warn(missing_docs)]
 
 pub use pagealloc_mm::*;
-pub use pagealloc_pagecache::{
-    DirectFileSource, FileSource, FillFn, IoMode, Mapping, PageCache, PageCacheConfig, PageCacheError, PageHandle,
-    PageIndex, PageSource, Readahead, WritebackStats, MAX_FILE_BYTES, MAX_INDEX, MAX_MAPPINGS, RA_MAX_LIMIT,
-    RA_MAX_PAGES,
-};
 
 /// The README's examples, compiled and run as doc tests.
 #[doc = include_str!("../../../README.md")]

@@ -5,7 +5,7 @@
 
 use super::super::{FileSource, PageCache, PageCacheConfig, PageSource, Readahead};
 use super::preadv_pages;
-use crate::ra_state::{RA_INIT_PAGES, RA_MAX_LIMIT, RA_MAX_PAGES};
+use crate::pagecache::ra_state::{RA_INIT_PAGES, RA_MAX_LIMIT, RA_MAX_PAGES};
 use crate::{Config, PageAllocator, PAGE_SIZE};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,4 +1,4 @@
-//! # pagealloc-pagecache
+//! The page cache
 //!
 //! A page cache over the allocator (the kernel's mm/filemap.c, reduced):
 //! mappings keyed by a user id hold pages at page indexes, filled on demand
@@ -70,17 +70,6 @@
 //!
 //! Lock order: see `vmscan`'s module doc (page lock, mapping shard, LRU,
 //! per-CPU batch, per-CPU lists and zone).
-
-#![warn(missing_docs)]
-
-// The crates below, under the paths this crate's code names them by.
-use pagealloc_compaction::{compaction, movable};
-use pagealloc_core::{cpu, error, page, pagelock, pageref, sync, types, vmevent, zone};
-use pagealloc_mm::allocator;
-use pagealloc_reclaim as vmscan;
-// The allocator's public names (`crate::PageAllocator`, `crate::Shrinker`...).
-#[allow(unused_imports)]
-use pagealloc_mm::*;
 
 mod checked;
 mod direct;
