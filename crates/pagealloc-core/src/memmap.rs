@@ -455,7 +455,7 @@ mod tests {
     use crate::types::MigrateType;
 
     fn map() -> MemMap {
-        MemMap::new(PAGEBLOCK_PAGES, Backing::Anonymous, crate::zone::new_pageblocks(1)).unwrap()
+        MemMap::new(PAGEBLOCK_PAGES, Backing::Anonymous, [AtomicU16::new(0)].into_iter().collect()).unwrap()
     }
 
     #[test]

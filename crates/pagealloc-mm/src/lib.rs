@@ -2,16 +2,15 @@
 //!
 //! [pagealloc](https://docs.rs/pagealloc)'s allocator assembled:
 //! [`PageAllocator`], the core of `pagealloc-core` with the layers above it
-//! wired in (reclaim from `pagealloc-reclaim`, compaction from
-//! `pagealloc-compaction`, free page reporting from `pagealloc-reporting`),
-//! their background threads, and the /proc statistics ([`stats`]). The core
-//! reaches reclaim and compaction only through its slow-path hooks, which
-//! this crate implements (`mm`). The page cache, a user of
-//! `PageAllocator`, is the `pagealloc-pagecache` crate above this one.
+//! wired in: reclaim (`mm::vmscan`), compaction from
+//! `pagealloc-compaction`, free page reporting from `pagealloc-reporting`,
+//! their background threads, the page cache ([`PageCache`], which lives with
+//! reclaim because reclaim's LRU lists hold its pages), and the /proc
+//! statistics ([`stats`]). The core reaches reclaim and compaction only
+//! through its slow-path hooks, which this crate implements (`mm`).
 //!
-//! Programs use the `pagealloc` crate, which re-exports this one and the
-//! page cache; this crate's hidden modules are public for the page cache,
-//! not a stable API.
+//! Programs use the `pagealloc` crate, which re-exports this one's public
+//! API.
 #![warn(missing_docs)]
 
 #[doc(hidden)]
@@ -45,7 +44,6 @@ use pagealloc_core::sync;
 use pagealloc_core::types;
 use pagealloc_core::vmevent;
 use pagealloc_core::zone;
-mod vmscan;
 
 #[cfg(not(loom))]
 #[doc(hidden)]
@@ -62,6 +60,8 @@ pub use invariants::{Fragmentation, ZoneCensus};
 pub use lockstat::{
     tick_unit, LockStatReport, PcpLockStatReport, ZoneLockStat, LOCKSTAT_BUCKETS, LOCKSTAT_SAMPLE, PCP_HOLD_SAMPLE,
 };
+pub use mm::vmscan::dirty::{DirtyThresholds, DEFAULT_DIRTY_BACKGROUND_RATIO, DEFAULT_DIRTY_RATIO};
+pub use mm::vmscan::{ShrinkControl, Shrinker, LRU_BATCH};
 pub use movable::{MobilityCensus, MovableId, MovableOps};
 #[cfg(feature = "seed-variants")]
 pub use page_alloc::bulk_linked::{ChainIter, PageChain};
@@ -79,8 +79,6 @@ pub use types::{
     CpuId, Gfp, MigrateType, NodeId, Pfn, ZoneType, MAX_ORDER, MIGRATE_PCPTYPES, MIGRATE_TYPES, NR_ORDERS,
     PAGEBLOCK_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE,
 };
-pub use vmscan::dirty::{DirtyThresholds, DEFAULT_DIRTY_BACKGROUND_RATIO, DEFAULT_DIRTY_RATIO};
-pub use vmscan::{ShrinkControl, Shrinker, LRU_BATCH};
 
 // The allocator is shared between threads (it is meant to sit in an `Arc` or a
 // static), and an owned block may move to, or be looked at from, another thread:

@@ -5,7 +5,7 @@
 //!   (movable operations registered, a page cache attached), holding the
 //!   core (not a user handle); the last user handle's drop stops and joins
 //!   them (`allocator::Users`).
-//! - Woken by kswapd (`pagecache::kswapd`) when a request of order > 0 woke
+//! - Woken by kswapd (pagealloc-mm's `vmscan::kswapd`) when a request of order > 0 woke
 //!   kswapd and, after its reclaim, the node still has no free block of that
 //!   order: it compacts each zone of the node where compaction is suitable
 //!   until a block of that order is free (`compact_daemon_wake`).

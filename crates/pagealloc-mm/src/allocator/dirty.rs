@@ -3,7 +3,7 @@
 
 use super::PageAllocator;
 use crate::error::ConfigError;
-use crate::vmscan::dirty::DirtyThresholds;
+use crate::mm::vmscan::dirty::DirtyThresholds;
 
 impl PageAllocator {
     /// Memory the page cache can use now (pages, racy): free pages plus the

@@ -3,8 +3,8 @@
 
 use super::PageAllocator;
 use crate::error::{FreeError, PageStateError};
+use crate::mm::vmscan::Shrinker;
 use crate::types::Pfn;
-use crate::vmscan::Shrinker;
 use std::sync::Arc;
 
 /// One reference on a reference-counted page (a page-cache page), taken by

@@ -8,17 +8,17 @@
 //! reference to its `Mm` (made with [`Arc::new_cyclic`]), so there is no
 //! cycle of strong references and a core built alone runs without it.
 
-mod put;
+pub(crate) mod vmscan;
 
 use crate::config::Config;
 use crate::error::ConfigError;
+use crate::mm::vmscan::Vmscan;
 use crate::movable::Mobility;
 use crate::page_alloc::hooks::SlowPathHooks;
 use crate::page_alloc::Core;
 use crate::reporting::Reporting;
 use crate::types::{Gfp, Order, ZoneIdx};
 use crate::vmevent::VmEvent;
-use crate::vmscan::Vmscan;
 use crate::zone::Wmark;
 use std::sync::{Arc, Weak};
 

@@ -316,7 +316,7 @@ impl Mapping {
         // release it), with its references.
         let pfn = self.alloc_cache_page(HEAD | LOCKED | GUARD | (refs * REF_ONE))?;
         let p = pfn.as_u64();
-        super::kswapd::Kswapd::maybe_wake(a, p);
+        a.core.kswapd_maybe_wake(p);
         self.cache.owners[p as usize].store(CacheInner::owner_word(self.m.slot, index), Ordering::Release);
         {
             let mut s = self.m.shard(index).write();

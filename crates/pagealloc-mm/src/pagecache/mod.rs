@@ -1,5 +1,3 @@
-//! The page cache
-//!
 //! A page cache over the allocator (the kernel's mm/filemap.c, reduced):
 //! mappings keyed by a user id hold pages at page indexes, filled on demand
 //! from a [`PageSource`] (a file read with `pread`/`pwrite` on a descriptor
@@ -73,9 +71,9 @@
 
 mod checked;
 mod direct;
+mod evict;
 mod handle;
 mod index_map;
-mod kswapd;
 #[cfg(all(test, loom))]
 mod loom_tests;
 mod mapping;
@@ -83,7 +81,6 @@ mod migrate;
 mod ra_state;
 mod ra_worker;
 mod readahead;
-mod reclaim;
 mod rw;
 mod source;
 #[cfg(all(test, not(loom)))]
@@ -145,7 +142,7 @@ pub(crate) struct CacheInner {
     pub(crate) slots: RwLock<Vec<Option<Arc<MappingInner>>>>,
     /// User id -> slot.
     pub(crate) ids: RwLock<HashMap<u64, usize>>,
-    pub(crate) kswapd: kswapd::Kswapd,
+    pub(crate) kswapd: crate::mm::vmscan::kswapd::Kswapd,
     /// Failed page allocations a fill retried (`Mapping::alloc_cache_page`).
     pub(crate) fill_retries: AtomicU64,
     /// Readahead settings and workers (`readahead`, `ra_worker`).
@@ -238,23 +235,22 @@ impl PageCache {
             return Err(ConfigError::Invalid { field: "page cache", why: "this allocator has one already".into() });
         }
         let n = alloc.nr_pages() as usize;
-        let nodes = alloc.nr_nodes() as usize;
         let inner = Arc::new(CacheInner {
             owners: (0..n).map(|_| AtomicU64::new(0)).collect(),
             slots: RwLock::new(Vec::new()),
             ids: RwLock::new(HashMap::new()),
-            kswapd: kswapd::Kswapd::new(nodes),
+            kswapd: crate::mm::vmscan::kswapd::Kswapd::new(),
             fill_retries: AtomicU64::new(0),
             ra: ra_worker::RaPool::new(),
             writeback: writeback::Writeback::new(),
             alloc,
         });
         ra_worker::configure(&inner, Readahead::default());
-        let shrinker_id = inner.alloc.core.vmscan.register(Arc::new(reclaim::CacheShrinker(Arc::downgrade(&inner))));
+        let shrinker_id = inner.alloc.core.vmscan.register(Arc::new(evict::CacheShrinker(Arc::downgrade(&inner))));
         inner.alloc.core.mobility.set_lru_ops(Some(Arc::new(migrate::CacheMigrator(Arc::downgrade(&inner)))));
         crate::compaction::kcompactd::start(&inner.alloc.core);
         if cfg.kswapd {
-            kswapd::start(&inner);
+            inner.kswapd.start(&inner.alloc.core);
         }
         // The flusher (not under loom, whose models drive writeback
         // themselves; `loom_tests` models its wakeup).
@@ -354,14 +350,14 @@ impl PageCache {
     /// Reclaim up to `nr` pages now as direct reclaim would; returns pages
     /// freed.
     pub fn shrink(&self, nr: u64) -> u64 {
-        reclaim::shrink(&self.inner, nr, None, true)
+        self.inner.alloc.core.shrink_lru(&*self.inner, nr, None, true)
     }
 }
 
 impl Drop for PageCache {
     fn drop(&mut self) {
         self.inner.writeback.stop();
-        self.inner.kswapd.stop(&self.inner.alloc);
+        self.inner.kswapd.stop(&self.inner.alloc.core);
         self.inner.ra.stop();
         self.inner.alloc.core.vmscan.unregister(self.shrinker_id);
         self.inner.alloc.core.mobility.set_lru_ops(None);

@@ -1,9 +1,9 @@
 //! Unit and thread tests of the page cache, LRU and reclaim.
 
 use super::*;
+use crate::mm::vmscan::{ShrinkControl, Shrinker};
 use crate::types::ZoneIdx;
 use crate::vmevent::VmEvent;
-use crate::vmscan::{ShrinkControl, Shrinker};
 use crate::Pfn;
 use crate::{Config, FreeError, Gfp, PageStateError, PAGE_SIZE};
 use std::io;
@@ -548,12 +548,12 @@ fn kswapd_run_reclaims_to_high_plus_boost_into_the_buddy() {
         drop(m.get(i).unwrap());
     }
     a.drain_all_pages();
-    assert!(kswapd::below_high(&a, 0));
+    assert!(a.core.below_high(0));
     a.core.vmscan.kswapd.boost(0, 64, 64);
     let pcp_before = a.census().pcp;
-    let freed = kswapd::balance_node(&pc.inner, 0);
+    let freed = a.core.balance_node(0, &crate::sync::AtomicBool::new(false));
     assert!(freed > 0);
-    assert!(!kswapd::below_high(&a, 0), "balanced after the run");
+    assert!(!a.core.below_high(0), "balanced after the run");
     let z = &a.core.zones[ZoneIdx::FIRST];
     let high = z.wmark[crate::zone::Wmark::High as usize];
     // Decayed by a sixteenth at the end of the run.

@@ -410,7 +410,7 @@ pub(crate) fn dirtied(c: &CacheInner, owner_word: u64) {
     let wb = &c.writeback;
     wb.push(owner_word);
     let lim = &c.alloc.core.vmscan.dirty;
-    if lim.dirtied.fetch_add(1, Ordering::Relaxed).is_multiple_of(crate::vmscan::dirty::REFRESH_EVERY) {
+    if lim.dirtied.fetch_add(1, Ordering::Relaxed).is_multiple_of(crate::mm::vmscan::dirty::REFRESH_EVERY) {
         c.alloc.refresh_dirty_thresholds();
     }
     let (bg, limit) = lim.cached();

@@ -1,7 +1,6 @@
 //! kswapd's wakeup (the kernel's `wakeup_kswapd` and `pgdat->kswapd_wait`),
-//! kept here, below the allocator, so that the allocation slow path can wake
-//! a node's kswapd when it finds a zone below its low watermark; the threads
-//! themselves belong to the page cache (`pagecache::kswapd`), which sets
+//! so that the allocation slow path can wake a node's kswapd when it finds
+//! a zone below its low watermark; the threads (`kswapd`) set
 //! [`KswapdWake::running`] while they run.
 //!
 //! Protocol, per node: a waker sets `woken` and, only when it changed it

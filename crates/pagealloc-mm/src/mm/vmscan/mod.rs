@@ -1,12 +1,13 @@
-//! Reclaim state every allocator owns (the kernel's mm/vmscan.c and
-//! mm/swap.c data): per-node LRU lists of page-cache pages, per-CPU batches
-//! of pages waiting to join them, the shrinker registry, and the gauges
-//! `nr_dirty` / `nr_writeback`. The page cache (the `pagealloc-pagecache`
-//! crate, above `pagealloc-mm`) fills the lists and does the reclaim that needs its mappings; the
-//! allocation slow path wakes kswapd through `wake::KswapdWake` (the
-//! threads are the page cache's) and calls [`Vmscan::direct_reclaim`] (one
-//! marked call, through the core's slow-path hooks, which `pagealloc-mm`
-//! implements) before it drains per-CPU lists and fails.
+//! Reclaim, all of it (the kernel's mm/vmscan.c and mm/swap.c): per-node
+//! LRU lists of page-cache pages, per-CPU batches of pages waiting to join
+//! them and page references (`put`), the LRU scan (`scan`), the shrinker
+//! registry and direct reclaim (here), kswapd's wakeups (`wake`) and its
+//! threads (`kswapd`), and the gauges `nr_dirty` / `nr_writeback` with the
+//! dirty thresholds (`dirty`). The page cache fills the lists, registers
+//! itself as a shrinker, and evicts the pages the scan isolates
+//! (`pagecache::evict`); the allocation slow path wakes kswapd and calls
+//! [`Vmscan::direct_reclaim`] through the core's slow-path hooks (`Mm`'s)
+//! before it drains per-CPU lists and fails.
 //!
 //! LRU lists are threaded through the descriptors' `next`/`prev` links
 //! (an allocated page uses neither), one pair (inactive, active) per node,
@@ -39,8 +40,11 @@
 #![warn(missing_docs)]
 
 pub mod dirty;
+pub(crate) mod kswapd;
 #[doc(hidden)]
 pub mod lru;
+mod put;
+pub(crate) mod scan;
 #[doc(hidden)]
 pub mod wake;
 
@@ -203,7 +207,7 @@ pub struct Vmscan {
     /// A page cache is attached (at most one per allocator: the LRU lists
     /// hold its pages, and only it can reclaim them).
     pub cache_attached: pagealloc_core::sync::AtomicBool,
-    /// Per-node kswapd wakeups (the threads are the page cache's).
+    /// Per-node kswapd wakeups (the threads: `kswapd`).
     pub kswapd: wake::KswapdWake,
     /// Dirty limits (`dirty_ratio`, `dirty_background_ratio`).
     pub dirty: dirty::DirtyLimits,

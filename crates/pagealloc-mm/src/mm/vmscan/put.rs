@@ -4,14 +4,14 @@
 //! and their drain, `mark_page_accessed`, and putting isolated pages back.
 //! Invariants and lock order: `vmscan`'s module doc.
 
-use super::Mm;
 use crate::error::{FreeError, PageStateError};
+use crate::mm::vmscan::LRU_BATCH;
+use crate::mm::Mm;
 use crate::page::flags::{ACTIVE, DIRTY, LRU, REFERENCED};
 use crate::pageref;
 use crate::sync::Ordering;
 use crate::types::{Order, Pfn};
 use crate::vmevent::VmEvent;
-use crate::vmscan::LRU_BATCH;
 
 impl Mm {
     /// The node of `pfn` (in range).
