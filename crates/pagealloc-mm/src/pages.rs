@@ -10,11 +10,11 @@
 //! [`Pages::free`]), or gives the mark up ([`Pages::into_pfn`]).
 
 use crate::allocator::PageAllocator;
-use crate::error::{AllocError, FreeError};
-use crate::page::flags;
-use crate::page_alloc::head_flags;
-use crate::sync::Ordering;
-use crate::types::{Gfp, Pfn, PAGE_SIZE};
+use pagealloc_core::error::{AllocError, FreeError};
+use pagealloc_core::page::flags;
+use pagealloc_core::page_alloc::head_flags;
+use pagealloc_core::sync::Ordering;
+use pagealloc_core::types::{Gfp, Pfn, PAGE_SIZE};
 use std::ptr::NonNull;
 
 /// `1 << order` contiguous frames owned by this value. Dropping it frees them.

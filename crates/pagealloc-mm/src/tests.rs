@@ -1,7 +1,7 @@
 //! Unit tests of the allocator as a whole (small arenas, no backing unless noted).
 
-use crate::types::ZoneIdx;
 use crate::*;
+use pagealloc_core::types::ZoneIdx;
 
 fn small(mb: u64) -> PageAllocator {
     PageAllocator::new(Config::small(mb << 20)).unwrap()

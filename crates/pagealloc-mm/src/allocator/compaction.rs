@@ -3,11 +3,11 @@
 //! fragmentation reports.
 
 use super::PageAllocator;
-use crate::compaction::{CompactOutcome, FragIndexReport};
-use crate::error::{AllocError, PageStateError};
-use crate::migrate::OwnerPanic;
-use crate::movable::{MobilityCensus, MovableId, MovableOps};
-use crate::types::{Gfp, Order, Pfn, ZoneIdx};
+use pagealloc_compaction::compaction::{CompactOutcome, FragIndexReport};
+use pagealloc_compaction::migrate::OwnerPanic;
+use pagealloc_compaction::movable::{MobilityCensus, MovableId, MovableOps};
+use pagealloc_core::error::{AllocError, PageStateError};
+use pagealloc_core::types::{Gfp, Order, Pfn, ZoneIdx};
 use std::sync::Arc;
 
 impl PageAllocator {
@@ -19,7 +19,7 @@ impl PageAllocator {
     /// [`MovableOps`]), never kills kcompactd.
     pub fn register_movable_ops(&self, ops: Arc<dyn MovableOps>) -> MovableId {
         let id = self.core.mobility.register(ops);
-        crate::compaction::kcompactd::start(&self.core);
+        pagealloc_compaction::compaction::kcompactd::start(&self.core);
         id
     }
 

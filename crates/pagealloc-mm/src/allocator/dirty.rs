@@ -2,8 +2,8 @@
 //! `vmscan::dirty`'s, the flusher and the throttling `pagecache::writeback`'s).
 
 use super::PageAllocator;
-use crate::error::ConfigError;
 use crate::mm::vmscan::dirty::DirtyThresholds;
+use pagealloc_core::error::ConfigError;
 
 impl PageAllocator {
     /// Memory the page cache can use now (pages, racy): free pages plus the
@@ -17,7 +17,10 @@ impl PageAllocator {
         let reserve: u64 = c
             .zones
             .iter()
-            .map(|z| z.wmark[crate::zone::Wmark::High as usize] + z.lowmem_reserve.iter().copied().max().unwrap_or(0))
+            .map(|z| {
+                z.wmark[pagealloc_core::zone::Wmark::High as usize]
+                    + z.lowmem_reserve.iter().copied().max().unwrap_or(0)
+            })
             .sum();
         (free + file).saturating_sub(reserve)
     }

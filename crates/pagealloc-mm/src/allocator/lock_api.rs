@@ -3,11 +3,11 @@
 //! page of an allocated block (see the module docs of `pagelock`).
 
 use super::PageAllocator;
-use crate::error::{PageStateError, WaitError};
-use crate::page::flags::GUARD;
-use crate::pagelock::waitq::page_wait_table;
-use crate::pagelock::{CancelToken, LockPolicy, PageRef, PUBLIC_DENY};
-use crate::types::Pfn;
+use pagealloc_core::error::{PageStateError, WaitError};
+use pagealloc_core::page::flags::GUARD;
+use pagealloc_core::pagelock::waitq::page_wait_table;
+use pagealloc_core::pagelock::{CancelToken, LockPolicy, PageRef, PUBLIC_DENY};
+use pagealloc_core::types::Pfn;
 use std::mem::ManuallyDrop;
 use std::time::{Duration, Instant};
 
@@ -195,19 +195,19 @@ impl PageAllocator {
 
     /// Whether a page is locked right now (racy: for assertions and reports).
     pub fn page_locked_racy(&self, pfn: Pfn) -> bool {
-        self.page_ref(pfn).is_ok_and(|r| r.flags_racy() & crate::page::flags::LOCKED != 0)
+        self.page_ref(pfn).is_ok_and(|r| r.flags_racy() & pagealloc_core::page::flags::LOCKED != 0)
     }
 
     /// Whether a page is the head of a block an owning handle holds
     /// ([`crate::Pages`], [`crate::OwnedBlock`]) right now (racy: the raw
     /// frees refuse such a block whatever this said).
     pub fn page_owned_racy(&self, pfn: Pfn) -> bool {
-        self.page_ref(pfn).is_ok_and(|r| r.flags_racy() & crate::page::flags::OWNED != 0)
+        self.page_ref(pfn).is_ok_and(|r| r.flags_racy() & pagealloc_core::page::flags::OWNED != 0)
     }
 
     /// Whether a page is under writeback right now (racy).
     pub fn page_writeback_racy(&self, pfn: Pfn) -> bool {
-        self.page_ref(pfn).is_ok_and(|r| r.flags_racy() & crate::page::flags::WRITEBACK != 0)
+        self.page_ref(pfn).is_ok_and(|r| r.flags_racy() & pagealloc_core::page::flags::WRITEBACK != 0)
     }
 
     /// The wait-queue bucket a page hashes to (experiments use it to build pages

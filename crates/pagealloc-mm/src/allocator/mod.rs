@@ -26,11 +26,11 @@ pub use lock_api::PageLockGuard;
 pub use pageref_api::PageReference;
 pub use reporting::{ReportingStats, ZoneResidency};
 
-use crate::config::Config;
-use crate::error::{AllocError, BulkFreeError, ConfigError, FreeError};
 use crate::mm::Mm;
-use crate::page::flags;
-use crate::types::{Gfp, NodeId, Pfn};
+use pagealloc_core::config::Config;
+use pagealloc_core::error::{AllocError, BulkFreeError, ConfigError, FreeError};
+use pagealloc_core::page::flags;
+use pagealloc_core::types::{Gfp, NodeId, Pfn};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -270,7 +270,7 @@ impl PageAllocator {
 }
 
 #[cfg(feature = "fail-inject")]
-impl crate::failinject::FailTarget for PageAllocator {
+impl pagealloc_core::failinject::FailTarget for PageAllocator {
     fn fail_target_id(&self) -> u64 {
         self.id()
     }

@@ -2,8 +2,8 @@
 //! free that never wait, for signal handlers and real-time threads.
 
 use super::PageAllocator;
-use crate::error::{AllocError, FreeError};
-use crate::types::{Gfp, Pfn};
+use pagealloc_core::error::{AllocError, FreeError};
+use pagealloc_core::types::{Gfp, Pfn};
 
 impl PageAllocator {
     /// Allocate `1 << order` contiguous pages without waiting on anything (the

@@ -2,9 +2,9 @@
 //! machinery is in `page_alloc::put` and `vmscan`).
 
 use super::PageAllocator;
-use crate::error::{FreeError, PageStateError};
 use crate::mm::vmscan::Shrinker;
-use crate::types::Pfn;
+use pagealloc_core::error::{FreeError, PageStateError};
+use pagealloc_core::types::Pfn;
 use std::sync::Arc;
 
 /// One reference on a reference-counted page (a page-cache page), taken by
@@ -75,7 +75,7 @@ impl PageAllocator {
     /// Reference count of a page (racy; 0 for pages not reference counted).
     #[must_use]
     pub fn page_count(&self, pfn: Pfn) -> u32 {
-        self.core.mm.descs().get(pfn.as_u64() as usize).map_or(0, |d| crate::pageref::count_of(d.flags()))
+        self.core.mm.descs().get(pfn.as_u64() as usize).map_or(0, |d| pagealloc_core::pageref::count_of(d.flags()))
     }
 
     /// Move this CPU's pending LRU additions onto the lists (`lru_add_drain`).

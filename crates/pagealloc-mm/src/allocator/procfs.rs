@@ -5,7 +5,7 @@
 use super::PageAllocator;
 use crate::stats::report::{BuddyInfo, PageTypeInfo, PcpStat, VmStat, ZoneInfo, ZoneInfoZone};
 use crate::stats::snapshot::{read_zone, Snapshot};
-use crate::vmevent::VmEvent;
+use pagealloc_core::vmevent::VmEvent;
 
 impl PageAllocator {
     /// Read every zone's counters once, without locks. Counters may come from
@@ -135,7 +135,7 @@ impl PageAllocator {
             ("nr_dirty_background_threshold", t.background),
         ]);
         let ev = self.core.event_totals();
-        items.extend(crate::vmevent::VMSTAT_ORDER.iter().map(|&e| (e.name(), ev[e as usize])));
+        items.extend(pagealloc_core::vmevent::VMSTAT_ORDER.iter().map(|&e| (e.name(), ev[e as usize])));
         VmStat { items }
     }
 
@@ -177,11 +177,11 @@ impl PageAllocator {
     /// zone and CPU, the per-CPU list lock's wait and hold histograms.
     /// Counted only with `Config::lock_stats` on (the default). `to_string()`
     /// gives the text.
-    pub fn lockstat(&self) -> crate::lockstat::LockStatReport {
+    pub fn lockstat(&self) -> pagealloc_core::lockstat::LockStatReport {
         let zones: Vec<_> =
             self.core.zones.iter().map(|z| z.lockstat.read(z.idx.get(), z.nid, z.ztype.name())).collect();
         let pcp = self.core.pcp.lockstat(&zones);
-        crate::lockstat::LockStatReport { zones, pcp }
+        pagealloc_core::lockstat::LockStatReport { zones, pcp }
     }
 
     /// Switch lock statistics (zone locks and per-CPU list locks) on or off

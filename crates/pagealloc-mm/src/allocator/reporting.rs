@@ -7,13 +7,13 @@
 //! rest of a pass.
 
 use super::PageAllocator;
-use crate::config::MAX_REPORTING_BATCH;
-use crate::error::ConfigError;
-use crate::migrate::OwnerPanic;
 use crate::mm::Mm;
-use crate::reporting::ReportPass;
-use crate::sync::Ordering;
-use crate::types::{Order, MAX_ORDER, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
+use pagealloc_compaction::migrate::OwnerPanic;
+use pagealloc_core::config::MAX_REPORTING_BATCH;
+use pagealloc_core::error::ConfigError;
+use pagealloc_core::sync::Ordering;
+use pagealloc_core::types::{Order, MAX_ORDER, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
+use pagealloc_reporting::ReportPass;
 use std::sync::Arc;
 #[cfg(not(loom))]
 use std::time::{Duration, Instant};
@@ -162,7 +162,7 @@ const MAX_IDLE_COMPACTIONS: u32 = 8;
 #[cfg(not(loom))]
 impl Idle {
     fn traffic(c: &Mm) -> u64 {
-        use crate::vmevent::VmEvent;
+        use pagealloc_core::vmevent::VmEvent;
         let ev = c.event_totals();
         [VmEvent::PgallocNormal, VmEvent::PgallocMovable, VmEvent::Pgfree].iter().map(|&e| ev[e as usize]).sum()
     }
@@ -244,7 +244,7 @@ fn reporter_wake(c: &Mm, idle: &mut Idle, next_pass: &mut Instant) -> Instant {
     // Free blocks are stamped with this clock: advanced at every wake, it is
     // at most one wake behind (a block is never released before the delay
     // minus that).
-    crate::reporting::tick_clock();
+    pagealloc_reporting::tick_clock();
     let delay_ms = c.reporting.delay_ms();
     if !c.reporting.enabled() {
         return Instant::now() + interval(delay_ms);
@@ -331,7 +331,7 @@ pub fn start_reporter(core: &Arc<Mm>) {
     }
     let c = Arc::clone(core);
     let spawned = std::thread::Builder::new().name("pagealloc-report".into()).spawn(move || {
-        crate::cpu::block_async_signals();
+        pagealloc_core::cpu::block_async_signals();
         let mut idle = Idle::default();
         let mut next_pass = Instant::now();
         while !c.reporting.stop.load(Ordering::Relaxed) {

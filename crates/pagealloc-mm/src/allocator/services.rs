@@ -2,11 +2,11 @@
 //! ranges, drains, invariant checks and censuses.
 
 use super::PageAllocator;
-use crate::error::{AllocError, FreeError, InvariantError, PageStateError};
-use crate::invariants::{Fragmentation, ZoneCensus};
-use crate::migrate::OwnerPanic;
 use crate::stats::report::PcpReport;
-use crate::types::{Gfp, Pfn};
+use pagealloc_compaction::migrate::OwnerPanic;
+use pagealloc_core::error::{AllocError, FreeError, InvariantError, PageStateError};
+use pagealloc_core::invariants::{Fragmentation, ZoneCensus};
+use pagealloc_core::types::{Gfp, Pfn};
 
 impl PageAllocator {
     /// Give `[start, start + nr_pages)`, which must lie in

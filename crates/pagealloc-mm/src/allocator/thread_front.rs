@@ -17,9 +17,9 @@
 //! checks its thread pointer on every call), so the slot keeps one owner.
 
 use super::PageAllocator;
-use crate::front::{FrontSlot, NEVER};
 use crate::mm::Mm;
-use crate::page::flags;
+use pagealloc_core::front::{FrontSlot, NEVER};
+use pagealloc_core::page::flags;
 use std::sync::Arc;
 
 /// The addresses and keys of one thread's front cache (see the module doc).
@@ -64,7 +64,7 @@ unsafe impl Send for ThreadFront {}
 /// The layouts a fast path outside Rust relies on.
 #[doc(hidden)]
 pub mod front_abi {
-    use crate::front::raw as fr;
+    use pagealloc_core::front::raw as fr;
     /// A slot's state during an operation.
     pub const STATE_BUSY: u64 = fr::STATE_BUSY;
     /// A slot's size and its words' offsets: the state (`u64`), the
@@ -88,18 +88,18 @@ pub mod front_abi {
     /// The counter a free onto a stack adds to.
     pub const EV_PGFREE: usize = fr::EV_PGFREE;
     /// A descriptor's size and its flags and private words' offsets.
-    pub const DESC_SIZE: usize = std::mem::size_of::<crate::page::PageDesc>();
-    pub const DESC_FLAGS: usize = crate::page::DESC_FLAGS_OFFSET;
-    pub const DESC_PRIVATE: usize = crate::page::DESC_PRIVATE_OFFSET;
+    pub const DESC_SIZE: usize = std::mem::size_of::<pagealloc_core::page::PageDesc>();
+    pub const DESC_FLAGS: usize = pagealloc_core::page::DESC_FLAGS_OFFSET;
+    pub const DESC_PRIVATE: usize = pagealloc_core::page::DESC_PRIVATE_OFFSET;
     /// Flags words: an allocated head, and one claimed by a free.
-    pub const FLAG_HEAD: u32 = crate::page::flags::HEAD;
-    pub const FLAG_PCP: u32 = crate::page::flags::PCP;
+    pub const FLAG_HEAD: u32 = pagealloc_core::page::flags::HEAD;
+    pub const FLAG_PCP: u32 = pagealloc_core::page::flags::PCP;
     /// Pageblock words: the shift from pfn to word, and the key bits a stack
     /// compares (zone, type, isolation).
-    pub const PAGEBLOCK_ORDER: u32 = crate::types::PAGEBLOCK_ORDER;
-    pub const PB_KEY_MASK: u16 = crate::zone::PB_KEY_MASK;
+    pub const PAGEBLOCK_ORDER: u32 = pagealloc_core::types::PAGEBLOCK_ORDER;
+    pub const PB_KEY_MASK: u16 = pagealloc_core::zone::PB_KEY_MASK;
     /// The gfp flags the inline allocation serves (every known one but ZERO).
-    pub const INLINE_GFP: u32 = crate::types::Gfp::all().bits() & !crate::types::Gfp::ZERO.bits();
+    pub const INLINE_GFP: u32 = pagealloc_core::types::Gfp::all().bits() & !pagealloc_core::types::Gfp::ZERO.bits();
 }
 
 impl PageAllocator {

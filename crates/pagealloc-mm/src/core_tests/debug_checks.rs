@@ -7,7 +7,7 @@ use crate::{Config, MigrateType, PageAllocator};
 #[should_panic(expected = "debug-checks: zone Normal node 0 pfn 0x0: NR_FREE_PAGES")]
 fn a_counter_broken_under_the_zone_lock_panics_at_its_release() {
     let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
-    let z = &a.core.zones[crate::types::ZoneIdx::FIRST];
+    let z = &a.core.zones[pagealloc_core::types::ZoneIdx::FIRST];
     let g = z.lock(&a.core.mm);
     z.stats.nr_free_pages.add_locked(1);
     drop(g);
@@ -17,7 +17,7 @@ fn a_counter_broken_under_the_zone_lock_panics_at_its_release() {
 #[should_panic(expected = "free_blocks[0][Movable] = 1 but the list")]
 fn a_list_count_off_by_one_panics_at_the_release() {
     let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
-    let z = &a.core.zones[crate::types::ZoneIdx::FIRST];
+    let z = &a.core.zones[pagealloc_core::types::ZoneIdx::FIRST];
     let g = z.lock(&a.core.mm);
     z.stats.free_blocks[0][MigrateType::Movable.index()].add_locked(1);
     z.stats.nr_free_pages.add_locked(1);

@@ -7,9 +7,9 @@
 //! Run with
 //! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p pagealloc --release --lib loom`.
 
-use crate::migrate::{Moved, OwnerPanic};
-use crate::sync::{spin_yield, Mutex};
 use crate::*;
+use pagealloc_compaction::migrate::{Moved, OwnerPanic};
+use pagealloc_core::sync::{spin_yield, Mutex};
 
 use std::sync::Arc;
 

@@ -4,9 +4,9 @@
 //! the deferred list, counted by the census and checked by the invariants,
 //! until the next locked free empties it.
 
-use crate::page::flags;
-use crate::vmevent::VmEvent;
 use crate::*;
+use pagealloc_core::page::flags;
+use pagealloc_core::vmevent::VmEvent;
 
 fn small() -> PageAllocator {
     PageAllocator::new(Config::small(16 << 20).nr_cpus(Some(1))).unwrap()
@@ -91,7 +91,7 @@ fn invariants_catch_a_corrupt_deferred_list() {
     // A cycle is reported too.
     c.mm.page(p.as_u64()).next.set(p.as_u64() as u32);
     assert!(a.check_invariants().is_err());
-    c.mm.page(p.as_u64()).next.set(crate::page::NIL);
+    c.mm.page(p.as_u64()).next.set(pagealloc_core::page::NIL);
     a.check_invariants().unwrap();
     a.drain_deferred_frees();
     a.check_invariants().unwrap();

@@ -2,9 +2,9 @@
 //! handoff, handoff storms on one page and on colliding pages, and a mixed
 //! stress of every kind of wait with timeouts and cancellation.
 
-use crate::page::flags;
-use crate::pagelock::waitq::{self, page_wait_table};
 use crate::*;
+use pagealloc_core::page::flags;
+use pagealloc_core::pagelock::waitq::{self, page_wait_table};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::thread;

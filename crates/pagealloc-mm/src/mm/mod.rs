@@ -10,16 +10,16 @@
 
 pub(crate) mod vmscan;
 
-use crate::config::Config;
-use crate::error::ConfigError;
 use crate::mm::vmscan::Vmscan;
-use crate::movable::Mobility;
-use crate::page_alloc::hooks::SlowPathHooks;
-use crate::page_alloc::Core;
-use crate::reporting::Reporting;
-use crate::types::{Gfp, Order, ZoneIdx};
-use crate::vmevent::VmEvent;
-use crate::zone::Wmark;
+use pagealloc_compaction::movable::Mobility;
+use pagealloc_core::config::Config;
+use pagealloc_core::error::ConfigError;
+use pagealloc_core::page_alloc::hooks::SlowPathHooks;
+use pagealloc_core::page_alloc::Core;
+use pagealloc_core::types::{Gfp, Order, ZoneIdx};
+use pagealloc_core::vmevent::VmEvent;
+use pagealloc_core::zone::Wmark;
+use pagealloc_reporting::Reporting;
 use std::sync::{Arc, Weak};
 
 /// One allocator: its core and the state of the layers above it.

@@ -19,7 +19,7 @@
 //! turns a panic into [`PageCacheError::SourcePanicked`], an I/O error of the
 //! call that made it, and the cache's ordinary error path undoes the rest.
 
-use crate::types::{Pfn, PAGE_SIZE};
+use pagealloc_core::types::{Pfn, PAGE_SIZE};
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 

@@ -28,8 +28,8 @@
 use super::checked::byte_offset;
 use super::readahead::preadv_pages;
 use super::PageSource;
-use crate::sync::{AtomicU64, Ordering};
-use crate::types::PAGE_SIZE;
+use pagealloc_core::sync::{AtomicU64, Ordering};
+use pagealloc_core::types::PAGE_SIZE;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};

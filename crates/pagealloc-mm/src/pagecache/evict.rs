@@ -22,10 +22,10 @@ use super::mapping::Mapping;
 use super::CacheInner;
 use crate::mm::vmscan::scan::{Fate, LruEvict};
 use crate::mm::vmscan::{ShrinkControl, Shrinker};
-use crate::page::flags::{DIRTY, REFERENCED, WRITEBACK};
-use crate::pageref;
-use crate::sync::Ordering;
-use crate::types::Pfn;
+use pagealloc_core::page::flags::{DIRTY, REFERENCED, WRITEBACK};
+use pagealloc_core::pageref;
+use pagealloc_core::sync::Ordering;
+use pagealloc_core::types::Pfn;
 use std::sync::Weak;
 
 /// The page cache as the allocator's shrinker.

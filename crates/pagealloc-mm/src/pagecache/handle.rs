@@ -2,9 +2,9 @@
 //! [`CacheLock`], the cache's hold of a page's lock, released on drop.
 
 use crate::allocator::PageAllocator;
-use crate::page::flags::GUARD;
-use crate::pagelock::PageRef;
-use crate::types::{Pfn, PAGE_SIZE};
+use pagealloc_core::page::flags::GUARD;
+use pagealloc_core::pagelock::PageRef;
+use pagealloc_core::types::{Pfn, PAGE_SIZE};
 
 /// A referenced page-cache page: while it lives the page is neither freed
 /// nor reclaimed (it may be removed from its mapping; it is then freed when

@@ -12,9 +12,9 @@
 //! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p pagealloc --release --lib loom`.
 
 use super::{Mapping, PageCache, PageCacheConfig};
-use crate::page::flags::{HEAD, LRU, REFERENCED, REF_MASK, UPTODATE};
-use crate::sync::Ordering;
 use crate::*;
+use pagealloc_core::page::flags::{HEAD, LRU, REFERENCED, REF_MASK, UPTODATE};
+use pagealloc_core::sync::Ordering;
 use std::sync::Arc;
 
 /// The byte every page of index `i` is filled with.
@@ -230,7 +230,7 @@ fn loom_pagecache_lookup_races_migration() {
         t.join().unwrap();
         let now = m.find_get(0).unwrap().unwrap().pfn();
         match moved {
-            crate::movable::Moved::Yes => {
+            pagealloc_compaction::movable::Moved::Yes => {
                 assert_eq!(now, to);
                 let f = a.core.mm.page(from.as_u64()).flags();
                 assert!(f & HEAD == 0, "the source was not freed: {f:#x}");
@@ -265,7 +265,7 @@ fn loom_pagecache_write_races_migration() {
         h.read(PAGE_SIZE - 2, &mut b);
         assert_eq!(b, [0x11, 0x22], "a write was lost to a migration");
         drop(h);
-        if moved != crate::movable::Moved::Yes {
+        if moved != pagealloc_compaction::movable::Moved::Yes {
             a.free_pages(to, 0).unwrap();
         }
         conserved(&a, cache, 1);
@@ -286,7 +286,7 @@ fn loom_pagecache_delete_races_migration() {
         let moved = super::migrate::migrate(&cache.inner, from.as_u64(), to.as_u64());
         t.join().unwrap();
         assert!(m.find_get(0).unwrap().is_none());
-        if moved != crate::movable::Moved::Yes {
+        if moved != pagealloc_compaction::movable::Moved::Yes {
             a.free_pages(to, 0).unwrap();
         }
         conserved(&a, cache, 0);
@@ -302,7 +302,7 @@ fn loom_pagecache_delete_races_migration() {
 #[test]
 fn loom_flusher_wakeups_are_never_lost() {
     use super::writeback::{FlushWake, Woke};
-    use crate::sync::AtomicU64;
+    use pagealloc_core::sync::AtomicU64;
     model(|| {
         let w = loom::sync::Arc::new(FlushWake::new());
         let dirty = loom::sync::Arc::new(AtomicU64::new(0));

@@ -21,11 +21,11 @@ use super::checked::{guarded, PageCacheError, PageIndex};
 use super::handle::CacheLock;
 use super::{CacheInner, PageHandle, PageSource};
 use crate::allocator::PageAllocator;
-use crate::page::flags::{DIRTY, GUARD, HEAD, LOCKED, REF_ONE, UPTODATE};
-use crate::pageref::{self, TryGet};
-use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering, RwLock};
-use crate::types::{Gfp, Pfn};
 use crossbeam_utils::CachePadded;
+use pagealloc_core::page::flags::{DIRTY, GUARD, HEAD, LOCKED, REF_ONE, UPTODATE};
+use pagealloc_core::pageref::{self, TryGet};
+use pagealloc_core::sync::{AtomicBool, AtomicU64, Mutex, Ordering, RwLock};
+use pagealloc_core::types::{Gfp, Pfn};
 use std::io;
 use std::sync::Arc;
 
@@ -225,7 +225,7 @@ impl Mapping {
                 TryGet::Saturated | TryGet::Zero => {}
             }
             drop(s);
-            crate::sync::spin_yield();
+            pagealloc_core::sync::spin_yield();
         }
     }
 

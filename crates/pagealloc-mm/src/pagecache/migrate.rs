@@ -30,12 +30,12 @@
 
 use super::handle::CacheLock;
 use super::CacheInner;
-use crate::movable::{LruMigrate, Moved};
-use crate::page::flags::{ACTIVE, DIRTY, GUARD, HEAD, LOCKED, REFERENCED, REF_ONE, UPTODATE, WRITEBACK};
-use crate::pageref;
-use crate::sync::Ordering;
-use crate::types::Pfn;
-use crate::vmevent::VmEvent;
+use pagealloc_compaction::movable::{LruMigrate, Moved};
+use pagealloc_core::page::flags::{ACTIVE, DIRTY, GUARD, HEAD, LOCKED, REFERENCED, REF_ONE, UPTODATE, WRITEBACK};
+use pagealloc_core::pageref;
+use pagealloc_core::sync::Ordering;
+use pagealloc_core::types::Pfn;
+use pagealloc_core::vmevent::VmEvent;
 use std::sync::Weak;
 
 /// The page cache as the allocator's LRU migrator.
@@ -95,7 +95,7 @@ pub(crate) fn migrate(c: &CacheInner, from: u64, to: u64) -> Moved {
     if !m.replace(index, from, to) {
         // Not mapped there any more (cannot happen with the page locked;
         // undone all the same): the target is the caller's again.
-        td.flags.store(crate::page::flags::MIGRATE_TARGET, Ordering::Release);
+        td.flags.store(pagealloc_core::page::flags::MIGRATE_TARGET, Ordering::Release);
         c.owners[to as usize].store(0, Ordering::Release);
         d.flags.store(old, Ordering::Release);
         core.events.count(VmEvent::PgmigrateFail, 1);

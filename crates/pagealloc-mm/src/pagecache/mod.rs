@@ -40,7 +40,7 @@
 //!   (test `strangers_cannot_unlock_or_mark_a_cache_page`).
 //!
 //! Map choice: a sharded `RwLock<HashMap>` (parking_lot's, loom's under
-//! `--cfg loom`, through `crate::sync`) per mapping (16
+//! `--cfg loom`, through `pagealloc_core::sync`) per mapping (16
 //! shards by index). A lookup holds a shard's read lock for one hash probe
 //! and a CAS; writers hold it for one insert or remove, so a lookup never
 //! waits on a long writer. It needs no new dependency, keeps the
@@ -99,9 +99,9 @@ pub use source::{FileSource, FillFn, PageSource};
 pub use writeback::WritebackStats;
 
 use crate::allocator::PageAllocator;
-use crate::error::ConfigError;
-use crate::sync::{AtomicU64, Ordering, RwLock};
 use mapping::MappingInner;
+use pagealloc_core::error::ConfigError;
+use pagealloc_core::sync::{AtomicU64, Ordering, RwLock};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -225,7 +225,7 @@ impl PageCache {
     /// `ConfigError::Invalid` if the allocator already has a page cache or
     /// has no memory backing (pages need bytes).
     pub fn new(alloc: Arc<PageAllocator>, cfg: PageCacheConfig) -> Result<Self, ConfigError> {
-        if alloc.page_address(crate::types::Pfn::new(0)).is_none() {
+        if alloc.page_address(pagealloc_core::types::Pfn::new(0)).is_none() {
             return Err(ConfigError::Invalid {
                 field: "backing",
                 why: "a page cache needs memory-backed frames".into(),
@@ -248,7 +248,7 @@ impl PageCache {
         ra_worker::configure(&inner, Readahead::default());
         let shrinker_id = inner.alloc.core.vmscan.register(Arc::new(evict::CacheShrinker(Arc::downgrade(&inner))));
         inner.alloc.core.mobility.set_lru_ops(Some(Arc::new(migrate::CacheMigrator(Arc::downgrade(&inner)))));
-        crate::compaction::kcompactd::start(&inner.alloc.core);
+        pagealloc_compaction::compaction::kcompactd::start(&inner.alloc.core);
         if cfg.kswapd {
             inner.kswapd.start(&inner.alloc.core);
         }

@@ -2,8 +2,8 @@
 //! user's [`Readahead`] knobs, and each mapping's streams (what a mapping
 //! holds; the paths that use them are `readahead`'s).
 
-use crate::error::ConfigError;
-use crate::sync::{AtomicU64, Mutex, Ordering};
+use pagealloc_core::error::ConfigError;
+use pagealloc_core::sync::{AtomicU64, Mutex, Ordering};
 
 /// The first window of a stream read from the start of the source.
 #[cfg(not(loom))]

@@ -14,8 +14,8 @@ use super::mapping::MappingInner;
 use super::ra_state::{Readahead, RA_MAX_PAGES};
 use super::readahead::read_window;
 use super::CacheInner;
-use crate::sync::{AtomicU64, Ordering};
-use crate::types::Pfn;
+use pagealloc_core::sync::{AtomicU64, Ordering};
+use pagealloc_core::types::Pfn;
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
@@ -119,7 +119,7 @@ pub(crate) fn configure(c: &Arc<CacheInner>, ra: Readahead) {
         let weak = Arc::downgrade(c);
         p.q.lock().workers += 1;
         let t = std::thread::Builder::new().name(format!("readahead{k}")).spawn(move || {
-            crate::cpu::block_async_signals();
+            pagealloc_core::cpu::block_async_signals();
             run(&weak);
         });
         match t {

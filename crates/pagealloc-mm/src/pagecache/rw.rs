@@ -10,9 +10,9 @@ use super::handle::page_bytes;
 use super::handle::CacheLock;
 use super::mapping::{Mapping, MappingInner, Who};
 use super::CacheInner;
-use crate::page::flags::DIRTY;
-use crate::sync::Ordering;
-use crate::types::{Pfn, PAGE_SIZE};
+use pagealloc_core::page::flags::DIRTY;
+use pagealloc_core::sync::Ordering;
+use pagealloc_core::types::{Pfn, PAGE_SIZE};
 use std::io;
 
 impl Mapping {

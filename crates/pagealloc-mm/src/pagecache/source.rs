@@ -6,7 +6,7 @@
 //! leaves no page locked.
 
 use super::checked::byte_offset;
-use crate::types::PAGE_SIZE;
+use pagealloc_core::types::PAGE_SIZE;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;

@@ -2,10 +2,10 @@
 
 use super::*;
 use crate::mm::vmscan::{ShrinkControl, Shrinker};
-use crate::types::ZoneIdx;
-use crate::vmevent::VmEvent;
 use crate::Pfn;
 use crate::{Config, FreeError, Gfp, PageStateError, PAGE_SIZE};
+use pagealloc_core::types::ZoneIdx;
+use pagealloc_core::vmevent::VmEvent;
 use std::io;
 use std::sync::atomic::AtomicUsize;
 
@@ -526,7 +526,7 @@ fn slow_path_wakes_kswapd_and_direct_reclaim_boosts_it() {
     assert!(k.pending(0), "the slow path woke node 0's kswapd");
     assert!(k.boost_of(0) > 0, "direct reclaim with kswapd running boosts it: {}", a.vmstat());
     let z = &a.core.zones[ZoneIdx::FIRST];
-    assert!(k.boost_of(0) <= z.wmark[crate::zone::Wmark::High as usize] * 3 / 2);
+    assert!(k.boost_of(0) <= z.wmark[pagealloc_core::zone::Wmark::High as usize] * 3 / 2);
     k.running.store(false, Ordering::Relaxed);
     for p in mine {
         a.free_pages(p, 0).unwrap();
@@ -551,11 +551,11 @@ fn kswapd_run_reclaims_to_high_plus_boost_into_the_buddy() {
     assert!(a.core.below_high(0));
     a.core.vmscan.kswapd.boost(0, 64, 64);
     let pcp_before = a.census().pcp;
-    let freed = a.core.balance_node(0, &crate::sync::AtomicBool::new(false));
+    let freed = a.core.balance_node(0, &pagealloc_core::sync::AtomicBool::new(false));
     assert!(freed > 0);
     assert!(!a.core.below_high(0), "balanced after the run");
     let z = &a.core.zones[ZoneIdx::FIRST];
-    let high = z.wmark[crate::zone::Wmark::High as usize];
+    let high = z.wmark[pagealloc_core::zone::Wmark::High as usize];
     // Decayed by a sixteenth at the end of the run.
     assert_eq!(a.core.vmscan.kswapd.boost_of(0), 60);
     assert!(z.free_pages_racy() >= high + 64, "free {} high {high}", z.free_pages_racy());

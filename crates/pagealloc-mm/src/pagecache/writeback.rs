@@ -49,10 +49,10 @@
 use super::handle::CacheLock;
 use super::mapping::{Mapping, MappingInner};
 use super::CacheInner;
-use crate::page::flags::DIRTY;
-use crate::pageref;
-use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering};
-use crate::types::Pfn;
+use pagealloc_core::page::flags::DIRTY;
+use pagealloc_core::pageref;
+use pagealloc_core::sync::{AtomicBool, AtomicU64, Mutex, Ordering};
+use pagealloc_core::types::Pfn;
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::{Arc, Weak};
@@ -74,7 +74,7 @@ const FLUSH_PERIOD: Duration = Duration::from_millis(100);
 pub(crate) struct FlushWake {
     woken: AtomicBool,
     stop: AtomicBool,
-    flusher: Mutex<Option<crate::sync::thread::Thread>>,
+    flusher: Mutex<Option<pagealloc_core::sync::thread::Thread>>,
 }
 
 /// Why [`FlushWake::wait`] returned.
@@ -95,7 +95,7 @@ impl FlushWake {
 
     /// The flusher: register this thread as the one to unpark.
     pub(crate) fn register(&self) {
-        *self.flusher.lock() = Some(crate::sync::thread::current());
+        *self.flusher.lock() = Some(pagealloc_core::sync::thread::current());
     }
 
     fn unpark(&self) {
@@ -140,10 +140,10 @@ impl FlushWake {
         #[cfg(loom)]
         {
             let _ = timeout;
-            crate::sync::thread::park();
+            pagealloc_core::sync::thread::park();
         }
         #[cfg(not(loom))]
-        crate::sync::thread::park_timeout(timeout);
+        pagealloc_core::sync::thread::park_timeout(timeout);
         self.take().unwrap_or(Woke::Idle)
     }
 }
@@ -292,7 +292,7 @@ pub(crate) fn start(c: &Arc<CacheInner>) {
     let wake = c.writeback.wake.clone();
     c.alloc.refresh_dirty_thresholds();
     let t = std::thread::Builder::new().name("flusher".into()).spawn(move || {
-        crate::cpu::block_async_signals();
+        pagealloc_core::cpu::block_async_signals();
         run(&weak, &wake);
     });
     if let Ok(t) = t {

@@ -28,9 +28,9 @@
 //! every counter store of the section that ended there.
 
 use crate::mm::Mm;
-use crate::sync::{fence, Ordering};
-use crate::types::{MigrateType, ZoneType, MIGRATE_PCPTYPES, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER};
-use crate::zone::Zone;
+use pagealloc_core::sync::{fence, Ordering};
+use pagealloc_core::types::{MigrateType, ZoneType, MIGRATE_PCPTYPES, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER};
+use pagealloc_core::zone::Zone;
 
 /// The counters of one zone.
 ///
@@ -147,7 +147,7 @@ fn backoff(retries: u64) {
             std::hint::spin_loop();
         }
     } else {
-        crate::sync::spin_yield();
+        pagealloc_core::sync::spin_yield();
     }
 }
 

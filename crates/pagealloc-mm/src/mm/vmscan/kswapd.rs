@@ -11,10 +11,10 @@
 //! wakes the node's kcompactd (`compaction::kcompactd`).
 
 use crate::mm::Mm;
-use crate::sync::{AtomicBool, Ordering};
-use crate::types::Order;
-use crate::vmevent::VmEvent;
-use crate::zone::Wmark;
+use pagealloc_core::sync::{AtomicBool, Ordering};
+use pagealloc_core::types::Order;
+use pagealloc_core::vmevent::VmEvent;
+use pagealloc_core::zone::Wmark;
 use parking_lot::Mutex;
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
@@ -45,7 +45,7 @@ impl Kswapd {
         for nid in 0..mm.nodes.len() {
             let (weak, stop) = (Arc::downgrade(mm), Arc::clone(&self.stop));
             let t = std::thread::Builder::new().name(format!("kswapd{nid}")).spawn(move || {
-                crate::cpu::block_async_signals();
+                pagealloc_core::cpu::block_async_signals();
                 run(&weak, &stop, nid)
             });
             if let Ok(t) = t {

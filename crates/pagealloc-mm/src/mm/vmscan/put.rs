@@ -4,14 +4,14 @@
 //! and their drain, `mark_page_accessed`, and putting isolated pages back.
 //! Invariants and lock order: `vmscan`'s module doc.
 
-use crate::error::{FreeError, PageStateError};
 use crate::mm::vmscan::LRU_BATCH;
 use crate::mm::Mm;
-use crate::page::flags::{ACTIVE, DIRTY, LRU, REFERENCED};
-use crate::pageref;
-use crate::sync::Ordering;
-use crate::types::{Order, Pfn};
-use crate::vmevent::VmEvent;
+use pagealloc_core::error::{FreeError, PageStateError};
+use pagealloc_core::page::flags::{ACTIVE, DIRTY, LRU, REFERENCED};
+use pagealloc_core::pageref;
+use pagealloc_core::sync::Ordering;
+use pagealloc_core::types::{Order, Pfn};
+use pagealloc_core::vmevent::VmEvent;
 
 impl Mm {
     /// The node of `pfn` (in range).
@@ -59,8 +59,8 @@ impl Mm {
     pub fn free_frozen(&self, pfn: Pfn, old: u32) {
         let p = pfn.as_u64();
         self.unlist_and_clean(p);
-        debug_assert_eq!(self.mm.page(p).flags(), crate::page::flags::PCP, "pfn {p} was not frozen");
-        let order = crate::page_alloc::claim::claimed_order(self.mm.page(p).order());
+        debug_assert_eq!(self.mm.page(p).flags(), pagealloc_core::page::flags::PCP, "pfn {p} was not frozen");
+        let order = pagealloc_core::page_alloc::claim::claimed_order(self.mm.page(p).order());
         self.init_on_free(p, order);
         self.finish_free(pfn, order, old);
     }
@@ -93,7 +93,7 @@ impl Mm {
             self.unlist_and_clean(p);
             self.init_on_free(p, Order::ZERO);
             claimed.push(p);
-            if old & crate::page::flags::WAITERS != 0 || !self.cfg.waiters_bit() {
+            if old & pagealloc_core::page::flags::WAITERS != 0 || !self.cfg.waiters_bit() {
                 wake.push(p);
             }
         }
@@ -121,7 +121,7 @@ impl Mm {
     /// reference on it to the batch; a full batch (15) is drained.
     #[doc(hidden)]
     pub fn lru_cache_add(&self, pfn: u64) {
-        let slot = crate::cpu::current_cpu() as usize % self.vmscan.batches.len();
+        let slot = pagealloc_core::cpu::current_cpu() as usize % self.vmscan.batches.len();
         let full = {
             let mut b = self.vmscan.batches[slot].lock();
             b.push(pfn as u32);
@@ -137,7 +137,7 @@ impl Mm {
     /// Drain this CPU slot's LRU batch (`lru_add_drain`).
     #[doc(hidden)]
     pub fn lru_add_drain(&self) {
-        let slot = crate::cpu::current_cpu() as usize;
+        let slot = pagealloc_core::cpu::current_cpu() as usize;
         let b = self.vmscan.take_batch(slot);
         self.lru_add_pages(&b);
     }

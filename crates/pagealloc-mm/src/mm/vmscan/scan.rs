@@ -15,9 +15,9 @@
 
 use super::lru::Which;
 use crate::mm::Mm;
-use crate::page::flags::{ACTIVE, REFERENCED};
-use crate::sync::Ordering;
-use crate::vmevent::VmEvent;
+use pagealloc_core::page::flags::{ACTIVE, REFERENCED};
+use pagealloc_core::sync::Ordering;
+use pagealloc_core::vmevent::VmEvent;
 
 /// What became of an isolated page.
 pub(crate) enum Fate {

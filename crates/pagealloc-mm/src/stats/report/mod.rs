@@ -39,9 +39,9 @@
 
 use super::snapshot::{Snapshot, ZoneCounters};
 use crate::mm::Mm;
-use crate::types::{MigrateType, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
-use crate::vmevent::NR_VM_EVENTS;
-use crate::zone::Zone;
+use pagealloc_core::types::{MigrateType, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
+use pagealloc_core::vmevent::NR_VM_EVENTS;
+use pagealloc_core::zone::Zone;
 use std::fmt::{self, Write as _};
 
 /// The kernel's cap on a pagetypeinfo count: larger counts print as `>100000`.

@@ -10,9 +10,9 @@ mod proc618;
 
 use super::*;
 use crate::allocator::PageAllocator;
-use crate::types::{Gfp, MigrateType, Pfn, ZoneIdx, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_PAGES};
-use crate::vmevent::VmEvent;
 use crate::Config;
+use pagealloc_core::types::{Gfp, MigrateType, Pfn, ZoneIdx, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_PAGES};
+use pagealloc_core::vmevent::VmEvent;
 use parse::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -53,7 +53,7 @@ fn churn(a: &PageAllocator, rng: &mut StdRng, ops: usize, live: &mut Vec<(Pfn, u
 
 /// Every counter of one zone, recounted from the lists and pageblocks. The
 /// caller holds the zone lock (passes the guard's lists).
-fn recount(a: &PageAllocator, zi: usize, area: &crate::zone::FreeArea) -> ZoneCounters {
+fn recount(a: &PageAllocator, zi: usize, area: &pagealloc_core::zone::FreeArea) -> ZoneCounters {
     let z = &a.core.zones[ZoneIdx::new(zi).unwrap()];
     let mm = &a.core.mm;
     let mut free_blocks = [[0u64; MIGRATE_TYPES]; NR_ORDERS];
