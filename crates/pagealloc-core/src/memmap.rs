@@ -113,7 +113,7 @@ impl MemMap {
     }
 
     /// As [`MemMap::new`], the descriptors in `storage` when given.
-    pub fn new_in(
+    pub(crate) fn new_in(
         nr_pages: u64,
         backing: Backing,
         blocks: Pageblocks,
@@ -181,7 +181,7 @@ impl MemMap {
     /// # Safety
     /// `pfn < self.nr_pages()`.
     #[inline(always)]
-    pub unsafe fn page_unchecked(&self, pfn: u64) -> &PageDesc {
+    pub(crate) unsafe fn page_unchecked(&self, pfn: u64) -> &PageDesc {
         debug_assert!(pfn < self.nr_pages());
         // SAFETY: in range (the caller's contract).
         unsafe { self.descs().get_unchecked(pfn as usize) }
@@ -436,7 +436,7 @@ impl<'a> Tables<'a> {
     /// `pfn` is below the map's page count (a page of this allocator: on
     /// one of its lists, or held in one of its `PageArray`s).
     #[inline(always)]
-    pub unsafe fn desc_and_block_unchecked(self, pfn: u64) -> (&'a PageDesc, u16) {
+    pub(crate) unsafe fn desc_and_block_unchecked(self, pfn: u64) -> (&'a PageDesc, u16) {
         debug_assert!((pfn as usize) < self.descs.len());
         // SAFETY: pfn < descs.len() (the caller's contract) ==
         // blocks.len() * PAGEBLOCK_PAGES (the map's invariant).

@@ -236,7 +236,7 @@ impl Default for EventCounters {
 impl EventCounters {
     /// Zeroed counters, in a constant (statics outside loom).
     #[cfg(not(loom))]
-    pub const fn new_const() -> Self {
+    pub(crate) const fn new_const() -> Self {
         #[allow(clippy::declare_interior_mutable_const)] // copied into the array, never shared
         const ZERO: LockedCounter = LockedCounter::new(0);
         Self([ZERO; NR_VM_EVENTS])

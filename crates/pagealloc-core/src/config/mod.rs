@@ -11,7 +11,7 @@
 mod holes;
 mod variants;
 
-pub use holes::validate_holes;
+pub(crate) use holes::validate_holes;
 pub use holes::MAX_HOLES;
 
 use crate::error::ConfigError;
@@ -24,21 +24,21 @@ use alloc::sync::Arc;
 
 /// Largest [`Config::nodes`]: a zone index is a byte of the pageblock word and
 /// each node may have two zones.
-pub const MAX_NODES: u32 = 127;
+pub(crate) const MAX_NODES: u32 = 127;
 
 /// Largest [`Config::nr_cpus`]: the kernel's largest `NR_CPUS` on x86-64
 /// (`CONFIG_MAXSMP`). Per-CPU tables are sized for this many CPUs up front, so the
 /// bound also keeps their memory in proportion.
-pub const MAX_CPUS: usize = 8192;
+pub(crate) const MAX_CPUS: usize = 8192;
 
 /// Largest [`Config::pcp_batch`]. The kernel's own formula never gives more than
 /// 63 pages, and its old `percpu_pagelist_fraction` capped the batch at 96; 4096
 /// leaves ample room for experiments while keeping each per-CPU list's
 /// up-front capacity (a few times the batch) to a few hundred KiB.
-pub const MAX_PCP_BATCH: u32 = 4096;
+pub(crate) const MAX_PCP_BATCH: u32 = 4096;
 
 /// Largest [`Config::watermark_scale_factor`] (the kernel's sysctl bound: 30%).
-pub const MAX_WATERMARK_SCALE_FACTOR: u32 = 3000;
+pub(crate) const MAX_WATERMARK_SCALE_FACTOR: u32 = 3000;
 
 /// Smallest non-zero [`Config::percpu_pagelist_high_fraction`] (the kernel's
 /// `MIN_PERCPU_PAGELIST_HIGH_FRACTION`).
@@ -89,7 +89,7 @@ pub enum DrainMode {
 
 /// Largest [`Config::page_reporting_delay_ms`]: ten minutes (a block's free
 /// time is kept in 16 bits of 10 ms ticks, which wrap after 655 s).
-pub const MAX_REPORTING_DELAY_MS: u64 = 600_000;
+pub(crate) const MAX_REPORTING_DELAY_MS: u64 = 600_000;
 /// Largest [`Config::page_reporting_batch`].
 pub const MAX_REPORTING_BATCH: u32 = 4096;
 

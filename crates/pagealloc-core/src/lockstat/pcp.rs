@@ -72,7 +72,7 @@ impl PcpLockStat {
     /// Count a try-lock acquisition (caller just took the lock), timing its
     /// hold when sampled.
     #[inline(always)]
-    pub fn acquired(&mut self) {
+    pub(crate) fn acquired(&mut self) {
         self.countdown = self.countdown.wrapping_sub(1);
         if self.countdown == 0 {
             self.sample_point();

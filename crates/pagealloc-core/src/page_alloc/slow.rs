@@ -63,7 +63,7 @@ impl Core {
     /// word of the new allocation.
     #[cold]
     #[inline(never)]
-    pub fn alloc_slow(&self, zl: &[ZoneIdx], order: Order, gfp: Gfp, head: u32) -> Result<Pfn, AllocError> {
+    pub(crate) fn alloc_slow(&self, zl: &[ZoneIdx], order: Order, gfp: Gfp, head: u32) -> Result<Pfn, AllocError> {
         let af = AllocFlags { wmark: Wmark::Min, high: gfp.contains(Gfp::HIGH) };
         let hooks = self.hooks();
         let hooks: &dyn SlowPathHooks = hooks.as_deref().unwrap_or(&NoHooks);

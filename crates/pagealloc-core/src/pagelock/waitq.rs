@@ -57,7 +57,7 @@ pub struct UnparkResult {
     /// Waiters dequeued to be woken.
     pub unparked: usize,
     /// Some waiter for the same key is still queued.
-    pub have_more_threads: bool,
+    pub(crate) have_more_threads: bool,
 }
 
 /// How a park ended.

@@ -23,7 +23,7 @@ impl Zone {
 ///
 /// `min_pages` is the arena-wide minimum (min_free_kbytes in pages), shared out in
 /// proportion to managed pages; Movable zones get a small fixed minimum.
-pub fn compute_watermarks(zone: &Zone, min_pages: u64, lowmem_pages: u64, scale_factor: u32) -> [u64; 3] {
+pub(crate) fn compute_watermarks(zone: &Zone, min_pages: u64, lowmem_pages: u64, scale_factor: u32) -> [u64; 3] {
     let managed = zone.managed;
     let share = min_pages * managed / lowmem_pages.max(1);
     let min = if zone.ztype == ZoneType::Movable { (managed / 1024).clamp(32, 128) } else { share };
@@ -38,6 +38,6 @@ pub fn default_min_free_kbytes(lowmem_pages: u64) -> u64 {
 }
 
 /// Clamp applied to `default_min_free_kbytes` (the kernel's 128 KiB..256 MiB).
-pub fn clamp_min_free_kbytes(k: u64) -> u64 {
+pub(crate) fn clamp_min_free_kbytes(k: u64) -> u64 {
     k.clamp(128, 262_144)
 }
