@@ -22,7 +22,7 @@ use pagealloc_core::zone::Zone;
 
 impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
     /// The pageblock-aligned span covering `[start, start + nr)`, inside one zone.
-    pub fn block_span(&self, start: Pfn, nr_pages: u64) -> Result<(&Zone, u64, u64), PageStateError> {
+    pub(crate) fn block_span(&self, start: Pfn, nr_pages: u64) -> Result<(&Zone, u64, u64), PageStateError> {
         let s = start.as_u64();
         let bad = || PageStateError::BadRange { pfn: start };
         let end = s.checked_add(nr_pages).ok_or_else(bad)?;
@@ -212,7 +212,7 @@ impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
 impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
     /// Racy pre-check: is every page in `[s, e)` in a free block or on a per-CPU
     /// list? Otherwise, where could the next candidate start?
-    pub fn looks_free(&self, s: u64, e: u64) -> (bool, u64) {
+    pub(crate) fn looks_free(&self, s: u64, e: u64) -> (bool, u64) {
         let mut p = s & !(PAGEBLOCK_PAGES - 1);
         while p < e {
             let d = self.mm.page(p);
@@ -237,7 +237,7 @@ impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
     /// Take `[s, s + nr)` off the Isolate lists (the caller checked it is all
     /// free), returning the remainders of straddling blocks, and mark each page an
     /// allocated order-0 page.
-    pub fn take_isolated(&self, z: &Zone, s: u64, nr: u64, mt: MigrateType) -> bool {
+    pub(crate) fn take_isolated(&self, z: &Zone, s: u64, nr: u64, mt: MigrateType) -> bool {
         let e = s + nr;
         let mut g = z.lock(&self.mm);
         // Still isolated, all of it? (Another thread may have undone an
@@ -295,7 +295,7 @@ impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
 /// for the `order` of a contiguous request's [`AllocError::NoMemory`]: 64 for
 /// a count past the largest power of two a `u64` holds (`next_power_of_two`
 /// would overflow there, and these counts come from callers unchecked).
-pub const fn contig_order(nr_pages: u64) -> u32 {
+pub(crate) const fn contig_order(nr_pages: u64) -> u32 {
     match nr_pages.checked_next_power_of_two() {
         Some(n) => n.trailing_zeros(),
         None => u64::BITS,

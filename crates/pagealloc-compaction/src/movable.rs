@@ -183,17 +183,17 @@ impl Mobility {
     }
 
     /// The LRU migrator, if a page cache is attached.
-    pub fn lru_ops(&self) -> Option<Arc<dyn LruMigrate>> {
+    pub(crate) fn lru_ops(&self) -> Option<Arc<dyn LruMigrate>> {
         self.lru.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Record the ops id of `pfn` (before its `MOVABLE_OPS` bit is set).
-    pub fn set_page(&self, pfn: u64, id: u32) {
+    pub(crate) fn set_page(&self, pfn: u64, id: u32) {
         self.page_ops.lock().insert(pfn, id);
     }
 
     /// The ops id recorded for `pfn`.
-    pub fn page_id(&self, pfn: u64) -> Option<u32> {
+    pub(crate) fn page_id(&self, pfn: u64) -> Option<u32> {
         self.page_ops.lock().get(&pfn).copied()
     }
 
@@ -202,11 +202,11 @@ impl Mobility {
         self.page_ops.lock().remove(&pfn);
     }
 
-    pub fn skip_hint(&self, block: usize) -> bool {
+    pub(crate) fn skip_hint(&self, block: usize) -> bool {
         self.skip.get(block).is_some_and(|b| b.load(Ordering::Relaxed) != 0)
     }
 
-    pub fn set_skip_hint(&self, block: usize, on: bool) {
+    pub(crate) fn set_skip_hint(&self, block: usize, on: bool) {
         if let Some(b) = self.skip.get(block) {
             b.store(on as u32, Ordering::Relaxed);
         }

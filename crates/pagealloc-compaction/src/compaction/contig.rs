@@ -25,7 +25,7 @@ const TRIES: usize = 3;
 impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
     /// The first page of `[s, e)` that is allocated and not registered
     /// movable (racy). Free pages and per-CPU pages do not block.
-    pub fn first_pinned(&self, s: u64, e: u64) -> Option<u64> {
+    pub(crate) fn first_pinned(&self, s: u64, e: u64) -> Option<u64> {
         let mut p = s & !(PAGEBLOCK_PAGES - 1);
         while p < e {
             let d = self.mm.page(p);
@@ -52,7 +52,7 @@ impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
     }
 
     /// The first page of `[s, e)` not free (racy), for error reports.
-    pub fn first_busy(&self, s: u64, e: u64) -> u64 {
+    pub(crate) fn first_busy(&self, s: u64, e: u64) -> u64 {
         (s..e)
             .find(|&p| self.mm.page(p).flags() & flags::BUDDY == 0 && !self.test_pages_isolated(Pfn::new(p), 1))
             .unwrap_or(s)

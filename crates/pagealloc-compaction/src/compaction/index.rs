@@ -9,11 +9,11 @@ use std::fmt;
 
 /// The kernel's `contig_page_info` for one order.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct FragInfo {
+pub(crate) struct FragInfo {
     pub order: u32,
     pub free_pages: u64,
-    pub free_blocks_total: u64,
-    pub free_blocks_suitable: u64,
+    pub(crate) free_blocks_total: u64,
+    pub(crate) free_blocks_suitable: u64,
 }
 
 impl FragInfo {
@@ -34,7 +34,7 @@ impl FragInfo {
 /// The fragmentation index in thousandths: -1000 when a suitable block
 /// exists, 0 with no free memory; towards 0 the failure is lack of memory,
 /// towards 1000 it is fragmentation.
-pub fn fragmentation_index(i: &FragInfo) -> i32 {
+pub(crate) fn fragmentation_index(i: &FragInfo) -> i32 {
     if i.free_blocks_total == 0 {
         return 0;
     }

@@ -46,7 +46,7 @@ pub const DEFER_INTERVALS: u32 = 32;
 
 impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
     /// Zone `zi`'s fragmentation score (0..=100).
-    pub fn fragmentation_score_zone(&self, zi: ZoneIdx) -> u64 {
+    pub(crate) fn fragmentation_score_zone(&self, zi: ZoneIdx) -> u64 {
         let fb = self.zones[zi].free_blocks_racy();
         let free: u64 = fb.iter().enumerate().map(|(o, n)| n << o).sum();
         let big: u64 = fb.iter().enumerate().skip(PAGEBLOCK_ORDER as usize).map(|(o, n)| n << o).sum();
@@ -68,12 +68,12 @@ impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
     }
 
     /// Whether node `nid` should be compacted proactively now.
-    pub fn should_proactive_compact_node(&self, nid: usize) -> bool {
+    pub(crate) fn should_proactive_compact_node(&self, nid: usize) -> bool {
         self.cfg.compaction_proactiveness > 0
             && self.fragmentation_score_node(nid) > self.fragmentation_score_wmarks().1
     }
 
-    pub fn count_daemon(&self, o: &CompactOutcome) {
+    pub(crate) fn count_daemon(&self, o: &CompactOutcome) {
         self.events.count(VmEvent::CompactDaemonMigrateScanned, o.migrate_scanned);
         self.events.count(VmEvent::CompactDaemonFreeScanned, o.free_scanned);
     }

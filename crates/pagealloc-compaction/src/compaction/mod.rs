@@ -34,7 +34,7 @@ mod index;
 pub mod kcompactd;
 
 pub use index::FragIndexReport;
-pub use index::{fragmentation_index, FragInfo};
+pub(crate) use index::{fragmentation_index, FragInfo};
 
 use crate::migrate::{Moved, OwnerPanic};
 use crate::{Compaction, CompactionHost};
@@ -108,7 +108,7 @@ impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
     /// The free scanner: isolate free pages from the pageblock at `f`
     /// downwards, while `targets` is empty and the scanners (`m` below, `f`
     /// above) have not met.
-    pub fn free_scan(
+    pub(crate) fn free_scan(
         &self,
         z: &Zone,
         m: u64,
@@ -209,7 +209,14 @@ impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
     /// check: the targets not used go back, a pass for an order whose
     /// scanners `met` without success clears the zone's skip hints, the
     /// scan counters, and whether a block of the order is free now.
-    pub fn end_pass(&self, z: &Zone, targets: Vec<u64>, order: Option<Order>, met: bool, out: &mut CompactOutcome) {
+    pub(crate) fn end_pass(
+        &self,
+        z: &Zone,
+        targets: Vec<u64>,
+        order: Option<Order>,
+        met: bool,
+        out: &mut CompactOutcome,
+    ) {
         for t in targets {
             z.free_to_buddy(&self.mm, t, Order::ZERO, false, false);
         }
@@ -223,7 +230,7 @@ impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
         }
     }
 
-    pub fn clear_skip_hints(&self, z: &Zone) {
+    pub(crate) fn clear_skip_hints(&self, z: &Zone) {
         let first = (z.start >> PAGEBLOCK_ORDER) as usize;
         for b in first..first + z.nr_pageblocks() {
             self.mobility().set_skip_hint(b, false);
@@ -232,7 +239,7 @@ impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
 
     /// The registered movable pages of the pageblock at `start` into `out`;
     /// the number of pages looked at.
-    pub fn scan_movable(&self, start: u64, out: &mut Vec<u64>) -> u64 {
+    pub(crate) fn scan_movable(&self, start: u64, out: &mut Vec<u64>) -> u64 {
         let mut p = start;
         let mut scanned = 0;
         while p < start + PAGEBLOCK_PAGES {
@@ -255,7 +262,7 @@ impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
     /// The free scanner on one pageblock: take its free blocks (below
     /// pageblock order, Movable blocks only) as allocated order-0 pages into
     /// `out`; the number of pages looked at.
-    pub fn isolate_freepages_block(&self, z: &Zone, start: u64, out: &mut Vec<u64>) -> u64 {
+    pub(crate) fn isolate_freepages_block(&self, z: &Zone, start: u64, out: &mut Vec<u64>) -> u64 {
         let mut g = z.lock(&self.mm);
         if z.pageblock_mt_racy(start) != MigrateType::Movable {
             return 1;

@@ -160,7 +160,7 @@ impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
     /// cache's migrator. On anything but [`Moved::Yes`] the target is still
     /// the caller's.
     /// An owner's panic is a failure, its payload in `caught`.
-    pub fn migrate_page(&self, p: u64, target: u64, caught: &mut OwnerPanic) -> Moved {
+    pub(crate) fn migrate_page(&self, p: u64, target: u64, caught: &mut OwnerPanic) -> Moved {
         let f = self.mm.page(p).flags();
         if f & flags::MOVABLE_OPS != 0 {
             return self.migrate_one(p, target, caught);
@@ -313,7 +313,14 @@ impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
 
     /// The frozen page `p` (`ISOLATED_MIGRATE` alone) goes to `target` if its
     /// owner's `migrate` takes it; a refusal or a panic puts it back.
-    pub fn hand_over(&self, p: u64, target: u64, id: u32, ops: &dyn MovableOps, caught: &mut OwnerPanic) -> Moved {
+    pub(crate) fn hand_over(
+        &self,
+        p: u64,
+        target: u64,
+        id: u32,
+        ops: &dyn MovableOps,
+        caught: &mut OwnerPanic,
+    ) -> Moved {
         let (from, to) = (Pfn::new(p), Pfn::new(target));
         self.mobility().set_page(target, id);
         let td = self.mm.page(target);
@@ -345,7 +352,7 @@ impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
 
     /// A migration failed after the owner isolated `from`, whose word is
     /// restored already: the owner uses it again (`putback`); counted.
-    pub fn putback_failed(&self, ops: &dyn MovableOps, from: Pfn, caught: &mut OwnerPanic) -> Moved {
+    pub(crate) fn putback_failed(&self, ops: &dyn MovableOps, from: Pfn, caught: &mut OwnerPanic) -> Moved {
         // A panic here leaves nothing of ours to restore.
         let _ = owner_call(caught, || ops.putback(from));
         self.events.count(VmEvent::PgmigrateFail, 1);
@@ -355,7 +362,7 @@ impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
     /// Free a migration target the caller holds and did not use
     /// (`MIGRATE_TARGET`, order 0): a plain store of `PCP` takes it (nobody
     /// else writes a target's word), then the ordinary way to the lists.
-    pub fn free_target(&self, p: u64) {
+    pub(crate) fn free_target(&self, p: u64) {
         let d = self.mm.page(p);
         debug_assert_eq!(d.flags(), flags::MIGRATE_TARGET, "migration target {p:#x} lost its mark");
         d.set_flags(flags::PCP);
@@ -364,7 +371,7 @@ impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
 
     /// Take `ISOLATED_MIGRATE` off an isolated page (a lock may have been
     /// added meanwhile: keep it).
-    pub fn unisolate(&self, p: u64) {
+    pub(crate) fn unisolate(&self, p: u64) {
         self.mm.page(p).flags.fetch_and(!flags::ISOLATED_MIGRATE, Ordering::Release);
     }
 }

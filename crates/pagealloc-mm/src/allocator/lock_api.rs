@@ -16,7 +16,7 @@ impl PageAllocator {
     /// pages as a guard, so no raw unlock releases them).
     #[inline(always)]
     #[doc(hidden)]
-    pub fn cache_page_ref(&self, pfn: Pfn) -> Result<PageRef<'_>, PageStateError> {
+    pub(crate) fn cache_page_ref(&self, pfn: Pfn) -> Result<PageRef<'_>, PageStateError> {
         let core = &*self.core;
         let Some(d) = core.mm.descs().get(pfn.as_u64() as usize) else {
             return Err(PageStateError::OutOfRange { pfn });
@@ -31,7 +31,7 @@ impl PageAllocator {
     /// call that would lock or mark it.
     #[inline(always)]
     #[doc(hidden)]
-    pub fn page_ref(&self, pfn: Pfn) -> Result<PageRef<'_>, PageStateError> {
+    pub(crate) fn page_ref(&self, pfn: Pfn) -> Result<PageRef<'_>, PageStateError> {
         Ok(self.cache_page_ref(pfn)?.denying(PUBLIC_DENY))
     }
 

@@ -320,7 +320,7 @@ fn reporter_pass(c: &Mm, idle: &mut Idle, all: bool, delay_ms: u64) -> Option<Du
 /// Start the reporter thread unless it runs.
 #[cfg(not(loom))]
 #[doc(hidden)]
-pub fn start_reporter(core: &Arc<Mm>) {
+pub(crate) fn start_reporter(core: &Arc<Mm>) {
     let r = &core.reporting;
     if !r.can_report {
         return;
@@ -346,7 +346,7 @@ pub fn start_reporter(core: &Arc<Mm>) {
 
 #[cfg(loom)]
 #[doc(hidden)]
-pub fn start_reporter(_core: &Arc<Mm>) {}
+pub(crate) fn start_reporter(_core: &Arc<Mm>) {}
 
 impl PageAllocator {
     /// Release every unreported free block of at least the reporting order now,

@@ -324,7 +324,7 @@ fn handoff_storm(a: &PageAllocator, pages: &[Pfn], threads: usize, per_thread: u
 }
 
 /// Pages whose wait-queue bucket is the same (found by search).
-pub fn colliding_pages(a: &PageAllocator, n: usize) -> Vec<Pfn> {
+pub(crate) fn colliding_pages(a: &PageAllocator, n: usize) -> Vec<Pfn> {
     let mut by_bucket: std::collections::HashMap<usize, Vec<Pfn>> = Default::default();
     loop {
         let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();

@@ -35,7 +35,7 @@ pub enum Which {
 
 impl NodeLru {
     /// Racy (inactive, active) lengths.
-    pub fn sizes_racy(&self) -> (u64, u64) {
+    pub(crate) fn sizes_racy(&self) -> (u64, u64) {
         (self.nr_inactive.load(Ordering::Relaxed), self.nr_active.load(Ordering::Relaxed))
     }
 
@@ -50,7 +50,7 @@ impl NodeLru {
     }
 
     /// Zone `z`'s (inactive, active) pages on these lists.
-    pub fn zone_sizes(&self, z: usize) -> (u64, u64) {
+    pub(crate) fn zone_sizes(&self, z: usize) -> (u64, u64) {
         self.per_zone.get(z).map_or((0, 0), |c| (c[0], c[1]))
     }
 
@@ -91,7 +91,7 @@ impl NodeLru {
 
     /// Take `pfn` off its list if it is on one (`LRU` set): the last
     /// reference's release path (`__page_cache_release`). True if it was.
-    pub fn remove_if_listed(&mut self, mm: &MemMap, pfn: u64) -> bool {
+    pub(crate) fn remove_if_listed(&mut self, mm: &MemMap, pfn: u64) -> bool {
         let old = mm.page(pfn).flags.fetch_and(!LRU, Ordering::Relaxed);
         if old & LRU == 0 {
             return false;
@@ -107,7 +107,7 @@ impl NodeLru {
     /// Isolate one listed page for migration (`folio_isolate_lru`): take a
     /// reference and take it off its list. False if it is not listed or its
     /// count is 0 (being freed).
-    pub fn isolate_one(&mut self, mm: &MemMap, pfn: u64) -> bool {
+    pub(crate) fn isolate_one(&mut self, mm: &MemMap, pfn: u64) -> bool {
         let d = mm.page(pfn);
         if d.flags() & LRU == 0 || !pageref::try_get(&d.flags) {
             return false;
@@ -117,7 +117,7 @@ impl NodeLru {
 
     /// Move a listed inactive page to the active list and set `ACTIVE`
     /// (`folio_activate`). False if it is not on the inactive list.
-    pub fn activate(&mut self, mm: &MemMap, pfn: u64) -> bool {
+    pub(crate) fn activate(&mut self, mm: &MemMap, pfn: u64) -> bool {
         let d = mm.page(pfn);
         let f = d.flags();
         if f & LRU == 0 || f & ACTIVE != 0 {

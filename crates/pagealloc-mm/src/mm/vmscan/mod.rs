@@ -130,7 +130,7 @@ thread_local! {
 }
 
 /// Run `f` marked as reclaiming; None if this thread already is.
-pub fn as_reclaimer<R>(f: impl FnOnce() -> R) -> Option<R> {
+pub(crate) fn as_reclaimer<R>(f: impl FnOnce() -> R) -> Option<R> {
     if IN_RECLAIM.with(|c| c.replace(true)) {
         return None;
     }
@@ -196,7 +196,7 @@ impl Gauges {
 /// See the module doc.
 pub struct Vmscan {
     /// Each node's LRU lists.
-    pub lrus: Box<[CachePadded<Mutex<NodeLru>>]>,
+    pub(crate) lrus: Box<[CachePadded<Mutex<NodeLru>>]>,
     /// Per-CPU-slot batches of pages (each holding a reference) waiting to
     /// join an LRU list.
     pub batches: Box<[CachePadded<Mutex<Vec<u32>>>]>,
@@ -206,7 +206,7 @@ pub struct Vmscan {
     pub gauges: Gauges,
     /// A page cache is attached (at most one per allocator: the LRU lists
     /// hold its pages, and only it can reclaim them).
-    pub cache_attached: pagealloc_core::sync::AtomicBool,
+    pub(crate) cache_attached: pagealloc_core::sync::AtomicBool,
     /// Per-node kswapd wakeups (the threads: `kswapd`).
     pub kswapd: wake::KswapdWake,
     /// Dirty limits (`dirty_ratio`, `dirty_background_ratio`).
@@ -237,7 +237,7 @@ impl Vmscan {
     }
 
     /// Unregister; false if `id` was not registered.
-    pub fn unregister(&self, id: u64) -> bool {
+    pub(crate) fn unregister(&self, id: u64) -> bool {
         let mut v = self.shrinkers.write();
         let n = v.len();
         v.retain(|(i, _)| *i != id);
@@ -245,13 +245,13 @@ impl Vmscan {
     }
 
     /// Whether any shrinker is registered.
-    pub fn has_shrinkers(&self) -> bool {
+    pub(crate) fn has_shrinkers(&self) -> bool {
         !self.shrinkers.read().is_empty()
     }
 
     /// Ask every shrinker for about `nr` pages, each in proportion to what it
     /// says it could free (`do_shrink_slab`); returns the pages freed.
-    pub fn shrink_all(&self, nr: u64, nid: Option<u32>, direct: bool) -> u64 {
+    pub(crate) fn shrink_all(&self, nr: u64, nid: Option<u32>, direct: bool) -> u64 {
         let list: Vec<Arc<dyn Shrinker>> = self.shrinkers.read().iter().map(|(_, s)| s.clone()).collect();
         let probe = ShrinkControl { nr_to_scan: 0, nid, direct };
         let counts: Vec<u64> = list.iter().map(|s| guarded(|| s.count_objects(&probe))).collect();
@@ -296,13 +296,13 @@ impl Vmscan {
 
     /// Move this CPU slot's batch onto the LRU lists; the pages' references
     /// are returned to the caller, who must put them.
-    pub fn take_batch(&self, slot: usize) -> Vec<u32> {
+    pub(crate) fn take_batch(&self, slot: usize) -> Vec<u32> {
         std::mem::take(&mut *self.batches[slot % self.batches.len()].lock())
     }
 
     /// Zone `z`'s (inactive, active) LRU pages (`z` a global zone index on
     /// node `nid`).
-    pub fn zone_lru_sizes(&self, nid: usize, z: usize) -> (u64, u64) {
+    pub(crate) fn zone_lru_sizes(&self, nid: usize, z: usize) -> (u64, u64) {
         self.lrus.get(nid).map_or((0, 0), |l| l.lock().zone_sizes(z))
     }
 

@@ -17,7 +17,7 @@ impl Mm {
     /// The node of `pfn` (in range).
     #[inline]
     #[doc(hidden)]
-    pub fn nid_of(&self, pfn: u64) -> usize {
+    pub(crate) fn nid_of(&self, pfn: u64) -> usize {
         self.zone_of(pfn).nid as usize
     }
 
@@ -120,7 +120,7 @@ impl Mm {
     /// Queue `pfn` for its node's LRU (`folio_add_lru`), handing this call's
     /// reference on it to the batch; a full batch (15) is drained.
     #[doc(hidden)]
-    pub fn lru_cache_add(&self, pfn: u64) {
+    pub(crate) fn lru_cache_add(&self, pfn: u64) {
         let slot = pagealloc_core::cpu::current_cpu() as usize % self.vmscan.batches.len();
         let full = {
             let mut b = self.vmscan.batches[slot].lock();
@@ -178,7 +178,7 @@ impl Mm {
     /// Put isolated pages (each holding the isolation's reference) back on
     /// their lists, then drop those references.
     #[doc(hidden)]
-    pub fn putback_lru(&self, pfns: &[u64]) {
+    pub(crate) fn putback_lru(&self, pfns: &[u64]) {
         let v: Vec<u32> = pfns.iter().map(|&p| p as u32).collect();
         self.lru_add_pages(&v);
     }

@@ -84,7 +84,7 @@ impl KswapdWake {
     /// Wake node `nid`'s kswapd for a request of `order`, remembering the
     /// highest order until [`KswapdWake::take_order`].
     #[inline]
-    pub fn wake_order(&self, nid: usize, order: u32) {
+    pub(crate) fn wake_order(&self, nid: usize, order: u32) {
         if !self.running() {
             return;
         }
@@ -103,7 +103,7 @@ impl KswapdWake {
 
     /// Set node `nid`'s wakeup and notify, whether or not kswapd runs (its
     /// stop uses this too).
-    pub fn kick(&self, nid: usize) {
+    pub(crate) fn kick(&self, nid: usize) {
         let Some(w) = self.nodes.get(nid) else { return };
         if !w.woken.swap(true, Ordering::AcqRel) {
             let _g = w.lock.lock();
@@ -142,7 +142,7 @@ impl KswapdWake {
 
     /// Node `nid`'s boost now (pages).
     #[inline]
-    pub fn boost_of(&self, nid: usize) -> u64 {
+    pub(crate) fn boost_of(&self, nid: usize) -> u64 {
         self.nodes.get(nid).map_or(0, |w| w.boost.load(Ordering::Relaxed))
     }
 
@@ -155,7 +155,7 @@ impl KswapdWake {
     }
 
     /// kswapd of node `nid` starts (`true`) or ends a run.
-    pub fn set_busy(&self, nid: usize, on: bool) {
+    pub(crate) fn set_busy(&self, nid: usize, on: bool) {
         if let Some(w) = self.nodes.get(nid) {
             w.busy.store(on, Ordering::Relaxed);
         }

@@ -8,11 +8,11 @@ use super::*;
 /// /proc/{buddyinfo,pagetypeinfo,zoneinfo,vmstat} of Linux 6.18, captured on
 /// this project's machine (the version is in `uname-r` beside them).
 mod linux {
-    pub const UNAME: &str = include_str!("../../../../pagealloc/tests/fixtures/proc-6.18/uname-r");
-    pub const BUDDYINFO: &str = include_str!("../../../../pagealloc/tests/fixtures/proc-6.18/buddyinfo");
-    pub const PAGETYPEINFO: &str = include_str!("../../../../pagealloc/tests/fixtures/proc-6.18/pagetypeinfo");
-    pub const ZONEINFO: &str = include_str!("../../../../pagealloc/tests/fixtures/proc-6.18/zoneinfo");
-    pub const VMSTAT: &str = include_str!("../../../../pagealloc/tests/fixtures/proc-6.18/vmstat");
+    pub(crate) const UNAME: &str = include_str!("../../../../pagealloc/tests/fixtures/proc-6.18/uname-r");
+    pub(crate) const BUDDYINFO: &str = include_str!("../../../../pagealloc/tests/fixtures/proc-6.18/buddyinfo");
+    pub(crate) const PAGETYPEINFO: &str = include_str!("../../../../pagealloc/tests/fixtures/proc-6.18/pagetypeinfo");
+    pub(crate) const ZONEINFO: &str = include_str!("../../../../pagealloc/tests/fixtures/proc-6.18/zoneinfo");
+    pub(crate) const VMSTAT: &str = include_str!("../../../../pagealloc/tests/fixtures/proc-6.18/vmstat");
 }
 
 /// The length of the word (letters, digits, `_`) at the start of `s`.
