@@ -5,8 +5,10 @@ use crate::error::{AllocError, ConfigError, FreeError, InvariantError, PageState
 use crate::memmap::DescStorage;
 use crate::page::flags;
 use crate::page_alloc::claim::checked_order;
+use crate::page_alloc::hooks::SlowPathHooks;
 use crate::page_alloc::Core;
 use crate::types::{Gfp, Pfn};
+use alloc::sync::Weak;
 
 /// A zoned buddy frame allocator with per-CPU lists, and nothing above it:
 /// no reclaim, compaction or free page reporting, and no thread of its own.
@@ -34,7 +36,7 @@ use crate::types::{Gfp, Pfn};
 /// f.check_invariants().unwrap();
 /// ```
 pub struct FrameAllocator {
-    core: Core,
+    pub(crate) core: Core,
 }
 
 impl FrameAllocator {
@@ -60,9 +62,30 @@ impl FrameAllocator {
         Ok(Self { core: Core::new_in(cfg, Some(storage))? })
     }
 
-    /// The core, for the crate's own loom models.
-    #[cfg(all(test, loom))]
-    pub(crate) fn core(&self) -> &Core {
+    /// Register the layers above the core for its slow path (reclaim,
+    /// compaction): what it calls when a request cannot be met at once.
+    /// `hooks` is held weakly; a hook that is gone is skipped. Only before
+    /// the allocator is shared (`&mut self`): the slow path reads the
+    /// registration without a lock.
+    pub fn set_slow_path_hooks(&mut self, hooks: Weak<dyn SlowPathHooks>) {
+        self.core.set_hooks(hooks);
+    }
+
+    /// The core itself, for the crates of the pagealloc workspace that build
+    /// on it (reclaim, compaction, free page reporting, `PageAllocator`).
+    ///
+    /// # Safety
+    /// Nothing behind the returned reference keeps the safe API's promises:
+    /// its methods and fields change descriptors, zones, per-CPU lists and
+    /// frames without the checks of [`alloc`](Self::alloc) and
+    /// [`free`](Self::free), and a wrong call can give one frame two owners
+    /// or two `&mut` over the same bytes. The caller keeps every invariant
+    /// the core's modules state (docs/soundness.md). Only this workspace's
+    /// crates call it; `tests/compile-fail` in the `pagealloc` crate pins
+    /// that safe code has no other way in.
+    #[doc(hidden)]
+    #[inline(always)]
+    pub unsafe fn core(&self) -> &Core {
         &self.core
     }
 

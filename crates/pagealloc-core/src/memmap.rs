@@ -108,11 +108,14 @@ fn mapping_too_large() -> ConfigError {
 impl MemMap {
     /// A map of `nr_pages` frames (a whole number of pageblocks, one word
     /// each in `blocks`) with `backing` behind them.
-    pub fn new(nr_pages: u64, backing: Backing, blocks: Pageblocks) -> Result<Self, ConfigError> {
+    #[cfg(test)]
+    pub(crate) fn new(nr_pages: u64, backing: Backing, blocks: Pageblocks) -> Result<Self, ConfigError> {
         Self::new_in(nr_pages, backing, blocks, None)
     }
 
-    /// As [`MemMap::new`], the descriptors in `storage` when given.
+    /// A map of `nr_pages` frames (a whole number of pageblocks, one word
+    /// each in `blocks`) with `backing` behind them, the descriptors in
+    /// `storage` when given.
     pub(crate) fn new_in(
         nr_pages: u64,
         backing: Backing,

@@ -264,7 +264,7 @@ pub struct PerCpuEvents {
 
 impl PerCpuEvents {
     /// Counters for `nr_cpus` CPU slots (at least one).
-    pub fn new(nr_cpus: usize) -> Self {
+    pub(crate) fn new(nr_cpus: usize) -> Self {
         let slots =
             (0..nr_cpus.max(1)).map(|_| CachePadded::new(core::array::from_fn(|_| AtomicU64::new(0)))).collect();
         Self { slots }

@@ -13,12 +13,10 @@
 //! API.
 #![warn(missing_docs)]
 
-#[doc(hidden)]
-pub mod allocator;
+mod allocator;
 #[cfg(feature = "fail-inject")]
 pub use pagealloc_core::failinject;
-#[doc(hidden)]
-pub mod mm;
+mod mm;
 mod page_array;
 mod pagecache;
 mod pages;

@@ -56,7 +56,8 @@ impl<'a> Pages<'a> {
     /// The handle of a block whose head is already marked `HEAD | OWNED`
     /// and that no other handle holds (a `PageArray` hands a page over this
     /// way). Crate-private: a second handle of one block would free it
-    /// twice (the handle's free is a plain store, `Core::free_owned`).
+    /// twice (the handle's free is a plain store, `Core::free_owned`) and
+    /// give two `&mut` over its bytes.
     pub(crate) fn from_owned(alloc: &'a PageAllocator, pfn: Pfn, order: u32) -> Self {
         Self { alloc, pfn, order }
     }

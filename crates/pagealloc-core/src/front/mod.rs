@@ -343,7 +343,7 @@ pub struct Fronts {
 impl Fronts {
     /// The registry of allocator `id` (at least 1), whose inline order-0
     /// allocation and free may use the front cache as `inline` says.
-    pub fn new(id: u64, inline: (bool, bool)) -> Self {
+    pub(crate) fn new(id: u64, inline: (bool, bool)) -> Self {
         debug_assert_ne!(id, 0, "0 is the placeholder slot's id");
         let key = |on: bool| if on { id } else { NEVER };
         Self {

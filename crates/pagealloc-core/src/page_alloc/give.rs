@@ -36,7 +36,7 @@ impl<'a> Giver<'a> {
     /// `count_free`: count pgfree for the pages given (false where the
     /// caller counted them already).
     #[inline]
-    pub fn new(core: &'a Core, count_free: bool) -> Self {
+    pub(crate) fn new(core: &'a Core, count_free: bool) -> Self {
         Self { core, held: None, count_free }
     }
 

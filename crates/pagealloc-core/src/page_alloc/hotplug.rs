@@ -79,7 +79,7 @@ pub(crate) fn aligned_blocks(r: Range<u64>) -> impl Iterator<Item = (u64, Order)
 
 impl Holes {
     /// `holes` (validated) over `zones`.
-    pub fn new<'a>(holes: Vec<Range<u64>>, zones: impl Iterator<Item = &'a Zone>) -> Self {
+    pub(crate) fn new<'a>(holes: Vec<Range<u64>>, zones: impl Iterator<Item = &'a Zone>) -> Self {
         let offline = zones.map(|z| AtomicU64::new(overlap(&holes, &(z.start..z.end)))).collect();
         Holes { ranges: Mutex::new(holes), offline }
     }

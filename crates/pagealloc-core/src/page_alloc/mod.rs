@@ -149,7 +149,7 @@ impl Node {
 
 impl Core {
     /// Map the arena, lay out nodes and zones, free every page.
-    pub fn new(cfg: Config) -> Result<Self, ConfigError> {
+    pub(crate) fn new(cfg: Config) -> Result<Self, ConfigError> {
         Self::new_in(cfg, None)
     }
 
@@ -211,7 +211,7 @@ impl Core {
 
     /// Register the layers above the core for its slow path (before the
     /// core is shared: the registration is read without a lock).
-    pub fn set_hooks(&mut self, hooks: Weak<dyn hooks::SlowPathHooks>) {
+    pub(crate) fn set_hooks(&mut self, hooks: Weak<dyn hooks::SlowPathHooks>) {
         self.hooks = hooks;
     }
 

@@ -24,7 +24,7 @@ pub struct Zeroing {
 }
 
 impl Zeroing {
-    pub fn new(cfg: &Config) -> Self {
+    pub(crate) fn new(cfg: &Config) -> Self {
         Self {
             zero_ok: !cfg.page_reporting_madv_free,
             alloc_extra: if cfg.init_on_alloc { Gfp::ZERO } else { Gfp::empty() },

@@ -26,7 +26,7 @@ fn all_back(f: &FrameAllocator) {
     f.check_invariants().unwrap();
     f.drain();
     assert_eq!(f.nr_free_pages(), f.nr_pages());
-    assert_eq!(f.core().zones[crate::types::ZoneIdx::FIRST].depot.pages_racy(), 0, "drain_all empties the depot");
+    assert_eq!(f.core.zones[crate::types::ZoneIdx::FIRST].depot.pages_racy(), 0, "drain_all empties the depot");
 }
 
 /// A drain parks pages in the depot; one thread's allocation takes them
@@ -41,7 +41,7 @@ fn loom_depot_exchange_races_drain_all() {
             f.free(p, 0).unwrap();
         }
         assert!(
-            f.core().zones[crate::types::ZoneIdx::FIRST].depot.pages_racy() > 0,
+            f.core.zones[crate::types::ZoneIdx::FIRST].depot.pages_racy() > 0,
             "the frees past high parked pages"
         );
         let g = Arc::clone(&f);

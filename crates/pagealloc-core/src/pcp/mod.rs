@@ -179,7 +179,7 @@ pub struct PcpLists {
 }
 
 impl Pcp {
-    pub fn new(batch: u32, high_min: u32, high_max: u32, filler: bool) -> Self {
+    pub(crate) fn new(batch: u32, high_min: u32, high_max: u32, filler: bool) -> Self {
         // Each list can hold every page the set may hold plus one refill.
         // Room for a refill and a batch per list up front; lists grow with
         // use up to what `high` lets them hold. Reserving for `high_max` on

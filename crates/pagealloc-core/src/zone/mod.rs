@@ -202,7 +202,7 @@ pub struct Zone {
 
 impl Zone {
     /// A zone over `start..end`, claiming its blocks in `blocks` (marked Movable).
-    pub fn new(idx: ZoneIdx, nid: u32, ztype: ZoneType, start: u64, end: u64, blocks: &Pageblocks) -> Self {
+    pub(crate) fn new(idx: ZoneIdx, nid: u32, ztype: ZoneType, start: u64, end: u64, blocks: &Pageblocks) -> Self {
         debug_assert!(start.is_multiple_of(PAGEBLOCK_PAGES) && end.is_multiple_of(PAGEBLOCK_PAGES) && end > start);
         let nblocks = ((end - start) / PAGEBLOCK_PAGES) as usize;
         let first = (start / PAGEBLOCK_PAGES) as usize;

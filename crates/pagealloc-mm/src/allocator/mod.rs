@@ -51,8 +51,8 @@ use std::sync::Arc;
 /// ```
 #[derive(Clone)]
 pub struct PageAllocator {
-    #[doc(hidden)]
-    pub core: Arc<Mm>,
+    /// The allocator (crate-private: nothing outside reaches its insides).
+    pub(crate) core: Arc<Mm>,
     /// Shared by the clones (not by internal threads): its drop, with the
     /// last clone, stops the allocator's background threads.
     _users: Arc<Users>,

@@ -19,39 +19,44 @@ use pagealloc_core::page_alloc::Core;
 use pagealloc_core::types::{Gfp, Order, ZoneIdx};
 use pagealloc_core::vmevent::VmEvent;
 use pagealloc_core::zone::Wmark;
+use pagealloc_core::FrameAllocator;
 use pagealloc_reporting::Reporting;
 use std::sync::{Arc, Weak};
 
-/// One allocator: its core and the state of the layers above it.
-#[doc(hidden)]
-pub struct Mm {
-    #[doc(hidden)]
-    pub core: Core,
+/// One allocator: its core and the state of the layers above it. Crate
+/// private, as are its fields: its dereference to the core is this crate's
+/// one way into the core's internals.
+pub(crate) struct Mm {
+    /// The core, built as a kernel builds it, with this allocator's layers
+    /// registered as its slow-path hooks.
+    frames: FrameAllocator,
     /// Free page reporting.
-    #[doc(hidden)]
-    pub reporting: Reporting,
+    pub(crate) reporting: Reporting,
     /// LRU lists, LRU batches, shrinkers and reclaim gauges.
-    #[doc(hidden)]
-    pub vmscan: Vmscan,
+    pub(crate) vmscan: Vmscan,
     /// Movable operations and compaction state.
-    #[doc(hidden)]
-    pub mobility: Mobility,
+    pub(crate) mobility: Mobility,
 }
 
 impl std::ops::Deref for Mm {
     type Target = Core;
     #[inline(always)]
     fn deref(&self) -> &Core {
-        &self.core
+        // SAFETY: `Mm` is this crate's and never leaves it (crate-private
+        // type, fields and constructor; `PageAllocator` holds it in a private
+        // field): only this crate's code reaches the core through here, and
+        // it keeps the core's invariants, which is the door's contract.
+        unsafe { self.frames.core() }
     }
 }
 
 impl Mm {
     /// Build the core and the layers over it, and register the layers as
     /// the core's slow-path hooks.
-    #[doc(hidden)]
-    pub fn new(cfg: Config) -> Result<Arc<Self>, ConfigError> {
-        let mut core = Core::new(cfg)?;
+    pub(crate) fn new(cfg: Config) -> Result<Arc<Self>, ConfigError> {
+        let mut frames = FrameAllocator::new(cfg)?;
+        // SAFETY: a read of the core's layout only (see `deref`).
+        let core = unsafe { frames.core() };
         let cfg = &core.cfg;
         let nr_nodes = cfg.nodes as usize;
         let nblocks = core.pageblocks.len();
@@ -59,8 +64,8 @@ impl Mm {
         let vmscan = Vmscan::new(nr_nodes, core.zones.len(), core.pcp.nr_cpus());
         let mobility = Mobility::new(nblocks, nr_nodes);
         Ok(Arc::new_cyclic(|me: &Weak<Mm>| {
-            core.set_hooks(me.clone());
-            Mm { core, reporting, vmscan, mobility }
+            frames.set_slow_path_hooks(me.clone());
+            Mm { frames, reporting, vmscan, mobility }
         }))
     }
 }
