@@ -53,8 +53,7 @@ impl PageAllocator {
     }
 
     /// Recompute the thresholds and cache them for writers and the flusher.
-    #[doc(hidden)]
-    pub fn refresh_dirty_thresholds(&self) -> DirtyThresholds {
+    pub(crate) fn refresh_dirty_thresholds(&self) -> DirtyThresholds {
         self.core.vmscan.dirty.refresh(self.dirtyable_pages())
     }
 }

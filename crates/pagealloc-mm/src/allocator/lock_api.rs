@@ -15,7 +15,6 @@ impl PageAllocator {
     /// The protocol's view of one page, for the page cache (which locks its
     /// pages as a guard, so no raw unlock releases them).
     #[inline(always)]
-    #[doc(hidden)]
     pub(crate) fn cache_page_ref(&self, pfn: Pfn) -> Result<PageRef<'_>, PageStateError> {
         let core = &*self.core;
         let Some(d) = core.mm.descs().get(pfn.as_u64() as usize) else {
@@ -30,7 +29,6 @@ impl PageAllocator {
     /// `Referenced`, and an owning handle's block with `Owned`, by every
     /// call that would lock or mark it.
     #[inline(always)]
-    #[doc(hidden)]
     pub(crate) fn page_ref(&self, pfn: Pfn) -> Result<PageRef<'_>, PageStateError> {
         Ok(self.cache_page_ref(pfn)?.denying(PUBLIC_DENY))
     }

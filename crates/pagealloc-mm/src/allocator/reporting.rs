@@ -201,7 +201,6 @@ impl Idle {
 /// Pages in free blocks below the pageblock order (free memory inside partly
 /// used pageblocks: with hugepage backing, resident memory no release can
 /// reach), read without the lock.
-#[doc(hidden)]
 pub fn free_below_pageblock(c: &Mm) -> u64 {
     c.zones
         .iter()
@@ -222,7 +221,6 @@ pub fn free_below_pageblock(c: &Mm) -> u64 {
 /// they are (their pageblocks stay resident). An owner's panic goes to
 /// `caught` (the reporter thread drops each, `compact_and_report_now`
 /// resumes the first).
-#[doc(hidden)]
 pub fn compact_for_release(c: &Mm, caught: &mut OwnerPanic) -> Option<u64> {
     let r = &c.reporting;
     if !c.cfg.page_reporting_compact || r.order() < Order::PAGEBLOCK || !c.mobility.any_registered() {
@@ -319,7 +317,6 @@ fn reporter_pass(c: &Mm, idle: &mut Idle, all: bool, delay_ms: u64) -> Option<Du
 
 /// Start the reporter thread unless it runs.
 #[cfg(not(loom))]
-#[doc(hidden)]
 pub(crate) fn start_reporter(core: &Arc<Mm>) {
     let r = &core.reporting;
     if !r.can_report {
@@ -345,7 +342,6 @@ pub(crate) fn start_reporter(core: &Arc<Mm>) {
 }
 
 #[cfg(loom)]
-#[doc(hidden)]
 pub(crate) fn start_reporter(_core: &Arc<Mm>) {}
 
 impl PageAllocator {

@@ -153,8 +153,7 @@ fn backoff(retries: u64) {
 
 /// One zone's counters, each read once with a relaxed load; the depot's
 /// pages are free order-0 pages of their type.
-#[doc(hidden)]
-pub fn read_zone(z: &Zone) -> ZoneCounters {
+pub(crate) fn read_zone(z: &Zone) -> ZoneCounters {
     let s = &z.stats;
     let depot: [u64; MIGRATE_PCPTYPES] = std::array::from_fn(|t| z.depot.pages_of_racy(t));
     let depot_pages = depot.iter().sum();

@@ -41,11 +41,9 @@
 
 pub mod dirty;
 pub(crate) mod kswapd;
-#[doc(hidden)]
 pub mod lru;
 mod put;
 pub(crate) mod scan;
-#[doc(hidden)]
 pub mod wake;
 
 use crossbeam_utils::CachePadded;

@@ -16,13 +16,11 @@ use pagealloc_core::vmevent::VmEvent;
 impl Mm {
     /// The node of `pfn` (in range).
     #[inline]
-    #[doc(hidden)]
     pub(crate) fn nid_of(&self, pfn: u64) -> usize {
         self.zone_of(pfn).nid as usize
     }
 
     /// Take a user's reference on an allocated, already referenced page.
-    #[doc(hidden)]
     pub fn get_page(&self, pfn: Pfn) -> Result<(), PageStateError> {
         let d = self.mm.descs().get(pfn.as_u64() as usize).ok_or(PageStateError::OutOfRange { pfn })?;
         match pageref::get(&d.flags) {
@@ -35,7 +33,6 @@ impl Mm {
     /// Drop a reference; the last one frees the page (order 0 or the block
     /// its head describes). The last put leaves the page frozen for its free
     /// (`pageref::put_testzero`), so the free cannot be refused.
-    #[doc(hidden)]
     pub fn put_page(&self, pfn: Pfn) -> Result<(), FreeError> {
         let p = pfn.as_u64();
         let d = self.mm.descs().get(p as usize).ok_or(FreeError::OutOfRange { pfn, nr_pages: self.mm.nr_pages() })?;
@@ -55,7 +52,6 @@ impl Mm {
     /// then freed by the ordinary path (the frozen word is a claim already:
     /// nobody else can lock, reference or free it). `old`'s `WAITERS` says
     /// whom to wake.
-    #[doc(hidden)]
     pub fn free_frozen(&self, pfn: Pfn, old: u32) {
         let p = pfn.as_u64();
         self.unlist_and_clean(p);
@@ -85,7 +81,6 @@ impl Mm {
     /// per-CPU list: kswapd's frees (the thread allocates nothing, and pages
     /// parked on its caches would be hidden from the watermarks it reclaims
     /// for). Returns the pages freed.
-    #[doc(hidden)]
     pub fn free_frozen_to_buddy(&self, pages: &[(u64, u32)]) -> u64 {
         let mut claimed = Vec::with_capacity(pages.len());
         let mut wake = Vec::new();
@@ -119,7 +114,6 @@ impl Mm {
 
     /// Queue `pfn` for its node's LRU (`folio_add_lru`), handing this call's
     /// reference on it to the batch; a full batch (15) is drained.
-    #[doc(hidden)]
     pub(crate) fn lru_cache_add(&self, pfn: u64) {
         let slot = pagealloc_core::cpu::current_cpu() as usize % self.vmscan.batches.len();
         let full = {
@@ -135,7 +129,6 @@ impl Mm {
     }
 
     /// Drain this CPU slot's LRU batch (`lru_add_drain`).
-    #[doc(hidden)]
     pub fn lru_add_drain(&self) {
         let slot = pagealloc_core::cpu::current_cpu() as usize;
         let b = self.vmscan.take_batch(slot);
@@ -143,7 +136,6 @@ impl Mm {
     }
 
     /// Drain every CPU slot's LRU batch (`lru_add_drain_all`).
-    #[doc(hidden)]
     pub fn lru_add_drain_all(&self) {
         for slot in 0..self.vmscan.batches.len() {
             let b = self.vmscan.take_batch(slot);
@@ -177,7 +169,6 @@ impl Mm {
 
     /// Put isolated pages (each holding the isolation's reference) back on
     /// their lists, then drop those references.
-    #[doc(hidden)]
     pub(crate) fn putback_lru(&self, pfns: &[u64]) {
         let v: Vec<u32> = pfns.iter().map(|&p| p as u32).collect();
         self.lru_add_pages(&v);
@@ -187,7 +178,6 @@ impl Mm {
     /// `REFERENCED`; a second one on an inactive page moves it to the active
     /// list (or, if it is not on a list now, sets `ACTIVE` so it joins that
     /// one) and clears `REFERENCED`.
-    #[doc(hidden)]
     pub fn mark_page_accessed(&self, pfn: u64) {
         let d = self.mm.page(pfn);
         let f = d.flags();

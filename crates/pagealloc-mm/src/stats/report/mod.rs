@@ -466,8 +466,7 @@ fn ptinfo_zone(z: &ZoneCounters) -> PageTypeInfoZone {
 
 impl Mm {
     /// Every event counter: the per-CPU blocks plus the per-zone blocks.
-    #[doc(hidden)]
-    pub fn event_totals(&self) -> [u64; NR_VM_EVENTS] {
+    pub(crate) fn event_totals(&self) -> [u64; NR_VM_EVENTS] {
         let mut sum = [0u64; NR_VM_EVENTS];
         self.events.sum_into(&mut sum);
         for z in self.zones.iter() {
