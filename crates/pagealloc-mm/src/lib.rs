@@ -25,6 +25,7 @@ pub mod stats;
 #[cfg(not(loom))]
 #[doc(hidden)]
 pub use allocator::{front_abi, FrontView, ThreadFront};
+pub use allocator::{Compactor, Contig, PageLocks, PageReporting, Reclaim, Stats};
 pub use allocator::{PageAllocator, ReportingStats, ZoneResidency};
 pub use allocator::{PageLockGuard, PageReference};
 pub use mm::vmscan::dirty::{DirtyThresholds, DEFAULT_DIRTY_BACKGROUND_RATIO, DEFAULT_DIRTY_RATIO};

@@ -10,7 +10,9 @@
 #[cfg(feature = "seed-variants")]
 mod bulk_linked;
 mod compaction;
+mod deprecated;
 mod dirty;
+mod handles;
 mod lock_api;
 mod nolock;
 mod pageref_api;
@@ -22,6 +24,7 @@ mod thread_front;
 #[cfg(not(loom))]
 pub use thread_front::{front_abi, FrontView, ThreadFront};
 
+pub use handles::{Compactor, Contig, PageLocks, PageReporting, Reclaim, Stats};
 pub use lock_api::PageLockGuard;
 pub use pageref_api::PageReference;
 pub use reporting::{ReportingStats, ZoneResidency};

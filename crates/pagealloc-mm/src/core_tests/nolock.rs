@@ -26,9 +26,9 @@ fn nolock_alloc_free_roundtrip_every_order() {
         a.check_invariants().unwrap();
     }
     assert_eq!(a.census().allocated, 0);
-    assert_eq!(a.event_count(VmEvent::NolockAlloc), u64::from(MAX_ORDER) + 1);
-    assert_eq!(a.event_count(VmEvent::NolockFree), u64::from(MAX_ORDER) + 1);
-    assert_eq!(a.event_count(VmEvent::NolockDeferred), 0);
+    assert_eq!(a.stats().event_count(VmEvent::NolockAlloc), u64::from(MAX_ORDER) + 1);
+    assert_eq!(a.stats().event_count(VmEvent::NolockFree), u64::from(MAX_ORDER) + 1);
+    assert_eq!(a.stats().event_count(VmEvent::NolockDeferred), 0);
     assert!(matches!(a.alloc_pages_nolock(Gfp::KERNEL, MAX_ORDER + 1), Err(AllocError::InvalidOrder { .. })));
 }
 
@@ -54,9 +54,9 @@ fn nolock_with_every_lock_held_would_block_and_defers() {
         drop(pcps);
     }
     assert!(!c.nolock.deferred.is_empty());
-    assert_eq!(a.event_count(VmEvent::NolockDeferred), 2);
-    assert!(a.event_count(VmEvent::NolockTrylockFail) >= 3);
-    assert_eq!(a.event_count(VmEvent::NolockAllocFail), 1);
+    assert_eq!(a.stats().event_count(VmEvent::NolockDeferred), 2);
+    assert!(a.stats().event_count(VmEvent::NolockTrylockFail) >= 3);
+    assert_eq!(a.stats().event_count(VmEvent::NolockAllocFail), 1);
     // Parked blocks are counted with the per-CPU pages and checked.
     a.check_invariants().unwrap();
     let cs = a.census();
@@ -106,7 +106,7 @@ fn nolock_free_wakes_waiters_only_after_the_drain() {
     let a = PageAllocator::new(Config::small(16 << 20).nr_cpus(Some(1)).page_lock_waiters_bit(false)).unwrap();
     let p = a.alloc_pages(Gfp::KERNEL, 2).unwrap();
     a.free_pages_nolock(p, 2).unwrap();
-    assert_eq!(a.event_count(VmEvent::NolockDeferred), 1);
+    assert_eq!(a.stats().event_count(VmEvent::NolockDeferred), 1);
     a.check_invariants().unwrap();
     a.drain_deferred_frees();
     a.check_invariants().unwrap();

@@ -66,30 +66,30 @@ fn watchdog(secs: u64, what: &'static str) -> Arc<AtomicBool> {
 fn lock_unlock_trylock_and_guard() {
     let a = small(true, 5);
     let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
-    a.lock_page(p).unwrap();
-    assert!(a.page_locked_racy(p));
-    assert!(!a.trylock_page(p));
-    a.unlock_page(p).unwrap();
-    assert!(a.trylock_page(p));
-    a.unlock_page(p).unwrap();
+    a.page_locks().lock_page(p).unwrap();
+    assert!(a.page_locks().page_locked_racy(p));
+    assert!(!a.page_locks().trylock_page(p));
+    a.page_locks().unlock_page(p).unwrap();
+    assert!(a.page_locks().trylock_page(p));
+    a.page_locks().unlock_page(p).unwrap();
     {
-        let g = a.lock_page_guard(p).unwrap();
+        let g = a.page_locks().lock_page_guard(p).unwrap();
         assert_eq!(g.pfn(), p);
-        assert!(a.page_locked_racy(p));
+        assert!(a.page_locks().page_locked_racy(p));
     }
-    assert!(!a.page_locked_racy(p));
-    assert!(!a.page_uptodate(p));
-    a.lock_page_guard(p).unwrap().unlock_uptodate();
-    assert!(a.page_uptodate(p) && !a.page_locked_racy(p));
-    a.clear_page_uptodate(p).unwrap();
-    assert!(!a.page_uptodate(p));
-    a.set_page_uptodate(p).unwrap();
-    assert!(a.page_uptodate(p));
+    assert!(!a.page_locks().page_locked_racy(p));
+    assert!(!a.page_locks().page_uptodate(p));
+    a.page_locks().lock_page_guard(p).unwrap().unlock_uptodate();
+    assert!(a.page_locks().page_uptodate(p) && !a.page_locks().page_locked_racy(p));
+    a.page_locks().clear_page_uptodate(p).unwrap();
+    assert!(!a.page_locks().page_uptodate(p));
+    a.page_locks().set_page_uptodate(p).unwrap();
+    assert!(a.page_locks().page_uptodate(p));
     assert_eq!(raw_flags(&a, p) & flags::WAITERS, 0);
     a.free_pages(p, 0).unwrap();
     // A new allocation of the same pfn starts with clean lock state.
     let q = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
-    assert!(!a.page_uptodate(q) && !a.page_locked_racy(q));
+    assert!(!a.page_locks().page_uptodate(q) && !a.page_locks().page_locked_racy(q));
     a.free_pages(q, 0).unwrap();
     a.check_invariants().unwrap();
 }
@@ -98,20 +98,20 @@ fn lock_unlock_trylock_and_guard() {
 fn writeback_set_end_wait() {
     let a = small(true, 5);
     let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
-    assert_eq!(a.set_page_writeback(p), Ok(true));
-    assert_eq!(a.set_page_writeback(p), Ok(false));
-    assert!(a.page_writeback_racy(p));
-    assert_eq!(a.wait_on_page_writeback_timeout(p, Duration::from_millis(5)), Err(WaitError::TimedOut));
+    assert_eq!(a.page_locks().set_page_writeback(p), Ok(true));
+    assert_eq!(a.page_locks().set_page_writeback(p), Ok(false));
+    assert!(a.page_locks().page_writeback_racy(p));
+    assert_eq!(a.page_locks().wait_on_page_writeback_timeout(p, Duration::from_millis(5)), Err(WaitError::TimedOut));
     // The timed-out waiter was the last: it cleared the waiters bit.
     assert_eq!(raw_flags(&a, p) & flags::WAITERS, 0);
     thread::scope(|s| {
-        let h = s.spawn(|| a.wait_on_page_writeback(p));
+        let h = s.spawn(|| a.page_locks().wait_on_page_writeback(p));
         wait_queued(&a, p, 1);
-        a.end_page_writeback(p).unwrap();
+        a.page_locks().end_page_writeback(p).unwrap();
         h.join().unwrap().unwrap();
     });
     assert_eq!(raw_flags(&a, p) & (flags::WAITERS | flags::WRITEBACK), 0);
-    a.wait_on_page_writeback(p).unwrap();
+    a.page_locks().wait_on_page_writeback(p).unwrap();
     a.free_pages(p, 0).unwrap();
     a.check_invariants().unwrap();
 }
@@ -122,42 +122,42 @@ fn bad_input_is_typed_and_harmless() {
     let p = a.alloc_pages(Gfp::KERNEL, 2).unwrap();
     let free_before = a.nr_free_pages();
     // Unlock of an unlocked page.
-    assert_eq!(a.unlock_page(p), Err(PageStateError::NotLocked { pfn: p }));
-    assert_eq!(a.unlock_page_uptodate(p), Err(PageStateError::NotLocked { pfn: p }));
-    assert!(!a.page_uptodate(p));
+    assert_eq!(a.page_locks().unlock_page(p), Err(PageStateError::NotLocked { pfn: p }));
+    assert_eq!(a.page_locks().unlock_page_uptodate(p), Err(PageStateError::NotLocked { pfn: p }));
+    assert!(!a.page_locks().page_uptodate(p));
     // end_page_writeback without writeback.
-    assert_eq!(a.end_page_writeback(p), Err(PageStateError::NotWriteback { pfn: p }));
+    assert_eq!(a.page_locks().end_page_writeback(p), Err(PageStateError::NotWriteback { pfn: p }));
     // A tail page of the block, a free page, a pfn out of range.
-    assert_eq!(a.lock_page(p.add(1)), Err(PageStateError::NotAllocated { pfn: p.add(1) }));
+    assert_eq!(a.page_locks().lock_page(p.add(1)), Err(PageStateError::NotAllocated { pfn: p.add(1) }));
     let free = Pfn::new(p.as_u64() ^ 4); // the order-2 buddy of p is free
-    assert_eq!(a.lock_page(free), Err(PageStateError::NotAllocated { pfn: free }));
-    assert!(!a.trylock_page(free));
-    assert_eq!(a.unlock_page(free), Err(PageStateError::NotAllocated { pfn: free }));
-    assert_eq!(a.set_page_writeback(free), Err(PageStateError::NotAllocated { pfn: free }));
-    assert_eq!(a.end_page_writeback(free), Err(PageStateError::NotAllocated { pfn: free }));
-    assert_eq!(a.set_page_uptodate(free), Err(PageStateError::NotAllocated { pfn: free }));
-    assert_eq!(a.wait_on_page_locked(free), Err(PageStateError::NotAllocated { pfn: free }));
+    assert_eq!(a.page_locks().lock_page(free), Err(PageStateError::NotAllocated { pfn: free }));
+    assert!(!a.page_locks().trylock_page(free));
+    assert_eq!(a.page_locks().unlock_page(free), Err(PageStateError::NotAllocated { pfn: free }));
+    assert_eq!(a.page_locks().set_page_writeback(free), Err(PageStateError::NotAllocated { pfn: free }));
+    assert_eq!(a.page_locks().end_page_writeback(free), Err(PageStateError::NotAllocated { pfn: free }));
+    assert_eq!(a.page_locks().set_page_uptodate(free), Err(PageStateError::NotAllocated { pfn: free }));
+    assert_eq!(a.page_locks().wait_on_page_locked(free), Err(PageStateError::NotAllocated { pfn: free }));
     assert_eq!(
-        a.lock_page_timeout(free, Duration::from_millis(1)),
+        a.page_locks().lock_page_timeout(free, Duration::from_millis(1)),
         Err(WaitError::State(PageStateError::NotAllocated { pfn: free }))
     );
     let far = Pfn::new(1 << 40);
-    assert_eq!(a.lock_page(far), Err(PageStateError::OutOfRange { pfn: far }));
-    assert_eq!(a.unlock_page(far), Err(PageStateError::OutOfRange { pfn: far }));
+    assert_eq!(a.page_locks().lock_page(far), Err(PageStateError::OutOfRange { pfn: far }));
+    assert_eq!(a.page_locks().unlock_page(far), Err(PageStateError::OutOfRange { pfn: far }));
     a.check_invariants().unwrap();
     // Free of a locked page, then of a page under writeback: refused, still allocated.
-    a.lock_page(p).unwrap();
+    a.page_locks().lock_page(p).unwrap();
     assert_eq!(a.free_pages(p, 2), Err(FreeError::Locked { pfn: p }));
-    assert!(a.page_locked_racy(p));
+    assert!(a.page_locks().page_locked_racy(p));
     a.check_invariants().unwrap();
-    a.unlock_page(p).unwrap();
-    a.set_page_writeback(p).unwrap();
+    a.page_locks().unlock_page(p).unwrap();
+    a.page_locks().set_page_writeback(p).unwrap();
     assert_eq!(a.free_pages(p, 2), Err(FreeError::Writeback { pfn: p }));
     a.check_invariants().unwrap();
-    a.end_page_writeback(p).unwrap();
+    a.page_locks().end_page_writeback(p).unwrap();
     assert_eq!(a.nr_free_pages(), free_before);
     a.free_pages(p, 2).unwrap();
-    assert_eq!(a.lock_page(p), Err(PageStateError::NotAllocated { pfn: p }));
+    assert_eq!(a.page_locks().lock_page(p), Err(PageStateError::NotAllocated { pfn: p }));
     a.check_invariants().unwrap();
 }
 
@@ -167,8 +167,8 @@ fn free_clears_a_stale_waiters_bit() {
     let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
     // What a hash-mate's waiter can leave behind.
     a.page_ref(p).unwrap().flags.fetch_or(flags::WAITERS, Ordering::Relaxed);
-    a.lock_page(p).unwrap();
-    a.unlock_page(p).unwrap(); // looks up the queue, finds nobody, clears it
+    a.page_locks().lock_page(p).unwrap();
+    a.page_locks().unlock_page(p).unwrap(); // looks up the queue, finds nobody, clears it
     assert_eq!(raw_flags(&a, p) & flags::WAITERS, 0);
     a.page_ref(p).unwrap().flags.fetch_or(flags::WAITERS | flags::UPTODATE, Ordering::Relaxed);
     a.free_pages(p, 0).unwrap();
@@ -186,12 +186,12 @@ fn unlock_without_waiters_never_touches_the_wait_queue() {
         let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
         let before = waitq::accesses_on_this_thread();
         for _ in 0..1000 {
-            a.lock_page(p).unwrap();
-            a.unlock_page(p).unwrap();
-            a.lock_page(p).unwrap();
-            a.unlock_page_uptodate(p).unwrap();
-            a.set_page_writeback(p).unwrap();
-            a.end_page_writeback(p).unwrap();
+            a.page_locks().lock_page(p).unwrap();
+            a.page_locks().unlock_page(p).unwrap();
+            a.page_locks().lock_page(p).unwrap();
+            a.page_locks().unlock_page_uptodate(p).unwrap();
+            a.page_locks().set_page_writeback(p).unwrap();
+            a.page_locks().end_page_writeback(p).unwrap();
         }
         let accesses = waitq::accesses_on_this_thread() - before;
         if waiters_bit {
@@ -207,15 +207,15 @@ fn unlock_without_waiters_never_touches_the_wait_queue() {
 fn timeout_and_cancel_leave_the_lock_alone() {
     let a = small(true, 5);
     let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
-    a.lock_page(p).unwrap();
+    a.page_locks().lock_page(p).unwrap();
     let t0 = Instant::now();
-    assert_eq!(a.lock_page_timeout(p, Duration::from_millis(20)), Err(WaitError::TimedOut));
+    assert_eq!(a.page_locks().lock_page_timeout(p, Duration::from_millis(20)), Err(WaitError::TimedOut));
     assert!(t0.elapsed() >= Duration::from_millis(20));
-    assert_eq!(a.wait_on_page_locked_timeout(p, Duration::from_millis(1)), Err(WaitError::TimedOut));
+    assert_eq!(a.page_locks().wait_on_page_locked_timeout(p, Duration::from_millis(1)), Err(WaitError::TimedOut));
     let tok = CancelToken::new();
     thread::scope(|s| {
-        let h1 = s.spawn(|| a.lock_page_cancellable(p, &tok));
-        let h2 = s.spawn(|| a.wait_on_page_locked_cancellable(p, &tok));
+        let h1 = s.spawn(|| a.page_locks().lock_page_cancellable(p, &tok));
+        let h2 = s.spawn(|| a.page_locks().wait_on_page_locked_cancellable(p, &tok));
         wait_queued(&a, p, 2);
         assert_ne!(raw_flags(&a, p) & flags::WAITERS, 0);
         tok.cancel();
@@ -224,10 +224,10 @@ fn timeout_and_cancel_leave_the_lock_alone() {
     });
     // The last aborting waiter cleared the bit; the lock is still ours.
     assert_eq!(raw_flags(&a, p) & (flags::WAITERS | flags::LOCKED), flags::LOCKED);
-    assert_eq!(a.lock_page_cancellable(p, &tok), Err(WaitError::Cancelled));
-    a.unlock_page(p).unwrap();
-    assert_eq!(a.lock_page_cancellable(p, &tok), Ok(()), "an uncontended lock ignores the token");
-    a.unlock_page(p).unwrap();
+    assert_eq!(a.page_locks().lock_page_cancellable(p, &tok), Err(WaitError::Cancelled));
+    a.page_locks().unlock_page(p).unwrap();
+    assert_eq!(a.page_locks().lock_page_cancellable(p, &tok), Ok(()), "an uncontended lock ignores the token");
+    a.page_locks().unlock_page(p).unwrap();
     a.free_pages(p, 0).unwrap();
 }
 
@@ -236,11 +236,11 @@ fn shared_waiters_all_wake_at_unlock() {
     for &waiters_bit in WAITERS_BIT {
         let a = small(waiters_bit, 5);
         let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
-        a.lock_page(p).unwrap();
+        a.page_locks().lock_page(p).unwrap();
         thread::scope(|s| {
-            let hs: Vec<_> = (0..4).map(|_| s.spawn(|| a.wait_on_page_locked(p))).collect();
+            let hs: Vec<_> = (0..4).map(|_| s.spawn(|| a.page_locks().wait_on_page_locked(p))).collect();
             wait_queued(&a, p, 4);
-            a.unlock_page(p).unwrap();
+            a.page_locks().unlock_page(p).unwrap();
             for h in hs {
                 h.join().unwrap().unwrap();
             }
@@ -256,19 +256,19 @@ fn unfairness_zero_hands_off_in_arrival_order() {
         let a = small(waiters_bit, 0);
         let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
         let order = Mutex::new(Vec::new());
-        a.lock_page(p).unwrap();
+        a.page_locks().lock_page(p).unwrap();
         thread::scope(|s| {
             let mut hs = Vec::new();
             for i in 0..6 {
                 let (a, order) = (&a, &order);
                 hs.push(s.spawn(move || {
-                    a.lock_page(p).unwrap();
+                    a.page_locks().lock_page(p).unwrap();
                     order.lock().unwrap().push(i);
-                    a.unlock_page(p).unwrap();
+                    a.page_locks().unlock_page(p).unwrap();
                 }));
                 wait_queued(a, p, i + 1);
             }
-            a.unlock_page(p).unwrap();
+            a.page_locks().unlock_page(p).unwrap();
             for h in hs {
                 h.join().unwrap();
             }
@@ -297,7 +297,7 @@ fn handoff_storm(a: &PageAllocator, pages: &[Pfn], threads: usize, per_thread: u
                 let mut h = 0;
                 start.wait();
                 for i in 0..per_thread {
-                    a.lock_page(pages[k]).unwrap();
+                    a.page_locks().lock_page(pages[k]).unwrap();
                     // A non-atomic increment in effect: exact only under mutual exclusion.
                     count.store(count.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
                     if owner.load(Ordering::Relaxed) != t as u64 + 1 {
@@ -308,7 +308,7 @@ fn handoff_storm(a: &PageAllocator, pages: &[Pfn], threads: usize, per_thread: u
                         // Hold the lock across a yield now and then, so others queue.
                         thread::yield_now();
                     }
-                    a.unlock_page(pages[k]).unwrap();
+                    a.page_locks().unlock_page(pages[k]).unwrap();
                 }
                 handoffs.fetch_add(h, Ordering::Relaxed);
             });
@@ -328,7 +328,7 @@ pub(crate) fn colliding_pages(a: &PageAllocator, n: usize) -> Vec<Pfn> {
     let mut by_bucket: std::collections::HashMap<usize, Vec<Pfn>> = Default::default();
     loop {
         let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
-        let v = by_bucket.entry(a.page_wait_bucket(p).unwrap()).or_default();
+        let v = by_bucket.entry(a.page_locks().page_wait_bucket(p).unwrap()).or_default();
         v.push(p);
         if v.len() == n {
             let found = v.clone();
@@ -419,32 +419,34 @@ fn mixed_waiters_stress() {
                     let p = pages[next() as usize % pages.len()];
                     match (t + next() as usize) % 7 {
                         0 | 1 => {
-                            a.lock_page(p).unwrap();
+                            a.page_locks().lock_page(p).unwrap();
                             thread::yield_now();
-                            a.unlock_page(p).unwrap();
+                            a.page_locks().unlock_page(p).unwrap();
                         }
                         2 => {
-                            if a.lock_page_timeout(p, Duration::from_micros(next() % 300)).is_ok() {
-                                a.unlock_page(p).unwrap();
+                            if a.page_locks().lock_page_timeout(p, Duration::from_micros(next() % 300)).is_ok() {
+                                a.page_locks().unlock_page(p).unwrap();
                             }
                         }
-                        3 => match a.lock_page_cancellable(p, &cancels[t % 4]) {
-                            Ok(()) => a.unlock_page_uptodate(p).unwrap(),
+                        3 => match a.page_locks().lock_page_cancellable(p, &cancels[t % 4]) {
+                            Ok(()) => a.page_locks().unlock_page_uptodate(p).unwrap(),
                             Err(e) => assert_eq!(e, WaitError::Cancelled),
                         },
                         4 => {
-                            let r = a.wait_on_page_locked_cancellable(p, &cancels[(t + 1) % 4]);
+                            let r = a.page_locks().wait_on_page_locked_cancellable(p, &cancels[(t + 1) % 4]);
                             assert!(matches!(r, Ok(()) | Err(WaitError::Cancelled)));
                         }
                         5 => {
-                            if a.set_page_writeback(p).unwrap() {
+                            if a.page_locks().set_page_writeback(p).unwrap() {
                                 thread::yield_now();
-                                a.end_page_writeback(p).unwrap();
+                                a.page_locks().end_page_writeback(p).unwrap();
                             } else {
-                                let _ = a.wait_on_page_writeback_timeout(p, Duration::from_micros(next() % 500));
+                                let _ = a
+                                    .page_locks()
+                                    .wait_on_page_writeback_timeout(p, Duration::from_micros(next() % 500));
                             }
                         }
-                        _ => a.wait_on_page_writeback(p).unwrap_or_else(|e| panic!("{e}")),
+                        _ => a.page_locks().wait_on_page_writeback(p).unwrap_or_else(|e| panic!("{e}")),
                     }
                     returned.fetch_add(1, Ordering::Relaxed);
                 }

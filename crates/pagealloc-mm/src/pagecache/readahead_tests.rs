@@ -123,7 +123,7 @@ fn sequential_stream(workers: usize) {
     assert_eq!(pc.async_readahead_windows(), calls.len() as u64 - 1, "all but the first window asynchronous");
     // Every page read ahead holds the cache's reference only: all reclaimable.
     let a = pc.allocator().clone();
-    a.lru_add_drain_all();
+    a.reclaim().lru_add_drain_all();
     let cached = m.nr_pages();
     assert_eq!(cached, next);
     let counts: Vec<u32> = (0..cached).filter_map(|i| m.find_get(i).unwrap().map(|h| a.page_count(h.pfn()))).collect();
@@ -227,7 +227,7 @@ fn a_failed_asynchronous_window_drops_its_pages() {
     assert!(m.read(6 * PAGE_SIZE as u64, &mut buf).is_err());
     read_all(&m, 7..8);
     drop(m);
-    a.lru_add_drain_all();
+    a.reclaim().lru_add_drain_all();
     a.check_invariants().unwrap();
 }
 

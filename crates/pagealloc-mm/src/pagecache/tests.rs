@@ -28,7 +28,7 @@ fn pattern_source() -> Arc<dyn PageSource> {
 
 /// Everything is free again once the cache is gone and the lists drained.
 pub(super) fn all_back(a: &PageAllocator) {
-    a.lru_add_drain_all();
+    a.reclaim().lru_add_drain_all();
     a.drain_all_pages();
     a.check_invariants().unwrap();
     let c = a.census();
@@ -51,9 +51,9 @@ fn fill_hit_references_and_raw_free_refused() {
     let h2 = m.get(3).unwrap();
     assert_eq!(h2.pfn(), h.pfn(), "second get hits the cache");
     drop(h2);
-    a.lru_add_drain_all();
+    a.reclaim().lru_add_drain_all();
     assert_eq!(a.page_count(h.pfn()), 2);
-    assert_eq!(a.lru_sizes(0), (1, 0));
+    assert_eq!(a.reclaim().lru_sizes(0), (1, 0));
     assert!(pc.shrink(32) == 0, "a page with an outside reference is never reclaimed");
     assert!(m.is_cached(3));
     let pfn = h.pfn();
@@ -61,7 +61,7 @@ fn fill_hit_references_and_raw_free_refused() {
     assert_eq!(pc.shrink(32), 1);
     assert!(!m.is_cached(3));
     assert_eq!(a.page_count(pfn), 0);
-    assert!(a.event_count(VmEvent::PgstealDirect) >= 1);
+    assert!(a.stats().event_count(VmEvent::PgstealDirect) >= 1);
     drop(m);
     drop(pc);
     all_back(&a);
@@ -93,15 +93,15 @@ fn second_access_activates_and_aging_deactivates() {
         drop(m.get(i).unwrap());
     }
     // 20 adds: one full batch of 15 went to the list, 5 wait.
-    assert_eq!(a.lru_sizes(0).0, 15);
-    a.lru_add_drain_all();
-    assert_eq!(a.lru_sizes(0), (20, 0));
+    assert_eq!(a.reclaim().lru_sizes(0).0, 15);
+    a.reclaim().lru_add_drain_all();
+    assert_eq!(a.reclaim().lru_sizes(0), (20, 0));
     drop(m.get(0).unwrap()); // REFERENCED
-    assert_eq!(a.lru_sizes(0), (20, 0));
+    assert_eq!(a.reclaim().lru_sizes(0), (20, 0));
     drop(m.get(0).unwrap()); // activated
-    assert_eq!(a.lru_sizes(0), (19, 1));
+    assert_eq!(a.reclaim().lru_sizes(0), (19, 1));
     // zoneinfo's per-node section says the same, as the kernel's does.
-    let zi = a.zoneinfo();
+    let zi = a.stats().zoneinfo();
     assert_eq!(
         zi.zones[0].node_stats,
         vec![("nr_inactive_file", 19), ("nr_active_file", 1), ("nr_dirty", 0), ("nr_writeback", 0)]
@@ -111,7 +111,7 @@ fn second_access_activates_and_aging_deactivates() {
     assert!(zs.contains(&("nr_zone_inactive_file", 19)) && zs.contains(&("nr_zone_active_file", 1)), "{zs:?}");
     assert!(zs.contains(&("nr_zone_write_pending", 0)), "{zs:?}");
     assert!(zi.to_string().contains("  per-node stats\n      nr_inactive_file 19\n      nr_active_file 1\n"));
-    assert_eq!(a.event_count(VmEvent::Pgactivate), 1);
+    assert_eq!(a.stats().event_count(VmEvent::Pgactivate), 1);
     a.check_invariants().unwrap();
     // Reclaim everything inactive: page 0 survives on the active list.
     assert_eq!(pc.shrink(64), 19);
@@ -119,7 +119,7 @@ fn second_access_activates_and_aging_deactivates() {
     // The active list now outweighs the inactive one: aging moves it down,
     // then it is reclaimed.
     assert_eq!(pc.shrink(64), 1);
-    assert_eq!(a.event_count(VmEvent::Pgdeactivate), 1);
+    assert_eq!(a.stats().event_count(VmEvent::Pgdeactivate), 1);
     assert_eq!(m.nr_pages(), 0);
     drop(m);
     drop(pc);
@@ -135,19 +135,19 @@ fn file_write_fsync_reclaim_reread() {
     let m = pc.mapping(9, Arc::new(FileSource(f)));
     let data: Vec<u8> = (0..3 * PAGE_SIZE + 100).map(|i| (i % 253) as u8).collect();
     assert_eq!(m.write(50, &data).unwrap(), data.len());
-    assert_eq!(a.vmstat().get("nr_dirty"), Some(4));
+    assert_eq!(a.stats().vmstat().get("nr_dirty"), Some(4));
     // Dirty pages are written back by reclaim (synchronously) and, clean
     // then, freed in the same pass.
     assert_eq!(pc.shrink(64), 4);
     assert_eq!(m.nr_pages(), 0);
-    assert_eq!(a.vmstat().get("nr_dirty"), Some(0));
-    assert_eq!(a.vmstat().get("nr_writeback"), Some(0));
+    assert_eq!(a.stats().vmstat().get("nr_dirty"), Some(0));
+    assert_eq!(a.stats().vmstat().get("nr_writeback"), Some(0));
     let disk = std::fs::read(&dir).unwrap();
     assert_eq!(&disk[50..50 + data.len()], &data[..], "written back before being freed");
     // A write into a reclaimed page reads it back from the file first.
     m.write(0, b"head").unwrap();
     m.fsync().unwrap();
-    assert_eq!(a.vmstat().get("nr_dirty"), Some(0));
+    assert_eq!(a.stats().vmstat().get("nr_dirty"), Some(0));
     let disk = std::fs::read(&dir).unwrap();
     assert_eq!(&disk[..4], b"head");
     assert_eq!(&disk[50..50 + data.len()], &data[..]);
@@ -176,9 +176,9 @@ fn direct_reclaim_reads_ten_times_the_arena() {
         m.read(i * PAGE_SIZE as u64, &mut b).unwrap();
         assert!(b.iter().all(|&x| x == pattern(i)), "page {i}");
     }
-    assert_eq!(a.event_count(VmEvent::AllocFail), 0);
-    assert!(a.event_count(VmEvent::PgstealDirect) > n / 2);
-    assert!(a.event_count(VmEvent::AllocstallMovable) > 0);
+    assert_eq!(a.stats().event_count(VmEvent::AllocFail), 0);
+    assert!(a.stats().event_count(VmEvent::PgstealDirect) > n / 2);
+    assert!(a.stats().event_count(VmEvent::AllocstallMovable) > 0);
     a.check_invariants().unwrap();
     let c = a.census();
     assert_eq!(c.free + c.pcp + c.allocated, a.managed_pages());
@@ -197,15 +197,15 @@ fn kswapd_reclaims_in_the_background() {
     for i in 0..n {
         m.read(i * PAGE_SIZE as u64, &mut b).unwrap();
     }
-    assert_eq!(a.event_count(VmEvent::AllocFail), 0);
-    assert!(a.event_count(VmEvent::PgstealKswapd) > 0, "{}", a.vmstat());
-    assert!(a.event_count(VmEvent::Pageoutrun) > 0);
+    assert_eq!(a.stats().event_count(VmEvent::AllocFail), 0);
+    assert!(a.stats().event_count(VmEvent::PgstealKswapd) > 0, "{}", a.stats().vmstat());
+    assert!(a.stats().event_count(VmEvent::Pageoutrun) > 0);
     eprintln!(
         "kswapd test: {n} pages read, pgsteal_kswapd {} pgsteal_direct {} allocstall_movable {} pageoutrun {}",
-        a.event_count(VmEvent::PgstealKswapd),
-        a.event_count(VmEvent::PgstealDirect),
-        a.event_count(VmEvent::AllocstallMovable),
-        a.event_count(VmEvent::Pageoutrun)
+        a.stats().event_count(VmEvent::PgstealKswapd),
+        a.stats().event_count(VmEvent::PgstealDirect),
+        a.stats().event_count(VmEvent::AllocstallMovable),
+        a.stats().event_count(VmEvent::Pageoutrun)
     );
     drop(m);
     drop(pc);
@@ -235,7 +235,7 @@ fn user_shrinker_and_foreign_allocations() {
     let a = pc.allocator().clone();
     let m = pc.mapping(1, pattern_source());
     let hoard = Arc::new(Hoard(parking_lot::Mutex::new(Vec::new()), a.clone(), AtomicUsize::new(0)));
-    let id = a.register_shrinker(hoard.clone());
+    let id = a.reclaim().register_shrinker(hoard.clone());
     for i in 0..a.managed_pages() / 2 {
         drop(m.get(i).unwrap());
     }
@@ -248,8 +248,8 @@ fn user_shrinker_and_foreign_allocations() {
         }
     }
     assert!(hoard.2.load(Ordering::Relaxed) > 0, "the user's shrinker was asked");
-    assert!(a.event_count(VmEvent::PgstealDirect) > 0);
-    assert!(a.unregister_shrinker(id));
+    assert!(a.stats().event_count(VmEvent::PgstealDirect) > 0);
+    assert!(a.reclaim().unregister_shrinker(id));
     for p in hoard.0.lock().drain(..) {
         a.free_pages(p, 0).unwrap();
     }
@@ -325,7 +325,7 @@ fn race(pc: PageCache) {
             });
         }
     });
-    assert_eq!(a.event_count(VmEvent::AllocFail), 0);
+    assert_eq!(a.stats().event_count(VmEvent::AllocFail), 0);
     a.check_invariants().unwrap();
     let c = a.census();
     assert_eq!(c.free + c.pcp + c.allocated, a.managed_pages());
@@ -357,9 +357,9 @@ fn file_ten_times_the_arena_reads_once_with_direct_reclaim() {
         assert!(b.iter().all(|&x| x == pattern(i)), "page {i}");
     }
     let _ = std::fs::remove_file(&path);
-    assert_eq!(a.event_count(VmEvent::AllocFail), 0);
-    assert_eq!(a.event_count(VmEvent::PgstealKswapd), 0, "kswapd is off");
-    let steal = a.event_count(VmEvent::PgstealDirect);
+    assert_eq!(a.stats().event_count(VmEvent::AllocFail), 0);
+    assert_eq!(a.stats().event_count(VmEvent::PgstealKswapd), 0, "kswapd is off");
+    let steal = a.stats().event_count(VmEvent::PgstealDirect);
     assert!(steal >= n - a.managed_pages(), "stole {steal} of {n}");
     a.check_invariants().unwrap();
     let c = a.census();
@@ -387,13 +387,13 @@ fn get_put_page_api() {
     assert_eq!(a.page_count(p), 4);
     m.delete(0);
     drop(h);
-    a.lru_add_drain_all();
+    a.reclaim().lru_add_drain_all();
     // Only our reference is left: it is the last, and its drop frees the
     // page (off the LRU list first).
     assert_eq!(a.page_count(p), 1);
-    assert_eq!(a.lru_sizes(0), (1, 0));
+    assert_eq!(a.reclaim().lru_sizes(0), (1, 0));
     drop(r);
-    assert_eq!(a.lru_sizes(0), (0, 0));
+    assert_eq!(a.reclaim().lru_sizes(0), (0, 0));
     assert!(a.get_page(p).is_err(), "a freed page takes no reference");
     drop(m);
     drop(pc);
@@ -424,16 +424,16 @@ fn strangers_cannot_unlock_or_mark_a_cache_page() {
     let stranger = |a: &PageAllocator| -> Vec<Pfn> {
         let mut cache_pages = Vec::new();
         for p in (0..nr).map(Pfn::new) {
-            assert!(a.unlock_page(p).is_err(), "{p:?}: a raw unlock succeeded");
-            assert!(a.unlock_page_uptodate(p).is_err(), "{p:?}");
-            assert!(!a.trylock_page(p), "{p:?}: a raw lock succeeded");
-            assert!(a.trylock_page_guard(p).is_err(), "{p:?}");
-            assert!(a.set_page_writeback(p).is_err(), "{p:?}");
-            assert!(a.end_page_writeback(p).is_err(), "{p:?}");
-            assert!(a.clear_page_uptodate(p).is_err(), "{p:?}");
-            assert!(a.set_page_uptodate(p).is_err(), "{p:?}");
+            assert!(a.page_locks().unlock_page(p).is_err(), "{p:?}: a raw unlock succeeded");
+            assert!(a.page_locks().unlock_page_uptodate(p).is_err(), "{p:?}");
+            assert!(!a.page_locks().trylock_page(p), "{p:?}: a raw lock succeeded");
+            assert!(a.page_locks().trylock_page_guard(p).is_err(), "{p:?}");
+            assert!(a.page_locks().set_page_writeback(p).is_err(), "{p:?}");
+            assert!(a.page_locks().end_page_writeback(p).is_err(), "{p:?}");
+            assert!(a.page_locks().clear_page_uptodate(p).is_err(), "{p:?}");
+            assert!(a.page_locks().set_page_uptodate(p).is_err(), "{p:?}");
             assert!(a.free_pages(p, 0).is_err(), "{p:?}");
-            match a.lock_page(p) {
+            match a.page_locks().lock_page(p) {
                 Err(PageStateError::Referenced { pfn }) => cache_pages.push(pfn),
                 Err(_) => {}
                 Ok(()) => panic!("{p:?}: a raw lock succeeded"),
@@ -488,7 +488,7 @@ fn a_stale_lru_batch_entry_leaves_an_arrays_page_alone() {
     let mut arr = a.page_array(1).unwrap();
     assert_eq!(arr.fill(Gfp::MOVABLE), 1);
     let got = arr.get(0);
-    a.lru_add_drain_all();
+    a.reclaim().lru_add_drain_all();
     a.check_invariants().unwrap();
     if got == Some(pfn) {
         assert_eq!(a.free_pages(pfn, 0), Err(FreeError::Owned { pfn }), "the array's page changed hands");
@@ -524,7 +524,7 @@ fn slow_path_wakes_kswapd_and_direct_reclaim_boosts_it() {
         mine.push(a.alloc_pages(Gfp::MOVABLE, 0).unwrap());
     }
     assert!(k.pending(0), "the slow path woke node 0's kswapd");
-    assert!(k.boost_of(0) > 0, "direct reclaim with kswapd running boosts it: {}", a.vmstat());
+    assert!(k.boost_of(0) > 0, "direct reclaim with kswapd running boosts it: {}", a.stats().vmstat());
     let z = &a.core.zones[ZoneIdx::FIRST];
     assert!(k.boost_of(0) <= z.wmark[pagealloc_core::zone::Wmark::High as usize] * 3 / 2);
     k.running.store(false, Ordering::Relaxed);
@@ -560,7 +560,7 @@ fn kswapd_run_reclaims_to_high_plus_boost_into_the_buddy() {
     assert_eq!(a.core.vmscan.kswapd.boost_of(0), 60);
     assert!(z.free_pages_racy() >= high + 64, "free {} high {high}", z.free_pages_racy());
     assert_eq!(a.census().pcp, pcp_before, "kswapd's frees bypass the per-CPU lists");
-    assert_eq!(a.event_count(VmEvent::PgstealKswapd), freed);
+    assert_eq!(a.stats().event_count(VmEvent::PgstealKswapd), freed);
     a.check_invariants().unwrap();
     drop(m);
     drop(pc);

@@ -50,21 +50,21 @@ fn image(i: u64, v: u64) -> Vec<u8> {
 use super::tests::all_back;
 
 fn nr_dirty(a: &PageAllocator) -> u64 {
-    a.vmstat().get("nr_dirty").unwrap()
+    a.stats().vmstat().get("nr_dirty").unwrap()
 }
 
 #[test]
 fn dirty_ratios_are_validated_and_reported_in_vmstat() {
     let pc = cache(8, false);
     let a = pc.allocator().clone();
-    assert_eq!(a.dirty_ratios(), (crate::DEFAULT_DIRTY_BACKGROUND_RATIO, crate::DEFAULT_DIRTY_RATIO));
-    assert!(matches!(a.set_dirty_ratios(101, 20), Err(crate::ConfigError::Invalid { .. })));
-    assert!(matches!(a.set_dirty_ratios(10, 0), Err(crate::ConfigError::Invalid { .. })));
-    assert_eq!(a.dirty_ratios(), (10, 20), "a refused setting changes nothing");
-    let t = a.dirty_thresholds();
+    assert_eq!(a.reclaim().dirty_ratios(), (crate::DEFAULT_DIRTY_BACKGROUND_RATIO, crate::DEFAULT_DIRTY_RATIO));
+    assert!(matches!(a.reclaim().set_dirty_ratios(101, 20), Err(crate::ConfigError::Invalid { .. })));
+    assert!(matches!(a.reclaim().set_dirty_ratios(10, 0), Err(crate::ConfigError::Invalid { .. })));
+    assert_eq!(a.reclaim().dirty_ratios(), (10, 20), "a refused setting changes nothing");
+    let t = a.reclaim().dirty_thresholds();
     assert!(t.dirtyable > 0 && t.dirtyable <= a.managed_pages(), "{t:?}");
     assert_eq!((t.background, t.limit), (t.dirtyable / 10, t.dirtyable / 5));
-    let vm = a.vmstat();
+    let vm = a.stats().vmstat();
     assert_eq!(vm.get("nr_dirty_threshold"), Some(t.limit));
     assert_eq!(vm.get("nr_dirty_background_threshold"), Some(t.background));
     // Linux's position: right after the node stats, before the events.
@@ -74,8 +74,8 @@ fn dirty_ratios_are_validated_and_reported_in_vmstat() {
     assert_eq!(at("nr_written"), at("nr_dirtied") + 1);
     assert_eq!(at("nr_dirty_threshold"), at("nr_written") + 1);
     assert_eq!(at("nr_dirty_background_threshold"), at("nr_dirty_threshold") + 1);
-    a.set_dirty_ratios(30, 20).unwrap();
-    let t = a.dirty_thresholds();
+    a.reclaim().set_dirty_ratios(30, 20).unwrap();
+    let t = a.reclaim().dirty_thresholds();
     assert_eq!(t.background, t.limit / 2, "background >= ratio: half the limit, as the kernel");
 }
 
@@ -120,7 +120,7 @@ fn writers_of_three_arenas_stay_under_the_dirty_limit_and_lose_nothing() {
         m.read(i * PAGE_SIZE as u64, &mut buf).unwrap();
         assert!(buf == image(i, 1), "page {i} lost its data");
     }
-    a.lru_add_drain_all();
+    a.reclaim().lru_add_drain_all();
     a.check_invariants().unwrap();
     drop(m);
     drop(pc);
@@ -134,10 +134,10 @@ fn writers_of_three_arenas_stay_under_the_dirty_limit_and_lose_nothing() {
 fn the_flusher_brings_dirty_pages_below_the_background_threshold() {
     let pc = cache(8, false);
     let a = pc.allocator().clone();
-    a.set_dirty_ratios(5, 60).unwrap();
+    a.reclaim().set_dirty_ratios(5, 60).unwrap();
     let (f, src) = TempFile::new("bg");
     let m = pc.mapping(1, src);
-    let t = a.dirty_thresholds();
+    let t = a.reclaim().dirty_thresholds();
     let n = (t.background + t.limit) / 2;
     for i in 0..n {
         m.write(i * PAGE_SIZE as u64, &image(i, 7)).unwrap();
@@ -148,14 +148,14 @@ fn the_flusher_brings_dirty_pages_below_the_background_threshold() {
     // failed about half the quiet release runs when read in between).
     let settled = |bg: u64| nr_dirty(&a) <= bg && pc.writeback_stats().flusher_written >= n.saturating_sub(bg);
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !settled(a.dirty_thresholds().background) && Instant::now() < deadline {
+    while !settled(a.reclaim().dirty_thresholds().background) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
     }
-    let t = a.dirty_thresholds();
+    let t = a.reclaim().dirty_thresholds();
     assert!(nr_dirty(&a) <= t.background, "flusher left {} dirty, background {}", nr_dirty(&a), t.background);
     let st = pc.writeback_stats();
     assert!(st.flusher_runs > 0 && st.flusher_written >= n - t.background, "{st}");
-    let vm = a.vmstat();
+    let vm = a.stats().vmstat();
     assert_eq!(vm.get("nr_dirtied"), Some(n), "each page dirtied once");
     assert!(vm.get("nr_written").unwrap() >= st.flusher_written, "{st} {vm:?}");
     // The flusher wrote the oldest pages first: page 0 is clean and in the file.
@@ -209,7 +209,7 @@ impl PageSource for Failing {
 fn a_failing_writeback_requeues_the_page_and_the_flusher_pass_ends() {
     let pc = cache(8, false);
     let a = pc.allocator().clone();
-    a.set_dirty_ratios(0, 50).unwrap();
+    a.reclaim().set_dirty_ratios(0, 50).unwrap();
     let m = pc.mapping(1, Arc::new(Failing));
     for i in 0..8 {
         m.write(i * PAGE_SIZE as u64, &[1; 8]).unwrap();
@@ -256,7 +256,7 @@ fn zoneinfo_per_zone_counts_add_up_to_the_nodes_and_vmstat() {
     let cfg = Config::small(16 << 20).nodes(2).movable_zone_bytes(2 << 20).backing(crate::Backing::Anonymous);
     let a = Arc::new(PageAllocator::new(cfg).unwrap());
     let pc = PageCache::new(a.clone(), PageCacheConfig { kswapd: false }).unwrap();
-    a.set_dirty_ratios(100, 100).unwrap(); // no flusher work: exact dirty counts
+    a.reclaim().set_dirty_ratios(100, 100).unwrap(); // no flusher work: exact dirty counts
     let m = pc.mapping(
         1,
         Arc::new(FillFn(|_: u64, buf: &mut [u8]| {
@@ -272,9 +272,9 @@ fn zoneinfo_per_zone_counts_add_up_to_the_nodes_and_vmstat() {
     for i in (0..n).step_by(7) {
         m.write(i * PAGE_SIZE as u64, &[9; 16]).unwrap();
     }
-    a.lru_add_drain_all();
+    a.reclaim().lru_add_drain_all();
     a.core.vmscan.check(&a.core.mm).unwrap();
-    let zi = a.zoneinfo();
+    let zi = a.stats().zoneinfo();
     let stat = |z: &crate::stats::report::ZoneInfoZone, k: &str| z.stats.iter().find(|s| s.0 == k).unwrap().1;
     let node = |z: &crate::stats::report::ZoneInfoZone, k: &str| z.node_stats.iter().find(|s| s.0 == k).map(|s| s.1);
     let mut used_zones = 0;
@@ -295,7 +295,7 @@ fn zoneinfo_per_zone_counts_add_up_to_the_nodes_and_vmstat() {
         totals[1] += dirty;
         totals[2] += sum("nr_zone_active_file");
     }
-    let vm = a.vmstat();
+    let vm = a.stats().vmstat();
     assert_eq!(totals[0], vm.get("nr_inactive_file").unwrap() + vm.get("nr_active_file").unwrap());
     assert_eq!(totals[0], n, "every cached page counted in exactly one zone");
     assert_eq!(totals[1], vm.get("nr_dirty").unwrap() + vm.get("nr_writeback").unwrap());
@@ -314,8 +314,8 @@ fn zoneinfo_per_zone_counts_add_up_to_the_nodes_and_vmstat() {
 fn a_writer_over_the_limit_with_failing_writeback_goes_on_after_max_pause() {
     let pc = cache(8, false);
     let a = pc.allocator().clone();
-    a.set_dirty_ratios(0, 1).unwrap();
-    let limit = a.dirty_thresholds().limit;
+    a.reclaim().set_dirty_ratios(0, 1).unwrap();
+    let limit = a.reclaim().dirty_thresholds().limit;
     let m = pc.mapping(1, Arc::new(Failing));
     let t = Instant::now();
     for i in 0..limit + 2 {
