@@ -14,6 +14,8 @@
 #![warn(missing_docs)]
 
 mod allocator;
+#[cfg(not(loom))]
+pub mod ffi;
 #[cfg(feature = "fail-inject")]
 pub use pagealloc_core::failinject;
 mod mm;
@@ -22,9 +24,6 @@ mod pagecache;
 mod pages;
 pub mod stats;
 
-#[cfg(not(loom))]
-#[doc(hidden)]
-pub use allocator::{front_abi, FrontView, ThreadFront};
 pub use allocator::{Compactor, Contig, PageLocks, PageReporting, Reclaim, Stats};
 pub use allocator::{PageAllocator, ReportingStats, ZoneResidency};
 pub use allocator::{PageLockGuard, PageReference};

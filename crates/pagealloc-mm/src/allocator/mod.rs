@@ -19,10 +19,6 @@ mod pageref_api;
 mod procfs;
 mod reporting;
 mod services;
-#[cfg(not(loom))]
-mod thread_front;
-#[cfg(not(loom))]
-pub use thread_front::{front_abi, FrontView, ThreadFront};
 
 pub use handles::{Compactor, Contig, PageLocks, PageReporting, Reclaim, Stats};
 pub use lock_api::PageLockGuard;
@@ -161,41 +157,6 @@ impl PageAllocator {
         self.core.alloc_pages(gfp, order, flags::HEAD)
     }
 
-    /// The inline part of `alloc_pages(gfp, 0)` alone: a page from this
-    /// thread's front cache, or `None` (changing nothing) where `alloc_pages`
-    /// would make its call; the caller then calls [`PageAllocator::alloc_pages`].
-    ///
-    /// For callers whose entry point is a call already (the C API): the hit
-    /// then carries none of the full path's error handling, and a miss goes
-    /// on in a function of its own.
-    #[doc(hidden)]
-    #[inline(always)]
-    #[must_use]
-    pub fn alloc0_front_only(&self, gfp: Gfp) -> Option<Pfn> {
-        self.core.alloc0_front(gfp, flags::HEAD)
-    }
-
-    /// The inline part of `free_pages(pfn, 0)` alone: true when this thread's
-    /// front cache took the page; false, changing nothing, where `free_pages`
-    /// would make its call (misuse included): the caller then calls
-    /// [`PageAllocator::free_pages`], which checks and reports.
-    #[doc(hidden)]
-    #[inline(always)]
-    #[must_use]
-    pub fn free0_front_only(&self, pfn: Pfn) -> bool {
-        self.core.free0_front(pfn)
-    }
-
-    /// [`PageAllocator::free0_front_only`] of a raw frame number: any `u64`,
-    /// false for one outside the arena (`u64::MAX`, which no [`Pfn`] holds,
-    /// included), so a caller holding raw numbers makes no test of its own.
-    #[doc(hidden)]
-    #[inline(always)]
-    #[must_use]
-    pub fn free0_front_only_raw(&self, pfn: u64) -> bool {
-        self.core.free0_front_raw(pfn)
-    }
-
     /// Allocate `1 << order` contiguous pages, preferring node `nid` (a
     /// [`NodeId`], so a node cannot be passed where an order is meant).
     ///
@@ -266,8 +227,7 @@ impl PageAllocator {
 
     /// The unique id of this allocator in the process (clones share it).
     #[cfg_attr(not(feature = "fail-inject"), allow(dead_code))]
-    #[doc(hidden)]
-    pub fn id(&self) -> u64 {
+    pub(crate) fn id(&self) -> u64 {
         self.core.id
     }
 }

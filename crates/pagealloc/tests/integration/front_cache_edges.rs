@@ -7,7 +7,7 @@
 
 use crate::refmodel;
 
-use pagealloc::front_abi::STACK_CAP;
+use pagealloc::ffi::abi::STACK_CAP;
 use pagealloc::{Config, Gfp, PageAllocator, Pfn};
 use refmodel::Model;
 
