@@ -149,7 +149,7 @@ impl<'a> Stats<'a> {
             pcp_trylock_fail: e(VmEvent::PcpTrylockFail),
             pcp_depot_park: e(VmEvent::DepotPark),
             pcp_depot_take: e(VmEvent::DepotTake),
-            nr_depot: self.core.zones.iter().map(|z| z.depot.pages_racy()).sum(),
+            nr_depot: self.a.core.zones.iter().map(|z| z.depot.pages_racy()).sum(),
             pgalloc_fallback_claim: e(VmEvent::FallbackClaim),
             pgalloc_fallback_steal: e(VmEvent::FallbackSteal),
             highatomic_reserve: e(VmEvent::HighatomicReserve),
