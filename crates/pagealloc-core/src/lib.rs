@@ -80,7 +80,7 @@ pub use config::{Backing, Config, ReportCallback, MAX_HOLES};
 pub use cpu::pin_to_cpu;
 pub use cpu::possible_cpus;
 pub use error::{AllocError, BulkFreeError, ConfigError, FreeError, InvariantError, PageStateError, WaitError};
-pub use frames::FrameAllocator;
+pub use frames::{FrameAllocator, PageLockGuard, PageLocks};
 pub use invariants::{Fragmentation, ZoneCensus};
 pub use lockstat::{
     tick_unit, LockStatReport, PcpLockStatReport, ZoneLockStat, LOCKSTAT_BUCKETS, LOCKSTAT_SAMPLE, PCP_HOLD_SAMPLE,

@@ -24,9 +24,8 @@ mod pagecache;
 mod pages;
 pub mod stats;
 
-pub use allocator::{Compactor, Contig, PageLocks, PageReporting, Reclaim, Stats};
-pub use allocator::{PageAllocator, ReportingStats, ZoneResidency};
-pub use allocator::{PageLockGuard, PageReference};
+pub use allocator::{Compactor, Contig, PageReporting, Reclaim, Stats};
+pub use allocator::{PageAllocator, PageReference, ReportingStats, ZoneResidency};
 pub use mm::vmscan::dirty::{DirtyThresholds, DEFAULT_DIRTY_BACKGROUND_RATIO, DEFAULT_DIRTY_RATIO};
 pub use mm::vmscan::{ShrinkControl, Shrinker, LRU_BATCH};
 pub use page_array::PageArray;
@@ -51,6 +50,7 @@ pub use pagealloc_core::types::{
     PAGEBLOCK_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE,
 };
 pub use pagealloc_core::PAGE_DESC_SIZE;
+pub use pagealloc_core::{PageLockGuard, PageLocks};
 pub use pagealloc_reporting::ReportPass;
 pub use pagecache::{
     DirectFileSource, FileSource, FillFn, IoMode, Mapping, PageCache, PageCacheConfig, PageCacheError, PageHandle,
@@ -71,7 +71,5 @@ const _: () = {
     assert_send_sync::<ConfigError>();
 };
 
-#[cfg(test)]
-mod core_tests;
 #[cfg(test)]
 mod tests;

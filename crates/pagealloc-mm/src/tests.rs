@@ -273,7 +273,7 @@ mod loom_models {
                 // Before the release these are refused outright; after it
                 // the page is free (PCP), refused as well.
                 assert!(b.free_pages(pfn, 0).is_err());
-                assert!(!b.trylock_page(pfn));
+                assert!(!b.page_locks().trylock_page(pfn));
                 assert!(b.get_page(pfn).is_err());
             });
             arr.release();
@@ -370,12 +370,12 @@ mod loom_models {
             let p = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
             let b = a.clone();
             let t = loom::thread::spawn(move || b.free_pages(p, 0).unwrap());
-            a.isolate_range(Pfn::new(0), PAGEBLOCK_PAGES).unwrap();
+            a.contig().isolate_range(Pfn::new(0), PAGEBLOCK_PAGES).unwrap();
             t.join().unwrap();
             // After the free and the isolation's drain, every page is free and isolated.
             a.drain_all_pages();
-            assert!(a.test_pages_isolated(Pfn::new(0), PAGEBLOCK_PAGES));
-            a.undo_isolate_range(Pfn::new(0), PAGEBLOCK_PAGES).unwrap();
+            assert!(a.contig().test_pages_isolated(Pfn::new(0), PAGEBLOCK_PAGES));
+            a.contig().undo_isolate_range(Pfn::new(0), PAGEBLOCK_PAGES).unwrap();
             whole(&a);
         });
     }

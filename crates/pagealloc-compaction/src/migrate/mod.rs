@@ -34,6 +34,9 @@
 //! reporter) drops each panic instead and goes on, so that one owner's bug
 //! does not end the thread.
 
+#[cfg(all(test, loom))]
+#[allow(unsafe_code)]
+mod loom_tests;
 use crate::movable::MovableOps;
 use crate::{Compaction, CompactionHost};
 use pagealloc_core::page::flags;

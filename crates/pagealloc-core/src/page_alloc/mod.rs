@@ -42,6 +42,8 @@ pub mod give;
 pub mod hooks;
 mod hotplug;
 pub mod nolock;
+#[cfg(all(test, feature = "std", not(loom)))]
+mod nolock_tests;
 pub mod slow;
 mod split;
 mod zeroing;

@@ -4,12 +4,7 @@
 //! [`PageAllocator`] itself.
 
 use super::PageAllocator;
-
-/// The page lock, writeback and uptodate bits of allocated pages, by pfn (the kernel's `folio_lock` family): [`PageAllocator::page_locks`].
-#[derive(Clone, Copy)]
-pub struct PageLocks<'a> {
-    pub(crate) a: &'a PageAllocator,
-}
+use pagealloc_core::PageLocks;
 
 /// Pageblock isolation and contiguous ranges (`alloc_contig_pages`, `alloc_contig_range`): [`PageAllocator::contig`].
 #[derive(Clone, Copy)]
@@ -42,11 +37,12 @@ pub struct Reclaim<'a> {
 }
 
 impl PageAllocator {
-    /// The page lock, writeback and uptodate bits, by pfn.
+    /// The page lock, writeback and uptodate bits, by pfn (the core's, as
+    /// a kernel's `FrameAllocator` has them).
     #[inline]
     #[must_use]
     pub fn page_locks(&self) -> PageLocks<'_> {
-        PageLocks { a: self }
+        self.core.frames().page_locks()
     }
 
     /// Pageblock isolation and contiguous ranges.

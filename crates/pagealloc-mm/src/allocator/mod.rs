@@ -13,15 +13,13 @@ mod compaction;
 mod deprecated;
 mod dirty;
 mod handles;
-mod lock_api;
 mod nolock;
 mod pageref_api;
 mod procfs;
 mod reporting;
 mod services;
 
-pub use handles::{Compactor, Contig, PageLocks, PageReporting, Reclaim, Stats};
-pub use lock_api::PageLockGuard;
+pub use handles::{Compactor, Contig, PageReporting, Reclaim, Stats};
 pub use pageref_api::PageReference;
 pub use reporting::{ReportingStats, ZoneResidency};
 

@@ -71,6 +71,12 @@ impl Mm {
 }
 
 impl Mm {
+    /// The core as a kernel has it: `PageAllocator` builds on it.
+    #[inline(always)]
+    pub(crate) fn frames(&self) -> &FrameAllocator {
+        &self.frames
+    }
+
     /// The compaction layer's operations on this allocator.
     #[inline]
     pub fn compaction(&self) -> pagealloc_compaction::Compaction<'_, Mm> {

@@ -106,7 +106,7 @@ impl<'a> CacheLock<'a> {
     }
 
     fn page(alloc: &'a PageAllocator, pfn: Pfn) -> PageRef<'a> {
-        alloc.cache_page_ref(pfn).expect("a cache page is in range")
+        alloc.core.cache_page_ref(pfn).expect("a cache page is in range")
     }
 
     /// The page's lock protocol (waits for writeback, marks).

@@ -379,7 +379,7 @@ fn loom_last_put_races_a_strangers_trylock() {
         a.core.lru_add_drain_all();
         assert!(m.delete(0));
         let a2 = a.clone();
-        let t = loom::thread::spawn(move || a2.trylock_page(pfn));
+        let t = loom::thread::spawn(move || a2.page_locks().trylock_page(pfn));
         drop(h);
         assert!(!t.join().unwrap(), "a stranger locked a page on its way to the free");
         conserved(&a, cache, 0);

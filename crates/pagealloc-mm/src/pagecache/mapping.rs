@@ -245,7 +245,7 @@ impl Mapping {
                 let h = self.handle(pfn, index);
                 // A stream's marker starts its next window before we wait.
                 self.ra_hit(index)?;
-                let r = self.alloc().cache_page_ref(pfn).map_err(io::Error::other)?;
+                let r = self.alloc().core.cache_page_ref(pfn).map_err(io::Error::other)?;
                 if !r.uptodate() {
                     let lock = CacheLock::lock(self.alloc(), pfn);
                     if !lock.page_ref().uptodate() {

@@ -163,7 +163,7 @@ impl Mapping {
         for &i in &idx {
             if let Some(pfn) = self.lookup(i, Who::Cache)? {
                 let _h = self.handle(pfn, i);
-                let _ = self.alloc().cache_page_ref(pfn).map_err(io::Error::other)?.wait_writeback(None, None);
+                let _ = self.alloc().core.cache_page_ref(pfn).map_err(io::Error::other)?.wait_writeback(None, None);
             }
         }
         if let Some(e) = self.m.wb_error.lock().check(mark) {

@@ -40,7 +40,6 @@
 use super::snapshot::{Snapshot, ZoneCounters};
 use crate::mm::Mm;
 use pagealloc_core::types::{MigrateType, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
-use pagealloc_core::vmevent::NR_VM_EVENTS;
 use pagealloc_core::zone::Zone;
 use std::fmt::{self, Write as _};
 
@@ -465,20 +464,6 @@ fn ptinfo_zone(z: &ZoneCounters) -> PageTypeInfoZone {
 }
 
 impl Mm {
-    /// Every event counter: the per-CPU blocks plus the per-zone blocks.
-    pub(crate) fn event_totals(&self) -> [u64; NR_VM_EVENTS] {
-        let mut sum = [0u64; NR_VM_EVENTS];
-        self.events.sum_into(&mut sum);
-        for z in self.zones.iter() {
-            z.stats.events.sum_into(&mut sum);
-        }
-        for p in self.pcp.iter() {
-            p.events.sum_into(&mut sum);
-        }
-        self.fronts.sum_events(&mut sum);
-        sum
-    }
-
     /// The per-CPU page lists of a zone, for zoneinfo's `pagesets` section.
     #[doc(hidden)]
     pub fn pcp_report(&self, z: &Zone) -> Vec<PcpReport> {

@@ -5,13 +5,85 @@
 //! retries a free refused with `FreeError::Migrating`).
 //!
 //! Run with
-//! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p pagealloc --release --lib loom`.
+//! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p pagealloc-compaction --release --lib loom`.
 
-use crate::*;
-use pagealloc_compaction::migrate::{Moved, OwnerPanic};
+use crate::migrate::{Moved, OwnerPanic};
+use crate::movable::{Mobility, MobilityCensus, MovableId, MovableOps};
+use crate::{Compaction, CompactionHost};
+use pagealloc_core::error::{AllocError, FreeError, InvariantError, PageStateError};
+use pagealloc_core::page_alloc::Core;
 use pagealloc_core::sync::{spin_yield, Mutex};
-
+use pagealloc_core::types::{Gfp, Pfn, PAGEBLOCK_PAGES, PAGE_SIZE};
+use pagealloc_core::{Config, FrameAllocator, PageLocks};
+use std::ptr::NonNull;
 use std::sync::Arc;
+
+/// The core with compaction's state and nothing else: the host the paths
+/// under test run on, with the calls of `TestAlloc` the models make.
+struct TestAlloc {
+    f: FrameAllocator,
+    mob: Mobility,
+}
+
+impl std::ops::Deref for TestAlloc {
+    type Target = Core;
+    fn deref(&self) -> &Core {
+        // SAFETY: test code of this workspace, which calls the core's
+        // internals only as compaction does.
+        unsafe { self.f.core() }
+    }
+}
+
+impl CompactionHost for TestAlloc {
+    fn mobility(&self) -> &Mobility {
+        &self.mob
+    }
+    fn lru_add_drain_all(&self) {}
+}
+
+impl TestAlloc {
+    fn new(cfg: Config) -> Self {
+        let f = FrameAllocator::new(cfg).unwrap();
+        let pages = f.nr_pages();
+        Self { f, mob: Mobility::new((pages / PAGEBLOCK_PAGES) as usize, 1) }
+    }
+    fn compaction(&self) -> Compaction<'_, Self> {
+        Compaction::new(self)
+    }
+    fn register_movable_ops(&self, ops: Arc<dyn MovableOps>) -> MovableId {
+        self.mob.register(ops)
+    }
+    fn set_page_movable(&self, pfn: Pfn, id: MovableId) -> Result<(), PageStateError> {
+        self.compaction().set_page_movable(pfn, id)
+    }
+    fn mobility_census(&self) -> MobilityCensus {
+        self.compaction().mobility_census()
+    }
+    fn alloc_pages(&self, gfp: Gfp, order: u32) -> Result<Pfn, AllocError> {
+        self.f.alloc(gfp, order)
+    }
+    fn free_pages(&self, pfn: Pfn, order: u32) -> Result<(), FreeError> {
+        self.f.free(pfn, order)
+    }
+    fn page_address(&self, pfn: Pfn) -> Option<NonNull<u8>> {
+        self.mm.page_address(pfn)
+    }
+    fn page_locks(&self) -> PageLocks<'_> {
+        self.f.page_locks()
+    }
+    fn drain_all_pages(&self) {
+        self.f.drain();
+    }
+    fn check_invariants(&self) -> Result<(), InvariantError> {
+        self.f.check_invariants()
+    }
+    fn nr_free_pages(&self) -> u64 {
+        self.f.nr_free_pages()
+    }
+    fn managed_pages(&self) -> u64 {
+        self.f.managed_pages()
+    }
+}
 
 const KEY: u8 = 0x5A;
 
@@ -43,7 +115,7 @@ impl MovableOps for Owner {
     }
 }
 
-fn byte(a: &PageAllocator, pfn: u64, off: usize) -> *mut u8 {
+fn byte(a: &TestAlloc, pfn: u64, off: usize) -> *mut u8 {
     // SAFETY: off < PAGE_SIZE and the frame is inside the backed arena.
     unsafe { a.page_address(Pfn::new(pfn)).unwrap().as_ptr().add(off) }
 }
@@ -102,10 +174,9 @@ fn loom_migrate_races_owner_free() {
             (p, a2.alloc_pages(Gfp::MOVABLE, 0).unwrap())
         });
         // The owner's assertions panic: they fail the model.
-        let moved =
-            OwnerPanic::resuming(|caught| a.core.compaction().migrate_one(src.as_u64(), target.as_u64(), caught));
+        let moved = OwnerPanic::resuming(|caught| a.compaction().migrate_one(src.as_u64(), target.as_u64(), caught));
         let (freed, reused) = t.join().unwrap();
-        assert!(!a.core.compaction().is_migratable_racy(reused.as_u64()), "a fresh page came out movable");
+        assert!(!a.compaction().is_migratable_racy(reused.as_u64()), "a fresh page came out movable");
         a.free_pages(reused, 0).unwrap();
         match moved {
             Moved::Yes => {
@@ -142,15 +213,13 @@ impl MovableOps for Trusting {
 }
 
 /// The models' allocator: one pageblock, one CPU slot, no reserve.
-fn tiny() -> Arc<PageAllocator> {
-    Arc::new(
-        PageAllocator::new(Config::default().arena_bytes(2 << 20).nr_cpus(Some(1)).min_free_kbytes(Some(0))).unwrap(),
-    )
+fn tiny() -> Arc<TestAlloc> {
+    Arc::new(TestAlloc::new(Config::default().arena_bytes(2 << 20).nr_cpus(Some(1)).min_free_kbytes(Some(0))))
 }
 
 /// A tiny allocator, a movable page `src` of a [`Trusting`] owner, and a
 /// free-to-use `target` page.
-fn trusting_setup() -> (Arc<PageAllocator>, Pfn, Pfn, Arc<Trusting>) {
+fn trusting_setup() -> (Arc<TestAlloc>, Pfn, Pfn, Arc<Trusting>) {
     let a = tiny();
     let src = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
     let target = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
@@ -187,10 +256,9 @@ fn loom_migrate_races_trusting_owner_free() {
             (freed, a2.alloc_pages(Gfp::MOVABLE, 0).unwrap())
         });
         // The owner's assertions panic: they fail the model.
-        let moved =
-            OwnerPanic::resuming(|caught| a.core.compaction().migrate_one(src.as_u64(), target.as_u64(), caught));
+        let moved = OwnerPanic::resuming(|caught| a.compaction().migrate_one(src.as_u64(), target.as_u64(), caught));
         let (freed, reused) = t.join().unwrap();
-        assert!(!a.core.compaction().is_migratable_racy(reused.as_u64()), "a fresh page came out movable");
+        assert!(!a.compaction().is_migratable_racy(reused.as_u64()), "a fresh page came out movable");
         a.free_pages(reused, 0).unwrap();
         match moved {
             Moved::Yes => assert_eq!(freed, target.as_u64(), "moved, but the owner freed the source"),
@@ -218,13 +286,13 @@ fn loom_migrate_races_owner_lock() {
         let (a2, o2) = (a.clone(), owner.clone());
         let t = loom::thread::spawn(move || loop {
             let g = o2.page.lock();
-            match a2.lock_page(Pfn::new(*g)) {
+            match a2.page_locks().lock_page(Pfn::new(*g)) {
                 Ok(()) => {
                     let p = *g;
                     drop(g);
                     // Locked: the page stays put (a migration that isolated
                     // it before our lock fails to freeze it) until we unlock.
-                    a2.unlock_page(Pfn::new(p)).unwrap();
+                    a2.page_locks().unlock_page(Pfn::new(p)).unwrap();
                     break p;
                 }
                 Err(PageStateError::NotAllocated { .. }) => {
@@ -236,8 +304,7 @@ fn loom_migrate_races_owner_lock() {
             }
         });
         // The owner's assertions panic: they fail the model.
-        let moved =
-            OwnerPanic::resuming(|caught| a.core.compaction().migrate_one(src.as_u64(), target.as_u64(), caught));
+        let moved = OwnerPanic::resuming(|caught| a.compaction().migrate_one(src.as_u64(), target.as_u64(), caught));
         let locked = t.join().unwrap();
         let now = *owner.page.lock();
         match moved {

@@ -1,4 +1,8 @@
-//! The core alone, as a kernel uses it: [`FrameAllocator`].
+//! The core alone, as a kernel uses it: [`FrameAllocator`], and its page
+//! locks (`locks`).
+
+mod locks;
+pub use locks::{PageLockGuard, PageLocks};
 
 use crate::config::Config;
 use crate::error::{AllocError, ConfigError, FreeError, InvariantError, PageStateError};
@@ -95,7 +99,7 @@ impl FrameAllocator {
     /// [`AllocError::NoMemory`] when no zone the request may use has such a
     /// block above its watermark (a normal result), or a typed error for a
     /// bad order or node.
-    #[inline]
+    #[inline(always)]
     pub fn alloc(&self, gfp: Gfp, order: u32) -> Result<Pfn, AllocError> {
         self.core.alloc_pages(gfp, order, flags::HEAD)
     }
@@ -106,7 +110,7 @@ impl FrameAllocator {
     /// # Errors
     /// A typed error for a frame that is not an allocated block of that
     /// order (a double free among them); nothing changes then.
-    #[inline]
+    #[inline(always)]
     pub fn free(&self, pfn: Pfn, order: u32) -> Result<(), FreeError> {
         self.core.free_pages(pfn, order)
     }

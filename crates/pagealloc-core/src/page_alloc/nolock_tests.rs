@@ -4,32 +4,33 @@
 //! the deferred list, counted by the census and checked by the invariants,
 //! until the next locked free empties it.
 
+use crate::page::flags;
+use crate::types::MAX_ORDER;
+use crate::vmevent::VmEvent;
 use crate::*;
-use pagealloc_core::page::flags;
-use pagealloc_core::vmevent::VmEvent;
 
-fn small() -> PageAllocator {
-    PageAllocator::new(Config::small(16 << 20).nr_cpus(Some(1))).unwrap()
+fn small() -> FrameAllocator {
+    FrameAllocator::new(Config::small(16 << 20).nr_cpus(Some(1))).unwrap()
 }
 
 #[test]
 fn nolock_alloc_free_roundtrip_every_order() {
     let a = small();
     for order in 0..=MAX_ORDER {
-        let p = a.alloc_pages_nolock(Gfp::KERNEL, order).unwrap();
+        let p = a.alloc_nolock(Gfp::KERNEL, order).unwrap();
         assert_eq!(p.as_u64() % (1u64 << order), 0);
         a.check_invariants().unwrap();
-        assert_eq!(a.census().allocated, 1 << order);
-        a.free_pages_nolock(p, order).unwrap();
+        assert_eq!(a.core.census().allocated, 1 << order);
+        a.free_nolock(p, order).unwrap();
         // Misuse is a locked free's: typed, nothing changed.
-        assert!(matches!(a.free_pages_nolock(p, order), Err(FreeError::DoubleFree { .. })));
+        assert!(matches!(a.free_nolock(p, order), Err(FreeError::DoubleFree { .. })));
         a.check_invariants().unwrap();
     }
-    assert_eq!(a.census().allocated, 0);
-    assert_eq!(a.stats().event_count(VmEvent::NolockAlloc), u64::from(MAX_ORDER) + 1);
-    assert_eq!(a.stats().event_count(VmEvent::NolockFree), u64::from(MAX_ORDER) + 1);
-    assert_eq!(a.stats().event_count(VmEvent::NolockDeferred), 0);
-    assert!(matches!(a.alloc_pages_nolock(Gfp::KERNEL, MAX_ORDER + 1), Err(AllocError::InvalidOrder { .. })));
+    assert_eq!(a.core.census().allocated, 0);
+    assert_eq!(a.core.event_totals()[VmEvent::NolockAlloc as usize], u64::from(MAX_ORDER) + 1);
+    assert_eq!(a.core.event_totals()[VmEvent::NolockFree as usize], u64::from(MAX_ORDER) + 1);
+    assert_eq!(a.core.event_totals()[VmEvent::NolockDeferred as usize], 0);
+    assert!(matches!(a.alloc_nolock(Gfp::KERNEL, MAX_ORDER + 1), Err(AllocError::InvalidOrder { .. })));
 }
 
 #[test]
@@ -37,38 +38,38 @@ fn nolock_with_every_lock_held_would_block_and_defers() {
     let a = small();
     let c = &a.core;
     // Pages to free later, from the locked API (one order-0, one order-3).
-    let p0 = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
-    let p3 = a.alloc_pages(Gfp::KERNEL, 3).unwrap();
+    let p0 = a.alloc(Gfp::KERNEL, 0).unwrap();
+    let p3 = a.alloc(Gfp::KERNEL, 3).unwrap();
     let managed = a.managed_pages();
     {
         // This thread holds every per-CPU lock and every zone lock: what a
         // handler that interrupted a drain would find.
         let pcps: Vec<_> = c.pcp.iter().map(|p| p.lists.lock()).collect();
         let zones: Vec<_> = c.zones.iter().map(|z| z.lock(&c.mm)).collect();
-        assert!(matches!(a.alloc_pages_nolock(Gfp::KERNEL, 0), Err(AllocError::WouldBlock { order: 0 })));
-        a.free_pages_nolock(p0, 0).unwrap();
-        a.free_pages_nolock(p3, 3).unwrap();
-        assert!(matches!(a.free_pages_nolock(p3, 3), Err(FreeError::DoubleFree { .. })));
+        assert!(matches!(a.alloc_nolock(Gfp::KERNEL, 0), Err(AllocError::WouldBlock { order: 0 })));
+        a.free_nolock(p0, 0).unwrap();
+        a.free_nolock(p3, 3).unwrap();
+        assert!(matches!(a.free_nolock(p3, 3), Err(FreeError::DoubleFree { .. })));
         assert_eq!(c.mm.page(p3.as_u64()).flags(), flags::PCP);
         drop(zones);
         drop(pcps);
     }
     assert!(!c.nolock.deferred.is_empty());
-    assert_eq!(a.stats().event_count(VmEvent::NolockDeferred), 2);
-    assert!(a.stats().event_count(VmEvent::NolockTrylockFail) >= 3);
-    assert_eq!(a.stats().event_count(VmEvent::NolockAllocFail), 1);
+    assert_eq!(a.core.event_totals()[VmEvent::NolockDeferred as usize], 2);
+    assert!(a.core.event_totals()[VmEvent::NolockTrylockFail as usize] >= 3);
+    assert_eq!(a.core.event_totals()[VmEvent::NolockAllocFail as usize], 1);
     // Parked blocks are counted with the per-CPU pages and checked.
     a.check_invariants().unwrap();
-    let cs = a.census();
+    let cs = a.core.census();
     assert_eq!(cs.allocated, 0);
     assert!(cs.pcp >= 9);
     assert_eq!(cs.free + cs.pcp, managed);
     // The next locked free empties the list.
-    let q = a.alloc_pages(Gfp::KERNEL, 1).unwrap();
-    a.free_pages(q, 1).unwrap();
+    let q = a.alloc(Gfp::KERNEL, 1).unwrap();
+    a.free(q, 1).unwrap();
     assert!(c.nolock.deferred.is_empty());
     a.check_invariants().unwrap();
-    a.drain_all_pages();
+    a.drain();
     assert_eq!(a.nr_free_pages(), managed);
     a.check_invariants().unwrap();
 }
@@ -77,11 +78,11 @@ fn nolock_with_every_lock_held_would_block_and_defers() {
 fn invariants_catch_a_corrupt_deferred_list() {
     let a = small();
     let c = &a.core;
-    let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
+    let p = a.alloc(Gfp::KERNEL, 0).unwrap();
     {
         let _z: Vec<_> = c.zones.iter().map(|z| z.lock(&c.mm)).collect();
         let _l: Vec<_> = c.pcp.iter().map(|p| p.lists.lock()).collect();
-        a.free_pages_nolock(p, 0).unwrap();
+        a.free_nolock(p, 0).unwrap();
     }
     // A parked block that lost its PCP mark is reported with its pfn.
     c.mm.page(p.as_u64()).set_flags(flags::HEAD);
@@ -91,11 +92,11 @@ fn invariants_catch_a_corrupt_deferred_list() {
     // A cycle is reported too.
     c.mm.page(p.as_u64()).next.set(p.as_u64() as u32);
     assert!(a.check_invariants().is_err());
-    c.mm.page(p.as_u64()).next.set(pagealloc_core::page::NIL);
+    c.mm.page(p.as_u64()).next.set(crate::page::NIL);
     a.check_invariants().unwrap();
-    a.drain_deferred_frees();
+    a.core.drain_deferred();
     a.check_invariants().unwrap();
-    assert_eq!(a.census().allocated, 0);
+    assert_eq!(a.core.census().allocated, 0);
 }
 
 #[cfg(feature = "seed-variants")]
@@ -103,14 +104,14 @@ fn invariants_catch_a_corrupt_deferred_list() {
 fn nolock_free_wakes_waiters_only_after_the_drain() {
     // The old design (no waiters bit) wakes on every free: a no-lock free
     // parks the block so the drain can wake, and nothing is lost.
-    let a = PageAllocator::new(Config::small(16 << 20).nr_cpus(Some(1)).page_lock_waiters_bit(false)).unwrap();
-    let p = a.alloc_pages(Gfp::KERNEL, 2).unwrap();
-    a.free_pages_nolock(p, 2).unwrap();
-    assert_eq!(a.stats().event_count(VmEvent::NolockDeferred), 1);
+    let a = FrameAllocator::new(Config::small(16 << 20).nr_cpus(Some(1)).page_lock_waiters_bit(false)).unwrap();
+    let p = a.alloc(Gfp::KERNEL, 2).unwrap();
+    a.free_nolock(p, 2).unwrap();
+    assert_eq!(a.core.event_totals()[VmEvent::NolockDeferred as usize], 1);
     a.check_invariants().unwrap();
-    a.drain_deferred_frees();
+    a.core.drain_deferred();
     a.check_invariants().unwrap();
-    assert_eq!(a.census().allocated, 0);
+    assert_eq!(a.core.census().allocated, 0);
 }
 
 #[test]
@@ -124,22 +125,22 @@ fn nolock_paths_never_touch_the_thread_front_cache() {
         s.spawn(|| {
             let mut got = Vec::new();
             for i in 0..200u32 {
-                got.push((a.alloc_pages_nolock(Gfp::KERNEL, i % 4).unwrap(), i % 4));
+                got.push((a.alloc_nolock(Gfp::KERNEL, i % 4).unwrap(), i % 4));
             }
             for (p, o) in got {
-                a.free_pages_nolock(p, o).unwrap();
+                a.free_nolock(p, o).unwrap();
             }
-            assert!(a.free_pages_nolock(Pfn::new(1 << 40), 0).is_err());
+            assert!(a.free_nolock(Pfn::new(1 << 40), 0).is_err());
         });
     });
     assert_eq!(a.core.fronts.nr_slots(), 0, "a no-lock call registered a front cache");
     a.check_invariants().unwrap();
-    assert_eq!(a.census().allocated, 0);
+    assert_eq!(a.core.census().allocated, 0);
     // The normal API does register one (the check above can fail).
     std::thread::scope(|s| {
         s.spawn(|| {
-            let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
-            a.free_pages(p, 0).unwrap();
+            let p = a.alloc(Gfp::KERNEL, 0).unwrap();
+            a.free(p, 0).unwrap();
         });
     });
     assert_eq!(a.core.fronts.nr_slots(), 1);

@@ -2,9 +2,9 @@
 //! handoff, handoff storms on one page and on colliding pages, and a mixed
 //! stress of every kind of wait with timeouts and cancellation.
 
+use crate::page::flags;
+use crate::pagelock::waitq::{self, page_wait_table};
 use crate::*;
-use pagealloc_core::page::flags;
-use pagealloc_core::pagelock::waitq::{self, page_wait_table};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
@@ -14,13 +14,13 @@ use std::time::{Duration, Instant};
 /// old design that looks up the wait queue at every unlock.
 const WAITERS_BIT: &[bool] = if cfg!(feature = "seed-variants") { &[true, false] } else { &[true] };
 
-fn small(waiters_bit: bool, unfairness: u32) -> PageAllocator {
+fn small(waiters_bit: bool, unfairness: u32) -> FrameAllocator {
     let cfg = Config::small(16 << 20).page_lock_unfairness(unfairness).pcp_lists(false);
     #[cfg(feature = "seed-variants")]
     let cfg = cfg.page_lock_waiters_bit(waiters_bit);
     #[cfg(not(feature = "seed-variants"))]
     assert!(waiters_bit, "the old lock design needs the seed-variants feature");
-    PageAllocator::new(cfg).unwrap()
+    FrameAllocator::new(cfg).unwrap()
 }
 
 /// (waiters bit, unfairness) pairs for the handoff tests.
@@ -28,16 +28,16 @@ fn handoff_designs() -> impl Iterator<Item = (bool, u32)> {
     [(true, 5), (true, 0), (false, 5)].into_iter().filter(|&(bit, _)| bit || WAITERS_BIT.len() > 1)
 }
 
-fn raw_flags(a: &PageAllocator, pfn: Pfn) -> u32 {
-    a.page_ref(pfn).unwrap().flags_racy()
+fn raw_flags(a: &FrameAllocator, pfn: Pfn) -> u32 {
+    a.core.page_ref(pfn).unwrap().flags_racy()
 }
 
-fn key(a: &PageAllocator, pfn: Pfn) -> usize {
-    a.page_ref(pfn).unwrap().key()
+fn key(a: &FrameAllocator, pfn: Pfn) -> usize {
+    a.core.page_ref(pfn).unwrap().key()
 }
 
 /// Spin (with sleeps) until `n` waiters are queued on the page.
-fn wait_queued(a: &PageAllocator, pfn: Pfn, n: usize) {
+fn wait_queued(a: &FrameAllocator, pfn: Pfn, n: usize) {
     let t0 = Instant::now();
     while page_wait_table().queued(key(a, pfn)) < n {
         assert!(t0.elapsed() < Duration::from_secs(20), "waiters never queued");
@@ -65,7 +65,7 @@ fn watchdog(secs: u64, what: &'static str) -> Arc<AtomicBool> {
 #[test]
 fn lock_unlock_trylock_and_guard() {
     let a = small(true, 5);
-    let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
+    let p = a.alloc(Gfp::KERNEL, 0).unwrap();
     a.page_locks().lock_page(p).unwrap();
     assert!(a.page_locks().page_locked_racy(p));
     assert!(!a.page_locks().trylock_page(p));
@@ -86,18 +86,18 @@ fn lock_unlock_trylock_and_guard() {
     a.page_locks().set_page_uptodate(p).unwrap();
     assert!(a.page_locks().page_uptodate(p));
     assert_eq!(raw_flags(&a, p) & flags::WAITERS, 0);
-    a.free_pages(p, 0).unwrap();
+    a.free(p, 0).unwrap();
     // A new allocation of the same pfn starts with clean lock state.
-    let q = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
+    let q = a.alloc(Gfp::KERNEL, 0).unwrap();
     assert!(!a.page_locks().page_uptodate(q) && !a.page_locks().page_locked_racy(q));
-    a.free_pages(q, 0).unwrap();
+    a.free(q, 0).unwrap();
     a.check_invariants().unwrap();
 }
 
 #[test]
 fn writeback_set_end_wait() {
     let a = small(true, 5);
-    let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
+    let p = a.alloc(Gfp::KERNEL, 0).unwrap();
     assert_eq!(a.page_locks().set_page_writeback(p), Ok(true));
     assert_eq!(a.page_locks().set_page_writeback(p), Ok(false));
     assert!(a.page_locks().page_writeback_racy(p));
@@ -112,14 +112,14 @@ fn writeback_set_end_wait() {
     });
     assert_eq!(raw_flags(&a, p) & (flags::WAITERS | flags::WRITEBACK), 0);
     a.page_locks().wait_on_page_writeback(p).unwrap();
-    a.free_pages(p, 0).unwrap();
+    a.free(p, 0).unwrap();
     a.check_invariants().unwrap();
 }
 
 #[test]
 fn bad_input_is_typed_and_harmless() {
     let a = small(true, 5);
-    let p = a.alloc_pages(Gfp::KERNEL, 2).unwrap();
+    let p = a.alloc(Gfp::KERNEL, 2).unwrap();
     let free_before = a.nr_free_pages();
     // Unlock of an unlocked page.
     assert_eq!(a.page_locks().unlock_page(p), Err(PageStateError::NotLocked { pfn: p }));
@@ -147,16 +147,16 @@ fn bad_input_is_typed_and_harmless() {
     a.check_invariants().unwrap();
     // Free of a locked page, then of a page under writeback: refused, still allocated.
     a.page_locks().lock_page(p).unwrap();
-    assert_eq!(a.free_pages(p, 2), Err(FreeError::Locked { pfn: p }));
+    assert_eq!(a.free(p, 2), Err(FreeError::Locked { pfn: p }));
     assert!(a.page_locks().page_locked_racy(p));
     a.check_invariants().unwrap();
     a.page_locks().unlock_page(p).unwrap();
     a.page_locks().set_page_writeback(p).unwrap();
-    assert_eq!(a.free_pages(p, 2), Err(FreeError::Writeback { pfn: p }));
+    assert_eq!(a.free(p, 2), Err(FreeError::Writeback { pfn: p }));
     a.check_invariants().unwrap();
     a.page_locks().end_page_writeback(p).unwrap();
     assert_eq!(a.nr_free_pages(), free_before);
-    a.free_pages(p, 2).unwrap();
+    a.free(p, 2).unwrap();
     assert_eq!(a.page_locks().lock_page(p), Err(PageStateError::NotAllocated { pfn: p }));
     a.check_invariants().unwrap();
 }
@@ -164,26 +164,26 @@ fn bad_input_is_typed_and_harmless() {
 #[test]
 fn free_clears_a_stale_waiters_bit() {
     let a = small(true, 5);
-    let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
+    let p = a.alloc(Gfp::KERNEL, 0).unwrap();
     // What a hash-mate's waiter can leave behind.
-    a.page_ref(p).unwrap().flags.fetch_or(flags::WAITERS, Ordering::Relaxed);
+    a.core.page_ref(p).unwrap().flags.fetch_or(flags::WAITERS, Ordering::Relaxed);
     a.page_locks().lock_page(p).unwrap();
     a.page_locks().unlock_page(p).unwrap(); // looks up the queue, finds nobody, clears it
     assert_eq!(raw_flags(&a, p) & flags::WAITERS, 0);
-    a.page_ref(p).unwrap().flags.fetch_or(flags::WAITERS | flags::UPTODATE, Ordering::Relaxed);
-    a.free_pages(p, 0).unwrap();
+    a.core.page_ref(p).unwrap().flags.fetch_or(flags::WAITERS | flags::UPTODATE, Ordering::Relaxed);
+    a.free(p, 0).unwrap();
     a.check_invariants().unwrap();
-    let q = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
+    let q = a.alloc(Gfp::KERNEL, 0).unwrap();
     assert_eq!(q, p);
     assert_eq!(raw_flags(&a, q), flags::HEAD);
-    a.free_pages(q, 0).unwrap();
+    a.free(q, 0).unwrap();
 }
 
 #[test]
 fn unlock_without_waiters_never_touches_the_wait_queue() {
     for &waiters_bit in WAITERS_BIT {
         let a = small(waiters_bit, 5);
-        let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
+        let p = a.alloc(Gfp::KERNEL, 0).unwrap();
         let before = waitq::accesses_on_this_thread();
         for _ in 0..1000 {
             a.page_locks().lock_page(p).unwrap();
@@ -199,14 +199,14 @@ fn unlock_without_waiters_never_touches_the_wait_queue() {
         } else {
             assert_eq!(accesses, 3000, "the old design looks up the queue at every unlock");
         }
-        a.free_pages(p, 0).unwrap();
+        a.free(p, 0).unwrap();
     }
 }
 
 #[test]
 fn timeout_and_cancel_leave_the_lock_alone() {
     let a = small(true, 5);
-    let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
+    let p = a.alloc(Gfp::KERNEL, 0).unwrap();
     a.page_locks().lock_page(p).unwrap();
     let t0 = Instant::now();
     assert_eq!(a.page_locks().lock_page_timeout(p, Duration::from_millis(20)), Err(WaitError::TimedOut));
@@ -228,14 +228,14 @@ fn timeout_and_cancel_leave_the_lock_alone() {
     a.page_locks().unlock_page(p).unwrap();
     assert_eq!(a.page_locks().lock_page_cancellable(p, &tok), Ok(()), "an uncontended lock ignores the token");
     a.page_locks().unlock_page(p).unwrap();
-    a.free_pages(p, 0).unwrap();
+    a.free(p, 0).unwrap();
 }
 
 #[test]
 fn shared_waiters_all_wake_at_unlock() {
     for &waiters_bit in WAITERS_BIT {
         let a = small(waiters_bit, 5);
-        let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
+        let p = a.alloc(Gfp::KERNEL, 0).unwrap();
         a.page_locks().lock_page(p).unwrap();
         thread::scope(|s| {
             let hs: Vec<_> = (0..4).map(|_| s.spawn(|| a.page_locks().wait_on_page_locked(p))).collect();
@@ -246,7 +246,7 @@ fn shared_waiters_all_wake_at_unlock() {
             }
         });
         assert_eq!(raw_flags(&a, p) & flags::WAITERS, 0);
-        a.free_pages(p, 0).unwrap();
+        a.free(p, 0).unwrap();
     }
 }
 
@@ -254,7 +254,7 @@ fn shared_waiters_all_wake_at_unlock() {
 fn unfairness_zero_hands_off_in_arrival_order() {
     for &waiters_bit in WAITERS_BIT {
         let a = small(waiters_bit, 0);
-        let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
+        let p = a.alloc(Gfp::KERNEL, 0).unwrap();
         let order = Mutex::new(Vec::new());
         a.page_locks().lock_page(p).unwrap();
         thread::scope(|s| {
@@ -275,14 +275,14 @@ fn unfairness_zero_hands_off_in_arrival_order() {
         });
         assert_eq!(*order.lock().unwrap(), (0..6).collect::<Vec<_>>());
         assert_eq!(raw_flags(&a, p) & (flags::WAITERS | flags::LOCKED), 0);
-        a.free_pages(p, 0).unwrap();
+        a.free(p, 0).unwrap();
     }
 }
 
 /// `threads` threads each take the lock of their page `per_thread` times; a
 /// plain counter updated only under the lock must come out exact. Returns the
 /// handoffs: acquisitions by another thread than the page's previous owner.
-fn handoff_storm(a: &PageAllocator, pages: &[Pfn], threads: usize, per_thread: u64) -> u64 {
+fn handoff_storm(a: &FrameAllocator, pages: &[Pfn], threads: usize, per_thread: u64) -> u64 {
     // Per page: acquisitions and last owner, both written only under the lock.
     let counters: Vec<[AtomicU64; 2]> = pages.iter().map(|_| Default::default()).collect();
     let handoffs = AtomicU64::new(0);
@@ -324,17 +324,17 @@ fn handoff_storm(a: &PageAllocator, pages: &[Pfn], threads: usize, per_thread: u
 }
 
 /// Pages whose wait-queue bucket is the same (found by search).
-pub(crate) fn colliding_pages(a: &PageAllocator, n: usize) -> Vec<Pfn> {
+fn colliding_pages(a: &FrameAllocator, n: usize) -> Vec<Pfn> {
     let mut by_bucket: std::collections::HashMap<usize, Vec<Pfn>> = Default::default();
     loop {
-        let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
+        let p = a.alloc(Gfp::KERNEL, 0).unwrap();
         let v = by_bucket.entry(a.page_locks().page_wait_bucket(p).unwrap()).or_default();
         v.push(p);
         if v.len() == n {
             let found = v.clone();
             for (_, v) in by_bucket {
                 for q in v.into_iter().filter(|q| !found.contains(q)) {
-                    a.free_pages(q, 0).unwrap();
+                    a.free(q, 0).unwrap();
                 }
             }
             return found;
@@ -346,10 +346,10 @@ pub(crate) fn colliding_pages(a: &PageAllocator, n: usize) -> Vec<Pfn> {
 fn handoffs_on_one_page() {
     for (waiters_bit, unfairness) in handoff_designs() {
         let a = small(waiters_bit, unfairness);
-        let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
+        let p = a.alloc(Gfp::KERNEL, 0).unwrap();
         let per = if unfairness == 0 { 2_000 } else { 20_000 };
         handoff_storm(&a, &[p], 8, per);
-        a.free_pages(p, 0).unwrap();
+        a.free(p, 0).unwrap();
         a.check_invariants().unwrap();
     }
 }
@@ -361,7 +361,7 @@ fn handoffs_on_colliding_pages() {
         let pages = colliding_pages(&a, 4);
         handoff_storm(&a, &pages, 8, 10_000);
         for p in pages {
-            a.free_pages(p, 0).unwrap();
+            a.free(p, 0).unwrap();
         }
         a.check_invariants().unwrap();
     }
@@ -376,7 +376,7 @@ fn handoffs_on_colliding_pages() {
 fn ten_million_handoffs() {
     for (waiters_bit, unfairness) in handoff_designs() {
         let a = small(waiters_bit, unfairness);
-        let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
+        let p = a.alloc(Gfp::KERNEL, 0).unwrap();
         let t0 = Instant::now();
         let h = handoff_storm(&a, &[p], 8, 1_250_000);
         eprintln!(
@@ -399,7 +399,7 @@ fn ten_million_handoffs() {
 #[test]
 fn mixed_waiters_stress() {
     let a = small(true, 2);
-    let pages: Vec<Pfn> = (0..3).map(|_| a.alloc_pages(Gfp::KERNEL, 0).unwrap()).collect();
+    let pages: Vec<Pfn> = (0..3).map(|_| a.alloc(Gfp::KERNEL, 0).unwrap()).collect();
     let stop = AtomicBool::new(false);
     let returned = AtomicUsize::new(0);
     let cancels: Vec<CancelToken> = (0..4).map(|_| CancelToken::new()).collect();
@@ -469,7 +469,7 @@ fn mixed_waiters_stress() {
     for p in pages {
         // Writeback waiters that ran out of writers all returned; nothing is held.
         assert_eq!(raw_flags(&a, p) & (flags::LOCKED | flags::WRITEBACK), 0);
-        a.free_pages(p, 0).unwrap();
+        a.free(p, 0).unwrap();
     }
     a.check_invariants().unwrap();
 }
