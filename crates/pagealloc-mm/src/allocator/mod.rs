@@ -1,11 +1,14 @@
-//! The public façade: [`PageAllocator`], a handle on one allocator's
-//! `Core`. Every method checks its arguments, forwards to the layer that
-//! does the work, and returns a typed result; the order-0 fast paths
-//! (`alloc_pages`, `free_pages`, small bulk calls) are forced inline into the
-//! caller so a front-cache hit costs no call.
+//! The public façade: [`PageAllocator`], a handle on one allocator: a
+//! `FrameAllocator` (the core as a kernel has it) with reclaim, compaction,
+//! free page reporting and their threads around it. The calls the two share
+//! (allocation and free, the no-lock calls, page locks, counts, drains,
+//! checks) are the `FrameAllocator`'s; the order-0 fast paths (`alloc_pages`,
+//! `free_pages`, small bulk calls) are forced inline into the caller so a
+//! front-cache hit costs no call.
 //!
-//! Submodules group the rest of the API: `lock_api` (page lock, writeback),
-//! `services` (isolation, contiguous ranges, invariants, drains).
+//! The rarer services are sub-handles (`handles`): page locks, contiguous
+//! ranges, compaction, reporting, statistics, reclaim; the calls that moved
+//! there stay as deprecated forwarders for one release (`deprecated`).
 
 #[cfg(feature = "seed-variants")]
 mod bulk_linked;
@@ -89,21 +92,21 @@ impl PageAllocator {
     /// Pages in the arena (all of them are managed: there are no holes).
     #[must_use]
     pub fn nr_pages(&self) -> u64 {
-        self.core.mm.nr_pages()
+        self.core.frames().nr_pages()
     }
 
     /// Pages the allocator manages: the arena's, less those still in
     /// [`Config::holes`](crate::Config::holes).
     #[must_use]
     pub fn managed_pages(&self) -> u64 {
-        self.core.managed_pages()
+        self.core.frames().managed_pages()
     }
 
     /// Free pages in the buddy lists outside isolated blocks (NR_FREE_PAGES),
     /// read without locks. Pages on per-CPU lists are not counted.
     #[must_use]
     pub fn nr_free_pages(&self) -> u64 {
-        self.core.nr_free_pages()
+        self.core.frames().nr_free_pages()
     }
 
     /// Number of nodes.
@@ -152,7 +155,7 @@ impl PageAllocator {
     /// [`AllocError::InvalidOrder`] above [`crate::MAX_ORDER`].
     #[inline(always)]
     pub fn alloc_pages(&self, gfp: Gfp, order: u32) -> Result<Pfn, AllocError> {
-        self.core.alloc_pages(gfp, order, flags::HEAD)
+        self.core.frames().alloc(gfp, order)
     }
 
     /// Allocate `1 << order` contiguous pages, preferring node `nid` (a
@@ -177,7 +180,7 @@ impl PageAllocator {
     /// writeback, or owned by a [`crate::Pages`] handle.
     #[inline(always)]
     pub fn free_pages(&self, pfn: Pfn, order: u32) -> Result<(), FreeError> {
-        self.core.free_pages(pfn, order)
+        self.core.frames().free(pfn, order)
     }
 
     /// Fill the `None` slots of `slots` with order-0 pages (populated slots are

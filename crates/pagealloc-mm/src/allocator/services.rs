@@ -36,7 +36,7 @@ impl PageAllocator {
     /// a.check_invariants().unwrap();
     /// ```
     pub fn add_free_memory(&self, start: Pfn, nr_pages: u64) -> Result<(), PageStateError> {
-        self.core.add_free_memory(start, nr_pages)
+        self.core.frames().add_free_memory(start, nr_pages)
     }
 
     /// Return this CPU's per-CPU pages and this thread's front cache to the buddy.
@@ -48,7 +48,7 @@ impl PageAllocator {
     /// (serialised with other drains). Pages freed concurrently may land on the
     /// lists again at once; this drains what was there when it ran.
     pub fn drain_all_pages(&self) {
-        self.core.drain_all();
+        self.core.frames().drain();
     }
 
     /// Check every invariant; the first broken one is returned with its pfn.
@@ -62,7 +62,7 @@ impl PageAllocator {
     /// # Errors
     /// The first broken invariant, with the pfn where it was found.
     pub fn check_invariants(&self) -> Result<(), InvariantError> {
-        self.core.check_invariants()?;
+        self.core.frames().check_invariants()?;
         // The LRU lists: each walk agrees with its counter and flags.
         self.core.vmscan.check(&self.core.mm).map_err(|e| InvariantError::new(0, e))
     }
