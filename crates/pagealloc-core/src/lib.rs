@@ -75,7 +75,7 @@ pub mod zone;
 
 #[cfg(feature = "seed-variants")]
 pub use config::DrainMode;
-pub use config::{Backing, Config, ReportCallback, MAX_HOLES};
+pub use config::{Backing, Config, ConfigValues, ReportCallback, MAX_HOLES};
 #[cfg(feature = "std")]
 pub use cpu::pin_to_cpu;
 pub use cpu::possible_cpus;

@@ -33,7 +33,7 @@ pub use pagealloc_compaction::compaction::{CompactOutcome, FragIndexReport};
 pub use pagealloc_compaction::movable::{MobilityCensus, MovableId, MovableOps};
 #[cfg(feature = "seed-variants")]
 pub use pagealloc_core::config::DrainMode;
-pub use pagealloc_core::config::{Backing, Config, ReportCallback, MAX_HOLES};
+pub use pagealloc_core::config::{Backing, Config, ConfigValues, ReportCallback, MAX_HOLES};
 pub use pagealloc_core::cpu::{pin_to_cpu, possible_cpus};
 pub use pagealloc_core::error::{
     AllocError, BulkFreeError, ConfigError, FreeError, InvariantError, PageStateError, WaitError,

@@ -121,17 +121,45 @@ impl core::fmt::Debug for ReportCallback {
     }
 }
 
-/// Settings for a `PageAllocator`. Build with [`Config::new`] and the
-/// chained setters; every setter has the name of its field.
+/// Settings for an allocator. Build with [`Config::new`] (or
+/// [`Config::small`]) and the chained setters, one per setting; read a
+/// setting as a field (`cfg.nodes`), through [`ConfigValues`]. The setters
+/// are the only way to change one: a `Config`'s fields cannot be assigned.
 ///
 /// # Examples
 /// ```
 /// use pagealloc::{Config, PageAllocator};
-/// let a = PageAllocator::new(Config::small(8 << 20).nodes(2).pcp_batch(Some(8))).unwrap();
+/// let cfg = Config::small(8 << 20).nodes(2).pcp_batch(Some(8));
+/// assert_eq!(cfg.nodes, 2); // read
+/// let a = PageAllocator::new(cfg).unwrap();
 /// assert_eq!((a.nr_nodes(), a.nr_pages()), (2, 2048));
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Config {
+    v: ConfigValues,
+}
+
+impl core::ops::Deref for Config {
+    type Target = ConfigValues;
+    #[inline(always)]
+    fn deref(&self) -> &ConfigValues {
+        &self.v
+    }
+}
+
+/// The values of a [`Config`], each documented with its bounds and default;
+/// read them through the `Config` (`cfg.arena_bytes`), set them with its
+/// setter of the same name.
+///
+/// # Examples
+/// ```
+/// use pagealloc::Config;
+/// let cfg = Config::new().arena_bytes(64 << 20);
+/// assert_eq!(cfg.arena_bytes, 64 << 20);
+/// assert_eq!(cfg.nodes, 1); // a default
+/// ```
+#[derive(Clone, Debug)]
+pub struct ConfigValues {
     /// Bytes in the arena: a whole number of pageblocks (2 MiB), at least one and
     /// at most 2^32 - 512 pages (16 TiB less one pageblock: pfn links are 32
     /// bits). Default 1 GiB.
@@ -285,7 +313,7 @@ pub struct Config {
     pub prefetch_on_alloc: bool,
 }
 
-impl Default for Config {
+impl Default for ConfigValues {
     fn default() -> Self {
         Self {
             arena_bytes: 1 << 30,
@@ -337,7 +365,7 @@ macro_rules! setters {
                 $(#[$m])*
                 #[must_use]
                 pub fn $name(mut self, v: $t) -> Self {
-                    self.$name = v;
+                    self.v.$name = v;
                     self
                 }
             )*
@@ -346,77 +374,77 @@ macro_rules! setters {
 }
 
 setters! {
-    /// Set [`Config::arena_bytes`].
+    /// Set [`ConfigValues::arena_bytes`].
     arena_bytes: u64,
-    /// Set [`Config::nodes`].
+    /// Set [`ConfigValues::nodes`].
     nodes: u32,
-    /// Set [`Config::movable_zone_bytes`].
+    /// Set [`ConfigValues::movable_zone_bytes`].
     movable_zone_bytes: u64,
-    /// Set [`Config::backing`].
+    /// Set [`ConfigValues::backing`].
     backing: Backing,
-    /// Set [`Config::holes`].
+    /// Set [`ConfigValues::holes`].
     holes: Vec<(Pfn, u64)>,
-    /// Set [`Config::min_free_kbytes`].
+    /// Set [`ConfigValues::min_free_kbytes`].
     min_free_kbytes: Option<u64>,
-    /// Set [`Config::watermark_scale_factor`].
+    /// Set [`ConfigValues::watermark_scale_factor`].
     watermark_scale_factor: u32,
-    /// Set [`Config::lowmem_reserve_ratio`].
+    /// Set [`ConfigValues::lowmem_reserve_ratio`].
     lowmem_reserve_ratio: u32,
-    /// Set [`Config::nr_cpus`].
+    /// Set [`ConfigValues::nr_cpus`].
     nr_cpus: Option<usize>,
-    /// Set [`Config::percpu_pagelist_high_fraction`].
+    /// Set [`ConfigValues::percpu_pagelist_high_fraction`].
     percpu_pagelist_high_fraction: u32,
-    /// Set [`Config::depot_fraction`].
+    /// Set [`ConfigValues::depot_fraction`].
     depot_fraction: u32,
-    /// Set [`Config::pcp_batch`].
+    /// Set [`ConfigValues::pcp_batch`].
     pcp_batch: Option<u32>,
-    /// Set [`Config::pcp_lists`].
+    /// Set [`ConfigValues::pcp_lists`].
     pcp_lists: bool,
-    /// Set [`Config::front_cache`].
+    /// Set [`ConfigValues::front_cache`].
     front_cache: bool,
-    /// Set [`Config::page_lock_unfairness`].
+    /// Set [`ConfigValues::page_lock_unfairness`].
     page_lock_unfairness: u32,
-    /// Set [`Config::page_reporting`].
+    /// Set [`ConfigValues::page_reporting`].
     page_reporting: bool,
-    /// Set [`Config::page_reporting_order`].
+    /// Set [`ConfigValues::page_reporting_order`].
     page_reporting_order: Option<u32>,
-    /// Set [`Config::page_reporting_delay_ms`].
+    /// Set [`ConfigValues::page_reporting_delay_ms`].
     page_reporting_delay_ms: u64,
-    /// Set [`Config::page_reporting_batch`].
+    /// Set [`ConfigValues::page_reporting_batch`].
     page_reporting_batch: u32,
-    /// Set [`Config::page_reporting_madv_free`].
+    /// Set [`ConfigValues::page_reporting_madv_free`].
     page_reporting_madv_free: bool,
-    /// Set [`Config::page_reporting_callback`].
+    /// Set [`ConfigValues::page_reporting_callback`].
     page_reporting_callback: Option<ReportCallback>,
-    /// Set [`Config::init_on_alloc`].
+    /// Set [`ConfigValues::init_on_alloc`].
     init_on_alloc: bool,
-    /// Set [`Config::extfrag_threshold`].
+    /// Set [`ConfigValues::extfrag_threshold`].
     extfrag_threshold: u32,
-    /// Set [`Config::lock_stats`].
+    /// Set [`ConfigValues::lock_stats`].
     lock_stats: bool,
-    /// Set [`Config::page_reporting_compact`].
+    /// Set [`ConfigValues::page_reporting_compact`].
     page_reporting_compact: bool,
-    /// Set [`Config::init_on_free`].
+    /// Set [`ConfigValues::init_on_free`].
     init_on_free: bool,
-    /// Set [`Config::compaction_proactiveness`].
+    /// Set [`ConfigValues::compaction_proactiveness`].
     compaction_proactiveness: u32,
-    /// Set [`Config::page_group_by_mobility_disabled`].
+    /// Set [`ConfigValues::page_group_by_mobility_disabled`].
     page_group_by_mobility_disabled: bool,
-    /// Set [`Config::hugepage_filler`].
+    /// Set [`ConfigValues::hugepage_filler`].
     hugepage_filler: bool,
-    /// Set [`Config::prefetch_on_alloc`].
+    /// Set [`ConfigValues::prefetch_on_alloc`].
     prefetch_on_alloc: bool,
 }
 
 #[cfg(feature = "seed-variants")]
 setters! {
-    /// Set [`Config::drain_mode`].
+    /// Set [`ConfigValues::drain_mode`].
     drain_mode: DrainMode,
-    /// Set [`Config::pcp_migratetype_cache`].
+    /// Set [`ConfigValues::pcp_migratetype_cache`].
     pcp_migratetype_cache: bool,
-    /// Set [`Config::page_lock_waiters_bit`].
+    /// Set [`ConfigValues::page_lock_waiters_bit`].
     page_lock_waiters_bit: bool,
-    /// Set [`Config::pagetypeinfo_walk_lists`].
+    /// Set [`ConfigValues::pagetypeinfo_walk_lists`].
     pagetypeinfo_walk_lists: bool,
 }
 
