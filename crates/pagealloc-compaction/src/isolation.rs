@@ -67,7 +67,7 @@ impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
         Ok(())
     }
 
-    /// Undo [`crate::PageAllocator::isolate_range`] for the same range. Fails without
+    /// Undo [`Compaction::isolate_range`] for the same range. Fails without
     /// changing anything if any pageblock in it is not isolated.
     pub fn undo_isolate_range(&self, start: Pfn, nr_pages: u64) -> Result<(), PageStateError> {
         let (z, bs, be) = self.block_span(start, nr_pages)?;
@@ -117,7 +117,7 @@ impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
     /// Find `nr_pages` contiguous free pages (aligned to the next power of two
     /// up to a pageblock), isolate them, drain the per-CPU lists, verify and take
     /// them. The pages come back as order-0 allocated pages: free them with
-    /// [`crate::PageAllocator::free_contig_range`] or one by one. Only free memory counts
+    /// [`Compaction::free_contig_range`] or one by one. Only free memory counts
     /// (no migration), so fragmentation can make this fail.
     /// With movable pages about it migrates (`alloc_contig_pages_migrate`),
     /// and an owner's panic there fails it, caught in `caught`.
@@ -164,7 +164,7 @@ impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
         Err(AllocError::NoMemory { order: contig_order(nr_pages) })
     }
 
-    /// Free a range from [`crate::PageAllocator::alloc_contig_pages`]
+    /// Free a range from [`Compaction::alloc_contig_pages`]
     /// (order-0 pages), all or nothing: every page is claimed first (the
     /// one-CAS claim of every free), and if any claim is refused, the claims
     /// already made are put back and the refusal is returned: nothing was freed.

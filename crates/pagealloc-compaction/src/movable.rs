@@ -57,8 +57,8 @@ use std::sync::{Arc, RwLock};
 /// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
 /// let pfn = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
 /// let owner = Arc::new(Owner(Mutex::new(pfn)));
-/// a.set_page_movable(pfn, a.register_movable_ops(owner.clone())).unwrap();
-/// a.alloc_contig_range(pfn, 1, Gfp::MOVABLE).unwrap(); // wants pfn's frame: the page moves
+/// a.compaction().set_page_movable(pfn, a.compaction().register_movable_ops(owner.clone())).unwrap();
+/// a.contig().alloc_contig_range(pfn, 1, Gfp::MOVABLE).unwrap(); // wants pfn's frame: the page moves
 /// assert_ne!(*owner.0.lock().unwrap(), pfn);
 /// ```
 pub trait MovableOps: Send + Sync {
@@ -116,11 +116,11 @@ pub trait LruMigrate: Send + Sync {
 /// struct Refuse; // an owner that never lets its pages move
 /// impl MovableOps for Refuse { fn migrate(&self, _: Pfn, _: Pfn) -> bool { false } }
 /// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
-/// let (one, two) = (a.register_movable_ops(Arc::new(Refuse)), a.register_movable_ops(Arc::new(Refuse)));
+/// let (one, two) = (a.compaction().register_movable_ops(Arc::new(Refuse)), a.compaction().register_movable_ops(Arc::new(Refuse)));
 /// assert_ne!(one, two);
 /// let pfn = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
-/// a.set_page_movable(pfn, one).unwrap();
-/// assert_eq!(a.mobility_census().movable, 1);
+/// a.compaction().set_page_movable(pfn, one).unwrap();
+/// assert_eq!(a.compaction().mobility_census().movable, 1);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MovableId(pub u32);
@@ -221,7 +221,7 @@ impl Mobility {
 /// use pagealloc::{Config, Gfp, PageAllocator};
 /// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
 /// let _pfn = a.alloc_pages(Gfp::KERNEL, 1).unwrap();
-/// let c = a.mobility_census();
+/// let c = a.compaction().mobility_census();
 /// assert_eq!((c.movable, c.pinned, c.isolated), (0, 2, 0)); // not registered: pinned
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -333,7 +333,7 @@ impl Core {
 /// use pagealloc::{Config, Gfp, PageAllocator};
 /// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
 /// let _pfns = (a.alloc_pages(Gfp::KERNEL, 0).unwrap(), a.alloc_pages(Gfp::MOVABLE, 0).unwrap());
-/// let f = a.fragmentation();
+/// let f = a.stats().fragmentation();
 /// assert_eq!(f.pageblocks, 2); // 4 MiB of 2 MiB pageblocks
 /// assert_eq!(f.mixed, 0); // the two types went to different pageblocks
 /// ```

@@ -35,8 +35,8 @@ macro_rules! events {
         /// use pagealloc::{stats::events::VmEvent, Config, Gfp, PageAllocator};
         /// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
         /// a.free_pages(a.alloc_pages(Gfp::KERNEL, 5).unwrap(), 5).unwrap();
-        /// assert_eq!(a.event_count(VmEvent::PgallocNormal), 32); // pages, as /proc/vmstat counts
-        /// assert_eq!(a.event_count(VmEvent::Pgfree), 32);
+        /// assert_eq!(a.stats().event_count(VmEvent::PgallocNormal), 32); // pages, as /proc/vmstat counts
+        /// assert_eq!(a.stats().event_count(VmEvent::Pgfree), 32);
         /// assert!(VmEvent::Pgfree.in_vmstat() && VmEvent::Pgfree.name() == "pgfree");
         /// ```
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -34,6 +34,17 @@ use pagealloc_core::types::{Gfp, Pfn};
 use std::sync::Arc;
 
 /// The addresses and keys of one thread's front cache (see the module doc).
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{ffi, Config, PageAllocator};
+/// let a = PageAllocator::new(Config::new().arena_bytes(8 << 20)).unwrap();
+/// let t = ffi::thread_front(&a).unwrap(); // this thread's cache, held
+/// let v = t.view;
+/// assert_eq!(v.nr_pages, a.nr_pages());
+/// assert!(!v.descs.is_null()); // raw addresses: using them is unsafe (or C)
+/// ```
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct FrontView {
@@ -57,6 +68,17 @@ pub struct FrontView {
 }
 
 /// A thread's front cache, held for a fast path outside Rust.
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc::{ffi, Config, PageAllocator};
+/// let a = PageAllocator::new(Config::new().arena_bytes(8 << 20)).unwrap();
+/// let t = ffi::thread_front(&a).unwrap();
+/// assert_eq!(t.view.nr_pages, a.nr_pages());
+/// drop(t); // the slot stays with the thread; the view is gone
+/// a.check_invariants().unwrap();
+/// ```
 pub struct ThreadFront {
     _slot: Option<Arc<FrontSlot>>,
     _core: Arc<Mm>,

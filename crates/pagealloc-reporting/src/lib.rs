@@ -83,9 +83,9 @@ const WALK_PER_HOLD: usize = 512;
 /// use pagealloc::{Config, Gfp, PageAllocator};
 /// let a = PageAllocator::new(Config::new().arena_bytes(4 << 20)).unwrap(); // released by madvise
 /// a.free_pages(a.alloc_pages(Gfp::MOVABLE, 9).unwrap(), 9).unwrap(); // used, so resident
-/// let pass = a.report_free_pages_now();
+/// let pass = a.reporting().report_free_pages_now();
 /// assert!(pass.pages >= 512 && pass.errors == 0);
-/// assert_eq!(a.report_free_pages_now().blocks, 0); // a released block is not released again
+/// assert_eq!(a.reporting().report_free_pages_now().blocks, 0); // a released block is not released again
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReportPass {

@@ -61,10 +61,10 @@ pub fn unusable_index(i: &FragInfo) -> i32 {
 /// ```
 /// use pagealloc::{Config, PageAllocator};
 /// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
-/// let (nid, zone, index) = a.extfrag_index().zones[0];
+/// let (nid, zone, index) = a.compaction().extfrag_index().zones[0];
 /// assert_eq!((nid, zone), (0, "Normal"));
 /// assert_eq!(index[0], -1000); // -1000: an order-0 request would succeed
-/// assert_eq!(a.unusable_index().zones[0].2[0], 0); // no free memory unusable at order 0
+/// assert_eq!(a.compaction().unusable_index().zones[0].2[0], 0); // no free memory unusable at order 0
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FragIndexReport {

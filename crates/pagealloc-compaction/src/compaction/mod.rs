@@ -54,9 +54,9 @@ const COSTLY_ORDER: u32 = 3;
 /// ```
 /// use pagealloc::{Config, PageAllocator};
 /// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
-/// let out = a.compact_zone(0, 3).unwrap(); // zone 0, until an order-3 block is free
+/// let out = a.compaction().compact_zone(0, 3).unwrap(); // zone 0, until an order-3 block is free
 /// assert!(out.success && out.migrated == 0); // one was free already: nothing moved
-/// assert!(a.compact_zone(9, 3).is_none()); // there is no zone 9
+/// assert!(a.compaction().compact_zone(9, 3).is_none()); // there is no zone 9
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct CompactOutcome {
@@ -131,7 +131,7 @@ impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
         }
     }
 
-    /// [`Core::compact_zone`], also stopping (after a pageblock) once the
+    /// [`Compaction::compact_zone`], also stopping (after a pageblock) once the
     /// zone's fragmentation score is at or below `score` (proactive
     /// compaction).
     pub fn compact_zone_until(

@@ -9,6 +9,7 @@
 //! build branches on them.
 
 mod holes;
+mod setters;
 mod variants;
 
 pub(crate) use holes::validate_holes;
@@ -109,7 +110,7 @@ pub const MAX_REPORTING_BATCH: u32 = 4096;
 /// let cb = ReportCallback(Arc::new(|_pfn, order| { RELEASED.fetch_add(1 << order, Relaxed); true }));
 /// let a = PageAllocator::new(Config::small(4 << 20).page_reporting_callback(Some(cb))).unwrap();
 /// a.free_pages(a.alloc_pages(Gfp::MOVABLE, 9).unwrap(), 9).unwrap(); // fresh memory counts as released
-/// let pass = a.report_free_pages_now(); // a balloon driver would take these pages
+/// let pass = a.reporting().report_free_pages_now(); // a balloon driver would take these pages
 /// assert!(pass.pages >= 512 && RELEASED.load(Relaxed) == pass.pages);
 /// ```
 #[derive(Clone)]
@@ -356,96 +357,6 @@ impl Default for ConfigValues {
             prefetch_on_alloc: true,
         }
     }
-}
-
-macro_rules! setters {
-    ($($(#[$m:meta])* $name:ident : $t:ty),* $(,)?) => {
-        impl Config {
-            $(
-                $(#[$m])*
-                #[must_use]
-                pub fn $name(mut self, v: $t) -> Self {
-                    self.v.$name = v;
-                    self
-                }
-            )*
-        }
-    };
-}
-
-setters! {
-    /// Set [`ConfigValues::arena_bytes`].
-    arena_bytes: u64,
-    /// Set [`ConfigValues::nodes`].
-    nodes: u32,
-    /// Set [`ConfigValues::movable_zone_bytes`].
-    movable_zone_bytes: u64,
-    /// Set [`ConfigValues::backing`].
-    backing: Backing,
-    /// Set [`ConfigValues::holes`].
-    holes: Vec<(Pfn, u64)>,
-    /// Set [`ConfigValues::min_free_kbytes`].
-    min_free_kbytes: Option<u64>,
-    /// Set [`ConfigValues::watermark_scale_factor`].
-    watermark_scale_factor: u32,
-    /// Set [`ConfigValues::lowmem_reserve_ratio`].
-    lowmem_reserve_ratio: u32,
-    /// Set [`ConfigValues::nr_cpus`].
-    nr_cpus: Option<usize>,
-    /// Set [`ConfigValues::percpu_pagelist_high_fraction`].
-    percpu_pagelist_high_fraction: u32,
-    /// Set [`ConfigValues::depot_fraction`].
-    depot_fraction: u32,
-    /// Set [`ConfigValues::pcp_batch`].
-    pcp_batch: Option<u32>,
-    /// Set [`ConfigValues::pcp_lists`].
-    pcp_lists: bool,
-    /// Set [`ConfigValues::front_cache`].
-    front_cache: bool,
-    /// Set [`ConfigValues::page_lock_unfairness`].
-    page_lock_unfairness: u32,
-    /// Set [`ConfigValues::page_reporting`].
-    page_reporting: bool,
-    /// Set [`ConfigValues::page_reporting_order`].
-    page_reporting_order: Option<u32>,
-    /// Set [`ConfigValues::page_reporting_delay_ms`].
-    page_reporting_delay_ms: u64,
-    /// Set [`ConfigValues::page_reporting_batch`].
-    page_reporting_batch: u32,
-    /// Set [`ConfigValues::page_reporting_madv_free`].
-    page_reporting_madv_free: bool,
-    /// Set [`ConfigValues::page_reporting_callback`].
-    page_reporting_callback: Option<ReportCallback>,
-    /// Set [`ConfigValues::init_on_alloc`].
-    init_on_alloc: bool,
-    /// Set [`ConfigValues::extfrag_threshold`].
-    extfrag_threshold: u32,
-    /// Set [`ConfigValues::lock_stats`].
-    lock_stats: bool,
-    /// Set [`ConfigValues::page_reporting_compact`].
-    page_reporting_compact: bool,
-    /// Set [`ConfigValues::init_on_free`].
-    init_on_free: bool,
-    /// Set [`ConfigValues::compaction_proactiveness`].
-    compaction_proactiveness: u32,
-    /// Set [`ConfigValues::page_group_by_mobility_disabled`].
-    page_group_by_mobility_disabled: bool,
-    /// Set [`ConfigValues::hugepage_filler`].
-    hugepage_filler: bool,
-    /// Set [`ConfigValues::prefetch_on_alloc`].
-    prefetch_on_alloc: bool,
-}
-
-#[cfg(feature = "seed-variants")]
-setters! {
-    /// Set [`ConfigValues::drain_mode`].
-    drain_mode: DrainMode,
-    /// Set [`ConfigValues::pcp_migratetype_cache`].
-    pcp_migratetype_cache: bool,
-    /// Set [`ConfigValues::page_lock_waiters_bit`].
-    page_lock_waiters_bit: bool,
-    /// Set [`ConfigValues::pagetypeinfo_walk_lists`].
-    pagetypeinfo_walk_lists: bool,
 }
 
 impl Config {

@@ -42,6 +42,20 @@ impl Core {
 /// (the kernel's `folio_lock` family), made by
 /// [`FrameAllocator::page_locks`] (and `pagealloc`'s
 /// `PageAllocator::page_locks`).
+///
+/// # Examples
+///
+/// ```
+/// use pagealloc_core::{Config, FrameAllocator, Gfp, PageStateError};
+/// let f = FrameAllocator::new(Config::small(4 << 20)).unwrap();
+/// let p = f.alloc(Gfp::KERNEL, 0).unwrap();
+/// let locks = f.page_locks();
+/// locks.lock_page(p).unwrap();
+/// assert!(!locks.trylock_page(p)); // held
+/// locks.unlock_page_uptodate(p).unwrap();
+/// assert!(locks.page_uptodate(p));
+/// assert_eq!(locks.unlock_page(p), Err(PageStateError::NotLocked { pfn: p }));
+/// ```
 #[derive(Clone, Copy)]
 pub struct PageLocks<'a> {
     f: &'a FrameAllocator,

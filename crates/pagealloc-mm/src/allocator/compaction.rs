@@ -22,7 +22,7 @@ impl<'a> Contig<'a> {
     /// Allocate exactly `[start, start + nr_pages)`, migrating the movable
     /// pages in it elsewhere (the kernel's `alloc_contig_range`). The pages
     /// come back as order-0 pages: free them with
-    /// [`PageAllocator::free_contig_range`].
+    /// [`Contig::free_contig_range`].
     ///
     /// # Errors
     /// [`AllocError::Unmovable`] naming the first page that blocks (for a
@@ -32,7 +32,7 @@ impl<'a> Contig<'a> {
     ///
     /// # Panics
     /// When an owner's [`MovableOps`] callback panics: that page's migration
-    /// fails as in [`PageAllocator::compact_memory`], the range's isolation
+    /// fails as in [`Compactor::compact_memory`], the range's isolation
     /// is undone (pages already moved stay moved), and then the owner's
     /// panic goes on in this thread.
     pub fn alloc_contig_range(&self, start: Pfn, nr_pages: u64, gfp: Gfp) -> Result<(), AllocError> {
@@ -42,7 +42,7 @@ impl<'a> Contig<'a> {
 
 impl<'a> Compactor<'a> {
     /// Register movable operations; pages marked with the returned id (see
-    /// [`PageAllocator::set_page_movable`]) may be migrated.
+    /// [`Compactor::set_page_movable`]) may be migrated.
     ///
     /// The first registration starts kcompactd (one thread per node). A
     /// panic in `ops` reaches the thread whose call migrated (see
@@ -113,7 +113,7 @@ impl<'a> Compactor<'a> {
     ///
     /// # Panics
     /// When an owner's [`MovableOps`] callback panics, as
-    /// [`PageAllocator::compact_memory`].
+    /// [`Compactor::compact_memory`].
     pub fn compact_zone(&self, zone: usize, order: u32) -> Option<CompactOutcome> {
         let zi = ZoneIdx::new(zone).filter(|&zi| self.a.core.zones.get(zi).is_some())?;
         let order = Some(Order::new(order).unwrap_or(Order::MAX));

@@ -34,7 +34,7 @@ impl<'a> Reclaim<'a> {
     }
 
     /// The dirty thresholds now (`nr_dirty_threshold` and
-    /// `nr_dirty_background_threshold` in [`PageAllocator::vmstat`]).
+    /// `nr_dirty_background_threshold` in [`crate::Stats::vmstat`]).
     #[must_use]
     pub fn dirty_thresholds(&self) -> DirtyThresholds {
         let (b, r) = self.a.core.vmscan.dirty.ratios();
@@ -48,7 +48,7 @@ impl<'a> Reclaim<'a> {
     }
 
     /// Set `dirty_background_ratio` and `dirty_ratio` (percent of
-    /// [`PageAllocator::dirtyable_pages`]) at run time; the next writer or
+    /// [`Reclaim::dirtyable_pages`]) at run time; the next writer or
     /// flusher pass uses them.
     ///
     /// # Errors

@@ -92,7 +92,7 @@ impl<'a> Reclaim<'a> {
     }
 
     /// Register a shrinker, asked for memory by direct reclaim and kswapd;
-    /// returns its id for [`PageAllocator::unregister_shrinker`].
+    /// returns its id for [`Reclaim::unregister_shrinker`].
     pub fn register_shrinker(&self, s: Arc<dyn Shrinker>) -> u64 {
         self.a.core.vmscan.register(s)
     }

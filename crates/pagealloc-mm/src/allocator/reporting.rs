@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 /// use pagealloc::{Config, Gfp, PageAllocator};
 /// let a = PageAllocator::new(Config::new().arena_bytes(4 << 20).page_reporting(false)).unwrap();
 /// a.free_pages(a.alloc_pages(Gfp::MOVABLE, 9).unwrap(), 9).unwrap();
-/// let pass = a.report_free_pages_now(); // a synchronous pass; no background ones
-/// let s = a.page_reporting_stats();
+/// let pass = a.reporting().report_free_pages_now(); // a synchronous pass; no background ones
+/// let s = a.reporting().page_reporting_stats();
 /// assert!(!s.enabled && s.passes == 1);
 /// assert_eq!((s.released_pages, s.released_blocks), (pass.pages, pass.blocks));
 /// ```
@@ -74,7 +74,7 @@ pub struct ReportingStats {
 /// use pagealloc::{Config, Gfp, PageAllocator};
 /// let a = PageAllocator::new(Config::new().arena_bytes(4 << 20).page_reporting(false)).unwrap();
 /// let _pfn = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
-/// let z = a.residency()[0];
+/// let z = a.reporting().residency()[0];
 /// assert_eq!((z.nid, z.zone, z.managed), (0, "Normal", 1024));
 /// assert_eq!(z.resident, z.managed - z.reported); // never-used memory is not resident
 /// assert!(z.resident >= 1 && z.resident < z.managed);
@@ -384,7 +384,7 @@ impl<'a> PageReporting<'a> {
     ///
     /// # Panics
     /// When an owner's [`crate::MovableOps`] callback panics while compacting:
-    /// as [`PageAllocator::compact_memory`], with no release pass.
+    /// as [`crate::Compactor::compact_memory`], with no release pass.
     pub fn compact_and_report_now(&self) -> (bool, ReportPass) {
         let compacted = OwnerPanic::resuming(|caught| compact_for_release(&self.a.core, caught)).is_some();
         (compacted, self.a.core.reporting.pass(self.a.core.zones.as_slice(), &self.a.core.mm, true))

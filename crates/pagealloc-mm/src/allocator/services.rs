@@ -84,7 +84,7 @@ impl<'a> Contig<'a> {
         self.a.core.compaction().isolate_range(start, nr_pages)
     }
 
-    /// Undo [`PageAllocator::isolate_range`] for the same range.
+    /// Undo [`Contig::isolate_range`] for the same range.
     ///
     /// # Errors
     /// Without changing anything: a bad range, or a pageblock in it that is
@@ -103,22 +103,22 @@ impl<'a> Contig<'a> {
     /// Find `nr_pages` contiguous free pages (aligned to the next power of two
     /// up to a pageblock), isolate them, drain the per-CPU lists, verify and
     /// take them. The pages come back as order-0 allocated pages: free them
-    /// with [`PageAllocator::free_contig_range`] or one by one. Without
+    /// with [`Contig::free_contig_range`] or one by one. Without
     /// movable pages only free memory counts, so fragmentation can make this
     /// fail; with them it falls back to migrating them out of a range, as
-    /// [`PageAllocator::alloc_contig_range`].
+    /// [`Contig::alloc_contig_range`].
     ///
     /// # Errors
     /// [`AllocError::NoMemory`] when no such range is free.
     ///
     /// # Panics
     /// When an owner's [`crate::MovableOps`] callback panics in that
-    /// fallback: as [`PageAllocator::alloc_contig_range`].
+    /// fallback: as [`Contig::alloc_contig_range`].
     pub fn alloc_contig_pages(&self, nr_pages: u64, gfp: Gfp) -> Result<Pfn, AllocError> {
         OwnerPanic::resuming(|caught| self.a.core.compaction().alloc_contig_pages(nr_pages, gfp, caught))
     }
 
-    /// Free a range from [`PageAllocator::alloc_contig_pages`] (order-0
+    /// Free a range from [`Contig::alloc_contig_pages`] (order-0
     /// pages), all or nothing.
     ///
     /// # Errors

@@ -6,10 +6,10 @@
 //! load and store; readers here never take the lock.
 //!
 //! Two kinds of snapshot:
-//! - [`crate::PageAllocator::snapshot`] reads each counter once. Counters may come from
+//! - [`crate::Stats::snapshot`] reads each counter once. Counters may come from
 //!   slightly different instants, exactly as the kernel's /proc files do (they
 //!   collect their data within a short time window, not at one instant).
-//! - [`crate::PageAllocator::snapshot_consistent`] returns counters that all held at one
+//! - [`crate::Stats::snapshot_consistent`] returns counters that all held at one
 //!   instant. It uses the per-zone seqcount `ZoneStats::seq`, which a writer makes
 //!   odd when it takes the zone lock and even again when it drops it: the reader
 //!   records every zone's sequence, reads every counter, and accepts the result only
@@ -42,7 +42,7 @@ use pagealloc_core::zone::Zone;
 /// ```
 /// use pagealloc::{Config, MigrateType, PageAllocator, ZoneType};
 /// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
-/// let snap = a.snapshot_consistent();
+/// let snap = a.stats().snapshot_consistent();
 /// let z = &snap.zones[0];
 /// assert_eq!((z.nid, z.zone), (0, ZoneType::Normal));
 /// let typed = MigrateType::ALL.iter().filter(|&&t| t != MigrateType::Isolate);
@@ -99,7 +99,7 @@ impl ZoneCounters {
 /// ```
 /// use pagealloc::{Config, PageAllocator};
 /// let a = PageAllocator::new(Config::small(8 << 20).nodes(2)).unwrap();
-/// let s = a.snapshot_consistent(); // every zone's counters at one instant
+/// let s = a.stats().snapshot_consistent(); // every zone's counters at one instant
 /// assert!(s.consistent && s.zones.len() == 2); // a Normal zone per node
 /// assert_eq!(s.zones.iter().map(|z| z.nr_free_pages).sum::<u64>(), a.nr_free_pages());
 /// ```

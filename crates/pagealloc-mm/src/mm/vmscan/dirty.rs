@@ -43,10 +43,10 @@ pub const REFRESH_EVERY: u64 = 32;
 /// ```
 /// use pagealloc::{Config, PageAllocator, DEFAULT_DIRTY_RATIO};
 /// let a = PageAllocator::new(Config::small(8 << 20)).unwrap();
-/// let t = a.dirty_thresholds();
+/// let t = a.reclaim().dirty_thresholds();
 /// assert_eq!(t.limit, t.dirtyable * u64::from(DEFAULT_DIRTY_RATIO) / 100); // writers throttle here
-/// a.set_dirty_ratios(5, 10).unwrap();
-/// assert!(a.dirty_thresholds().limit < t.limit);
+/// a.reclaim().set_dirty_ratios(5, 10).unwrap();
+/// assert!(a.reclaim().dirty_thresholds().limit < t.limit);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DirtyThresholds {

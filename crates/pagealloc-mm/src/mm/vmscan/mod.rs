@@ -71,7 +71,7 @@ pub const LRU_BATCH: usize = 15;
 /// }
 /// let a = PageAllocator::new(Config::small(2 << 20)).unwrap();
 /// let spy = Arc::new(Spy(Mutex::new(Vec::new())));
-/// a.register_shrinker(spy.clone());
+/// a.reclaim().register_shrinker(spy.clone());
 /// while a.alloc_pages(Gfp::KERNEL, 0).is_ok() {} // until the allocator reclaims
 /// assert!(spy.0.lock().unwrap().iter().any(|sc| sc.direct)); // asked by direct reclaim
 /// ```
@@ -111,8 +111,8 @@ pub struct ShrinkControl {
 ///     }
 /// }
 /// let a = PageAllocator::new(Config::small(8 << 20)).unwrap();
-/// let id = a.register_shrinker(Arc::new(Cache { held: AtomicU64::new(10) }));
-/// assert!(a.unregister_shrinker(id));
+/// let id = a.reclaim().register_shrinker(Arc::new(Cache { held: AtomicU64::new(10) }));
+/// assert!(a.reclaim().unregister_shrinker(id));
 /// ```
 pub trait Shrinker: Send + Sync {
     /// Freeable objects (pages) now; 0 skips the scan.
