@@ -297,13 +297,13 @@ mod loom_models {
             let b = a.clone();
             let t = loom::thread::spawn(move || {
                 assert!(b.free_pages(pfn, 0).is_err());
-                assert!(!b.trylock_page(pfn));
-                assert!(b.unlock_page(pfn).is_err());
+                assert!(!b.page_locks().trylock_page(pfn));
+                assert!(b.page_locks().unlock_page(pfn).is_err());
                 assert!(b.get_page(pfn).is_err());
             });
             drop(p);
             t.join().unwrap();
-            assert!(!a.page_locked_racy(pfn));
+            assert!(!a.page_locks().page_locked_racy(pfn));
             whole(&a);
         });
     }

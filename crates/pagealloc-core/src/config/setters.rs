@@ -1,10 +1,10 @@
 //! The setters of [`Config`]: one per setting, named as its field of
 //! [`ConfigValues`], the only way to change a setting.
 
-#[cfg(feature = "seed-variants")]
-use super::DrainMode;
 #[allow(unused_imports)] // named by the setters' doc links
 use super::ConfigValues;
+#[cfg(feature = "seed-variants")]
+use super::DrainMode;
 use super::{Backing, Config, ReportCallback};
 #[allow(unused_imports)]
 use crate::prelude::*;

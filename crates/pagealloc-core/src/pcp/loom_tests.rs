@@ -40,10 +40,7 @@ fn loom_depot_exchange_races_drain_all() {
         for &p in &pages[..5] {
             f.free(p, 0).unwrap();
         }
-        assert!(
-            f.core.zones[crate::types::ZoneIdx::FIRST].depot.pages_racy() > 0,
-            "the frees past high parked pages"
-        );
+        assert!(f.core.zones[crate::types::ZoneIdx::FIRST].depot.pages_racy() > 0, "the frees past high parked pages");
         let g = Arc::clone(&f);
         let t = loom::thread::spawn(move || {
             let q: Vec<Pfn> = (0..2).map(|_| g.alloc(Gfp::KERNEL, 0).unwrap()).collect();

@@ -58,12 +58,12 @@ fn pages_state_is_the_handles_alone() {
     let a = backed(4);
     let p = a.alloc(Gfp::KERNEL, 0).unwrap();
     let pfn = p.pfn();
-    assert_eq!(a.lock_page(pfn), Err(PageStateError::Owned { pfn }));
-    assert!(!a.trylock_page(pfn));
-    assert_eq!(a.set_page_writeback(pfn), Err(PageStateError::Owned { pfn }));
+    assert_eq!(a.page_locks().lock_page(pfn), Err(PageStateError::Owned { pfn }));
+    assert!(!a.page_locks().trylock_page(pfn));
+    assert_eq!(a.page_locks().set_page_writeback(pfn), Err(PageStateError::Owned { pfn }));
     assert!(a.get_page(pfn).is_err());
-    assert!(a.unlock_page(pfn).is_err());
-    assert!(a.page_owned_racy(pfn) && !a.page_locked_racy(pfn));
+    assert!(a.page_locks().unlock_page(pfn).is_err());
+    assert!(a.page_locks().page_owned_racy(pfn) && !a.page_locks().page_locked_racy(pfn));
     drop(p);
     // Freed by the handle, with no claim: the raw API now sees a free page.
     assert!(matches!(a.free_pages(pfn, 0), Err(FreeError::DoubleFree { .. })));
@@ -86,15 +86,15 @@ fn owned_frees_racing_strangers_on_the_same_frames() {
                 while !stop.load(Ordering::Relaxed) {
                     i = (i + 1) % seen.len();
                     let pfn = Pfn::new(seen[i].load(Ordering::Relaxed));
-                    if a.trylock_page(pfn) {
+                    if a.page_locks().trylock_page(pfn) {
                         // Only a raw page (the frame was freed and handed
                         // out raw meanwhile), and it stays raw while locked
                         // (a locked page is never freed).
-                        assert!(!a.page_owned_racy(pfn), "locked an owned block");
+                        assert!(!a.page_locks().page_owned_racy(pfn), "locked an owned block");
                         // Another stranger's raw unlock may beat ours.
-                        let _ = a.unlock_page(pfn);
+                        let _ = a.page_locks().unlock_page(pfn);
                     }
-                    let _ = a.unlock_page(pfn);
+                    let _ = a.page_locks().unlock_page(pfn);
                     let _ = a.free_pages(pfn, 0);
                     let _ = a.get_page(pfn);
                 }
