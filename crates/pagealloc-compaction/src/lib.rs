@@ -27,6 +27,12 @@ pub mod isolation;
 pub mod migrate;
 #[doc(hidden)]
 pub mod movable;
+#[cfg(test)]
+#[allow(unsafe_code)]
+mod test_host;
+#[cfg(all(test, not(loom)))]
+#[allow(unsafe_code)]
+mod tests;
 
 /// What the compaction layer runs on: the core, its own state, and one
 /// service of the reclaim layer beside it.

@@ -18,73 +18,6 @@ use pagealloc_core::{Config, FrameAllocator, PageLocks};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-/// The core with compaction's state and nothing else: the host the paths
-/// under test run on, with the calls of `TestAlloc` the models make.
-struct TestAlloc {
-    f: FrameAllocator,
-    mob: Mobility,
-}
-
-impl std::ops::Deref for TestAlloc {
-    type Target = Core;
-    fn deref(&self) -> &Core {
-        // SAFETY: test code of this workspace, which calls the core's
-        // internals only as compaction does.
-        unsafe { self.f.core() }
-    }
-}
-
-impl CompactionHost for TestAlloc {
-    fn mobility(&self) -> &Mobility {
-        &self.mob
-    }
-    fn lru_add_drain_all(&self) {}
-}
-
-impl TestAlloc {
-    fn new(cfg: Config) -> Self {
-        let f = FrameAllocator::new(cfg).unwrap();
-        let pages = f.nr_pages();
-        Self { f, mob: Mobility::new((pages / PAGEBLOCK_PAGES) as usize, 1) }
-    }
-    fn compaction(&self) -> Compaction<'_, Self> {
-        Compaction::new(self)
-    }
-    fn register_movable_ops(&self, ops: Arc<dyn MovableOps>) -> MovableId {
-        self.mob.register(ops)
-    }
-    fn set_page_movable(&self, pfn: Pfn, id: MovableId) -> Result<(), PageStateError> {
-        self.compaction().set_page_movable(pfn, id)
-    }
-    fn mobility_census(&self) -> MobilityCensus {
-        self.compaction().mobility_census()
-    }
-    fn alloc_pages(&self, gfp: Gfp, order: u32) -> Result<Pfn, AllocError> {
-        self.f.alloc(gfp, order)
-    }
-    fn free_pages(&self, pfn: Pfn, order: u32) -> Result<(), FreeError> {
-        self.f.free(pfn, order)
-    }
-    fn page_address(&self, pfn: Pfn) -> Option<NonNull<u8>> {
-        self.mm.page_address(pfn)
-    }
-    fn page_locks(&self) -> PageLocks<'_> {
-        self.f.page_locks()
-    }
-    fn drain_all_pages(&self) {
-        self.f.drain();
-    }
-    fn check_invariants(&self) -> Result<(), InvariantError> {
-        self.f.check_invariants()
-    }
-    fn nr_free_pages(&self) -> u64 {
-        self.f.nr_free_pages()
-    }
-    fn managed_pages(&self) -> u64 {
-        self.f.managed_pages()
-    }
-}
-
 const KEY: u8 = 0x5A;
 
 /// One movable page of the owner's: (pfn, isolated), or none (freed).
@@ -132,7 +65,7 @@ fn loom_migrate_races_owner_free() {
         let owner = Arc::new(Owner { page: Mutex::new(None) });
         let id = a.register_movable_ops(owner.clone());
         let src = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
-        let target = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+        let target = a.alloc_target();
         for off in [0, PAGE_SIZE - 1] {
             // SAFETY: the page is ours and not yet registered.
             unsafe { byte(&a, src.as_u64(), off).write(KEY) };
@@ -185,7 +118,7 @@ fn loom_migrate_races_owner_free() {
             }
             Moved::Busy | Moved::Failed => {
                 assert_eq!(freed, src.as_u64(), "not moved, but the owner freed the target");
-                a.free_pages(target, 0).unwrap();
+                a.free_target(target);
             }
         }
         assert!(owner.page.lock().is_none());
@@ -218,11 +151,11 @@ fn tiny() -> Arc<TestAlloc> {
 }
 
 /// A tiny allocator, a movable page `src` of a [`Trusting`] owner, and a
-/// free-to-use `target` page.
+/// migration `target` page (as compaction takes one).
 fn trusting_setup() -> (Arc<TestAlloc>, Pfn, Pfn, Arc<Trusting>) {
     let a = tiny();
     let src = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
-    let target = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+    let target = a.alloc_target();
     let owner = Arc::new(Trusting { page: Mutex::new(src.as_u64()) });
     let id = a.register_movable_ops(owner.clone());
     a.set_page_movable(src, id).unwrap();
@@ -264,7 +197,7 @@ fn loom_migrate_races_trusting_owner_free() {
             Moved::Yes => assert_eq!(freed, target.as_u64(), "moved, but the owner freed the source"),
             Moved::Busy | Moved::Failed => {
                 assert_eq!(freed, src.as_u64(), "not moved, but the owner freed the target");
-                a.free_pages(target, 0).unwrap();
+                a.free_target(target);
             }
         }
         a.drain_all_pages();
@@ -312,7 +245,7 @@ fn loom_migrate_races_owner_lock() {
             Moved::Busy | Moved::Failed => {
                 assert_eq!(now, src.as_u64());
                 assert_eq!(locked, src.as_u64(), "locked a page the owner never had");
-                a.free_pages(target, 0).unwrap();
+                a.free_target(target);
             }
         }
         assert!(locked == src.as_u64() || locked == target.as_u64());
