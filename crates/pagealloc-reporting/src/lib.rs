@@ -535,6 +535,13 @@ mod pass_tests {
         r.pass(core.zones.as_slice(), &core.mm, true)
     }
 
+    /// Free a pageblock after boot: a free block not yet reported.
+    fn unreport_a_block(f: &FrameAllocator) {
+        let p = f.alloc(Gfp::MOVABLE, PAGEBLOCK_ORDER).unwrap();
+        f.free(p, PAGEBLOCK_ORDER).unwrap();
+        f.drain();
+    }
+
     /// A block freed after boot is released once, then marked: the next
     /// pass releases nothing.
     #[test]
@@ -542,9 +549,7 @@ mod pass_tests {
         let released = Arc::new(AtomicU64::new(0));
         let (f, r) = setup(&released, false);
         assert_eq!(pass(&f, &r).blocks, 0, "a fresh arena counts as released already");
-        let p = f.alloc(Gfp::MOVABLE, PAGEBLOCK_ORDER).unwrap();
-        f.free(p, PAGEBLOCK_ORDER).unwrap();
-        f.drain();
+        unreport_a_block(&f);
         // The freed half merged back with its reported buddy: the whole
         // max-order block is unreported now, and released as one.
         let first = pass(&f, &r);
@@ -560,9 +565,7 @@ mod pass_tests {
     fn a_failed_release_leaves_the_block_for_a_later_pass() {
         let released = Arc::new(AtomicU64::new(0));
         let (f, r) = setup(&released, false);
-        let p = f.alloc(Gfp::MOVABLE, PAGEBLOCK_ORDER).unwrap();
-        f.free(p, PAGEBLOCK_ORDER).unwrap();
-        f.drain();
+        unreport_a_block(&f);
         r.fail_every(1);
         let failed = pass(&f, &r);
         assert_eq!((failed.blocks, failed.errors), (0, 1));
@@ -577,9 +580,7 @@ mod pass_tests {
     fn a_panicking_consumer_is_a_failed_release() {
         let released = Arc::new(AtomicU64::new(0));
         let (f, r) = setup(&released, true);
-        let p = f.alloc(Gfp::MOVABLE, PAGEBLOCK_ORDER).unwrap();
-        f.free(p, PAGEBLOCK_ORDER).unwrap();
-        f.drain();
+        unreport_a_block(&f);
         let prev = std::panic::take_hook();
         std::panic::set_hook(Box::new(|_| {}));
         let out = pass(&f, &r);
