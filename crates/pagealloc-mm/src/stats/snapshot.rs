@@ -114,7 +114,6 @@ pub struct Snapshot {
 }
 
 impl Mm {
-    #[doc(hidden)]
     pub fn snapshot_consistent(&self) -> Snapshot {
         let zones = &self.zones;
         let mut seqs = vec![0u64; zones.len()];

@@ -465,7 +465,6 @@ fn ptinfo_zone(z: &ZoneCounters) -> PageTypeInfoZone {
 
 impl Mm {
     /// The per-CPU page lists of a zone, for zoneinfo's `pagesets` section.
-    #[doc(hidden)]
     pub fn pcp_report(&self, z: &Zone) -> Vec<PcpReport> {
         (0..self.pcp.nr_cpus())
             .map(|cpu| {
@@ -488,7 +487,6 @@ impl Mm {
     /// retaking the lock between orders. Pageblocks are counted by scanning each
     /// pageblock's type, as the kernel's block-count section does.
     #[cfg(feature = "seed-variants")]
-    #[doc(hidden)]
     pub fn pagetypeinfo_walk_lists(&self) -> PageTypeInfo {
         let zones = self
             .zones
