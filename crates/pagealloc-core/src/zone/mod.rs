@@ -260,7 +260,6 @@ impl Zone {
 
     /// The stored type ignoring the isolate bit.
     #[cfg(test)]
-    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn pageblock_base_mt_racy(&self, pfn: u64) -> MigrateType {
         MigrateType::from_index((self.block(pfn).load(Ordering::Relaxed) & PB_MT_MASK) as usize)
     }
