@@ -8,14 +8,12 @@
 //! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p pagealloc-compaction --release --lib loom`.
 
 use crate::migrate::{Moved, OwnerPanic};
-use crate::movable::{Mobility, MobilityCensus, MovableId, MovableOps};
-use crate::{Compaction, CompactionHost};
-use pagealloc_core::error::{AllocError, FreeError, InvariantError, PageStateError};
-use pagealloc_core::page_alloc::Core;
+use crate::movable::MovableOps;
+use crate::test_host::TestAlloc;
+use pagealloc_core::error::{FreeError, PageStateError};
 use pagealloc_core::sync::{spin_yield, Mutex};
-use pagealloc_core::types::{Gfp, Pfn, PAGEBLOCK_PAGES, PAGE_SIZE};
-use pagealloc_core::{Config, FrameAllocator, PageLocks};
-use std::ptr::NonNull;
+use pagealloc_core::types::{Gfp, Pfn, PAGE_SIZE};
+use pagealloc_core::Config;
 use std::sync::Arc;
 
 const KEY: u8 = 0x5A;
