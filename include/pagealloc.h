@@ -124,6 +124,14 @@
 // The gfp flags the inline allocation serves (every flag but ZERO).
 #define PAGEALLOC__INLINE_GFP 279
 
+// The version of the layout `pagealloc_inline.h` works on (the thread
+// cache, slot, stack and descriptor structures and the constants above):
+// the header passes the value it was compiled with to
+// `pagealloc_tcache_create_abi`, which refuses any other, so a program
+// built against other headers than the library's never runs its inline
+// path over a layout it does not know.
+#define PAGEALLOC_INLINE_ABI_VERSION 1
+
 // What a call did. `PAGEALLOC_OK` (0) is success; every other value is an
 // error whose message (naming the pfn where there is one) is available from
 // `pagealloc_last_error_message` on the same thread.
@@ -192,6 +200,10 @@ typedef enum pagealloc_status {
   // A no-lock call (`pagealloc_alloc_pages_nolock`) found a lock it needed
   // taken and did not wait: retry, or allocate from a context that may wait.
   PAGEALLOC_ERR_WOULD_BLOCK = 28,
+  // `pagealloc_inline.h` was compiled for another layout of the thread
+  // caches than this library's (`PAGEALLOC_INLINE_ABI_VERSION`): rebuild
+  // the program against this library's headers.
+  PAGEALLOC_ERR_ABI_MISMATCH = 29,
 } pagealloc_status;
 
 // An allocator. Opaque: made by `pagealloc_create`, ended by `pagealloc_destroy`.
@@ -866,6 +878,12 @@ enum pagealloc_status pagealloc_page_array_take(struct pagealloc_page_array *arr
 // cache is off (or the platform has no inline path) the cache still works:
 // every inline call then takes the full path.
 //
+// `pagealloc_inline.h` turns this call into `pagealloc_tcache_create_abi`
+// with the header's `PAGEALLOC_INLINE_ABI_VERSION`, so that a program whose
+// inline path would read the cache checks its layout first; this entry
+// point, without the check, is for programs that use the cache only through
+// library calls.
+//
 // Errors: `PAGEALLOC_ERR_INVALID_ARGUMENT` (bad handle, NULL `out`),
 // `PAGEALLOC_ERR_BUSY` (the thread is exiting).
 // Thread safety: safe to call concurrently on one allocator.
@@ -874,6 +892,20 @@ enum pagealloc_status pagealloc_page_array_take(struct pagealloc_page_array *arr
 // `a` is a live handle (or NULL); `out` is NULL or writable.
 enum pagealloc_status pagealloc_tcache_create(const struct pagealloc *a,
                                               struct pagealloc_tcache **out);
+
+// `pagealloc_tcache_create` for a caller compiled against layout version
+// `abi_version` (`pagealloc_inline.h` passes its
+// `PAGEALLOC_INLINE_ABI_VERSION`): another version than this library's is
+// `PAGEALLOC_ERR_ABI_MISMATCH`, with `*out` set to NULL and nothing made.
+//
+// Errors: as `pagealloc_tcache_create`, and `PAGEALLOC_ERR_ABI_MISMATCH`.
+// Thread safety: safe to call concurrently on one allocator.
+//
+// # Safety
+// `a` is a live handle (or NULL); `out` is NULL or writable.
+enum pagealloc_status pagealloc_tcache_create_abi(const struct pagealloc *a,
+                                                  uint32_t abi_version,
+                                                  struct pagealloc_tcache **out);
 
 // Destroy a thread cache (NULL: a no-op). Its pages stay in the thread's
 // front cache, where the thread's other calls (and drains) find them.

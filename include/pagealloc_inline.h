@@ -37,6 +37,15 @@
 extern "C" {
 #endif
 
+/* The inline calls below read the thread cache's words in the layout of the
+ * pagealloc.h they were compiled with. That layout is an ABI, versioned by
+ * PAGEALLOC_INLINE_ABI_VERSION: with this header, making a thread cache passes
+ * the version to the library, which refuses another than its own with
+ * PAGEALLOC_ERR_ABI_MISMATCH (and *out NULL), so a program built against other
+ * headers than its library's takes no inline path over a foreign layout. */
+#define pagealloc_tcache_create(a, out) \
+    pagealloc_tcache_create_abi((a), PAGEALLOC_INLINE_ABI_VERSION, (out))
+
 /* Unoptimized builds (no -O) take the library calls: there the inline path,
  * its helpers not inlined, costs several times a call into the optimized
  * library (50 ns a pair at -O0 against 9 through the calls, 2026-11-24). */

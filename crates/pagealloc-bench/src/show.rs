@@ -73,16 +73,16 @@ pub fn show(args: &ShowArgs) -> String {
         }
     };
     let text = match args.report {
-        Report::Buddyinfo => a.buddyinfo().to_string(),
-        Report::Pagetypeinfo if args.exact => a.pagetypeinfo().render_exact(),
-        Report::Pagetypeinfo => a.pagetypeinfo().render(),
-        Report::Zoneinfo => a.zoneinfo().to_string(),
-        Report::Vmstat => a.vmstat().to_string(),
-        Report::Pcpstat => a.pcpstat().to_string(),
+        Report::Buddyinfo => a.stats().buddyinfo().to_string(),
+        Report::Pagetypeinfo if args.exact => a.stats().pagetypeinfo().render_exact(),
+        Report::Pagetypeinfo => a.stats().pagetypeinfo().render(),
+        Report::Zoneinfo => a.stats().zoneinfo().to_string(),
+        Report::Vmstat => a.stats().vmstat().to_string(),
+        Report::Pcpstat => a.stats().pcpstat().to_string(),
         Report::Residency => residency(&a),
-        Report::Extfrag => a.extfrag_index().to_string(),
-        Report::Unusable => a.unusable_index().to_string(),
-        Report::Lockstat => a.lockstat().to_string(),
+        Report::Extfrag => a.compaction().extfrag_index().to_string(),
+        Report::Unusable => a.compaction().unusable_index().to_string(),
+        Report::Lockstat => a.stats().lockstat().to_string(),
     };
     workloads::free_all(&a, live);
     text
@@ -91,13 +91,13 @@ pub fn show(args: &ShowArgs) -> String {
 /// The residency report: one line per zone, then the process's resident set.
 fn residency(a: &PageAllocator) -> String {
     let mut out = String::new();
-    for z in a.residency() {
+    for z in a.reporting().residency() {
         out += &format!(
             "Node {}, zone {:>8} managed {} free {} reported {} free_resident {} resident {}\n",
             z.nid, z.zone, z.managed, z.free, z.reported, z.free_resident, z.resident
         );
     }
-    let st = a.page_reporting_stats();
+    let st = a.reporting().page_reporting_stats();
     out += &format!(
         "reporting {} order {} delay_ms {} passes {} released {} errors {} zero_skipped {}\n",
         if st.enabled { "on" } else { "off" },

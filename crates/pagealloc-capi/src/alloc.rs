@@ -42,7 +42,7 @@ pub unsafe extern "C" fn pagealloc_alloc_pages(
         // SAFETY: the caller's contract.
         if let (Ok(h), true) = (unsafe { handle_quiet(a) }, gfp_flags & !INLINE_GFP == 0) {
             let g = Gfp::from_bits_retain(gfp_flags);
-            return match catch("pagealloc_alloc_pages", || h.alloc0_front_only(g)) {
+            return match catch("pagealloc_alloc_pages", || ::pagealloc::ffi::alloc0_front_only(h, g)) {
                 Ok(Some(p)) => {
                     // SAFETY: non-null; writable by the caller's contract
                     // (any alignment, as `Out::write`).
@@ -145,7 +145,7 @@ pub unsafe extern "C" fn pagealloc_free_pages(a: *const pagealloc, pfn: u64, ord
         if let Ok(h) = unsafe { handle_quiet(a) } {
             // The hole is outside every arena: the inline path's range test
             // sends it to the miss, which refuses it.
-            return match catch("pagealloc_free_pages", || h.free0_front_only_raw(pfn)) {
+            return match catch("pagealloc_free_pages", || ::pagealloc::ffi::free0_front_only_raw(h, pfn)) {
                 Ok(true) => PAGEALLOC_OK,
                 // Checked already: the miss keeps only what it needs.
                 Ok(false) => free0_miss(h, pfn),

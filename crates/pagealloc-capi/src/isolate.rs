@@ -50,7 +50,7 @@ pub unsafe extern "C" fn pagealloc_isolate_range(a: *const pagealloc, start: u64
     run("pagealloc_isolate_range", || {
         // SAFETY: the caller's contract.
         let a = unsafe { handle(a) }?;
-        a.isolate_range(range(a, start, nr_pages)?, nr_pages).map_err(state_err)
+        a.contig().isolate_range(range(a, start, nr_pages)?, nr_pages).map_err(state_err)
     })
 }
 
@@ -69,7 +69,7 @@ pub unsafe extern "C" fn pagealloc_undo_isolate_range(
     run("pagealloc_undo_isolate_range", || {
         // SAFETY: the caller's contract.
         let a = unsafe { handle(a) }?;
-        a.undo_isolate_range(range(a, start, nr_pages)?, nr_pages).map_err(state_err)
+        a.contig().undo_isolate_range(range(a, start, nr_pages)?, nr_pages).map_err(state_err)
     })
 }
 
@@ -92,7 +92,7 @@ pub unsafe extern "C" fn pagealloc_test_pages_isolated(
         let a = unsafe { handle(a) }?;
         let o = out(isolated, "isolated")?;
         let p = range(a, start, nr_pages)?;
-        o.write(a.test_pages_isolated(p, nr_pages));
+        o.write(a.contig().test_pages_isolated(p, nr_pages));
         Ok(())
     })
 }
@@ -117,7 +117,7 @@ pub unsafe extern "C" fn pagealloc_alloc_contig_pages(
         let a = unsafe { handle(a) }?;
         let g = to_gfp(gfp_flags)?;
         let o = out(start_out, "start_out")?;
-        let p = a.alloc_contig_pages(nr_pages, g).map_err(alloc_err)?;
+        let p = a.contig().alloc_contig_pages(nr_pages, g).map_err(alloc_err)?;
         o.write(p.as_u64());
         Ok(())
     })
@@ -138,6 +138,6 @@ pub unsafe extern "C" fn pagealloc_free_contig_range(
     run("pagealloc_free_contig_range", || {
         // SAFETY: the caller's contract.
         let a = unsafe { handle(a) }?;
-        a.free_contig_range(range(a, start, nr_pages)?, nr_pages).map_err(free_err)
+        a.contig().free_contig_range(range(a, start, nr_pages)?, nr_pages).map_err(free_err)
     })
 }

@@ -19,7 +19,7 @@ pub unsafe extern "C" fn pagealloc_lock_page(a: *const pagealloc, pfn: u64) -> p
     run("pagealloc_lock_page", || {
         // SAFETY: the caller's contract.
         let a = unsafe { handle(a) }?;
-        a.lock_page(to_pfn(a, pfn)?).map_err(state_err)
+        a.page_locks().lock_page(to_pfn(a, pfn)?).map_err(state_err)
     })
 }
 
@@ -36,7 +36,7 @@ pub unsafe extern "C" fn pagealloc_trylock_page(a: *const pagealloc, pfn: u64) -
         // SAFETY: the caller's contract.
         let a = unsafe { handle(a) }?;
         let p = to_pfn(a, pfn)?;
-        if a.trylock_page(p) {
+        if a.page_locks().trylock_page(p) {
             Ok(())
         } else if p.as_u64() >= a.nr_pages() {
             Err(pfn_out_of_range(a, pfn))
@@ -60,7 +60,7 @@ pub unsafe extern "C" fn pagealloc_lock_page_timeout(
     run("pagealloc_lock_page_timeout", || {
         // SAFETY: the caller's contract.
         let a = unsafe { handle(a) }?;
-        a.lock_page_timeout(to_pfn(a, pfn)?, Duration::from_nanos(timeout_ns)).map_err(wait_err)
+        a.page_locks().lock_page_timeout(to_pfn(a, pfn)?, Duration::from_nanos(timeout_ns)).map_err(wait_err)
     })
 }
 
@@ -75,7 +75,7 @@ pub unsafe extern "C" fn pagealloc_unlock_page(a: *const pagealloc, pfn: u64) ->
     run("pagealloc_unlock_page", || {
         // SAFETY: the caller's contract.
         let a = unsafe { handle(a) }?;
-        a.unlock_page(to_pfn(a, pfn)?).map_err(state_err)
+        a.page_locks().unlock_page(to_pfn(a, pfn)?).map_err(state_err)
     })
 }
 
@@ -90,7 +90,7 @@ pub unsafe extern "C" fn pagealloc_unlock_page_uptodate(a: *const pagealloc, pfn
     run("pagealloc_unlock_page_uptodate", || {
         // SAFETY: the caller's contract.
         let a = unsafe { handle(a) }?;
-        a.unlock_page_uptodate(to_pfn(a, pfn)?).map_err(state_err)
+        a.page_locks().unlock_page_uptodate(to_pfn(a, pfn)?).map_err(state_err)
     })
 }
 
@@ -113,7 +113,7 @@ pub unsafe extern "C" fn pagealloc_page_uptodate(
         if p.as_u64() >= a.nr_pages() {
             return Err(pfn_out_of_range(a, pfn));
         }
-        o.write(a.page_uptodate(p));
+        o.write(a.page_locks().page_uptodate(p));
         Ok(())
     })
 }
@@ -133,7 +133,7 @@ pub unsafe extern "C" fn pagealloc_set_page_writeback(
     run("pagealloc_set_page_writeback", || {
         // SAFETY: the caller's contract.
         let a = unsafe { handle(a) }?;
-        let set = a.set_page_writeback(to_pfn(a, pfn)?).map_err(state_err)?;
+        let set = a.page_locks().set_page_writeback(to_pfn(a, pfn)?).map_err(state_err)?;
         // SAFETY: the caller's contract.
         unsafe { opt_out(was_set, set) };
         Ok(())
@@ -151,7 +151,7 @@ pub unsafe extern "C" fn pagealloc_end_page_writeback(a: *const pagealloc, pfn: 
     run("pagealloc_end_page_writeback", || {
         // SAFETY: the caller's contract.
         let a = unsafe { handle(a) }?;
-        a.end_page_writeback(to_pfn(a, pfn)?).map_err(state_err)
+        a.page_locks().end_page_writeback(to_pfn(a, pfn)?).map_err(state_err)
     })
 }
 
@@ -165,7 +165,7 @@ pub unsafe extern "C" fn pagealloc_wait_on_page_writeback(a: *const pagealloc, p
     run("pagealloc_wait_on_page_writeback", || {
         // SAFETY: the caller's contract.
         let a = unsafe { handle(a) }?;
-        a.wait_on_page_writeback(to_pfn(a, pfn)?).map_err(state_err)
+        a.page_locks().wait_on_page_writeback(to_pfn(a, pfn)?).map_err(state_err)
     })
 }
 
@@ -184,6 +184,8 @@ pub unsafe extern "C" fn pagealloc_wait_on_page_writeback_timeout(
     run("pagealloc_wait_on_page_writeback_timeout", || {
         // SAFETY: the caller's contract.
         let a = unsafe { handle(a) }?;
-        a.wait_on_page_writeback_timeout(to_pfn(a, pfn)?, Duration::from_nanos(timeout_ns)).map_err(wait_err)
+        a.page_locks()
+            .wait_on_page_writeback_timeout(to_pfn(a, pfn)?, Duration::from_nanos(timeout_ns))
+            .map_err(wait_err)
     })
 }

@@ -116,7 +116,7 @@ unsafe fn report(
 #[no_mangle]
 pub unsafe extern "C" fn pagealloc_buddyinfo(a: *const pagealloc, buf: *mut c_char, len: usize) -> i64 {
     // SAFETY: the caller's contract.
-    unsafe { report("pagealloc_buddyinfo", a, buf, len, |a| a.buddyinfo().to_string()) }
+    unsafe { report("pagealloc_buddyinfo", a, buf, len, |a| a.stats().buddyinfo().to_string()) }
 }
 
 /// /proc/pagetypeinfo's text (counts capped at 100000 as the kernel prints
@@ -128,7 +128,7 @@ pub unsafe extern "C" fn pagealloc_buddyinfo(a: *const pagealloc, buf: *mut c_ch
 #[no_mangle]
 pub unsafe extern "C" fn pagealloc_pagetypeinfo(a: *const pagealloc, buf: *mut c_char, len: usize) -> i64 {
     // SAFETY: the caller's contract.
-    unsafe { report("pagealloc_pagetypeinfo", a, buf, len, |a| a.pagetypeinfo().to_string()) }
+    unsafe { report("pagealloc_pagetypeinfo", a, buf, len, |a| a.stats().pagetypeinfo().to_string()) }
 }
 
 /// /proc/zoneinfo's text, as `pagealloc_buddyinfo`.
@@ -139,7 +139,7 @@ pub unsafe extern "C" fn pagealloc_pagetypeinfo(a: *const pagealloc, buf: *mut c
 #[no_mangle]
 pub unsafe extern "C" fn pagealloc_zoneinfo(a: *const pagealloc, buf: *mut c_char, len: usize) -> i64 {
     // SAFETY: the caller's contract.
-    unsafe { report("pagealloc_zoneinfo", a, buf, len, |a| a.zoneinfo().to_string()) }
+    unsafe { report("pagealloc_zoneinfo", a, buf, len, |a| a.stats().zoneinfo().to_string()) }
 }
 
 /// /proc/vmstat's text, as `pagealloc_buddyinfo`.
@@ -150,5 +150,5 @@ pub unsafe extern "C" fn pagealloc_zoneinfo(a: *const pagealloc, buf: *mut c_cha
 #[no_mangle]
 pub unsafe extern "C" fn pagealloc_vmstat(a: *const pagealloc, buf: *mut c_char, len: usize) -> i64 {
     // SAFETY: the caller's contract.
-    unsafe { report("pagealloc_vmstat", a, buf, len, |a| a.vmstat().to_string()) }
+    unsafe { report("pagealloc_vmstat", a, buf, len, |a| a.stats().vmstat().to_string()) }
 }

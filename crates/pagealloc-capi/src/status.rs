@@ -79,6 +79,10 @@ pub enum pagealloc_status {
     /// A no-lock call (`pagealloc_alloc_pages_nolock`) found a lock it needed
     /// taken and did not wait: retry, or allocate from a context that may wait.
     PAGEALLOC_ERR_WOULD_BLOCK = 28,
+    /// `pagealloc_inline.h` was compiled for another layout of the thread
+    /// caches than this library's (`PAGEALLOC_INLINE_ABI_VERSION`): rebuild
+    /// the program against this library's headers.
+    PAGEALLOC_ERR_ABI_MISMATCH = 29,
 }
 
 use pagealloc_status::*;
@@ -328,6 +332,7 @@ pub(crate) fn name(code: i32) -> &'static std::ffi::CStr {
         26 => c"PAGEALLOC_ERR_PANIC",
         27 => c"PAGEALLOC_ERR_UNKNOWN",
         28 => c"PAGEALLOC_ERR_WOULD_BLOCK",
+        29 => c"PAGEALLOC_ERR_ABI_MISMATCH",
         _ => c"(not a pagealloc status)",
     }
 }
@@ -338,14 +343,15 @@ mod tests {
 
     #[test]
     fn names_match_codes() {
-        for c in 0..=28 {
+        for c in 0..=29 {
             let n = name(c).to_str().unwrap();
             assert!(n.starts_with("PAGEALLOC_"), "{c}: {n}");
         }
         assert_eq!(name(PAGEALLOC_ERR_UNKNOWN as i32).to_str().unwrap(), "PAGEALLOC_ERR_UNKNOWN");
         assert_eq!(name(PAGEALLOC_ERR_PANIC as i32).to_str().unwrap(), "PAGEALLOC_ERR_PANIC");
         assert_eq!(name(PAGEALLOC_ERR_WOULD_BLOCK as i32).to_str().unwrap(), "PAGEALLOC_ERR_WOULD_BLOCK");
-        assert_eq!(name(29).to_str().unwrap(), "(not a pagealloc status)");
+        assert_eq!(name(PAGEALLOC_ERR_ABI_MISMATCH as i32).to_str().unwrap(), "PAGEALLOC_ERR_ABI_MISMATCH");
+        assert_eq!(name(30).to_str().unwrap(), "(not a pagealloc status)");
     }
 
     #[test]

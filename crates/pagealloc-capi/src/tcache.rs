@@ -12,7 +12,7 @@
 //! `pagealloc_tc_page_address` computes a frame's address from the arena's.
 //!
 //! The layouts C reads are declared here (so cbindgen writes them into
-//! `pagealloc.h`) and asserted below against the core's (`front_abi`); the
+//! `pagealloc.h`) and asserted below against the core's (`pagealloc::ffi::abi`); the
 //! protocol is `pagealloc`'s `front::raw`.
 //!
 //! Invariants: a tcache is used by its own thread only (the inline functions
@@ -24,7 +24,8 @@ use std::ffi::c_void;
 use std::mem::{offset_of, size_of};
 use std::sync::atomic::Ordering;
 
-use ::pagealloc::{front_abi as abi, Gfp, ThreadFront};
+use ::pagealloc::ffi::{abi, ThreadFront};
+use ::pagealloc::Gfp;
 
 use crate::alloc::pagealloc_alloc_pages;
 use crate::constants::{PAGEALLOC_GFP_MOVABLE, PAGEALLOC_GFP_RECLAIMABLE, PAGEALLOC_HOLE};
@@ -132,12 +133,21 @@ pub struct pagealloc_tcache {
     pub holder: *mut c_void,
 }
 
+/// The version of the layout `pagealloc_inline.h` works on (the thread
+/// cache, slot, stack and descriptor structures and the constants above):
+/// the header passes the value it was compiled with to
+/// `pagealloc_tcache_create_abi`, which refuses any other, so a program
+/// built against other headers than the library's never runs its inline
+/// path over a layout it does not know.
+pub const PAGEALLOC_INLINE_ABI_VERSION: u32 = 1;
+
 /// The stack `pagealloc__tc_stack_of` names for these flags (the library's).
 const fn stack(gfp: u32) -> u32 {
     Gfp::from_bits_retain(gfp).migratetype() as u32
 }
 
 const _: () = {
+    assert!(PAGEALLOC_INLINE_ABI_VERSION == abi::VERSION);
     assert!(PAGEALLOC__STACK_CAP as usize == abi::STACK_CAP && PAGEALLOC__STACKS as usize == abi::STACKS);
     assert!(size_of::<pagealloc_front_stack>() == abi::STACK_SIZE);
     assert!(offset_of!(pagealloc_front_stack, pfns) == abi::STACK_PFNS);
@@ -191,6 +201,12 @@ fn thread_self() -> Option<*const c_void> {
 /// cache is off (or the platform has no inline path) the cache still works:
 /// every inline call then takes the full path.
 ///
+/// `pagealloc_inline.h` turns this call into `pagealloc_tcache_create_abi`
+/// with the header's `PAGEALLOC_INLINE_ABI_VERSION`, so that a program whose
+/// inline path would read the cache checks its layout first; this entry
+/// point, without the check, is for programs that use the cache only through
+/// library calls.
+///
 /// Errors: `PAGEALLOC_ERR_INVALID_ARGUMENT` (bad handle, NULL `out`),
 /// `PAGEALLOC_ERR_BUSY` (the thread is exiting).
 /// Thread safety: safe to call concurrently on one allocator.
@@ -202,11 +218,52 @@ pub unsafe extern "C" fn pagealloc_tcache_create(
     a: *const pagealloc,
     out: *mut *mut pagealloc_tcache,
 ) -> pagealloc_status {
-    run("pagealloc_tcache_create", || {
+    // SAFETY: the caller's contract, which is `tcache_create`'s.
+    unsafe { tcache_create("pagealloc_tcache_create", a, out) }
+}
+
+/// `pagealloc_tcache_create` for a caller compiled against layout version
+/// `abi_version` (`pagealloc_inline.h` passes its
+/// `PAGEALLOC_INLINE_ABI_VERSION`): another version than this library's is
+/// `PAGEALLOC_ERR_ABI_MISMATCH`, with `*out` set to NULL and nothing made.
+///
+/// Errors: as `pagealloc_tcache_create`, and `PAGEALLOC_ERR_ABI_MISMATCH`.
+/// Thread safety: safe to call concurrently on one allocator.
+///
+/// # Safety
+/// `a` is a live handle (or NULL); `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn pagealloc_tcache_create_abi(
+    a: *const pagealloc,
+    abi_version: u32,
+    out: *mut *mut pagealloc_tcache,
+) -> pagealloc_status {
+    if abi_version != PAGEALLOC_INLINE_ABI_VERSION {
+        return run("pagealloc_tcache_create_abi", || {
+            let o = crate::args::out(out, "out")?;
+            o.write(std::ptr::null_mut());
+            Err(fail(
+                PAGEALLOC_ERR_ABI_MISMATCH,
+                format_args!(
+                    "pagealloc_inline.h of thread-cache ABI {abi_version}, this library's is {PAGEALLOC_INLINE_ABI_VERSION}"
+                ),
+            ))
+        });
+    }
+    // SAFETY: the caller's contract.
+    unsafe { tcache_create("pagealloc_tcache_create_abi", a, out) }
+}
+
+/// Both entry points' work.
+///
+/// # Safety
+/// As `pagealloc_tcache_create`.
+unsafe fn tcache_create(name: &'static str, a: *const pagealloc, out: *mut *mut pagealloc_tcache) -> pagealloc_status {
+    run(name, || {
         // SAFETY: the caller's contract.
         let inner = unsafe { handle(a) }?;
         let o = crate::args::out(out, "out")?;
-        let Some(t) = inner.thread_front() else {
+        let Some(t) = ::pagealloc::ffi::thread_front(inner) else {
             return Err(fail(PAGEALLOC_ERR_BUSY, "the calling thread is exiting"));
         };
         let v = t.view;
@@ -294,7 +351,7 @@ pub unsafe extern "C" fn pagealloc__tc_free_claimed(a: *const pagealloc, pfn: u6
         // as every entry point checks its handle.
         let inner = unsafe { handle(a) }?;
         // SAFETY: the caller holds the claim.
-        unsafe { inner.free_claimed_order0(pfn) };
+        unsafe { ::pagealloc::ffi::free_claimed_order0(inner, pfn) };
         Ok(())
     })
 }

@@ -14,18 +14,15 @@
 //! first, so isolation never reaches outside the pageblocks asked for.
 
 use crate::migrate::OwnerPanic;
-use crate::prelude::*;
+use crate::{Compaction, CompactionHost};
 use pagealloc_core::error::{AllocError, FreeError, PageStateError};
 use pagealloc_core::page::flags;
 use pagealloc_core::types::{Gfp, MigrateType, Order, Pfn, MAX_ORDER, PAGEBLOCK_PAGES};
 use pagealloc_core::zone::Zone;
 
-/// Part of the compaction layer's paths, for any [`CompactionHost`] (see
-/// the crate doc).
-#[doc(hidden)]
-pub trait IsolationExt: CompactionHost {
+impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
     /// The pageblock-aligned span covering `[start, start + nr)`, inside one zone.
-    fn block_span(&self, start: Pfn, nr_pages: u64) -> Result<(&Zone, u64, u64), PageStateError> {
+    pub(crate) fn block_span(&self, start: Pfn, nr_pages: u64) -> Result<(&Zone, u64, u64), PageStateError> {
         let s = start.as_u64();
         let bad = || PageStateError::BadRange { pfn: start };
         let end = s.checked_add(nr_pages).ok_or_else(bad)?;
@@ -42,20 +39,14 @@ pub trait IsolationExt: CompactionHost {
     }
 }
 
-impl<T: CompactionHost + ?Sized> IsolationExt for T {}
-
-/// Part of the compaction layer's paths, for any [`CompactionHost`] (see
-/// the crate doc).
-#[doc(hidden)]
-pub trait IsolationExt2: CompactionHost {
+impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
     /// Isolate the pageblocks covering `[start, start + nr_pages)` (one zone).
     /// Fails without changing anything if the range is bad or any of its
     /// pageblocks is already isolated.
-    fn isolate_range(&self, start: Pfn, nr_pages: u64) -> Result<(), PageStateError> {
-        let inner = self;
-        let (z, bs, be) = inner.block_span(start, nr_pages)?;
+    pub fn isolate_range(&self, start: Pfn, nr_pages: u64) -> Result<(), PageStateError> {
+        let (z, bs, be) = self.block_span(start, nr_pages)?;
         {
-            let mut g = z.lock(&inner.mm);
+            let mut g = z.lock(&self.mm);
             for b in pageblocks(bs, be) {
                 if z.pageblock_isolated_racy(b) {
                     return Err(PageStateError::AlreadyIsolated { pfn: Pfn::new(b) });
@@ -72,16 +63,15 @@ pub trait IsolationExt2: CompactionHost {
             }
         }
         // Pages parked on per-CPU lists come back onto the Isolate lists.
-        inner.drain_all();
+        self.drain_all();
         Ok(())
     }
 
-    /// Undo [`crate::PageAllocator::isolate_range`] for the same range. Fails without
+    /// Undo [`Compaction::isolate_range`] for the same range. Fails without
     /// changing anything if any pageblock in it is not isolated.
-    fn undo_isolate_range(&self, start: Pfn, nr_pages: u64) -> Result<(), PageStateError> {
-        let inner = self;
-        let (z, bs, be) = inner.block_span(start, nr_pages)?;
-        let mut g = z.lock(&inner.mm);
+    pub fn undo_isolate_range(&self, start: Pfn, nr_pages: u64) -> Result<(), PageStateError> {
+        let (z, bs, be) = self.block_span(start, nr_pages)?;
+        let mut g = z.lock(&self.mm);
         for b in pageblocks(bs, be) {
             if !z.pageblock_isolated_racy(b) {
                 return Err(PageStateError::NotIsolated { pfn: Pfn::new(b) });
@@ -98,12 +88,11 @@ pub trait IsolationExt2: CompactionHost {
 
     /// Are all pageblocks covering the range isolated and every page of the
     /// range free on the Isolate lists?
-    fn test_pages_isolated(&self, start: Pfn, nr_pages: u64) -> bool {
-        let inner = self;
-        let Ok((z, bs, be)) = inner.block_span(start, nr_pages) else {
+    pub fn test_pages_isolated(&self, start: Pfn, nr_pages: u64) -> bool {
+        let Ok((z, bs, be)) = self.block_span(start, nr_pages) else {
             return false;
         };
-        let _g = z.lock(&inner.mm);
+        let _g = z.lock(&self.mm);
         for b in pageblocks(bs, be) {
             if !z.pageblock_isolated_racy(b) {
                 return false;
@@ -114,7 +103,7 @@ pub trait IsolationExt2: CompactionHost {
         // before `s` anything may lie, as long as it does not reach into the range.
         let mut p = bs;
         while p < e {
-            let d = inner.mm.page(p);
+            let d = self.mm.page(p);
             let f = d.flags();
             let n = if f & (flags::BUDDY | flags::HEAD | flags::PCP) != 0 { 1u64 << d.order() } else { 1 };
             if f & flags::BUDDY == 0 && p + n > s {
@@ -128,39 +117,38 @@ pub trait IsolationExt2: CompactionHost {
     /// Find `nr_pages` contiguous free pages (aligned to the next power of two
     /// up to a pageblock), isolate them, drain the per-CPU lists, verify and take
     /// them. The pages come back as order-0 allocated pages: free them with
-    /// [`crate::PageAllocator::free_contig_range`] or one by one. Only free memory counts
+    /// [`Compaction::free_contig_range`] or one by one. Only free memory counts
     /// (no migration), so fragmentation can make this fail.
     /// With movable pages about it migrates (`alloc_contig_pages_migrate`),
     /// and an owner's panic there fails it, caught in `caught`.
-    fn alloc_contig_pages(&self, nr_pages: u64, gfp: Gfp, caught: &mut OwnerPanic) -> Result<Pfn, AllocError> {
-        let inner = self;
-        if nr_pages == 0 || nr_pages > inner.mm.nr_pages() {
+    pub fn alloc_contig_pages(&self, nr_pages: u64, gfp: Gfp, caught: &mut OwnerPanic) -> Result<Pfn, AllocError> {
+        if nr_pages == 0 || nr_pages > self.mm.nr_pages() {
             return Err(AllocError::NoMemory { order: MAX_ORDER + 1 });
         }
         let align = nr_pages.next_power_of_two().min(PAGEBLOCK_PAGES);
-        let Some(node) = inner.node(self.numa_node_id()) else {
+        let Some(node) = self.node(self.numa_node_id()) else {
             return Err(AllocError::InvalidNode { nid: self.numa_node_id() });
         };
         for &zi in node.zonelist(gfp) {
-            let z = &inner.zones[zi];
+            let z = &self.zones[zi];
             let mut s = z.start.div_ceil(align) * align;
             while s + nr_pages <= z.end {
                 // A racy look first: free or parked on a per-CPU list.
-                let (ok, skip_to) = inner.looks_free(s, s + nr_pages);
+                let (ok, skip_to) = self.looks_free(s, s + nr_pages);
                 if !ok {
                     s = skip_to.max(s + 1).div_ceil(align) * align;
                     continue;
                 }
                 if self.isolate_range(Pfn::new(s), nr_pages).is_ok() {
                     let taken = self.test_pages_isolated(Pfn::new(s), nr_pages)
-                        && inner.take_isolated(z, s, nr_pages, gfp.migratetype());
+                        && self.take_isolated(z, s, nr_pages, gfp.migratetype());
                     // Another thread may have undone an overlapping isolation of
                     // its own meanwhile; then there is nothing left to undo.
                     let _ = self.undo_isolate_range(Pfn::new(s), nr_pages);
                     if taken {
                         if gfp.contains(Gfp::ZERO) {
                             for p in s..s + nr_pages {
-                                inner.mm.zero_frames(p, Order::ZERO);
+                                self.mm.zero_frames(p, Order::ZERO);
                             }
                         }
                         return Ok(Pfn::new(s));
@@ -170,17 +158,17 @@ pub trait IsolationExt2: CompactionHost {
             }
         }
         // Compaction: with movable pages about, move them out of a range.
-        if inner.mobility().any_registered() {
-            return inner.alloc_contig_pages_migrate(nr_pages, gfp, caught);
+        if self.mobility().any_registered() {
+            return self.alloc_contig_pages_migrate(nr_pages, gfp, caught);
         }
         Err(AllocError::NoMemory { order: contig_order(nr_pages) })
     }
 
-    /// Free a range from [`crate::PageAllocator::alloc_contig_pages`]
+    /// Free a range from [`Compaction::alloc_contig_pages`]
     /// (order-0 pages), all or nothing: every page is claimed first (the
     /// one-CAS claim of every free), and if any claim is refused, the claims
     /// already made are put back and the refusal is returned: nothing was freed.
-    fn free_contig_range(&self, start: Pfn, nr_pages: u64) -> Result<(), FreeError> {
+    pub fn free_contig_range(&self, start: Pfn, nr_pages: u64) -> Result<(), FreeError> {
         let s = start.as_u64();
         // Claims stop at the first page past the arena, so at most the arena's
         // pages are ever held here, whatever `nr_pages` says.
@@ -221,15 +209,10 @@ pub trait IsolationExt2: CompactionHost {
     }
 }
 
-impl<T: CompactionHost + ?Sized> IsolationExt2 for T {}
-
-/// Part of the compaction layer's paths, for any [`CompactionHost`] (see
-/// the crate doc).
-#[doc(hidden)]
-pub trait IsolationExt3: CompactionHost {
+impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
     /// Racy pre-check: is every page in `[s, e)` in a free block or on a per-CPU
     /// list? Otherwise, where could the next candidate start?
-    fn looks_free(&self, s: u64, e: u64) -> (bool, u64) {
+    pub(crate) fn looks_free(&self, s: u64, e: u64) -> (bool, u64) {
         let mut p = s & !(PAGEBLOCK_PAGES - 1);
         while p < e {
             let d = self.mm.page(p);
@@ -254,7 +237,7 @@ pub trait IsolationExt3: CompactionHost {
     /// Take `[s, s + nr)` off the Isolate lists (the caller checked it is all
     /// free), returning the remainders of straddling blocks, and mark each page an
     /// allocated order-0 page.
-    fn take_isolated(&self, z: &Zone, s: u64, nr: u64, mt: MigrateType) -> bool {
+    pub(crate) fn take_isolated(&self, z: &Zone, s: u64, nr: u64, mt: MigrateType) -> bool {
         let e = s + nr;
         let mut g = z.lock(&self.mm);
         // Still isolated, all of it? (Another thread may have undone an
@@ -308,13 +291,11 @@ pub trait IsolationExt3: CompactionHost {
     }
 }
 
-impl<T: CompactionHost + ?Sized> IsolationExt3 for T {}
-
 /// The order of the smallest power-of-two block that holds `nr_pages` pages,
 /// for the `order` of a contiguous request's [`AllocError::NoMemory`]: 64 for
 /// a count past the largest power of two a `u64` holds (`next_power_of_two`
 /// would overflow there, and these counts come from callers unchecked).
-pub const fn contig_order(nr_pages: u64) -> u32 {
+pub(crate) const fn contig_order(nr_pages: u64) -> u32 {
     match nr_pages.checked_next_power_of_two() {
         Some(n) => n.trailing_zeros(),
         None => u64::BITS,

@@ -57,8 +57,8 @@ use std::sync::{Arc, RwLock};
 /// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
 /// let pfn = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
 /// let owner = Arc::new(Owner(Mutex::new(pfn)));
-/// a.set_page_movable(pfn, a.register_movable_ops(owner.clone())).unwrap();
-/// a.alloc_contig_range(pfn, 1, Gfp::MOVABLE).unwrap(); // wants pfn's frame: the page moves
+/// a.compaction().set_page_movable(pfn, a.compaction().register_movable_ops(owner.clone())).unwrap();
+/// a.contig().alloc_contig_range(pfn, 1, Gfp::MOVABLE).unwrap(); // wants pfn's frame: the page moves
 /// assert_ne!(*owner.0.lock().unwrap(), pfn);
 /// ```
 pub trait MovableOps: Send + Sync {
@@ -116,11 +116,11 @@ pub trait LruMigrate: Send + Sync {
 /// struct Refuse; // an owner that never lets its pages move
 /// impl MovableOps for Refuse { fn migrate(&self, _: Pfn, _: Pfn) -> bool { false } }
 /// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
-/// let (one, two) = (a.register_movable_ops(Arc::new(Refuse)), a.register_movable_ops(Arc::new(Refuse)));
+/// let (one, two) = (a.compaction().register_movable_ops(Arc::new(Refuse)), a.compaction().register_movable_ops(Arc::new(Refuse)));
 /// assert_ne!(one, two);
 /// let pfn = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
-/// a.set_page_movable(pfn, one).unwrap();
-/// assert_eq!(a.mobility_census().movable, 1);
+/// a.compaction().set_page_movable(pfn, one).unwrap();
+/// assert_eq!(a.compaction().mobility_census().movable, 1);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MovableId(pub u32);
@@ -183,17 +183,17 @@ impl Mobility {
     }
 
     /// The LRU migrator, if a page cache is attached.
-    pub fn lru_ops(&self) -> Option<Arc<dyn LruMigrate>> {
+    pub(crate) fn lru_ops(&self) -> Option<Arc<dyn LruMigrate>> {
         self.lru.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Record the ops id of `pfn` (before its `MOVABLE_OPS` bit is set).
-    pub fn set_page(&self, pfn: u64, id: u32) {
+    pub(crate) fn set_page(&self, pfn: u64, id: u32) {
         self.page_ops.lock().insert(pfn, id);
     }
 
     /// The ops id recorded for `pfn`.
-    pub fn page_id(&self, pfn: u64) -> Option<u32> {
+    pub(crate) fn page_id(&self, pfn: u64) -> Option<u32> {
         self.page_ops.lock().get(&pfn).copied()
     }
 
@@ -202,11 +202,11 @@ impl Mobility {
         self.page_ops.lock().remove(&pfn);
     }
 
-    pub fn skip_hint(&self, block: usize) -> bool {
+    pub(crate) fn skip_hint(&self, block: usize) -> bool {
         self.skip.get(block).is_some_and(|b| b.load(Ordering::Relaxed) != 0)
     }
 
-    pub fn set_skip_hint(&self, block: usize, on: bool) {
+    pub(crate) fn set_skip_hint(&self, block: usize, on: bool) {
         if let Some(b) = self.skip.get(block) {
             b.store(on as u32, Ordering::Relaxed);
         }
@@ -221,7 +221,7 @@ impl Mobility {
 /// use pagealloc::{Config, Gfp, PageAllocator};
 /// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
 /// let _pfn = a.alloc_pages(Gfp::KERNEL, 1).unwrap();
-/// let c = a.mobility_census();
+/// let c = a.compaction().mobility_census();
 /// assert_eq!((c.movable, c.pinned, c.isolated), (0, 2, 0)); // not registered: pinned
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

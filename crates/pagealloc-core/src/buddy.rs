@@ -30,7 +30,13 @@ impl<'a> ZoneGuard<'a> {
 
     /// [`ZoneGuard::free_one_locked`] for a block that may carry the REPORTED
     /// mark (`reported`): the merged block keeps it only if every part had it.
-    pub fn free_one_marked_locked(&mut self, mut pfn: u64, mut order: Order, mt: MigrateType, mut reported: bool) {
+    pub(crate) fn free_one_marked_locked(
+        &mut self,
+        mut pfn: u64,
+        mut order: Order,
+        mt: MigrateType,
+        mut reported: bool,
+    ) {
         let zone = self.zone;
         let orig = pfn;
         while let Some(up) = order.next() {
@@ -127,7 +133,7 @@ impl<'a> ZoneGuard<'a> {
 
     /// The kernel's `__rmqueue`: own lists, then claim a fallback block, then steal.
     #[inline]
-    pub fn rmqueue_locked(&mut self, order: Order, mt: MigrateType) -> Option<(u64, Took)> {
+    pub(crate) fn rmqueue_locked(&mut self, order: Order, mt: MigrateType) -> Option<(u64, Took)> {
         if let Some(p) = self.rmqueue_smallest(order, mt) {
             return Some((p, Took::Own));
         }
@@ -280,7 +286,7 @@ impl<'a> ZoneGuard<'a> {
 
     /// Retag every pageblock in a block of `order` (>= pageblock order, or the
     /// containing block when smaller).
-    pub fn retag_range_locked(&mut self, pfn: u64, order: Order, mt: MigrateType) {
+    pub(crate) fn retag_range_locked(&mut self, pfn: u64, order: Order, mt: MigrateType) {
         let start = pfn & !(PAGEBLOCK_PAGES - 1);
         let n = order.pages().max(PAGEBLOCK_PAGES);
         let mut p = start;
@@ -292,7 +298,7 @@ impl<'a> ZoneGuard<'a> {
 
     /// Turn the pageblock holding `pfn` into a HighAtomic reserve, if the zone has
     /// room (about 1% of it) and the block is of a pcp type.
-    pub fn reserve_highatomic_locked(&mut self, pfn: u64, order: Order) -> bool {
+    pub(crate) fn reserve_highatomic_locked(&mut self, pfn: u64, order: Order) -> bool {
         let zone = self.zone;
         let max = zone.managed / 100 + PAGEBLOCK_PAGES;
         let reserved = &zone.stats.nr_reserved_highatomic;
@@ -317,7 +323,7 @@ impl<'a> ZoneGuard<'a> {
 
     /// Give one HighAtomic block back to `mt` (before an allocation fails). With
     /// `force` false, the last reserved pageblock is kept.
-    pub fn unreserve_highatomic_locked(&mut self, mt: MigrateType, force: bool) -> bool {
+    pub(crate) fn unreserve_highatomic_locked(&mut self, mt: MigrateType, force: bool) -> bool {
         let reserved = &self.zone.stats.nr_reserved_highatomic;
         if !force && reserved.get_racy() <= PAGEBLOCK_PAGES {
             return false;
@@ -350,7 +356,7 @@ impl<'a> ZoneGuard<'a> {
 
     /// Is there a free block of at least `order` usable by a request (pcp types,
     /// plus HighAtomic when allowed)? Reads the lock-free counters.
-    pub fn has_free_block_racy(zone: &crate::zone::Zone, order: Order, highatomic: bool) -> bool {
+    pub(crate) fn has_free_block_racy(zone: &crate::zone::Zone, order: Order, highatomic: bool) -> bool {
         order.and_above().any(|o| {
             let fb = &zone.stats.free_blocks[o.idx()];
             fb[..MIGRATE_PCPTYPES].iter().any(|c| c.get_racy() != 0)

@@ -367,9 +367,9 @@ impl InvariantError {
 /// use pagealloc::{Config, Gfp, PageAllocator, PageStateError};
 /// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
 /// let pfn = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
-/// assert_eq!(a.unlock_page(pfn), Err(PageStateError::NotLocked { pfn }));
+/// assert_eq!(a.page_locks().unlock_page(pfn), Err(PageStateError::NotLocked { pfn }));
 /// a.free_pages(pfn, 0).unwrap();
-/// assert_eq!(a.lock_page(pfn), Err(PageStateError::NotAllocated { pfn }));
+/// assert_eq!(a.page_locks().lock_page(pfn), Err(PageStateError::NotAllocated { pfn }));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 #[non_exhaustive]
@@ -472,11 +472,11 @@ pub enum PageStateError {
 /// use std::time::Duration;
 /// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
 /// let pfn = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
-/// a.lock_page(pfn).unwrap(); // held: the waits below cannot get it
-/// assert_eq!(a.lock_page_timeout(pfn, Duration::from_millis(1)), Err(WaitError::TimedOut));
+/// a.page_locks().lock_page(pfn).unwrap(); // held: the waits below cannot get it
+/// assert_eq!(a.page_locks().lock_page_timeout(pfn, Duration::from_millis(1)), Err(WaitError::TimedOut));
 /// let cancel = CancelToken::new();
 /// cancel.cancel();
-/// assert_eq!(a.lock_page_cancellable(pfn, &cancel), Err(WaitError::Cancelled));
+/// assert_eq!(a.page_locks().lock_page_cancellable(pfn, &cancel), Err(WaitError::Cancelled));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 #[non_exhaustive]

@@ -43,6 +43,20 @@ pub struct ZoneCensus {
 }
 
 impl Core {
+    /// Every event counter: the per-CPU blocks plus the per-zone blocks.
+    pub fn event_totals(&self) -> [u64; crate::vmevent::NR_VM_EVENTS] {
+        let mut sum = [0u64; crate::vmevent::NR_VM_EVENTS];
+        self.events.sum_into(&mut sum);
+        for z in self.zones.iter() {
+            z.stats.events.sum_into(&mut sum);
+        }
+        for p in self.pcp.iter() {
+            p.events.sum_into(&mut sum);
+        }
+        self.fronts.sum_events(&mut sum);
+        sum
+    }
+
     /// Check every invariant; the first broken one is returned with its pfn.
     ///
     /// Holds still, for the duration: every thread's front cache (paused), every
@@ -317,7 +331,7 @@ impl Core {
 /// use pagealloc::{Config, Gfp, PageAllocator};
 /// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
 /// let _pfns = (a.alloc_pages(Gfp::KERNEL, 0).unwrap(), a.alloc_pages(Gfp::MOVABLE, 0).unwrap());
-/// let f = a.fragmentation();
+/// let f = a.stats().fragmentation();
 /// assert_eq!(f.pageblocks, 2); // 4 MiB of 2 MiB pageblocks
 /// assert_eq!(f.mixed, 0); // the two types went to different pageblocks
 /// ```
@@ -482,5 +496,33 @@ impl Core {
             return Err((z.start, "the deferred list does not end (a cycle, or a block on it twice)".into()));
         }
         bad.map_or(Ok(total), Err)
+    }
+}
+
+/// The zone-lock identities, broken on purpose under the lock: the
+/// `debug-checks` feature must catch each at the lock's release.
+#[cfg(all(test, feature = "debug-checks", not(loom)))]
+mod debug_checks_tests {
+    use crate::{Config, FrameAllocator, MigrateType};
+
+    #[test]
+    #[should_panic(expected = "debug-checks: zone Normal node 0 pfn 0x0: NR_FREE_PAGES")]
+    fn a_counter_broken_under_the_zone_lock_panics_at_its_release() {
+        let a = FrameAllocator::new(Config::small(4 << 20)).unwrap();
+        let z = &a.core.zones[crate::types::ZoneIdx::FIRST];
+        let g = z.lock(&a.core.mm);
+        z.stats.nr_free_pages.add_locked(1);
+        drop(g);
+    }
+
+    #[test]
+    #[should_panic(expected = "free_blocks[0][Movable] = 1 but the list")]
+    fn a_list_count_off_by_one_panics_at_the_release() {
+        let a = FrameAllocator::new(Config::small(4 << 20)).unwrap();
+        let z = &a.core.zones[crate::types::ZoneIdx::FIRST];
+        let g = z.lock(&a.core.mm);
+        z.stats.free_blocks[0][MigrateType::Movable.index()].add_locked(1);
+        z.stats.nr_free_pages.add_locked(1);
+        drop(g);
     }
 }

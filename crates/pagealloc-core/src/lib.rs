@@ -12,8 +12,14 @@
 //! reporting: the slow path reaches them only through [`SlowPathHooks`],
 //! which the `pagealloc-mm` crate implements. Most programs want `pagealloc`,
 //! whose `PageAllocator` builds the core with every layer; its
-//! documentation describes the API. This crate's modules are public for the
-//! crates above it, not as a stable API.
+//! documentation describes the API.
+//!
+//! The hidden modules are the one internal interface of this crate's seam
+//! with the crates of the pagealloc workspace above it: public because
+//! those crates name their types, not an API. Safe code cannot misuse
+//! them: no safe function outside this crate builds a core or its parts,
+//! and the one door to a live core, `FrameAllocator::core`, is `unsafe`
+//! (the `pagealloc` crate's compile-fail tests pin this).
 #![cfg_attr(not(feature = "std"), no_std)]
 #![warn(missing_docs)]
 
@@ -75,12 +81,12 @@ pub mod zone;
 
 #[cfg(feature = "seed-variants")]
 pub use config::DrainMode;
-pub use config::{Backing, Config, ReportCallback, MAX_HOLES};
+pub use config::{Backing, Config, ConfigValues, ReportCallback, MAX_HOLES};
 #[cfg(feature = "std")]
 pub use cpu::pin_to_cpu;
 pub use cpu::possible_cpus;
 pub use error::{AllocError, BulkFreeError, ConfigError, FreeError, InvariantError, PageStateError, WaitError};
-pub use frames::FrameAllocator;
+pub use frames::{FrameAllocator, PageLockGuard, PageLocks};
 pub use invariants::{Fragmentation, ZoneCensus};
 pub use lockstat::{
     tick_unit, LockStatReport, PcpLockStatReport, ZoneLockStat, LOCKSTAT_BUCKETS, LOCKSTAT_SAMPLE, PCP_HOLD_SAMPLE,

@@ -59,7 +59,7 @@ impl PfnList {
     }
 
     #[inline(always)]
-    pub fn push_tail(&mut self, mm: &MemMap, pfn: u64) {
+    pub(crate) fn push_tail(&mut self, mm: &MemMap, pfn: u64) {
         let p = pfn as u32;
         let d = mm.page(pfn);
         d.next.set(NIL);
@@ -89,17 +89,19 @@ impl PfnList {
         }
     }
 
+    #[cfg(test)]
     #[cfg(any(test, feature = "testing"))]
     #[inline(always)]
-    pub fn pop_head(&mut self, mm: &MemMap) -> Option<u64> {
+    pub(crate) fn pop_head(&mut self, mm: &MemMap) -> Option<u64> {
         let h = self.first()?;
         self.remove(mm, h);
         Some(h)
     }
 
+    #[cfg(test)]
     #[cfg(any(test, feature = "testing"))]
     #[inline(always)]
-    pub fn pop_tail(&mut self, mm: &MemMap) -> Option<u64> {
+    pub(crate) fn pop_tail(&mut self, mm: &MemMap) -> Option<u64> {
         let t = self.last()?;
         self.remove(mm, t);
         Some(t)

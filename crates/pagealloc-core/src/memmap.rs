@@ -108,12 +108,15 @@ fn mapping_too_large() -> ConfigError {
 impl MemMap {
     /// A map of `nr_pages` frames (a whole number of pageblocks, one word
     /// each in `blocks`) with `backing` behind them.
-    pub fn new(nr_pages: u64, backing: Backing, blocks: Pageblocks) -> Result<Self, ConfigError> {
+    #[cfg(test)]
+    pub(crate) fn new(nr_pages: u64, backing: Backing, blocks: Pageblocks) -> Result<Self, ConfigError> {
         Self::new_in(nr_pages, backing, blocks, None)
     }
 
-    /// As [`MemMap::new`], the descriptors in `storage` when given.
-    pub fn new_in(
+    /// A map of `nr_pages` frames (a whole number of pageblocks, one word
+    /// each in `blocks`) with `backing` behind them, the descriptors in
+    /// `storage` when given.
+    pub(crate) fn new_in(
         nr_pages: u64,
         backing: Backing,
         blocks: Pageblocks,
@@ -181,7 +184,7 @@ impl MemMap {
     /// # Safety
     /// `pfn < self.nr_pages()`.
     #[inline(always)]
-    pub unsafe fn page_unchecked(&self, pfn: u64) -> &PageDesc {
+    pub(crate) unsafe fn page_unchecked(&self, pfn: u64) -> &PageDesc {
         debug_assert!(pfn < self.nr_pages());
         // SAFETY: in range (the caller's contract).
         unsafe { self.descs().get_unchecked(pfn as usize) }
@@ -223,6 +226,62 @@ impl MemMap {
             // just allocated it, so no other reference to these bytes exists.
             unsafe { core::ptr::write_bytes(p.as_ptr(), 0, len) };
         }
+    }
+
+    /// Copy frame `from`'s bytes into frame `to` for migration (nothing
+    /// without backing). False, copying nothing, unless `to` is a migration
+    /// target (exactly `MIGRATE_TARGET`: allocated by the migrating thread,
+    /// reachable by nobody else) distinct from `from`. The caller keeps
+    /// `from` still meanwhile: isolated for migration (`ISOLATED_MIGRATE`,
+    /// whose owner promised in `MovableOps::isolate` not to touch it) or
+    /// frozen (`pageref::freeze`: no reference to it exists).
+    pub fn copy_to_target(&self, from: Pfn, to: Pfn) -> bool {
+        use crate::page::flags;
+        let (Some(s), Some(t)) = (self.page_address(from), self.page_address(to)) else {
+            return false;
+        };
+        if from == to || self.page(to.as_u64()).flags() != flags::MIGRATE_TARGET {
+            return false;
+        }
+        // SAFETY: both frames lie inside the mapping (page_address checked
+        // the range) and are distinct pages; the target is the caller's
+        // private allocated page (checked above) and the source is held
+        // still by the caller (isolated or frozen), so nothing else accesses
+        // either while the page copies.
+        unsafe { core::ptr::copy_nonoverlapping(s.as_ptr(), t.as_ptr(), PAGE_SIZE) };
+        true
+    }
+
+    /// Give the memory of the free run `[pfn, pfn + pages)` back to the
+    /// kernel with `madvise(advice)` (free page reporting); false when it
+    /// fails, when there is no backing, or when the run is not made of free
+    /// buddy blocks (`BUDDY` heads tiling it), which the caller keeps so by
+    /// holding their zone's lock.
+    #[cfg(feature = "std")]
+    pub fn madvise_free_run(&self, pfn: u64, pages: u64, advice: libc::c_int) -> bool {
+        use crate::page::flags;
+        let Some(end) = pfn.checked_add(pages).filter(|&e| e <= self.nr_pages() && pages > 0) else {
+            return false;
+        };
+        let mut p = pfn;
+        while p < end {
+            let d = self.page(p);
+            if d.flags() & flags::BUDDY == 0 {
+                return false;
+            }
+            p += 1u64 << d.order();
+        }
+        if p != end {
+            return false;
+        }
+        let Some(addr) = self.page_address(Pfn::new(pfn)) else {
+            return false;
+        };
+        // SAFETY: the range lies inside our own mapping (checked above) and is
+        // made of free blocks (their heads checked above) under the zone lock
+        // the caller holds: nobody owns its memory, and dropping its contents
+        // is what freeing it allows.
+        unsafe { libc::madvise(addr.as_ptr().cast(), PAGE_SIZE * pages as usize, advice) == 0 }
     }
 }
 
@@ -380,7 +439,7 @@ impl<'a> Tables<'a> {
     /// `pfn` is below the map's page count (a page of this allocator: on
     /// one of its lists, or held in one of its `PageArray`s).
     #[inline(always)]
-    pub unsafe fn desc_and_block_unchecked(self, pfn: u64) -> (&'a PageDesc, u16) {
+    pub(crate) unsafe fn desc_and_block_unchecked(self, pfn: u64) -> (&'a PageDesc, u16) {
         debug_assert!((pfn as usize) < self.descs.len());
         // SAFETY: pfn < descs.len() (the caller's contract) ==
         // blocks.len() * PAGEBLOCK_PAGES (the map's invariant).
@@ -389,5 +448,48 @@ impl<'a> Tables<'a> {
             let b = self.blocks.get_unchecked((pfn >> PAGEBLOCK_ORDER) as usize);
             (d, b.load(Ordering::Relaxed))
         }
+    }
+}
+
+#[cfg(all(test, feature = "std", not(loom), not(miri)))]
+mod tests {
+    use super::*;
+    use crate::page::flags;
+    use crate::types::MigrateType;
+
+    fn map() -> MemMap {
+        MemMap::new(PAGEBLOCK_PAGES, Backing::Anonymous, [AtomicU16::new(0)].into_iter().collect()).unwrap()
+    }
+
+    #[test]
+    fn copy_to_target_needs_a_private_target() {
+        let m = map();
+        let (from, to) = (Pfn::new(1), Pfn::new(2));
+        // SAFETY: the frame is ours alone (no allocator on this map).
+        unsafe { m.page_address(from).unwrap().as_ptr().write(0x5A) };
+        m.page(2).set_flags(flags::HEAD);
+        assert!(!m.copy_to_target(from, to), "an allocated page that is not a target");
+        m.page(2).set_flags(flags::MIGRATE_TARGET);
+        assert!(!m.copy_to_target(to, to), "onto itself");
+        assert!(!m.copy_to_target(from, Pfn::new(PAGEBLOCK_PAGES)), "out of range");
+        assert!(m.copy_to_target(from, to));
+        // SAFETY: as above.
+        assert_eq!(unsafe { m.page_address(to).unwrap().as_ptr().read() }, 0x5A);
+    }
+
+    #[test]
+    fn madvise_free_run_needs_free_heads_tiling_it() {
+        let m = map();
+        for (p, o) in [(0u64, 2u32), (4, 2)] {
+            m.page(p).set_private(Order::new(o).unwrap(), MigrateType::Movable);
+            m.page(p).set_flags(flags::BUDDY);
+        }
+        assert!(m.madvise_free_run(0, 8, libc::MADV_DONTNEED));
+        assert!(!m.madvise_free_run(0, 6, libc::MADV_DONTNEED), "a run that cuts a block");
+        assert!(!m.madvise_free_run(0, 12, libc::MADV_DONTNEED), "a run past the free blocks");
+        assert!(!m.madvise_free_run(0, 0, libc::MADV_DONTNEED), "an empty run");
+        assert!(!m.madvise_free_run(u64::MAX, 2, libc::MADV_DONTNEED), "an overflowing run");
+        m.page(4).set_flags(flags::HEAD);
+        assert!(!m.madvise_free_run(0, 8, libc::MADV_DONTNEED), "an allocated block inside");
     }
 }

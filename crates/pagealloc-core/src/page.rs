@@ -94,7 +94,7 @@ pub mod flags {
     /// The page is on the active LRU list (PG_active).
     pub const ACTIVE: u32 = 1 << 6;
     /// Shift of the page reference count (bits 16..31; see `pageref`).
-    pub const REF_SHIFT: u32 = 16;
+    pub(crate) const REF_SHIFT: u32 = 16;
     /// One page reference.
     pub const REF_ONE: u32 = 1 << REF_SHIFT;
     /// The page reference count (the kernel's `_refcount`, 16 bits here).
@@ -122,7 +122,7 @@ pub mod flags {
     /// the type it was allocated for: an allocated head, or a `PageArray`'s
     /// order-0 page (which the censuses count as allocated, not per-CPU).
     #[inline(always)]
-    pub const fn typed_allocation(f: u32) -> bool {
+    pub(crate) const fn typed_allocation(f: u32) -> bool {
         f & HEAD != 0 || array_held(f)
     }
     /// Whether flags word `f` is a page-cache page's: it has a reference
@@ -178,11 +178,11 @@ const MT_MASK: u32 = 7;
 /// See [`MT_MASK`].
 const ORDER_SHIFT: u32 = 3;
 /// The order bits of the private word (order 0 when they are clear).
-pub const ORDER_MASK: u32 = 0x1f << ORDER_SHIFT;
+pub(crate) const ORDER_MASK: u32 = 0x1f << ORDER_SHIFT;
 /// On a `BUDDY` head only, bits 16..32 of the private word hold the coarse
 /// time the block went on its free list (free page reporting's age; see
 /// `zone::free_clock`). Nothing reads them on any other page.
-pub const STAMP_SHIFT: u32 = 16;
+pub(crate) const STAMP_SHIFT: u32 = 16;
 
 /// The private word of a block of `order` for (or on the lists of) `mt`.
 #[inline(always)]
@@ -199,7 +199,7 @@ pub const fn private_word_raw(order: Order, mt_index: usize) -> u32 {
 /// The order in a private word made by [`private_word_raw`] (other bits
 /// above the order's are ignored).
 #[inline(always)]
-pub const fn private_order(w: u32) -> u32 {
+pub(crate) const fn private_order(w: u32) -> u32 {
     (w & ORDER_MASK) >> ORDER_SHIFT
 }
 
@@ -268,13 +268,13 @@ impl PageDesc {
 
     /// Store a private word made by [`private_word`] or [`private_word_raw`].
     #[inline(always)]
-    pub fn set_private_raw(&self, w: u32) {
+    pub(crate) fn set_private_raw(&self, w: u32) {
         self.private.set(w)
     }
 
     /// The private word as stored (compare with [`private_word`]).
     #[inline(always)]
-    pub fn private_raw(&self) -> u32 {
+    pub(crate) fn private_raw(&self) -> u32 {
         self.private.get()
     }
 
@@ -287,7 +287,7 @@ impl PageDesc {
 
     /// [`PageDesc::ensure_private`] with the word made by [`private_word_raw`].
     #[inline(always)]
-    pub fn ensure_private_raw(&self, w: u32) {
+    pub(crate) fn ensure_private_raw(&self, w: u32) {
         if self.private.get() != w {
             self.private.set(w);
         }

@@ -60,11 +60,11 @@ pub use futex::{FutexGuard, FutexMutex};
 #[cfg(all(not(loom), feature = "std", not(target_os = "linux")))]
 pub type FutexMutex<T> = parking_lot::Mutex<T>;
 #[cfg(all(not(loom), feature = "std", not(target_os = "linux")))]
-pub type FutexGuard<'a, T> = parking_lot::MutexGuard<'a, T>;
+pub(crate) type FutexGuard<'a, T> = parking_lot::MutexGuard<'a, T>;
 #[cfg(not(feature = "std"))]
 pub type FutexMutex<T> = spin::Mutex<T>;
 #[cfg(not(feature = "std"))]
-pub type FutexGuard<'a, T> = spin::MutexGuard<'a, T>;
+pub(crate) type FutexGuard<'a, T> = spin::MutexGuard<'a, T>;
 #[cfg(loom)]
 pub use loom_mutex::{Mutex as FutexMutex, MutexGuard as FutexGuard};
 
@@ -192,12 +192,12 @@ impl LockedCounter {
     }
     /// Caller holds the protecting lock.
     #[inline(always)]
-    pub fn set_locked(&self, v: u64) {
+    pub(crate) fn set_locked(&self, v: u64) {
         self.0.store(v, Ordering::Relaxed)
     }
     /// Caller holds the protecting lock.
     #[inline(always)]
-    pub fn sub_locked(&self, d: u64) {
+    pub(crate) fn sub_locked(&self, d: u64) {
         self.0.store(self.0.load(Ordering::Relaxed).wrapping_sub(d), Ordering::Relaxed)
     }
 }
@@ -232,7 +232,7 @@ impl<T> UnsafeCell<T> {
 
     /// [`UnsafeCell::new`] in a constant (statics outside loom).
     #[cfg(not(loom))]
-    pub const fn new_const(v: T) -> Self {
+    pub(crate) const fn new_const(v: T) -> Self {
         Self(core::cell::UnsafeCell::new(v))
     }
 
@@ -282,7 +282,7 @@ impl<T> CellMut<'_, T> {
 /// that finds waiters unparks them. The no-lock paths may release a zone or
 /// per-CPU lock others wait on, and must never allocate: so every allocator
 /// calls this once when it is built.
-pub fn prepare_parking() {
+pub(crate) fn prepare_parking() {
     // Not under loom (its locks are its own) nor Miri (parking_lot_core's
     // word lock casts integers to pointers, which strict provenance refuses;
     // Miri runs no signal handler that would need the table ready).

@@ -7,7 +7,7 @@ use core::fmt;
 use core::num::NonZeroU64;
 
 /// log2 of the page size.
-pub const PAGE_SHIFT: u32 = 12;
+pub(crate) const PAGE_SHIFT: u32 = 12;
 /// Bytes per page frame.
 pub const PAGE_SIZE: usize = 1 << PAGE_SHIFT;
 /// Largest order the buddy allocator hands out (the kernel's `MAX_PAGE_ORDER`).
@@ -20,10 +20,10 @@ pub const PAGEBLOCK_ORDER: u32 = 9;
 pub const PAGEBLOCK_PAGES: u64 = 1 << PAGEBLOCK_ORDER;
 
 /// Bytes in a pageblock (2 MiB): the arena is a whole number of them.
-pub const PAGEBLOCK_BYTES: u64 = PAGEBLOCK_PAGES * PAGE_SIZE as u64;
+pub(crate) const PAGEBLOCK_BYTES: u64 = PAGEBLOCK_PAGES * PAGE_SIZE as u64;
 /// The largest arena: the last pageblock multiple below 2^32 - 2 pages (pfn
 /// links are 32 bits and two values are reserved).
-pub const MAX_ARENA_BYTES: u64 = ((u32::MAX as u64 - 1) / PAGEBLOCK_PAGES * PAGEBLOCK_PAGES) * PAGE_SIZE as u64;
+pub(crate) const MAX_ARENA_BYTES: u64 = ((u32::MAX as u64 - 1) / PAGEBLOCK_PAGES * PAGEBLOCK_PAGES) * PAGE_SIZE as u64;
 
 /// A page frame number: the index of a 4 KiB frame in the arena.
 ///
@@ -189,7 +189,7 @@ impl Order {
     }
     /// Pages in a block of this order, as the per-CPU lists count them.
     #[inline(always)]
-    pub const fn pages_u32(self) -> u32 {
+    pub(crate) const fn pages_u32(self) -> u32 {
         1 << self.0
     }
     /// The next order up, or None at [`MAX_ORDER`].
@@ -243,7 +243,7 @@ impl ZoneIdx {
     }
     /// Zone `i` from a pageblock word's 8-bit field.
     #[inline(always)]
-    pub const fn from_u8(i: u8) -> ZoneIdx {
+    pub(crate) const fn from_u8(i: u8) -> ZoneIdx {
         ZoneIdx(i)
     }
     /// The index as a number.
@@ -253,7 +253,7 @@ impl ZoneIdx {
     }
     /// The index as the pageblock word's zone field stores it.
     #[inline(always)]
-    pub const fn as_u8(self) -> u8 {
+    pub(crate) const fn as_u8(self) -> u8 {
         self.0
     }
 }

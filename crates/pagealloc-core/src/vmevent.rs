@@ -35,8 +35,8 @@ macro_rules! events {
         /// use pagealloc::{stats::events::VmEvent, Config, Gfp, PageAllocator};
         /// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
         /// a.free_pages(a.alloc_pages(Gfp::KERNEL, 5).unwrap(), 5).unwrap();
-        /// assert_eq!(a.event_count(VmEvent::PgallocNormal), 32); // pages, as /proc/vmstat counts
-        /// assert_eq!(a.event_count(VmEvent::Pgfree), 32);
+        /// assert_eq!(a.stats().event_count(VmEvent::PgallocNormal), 32); // pages, as /proc/vmstat counts
+        /// assert_eq!(a.stats().event_count(VmEvent::Pgfree), 32);
         /// assert!(VmEvent::Pgfree.in_vmstat() && VmEvent::Pgfree.name() == "pgfree");
         /// ```
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -240,7 +240,7 @@ impl Default for EventCounters {
 impl EventCounters {
     /// Zeroed counters, in a constant (statics outside loom).
     #[cfg(not(loom))]
-    pub const fn new_const() -> Self {
+    pub(crate) const fn new_const() -> Self {
         #[allow(clippy::declare_interior_mutable_const)] // copied into the array, never shared
         const ZERO: LockedCounter = LockedCounter::new(0);
         Self([ZERO; NR_VM_EVENTS])
@@ -268,7 +268,7 @@ pub struct PerCpuEvents {
 
 impl PerCpuEvents {
     /// Counters for `nr_cpus` CPU slots (at least one).
-    pub fn new(nr_cpus: usize) -> Self {
+    pub(crate) fn new(nr_cpus: usize) -> Self {
         let slots =
             (0..nr_cpus.max(1)).map(|_| CachePadded::new(core::array::from_fn(|_| AtomicU64::new(0)))).collect();
         Self { slots }

@@ -2,79 +2,62 @@
 //!
 //! [pagealloc](https://docs.rs/pagealloc)'s allocator assembled:
 //! [`PageAllocator`], the core of `pagealloc-core` with the layers above it
-//! wired in (reclaim from `pagealloc-reclaim`, compaction from
-//! `pagealloc-compaction`, free page reporting from `pagealloc-reporting`),
-//! their background threads, and the /proc statistics ([`stats`]). The core
-//! reaches reclaim and compaction only through its slow-path hooks, which
-//! this crate implements (`mm`). The page cache, a user of
-//! `PageAllocator`, is the `pagealloc-pagecache` crate above this one.
+//! wired in: reclaim (`mm::vmscan`), compaction from
+//! `pagealloc-compaction`, free page reporting from `pagealloc-reporting`,
+//! their background threads, the page cache ([`PageCache`], which lives with
+//! reclaim because reclaim's LRU lists hold its pages), and the /proc
+//! statistics ([`stats`]). The core reaches reclaim and compaction only
+//! through its slow-path hooks, which this crate implements (`mm`).
 //!
-//! Programs use the `pagealloc` crate, which re-exports this one and the
-//! page cache; this crate's hidden modules are public for the page cache,
-//! not a stable API.
+//! Programs use the `pagealloc` crate, which re-exports this one's public
+//! API.
 #![warn(missing_docs)]
 
-#[doc(hidden)]
-pub mod allocator;
-use pagealloc_compaction::compaction;
-use pagealloc_core::config;
-use pagealloc_core::cpu;
-use pagealloc_core::error;
-// Failure injection: public (for tests and the stress command) only with the
-// `fail-inject` feature; without it only the constant hooks remain.
-use pagealloc_compaction::migrate;
+mod allocator;
+#[cfg(not(loom))]
+pub mod ffi;
 #[cfg(feature = "fail-inject")]
 pub use pagealloc_core::failinject;
-#[cfg(not(loom))]
-use pagealloc_core::front;
-use pagealloc_core::invariants;
-use pagealloc_core::lockstat;
-#[doc(hidden)]
-pub mod mm;
-use pagealloc_compaction::movable;
-use pagealloc_core::page;
-use pagealloc_core::page_alloc;
+mod mm;
 mod page_array;
-use pagealloc_core::pagelock;
-use pagealloc_core::pageref;
+mod pagecache;
 mod pages;
-use pagealloc_reporting as reporting;
 pub mod stats;
-use pagealloc_core::sync;
-use pagealloc_core::types;
-use pagealloc_core::vmevent;
-use pagealloc_core::zone;
-use pagealloc_reclaim as vmscan;
 
-#[cfg(not(loom))]
-#[doc(hidden)]
-pub use allocator::{front_abi, FrontView, ThreadFront};
-pub use allocator::{PageAllocator, ReportingStats, ZoneResidency};
-pub use allocator::{PageLockGuard, PageReference};
-pub use compaction::{CompactOutcome, FragIndexReport};
+pub use allocator::{Compactor, Contig, PageReporting, Reclaim, Stats};
+pub use allocator::{PageAllocator, PageReference, ReportingStats, ZoneResidency};
+pub use mm::vmscan::dirty::{DirtyThresholds, DEFAULT_DIRTY_BACKGROUND_RATIO, DEFAULT_DIRTY_RATIO};
+pub use mm::vmscan::{ShrinkControl, Shrinker, LRU_BATCH};
+pub use page_array::PageArray;
+pub use pagealloc_compaction::compaction::{CompactOutcome, FragIndexReport};
+pub use pagealloc_compaction::movable::{MobilityCensus, MovableId, MovableOps};
 #[cfg(feature = "seed-variants")]
-pub use config::DrainMode;
-pub use config::{Backing, Config, ReportCallback, MAX_HOLES};
-pub use cpu::{pin_to_cpu, possible_cpus};
-pub use error::{AllocError, BulkFreeError, ConfigError, FreeError, InvariantError, PageStateError, WaitError};
-pub use invariants::{Fragmentation, ZoneCensus};
-pub use lockstat::{
+pub use pagealloc_core::config::DrainMode;
+pub use pagealloc_core::config::{Backing, Config, ConfigValues, ReportCallback, MAX_HOLES};
+pub use pagealloc_core::cpu::{pin_to_cpu, possible_cpus};
+pub use pagealloc_core::error::{
+    AllocError, BulkFreeError, ConfigError, FreeError, InvariantError, PageStateError, WaitError,
+};
+pub use pagealloc_core::invariants::{Fragmentation, ZoneCensus};
+pub use pagealloc_core::lockstat::{
     tick_unit, LockStatReport, PcpLockStatReport, ZoneLockStat, LOCKSTAT_BUCKETS, LOCKSTAT_SAMPLE, PCP_HOLD_SAMPLE,
 };
-pub use movable::{MobilityCensus, MovableId, MovableOps};
 #[cfg(feature = "seed-variants")]
-pub use page_alloc::bulk_linked::{ChainIter, PageChain};
-pub use page_array::PageArray;
-pub use pagealloc_core::PAGE_DESC_SIZE;
-pub use pagelock::CancelToken;
-pub use pages::{OwnedBlock, Pages};
-pub use reporting::ReportPass;
-pub use types::{
+pub use pagealloc_core::page_alloc::bulk_linked::{ChainIter, PageChain};
+pub use pagealloc_core::pagelock::CancelToken;
+pub use pagealloc_core::types::{
     CpuId, Gfp, MigrateType, NodeId, Pfn, ZoneType, MAX_ORDER, MIGRATE_PCPTYPES, MIGRATE_TYPES, NR_ORDERS,
     PAGEBLOCK_ORDER, PAGEBLOCK_PAGES, PAGE_SIZE,
 };
-pub use vmscan::dirty::{DirtyThresholds, DEFAULT_DIRTY_BACKGROUND_RATIO, DEFAULT_DIRTY_RATIO};
-pub use vmscan::{ShrinkControl, Shrinker, LRU_BATCH};
+pub use pagealloc_core::PAGE_DESC_SIZE;
+pub use pagealloc_core::{PageLockGuard, PageLocks};
+pub use pagealloc_reporting::ReportPass;
+pub use pagecache::{
+    DirectFileSource, FileSource, FillFn, IoMode, Mapping, PageCache, PageCacheConfig, PageCacheError, PageHandle,
+    PageIndex, PageSource, Readahead, WritebackStats, MAX_FILE_BYTES, MAX_INDEX, MAX_MAPPINGS, RA_MAX_LIMIT,
+    RA_MAX_PAGES,
+};
+pub use pages::{OwnedBlock, Pages};
 
 // The allocator is shared between threads (it is meant to sit in an `Arc` or a
 // static), and an owned block may move to, or be looked at from, another thread:
@@ -88,7 +71,5 @@ const _: () = {
     assert_send_sync::<ConfigError>();
 };
 
-#[cfg(test)]
-mod core_tests;
 #[cfg(test)]
 mod tests;

@@ -26,11 +26,11 @@
 //! array's slot. Dropping the array releases its pages.
 
 use crate::allocator::PageAllocator;
-use crate::error::AllocError;
-use crate::page::flags;
-use crate::page_alloc::head_flags;
 use crate::pages::Pages;
-use crate::types::{Gfp, Pfn, PAGE_SIZE};
+use pagealloc_core::error::AllocError;
+use pagealloc_core::page::flags;
+use pagealloc_core::page_alloc::head_flags;
+use pagealloc_core::types::{Gfp, Pfn, PAGE_SIZE};
 
 /// A fixed number of slots, each empty or holding one order-0 page owned by
 /// the array (see the module doc). Dropping it frees its pages.

@@ -10,11 +10,11 @@
 //! [`Pages::free`]), or gives the mark up ([`Pages::into_pfn`]).
 
 use crate::allocator::PageAllocator;
-use crate::error::{AllocError, FreeError};
-use crate::page::flags;
-use crate::page_alloc::head_flags;
-use crate::sync::Ordering;
-use crate::types::{Gfp, Pfn, PAGE_SIZE};
+use pagealloc_core::error::{AllocError, FreeError};
+use pagealloc_core::page::flags;
+use pagealloc_core::page_alloc::head_flags;
+use pagealloc_core::sync::Ordering;
+use pagealloc_core::types::{Gfp, Pfn, PAGE_SIZE};
 use std::ptr::NonNull;
 
 /// `1 << order` contiguous frames owned by this value. Dropping it frees them.
@@ -56,7 +56,8 @@ impl<'a> Pages<'a> {
     /// The handle of a block whose head is already marked `HEAD | OWNED`
     /// and that no other handle holds (a `PageArray` hands a page over this
     /// way). Crate-private: a second handle of one block would free it
-    /// twice (the handle's free is a plain store, `Core::free_owned`).
+    /// twice (the handle's free is a plain store, `Core::free_owned`) and
+    /// give two `&mut` over its bytes.
     pub(crate) fn from_owned(alloc: &'a PageAllocator, pfn: Pfn, order: u32) -> Self {
         Self { alloc, pfn, order }
     }

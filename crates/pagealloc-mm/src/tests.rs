@@ -1,7 +1,7 @@
 //! Unit tests of the allocator as a whole (small arenas, no backing unless noted).
 
-use crate::types::ZoneIdx;
 use crate::*;
+use pagealloc_core::types::ZoneIdx;
 
 fn small(mb: u64) -> PageAllocator {
     PageAllocator::new(Config::small(mb << 20)).unwrap()
@@ -273,7 +273,7 @@ mod loom_models {
                 // Before the release these are refused outright; after it
                 // the page is free (PCP), refused as well.
                 assert!(b.free_pages(pfn, 0).is_err());
-                assert!(!b.trylock_page(pfn));
+                assert!(!b.page_locks().trylock_page(pfn));
                 assert!(b.get_page(pfn).is_err());
             });
             arr.release();
@@ -297,13 +297,13 @@ mod loom_models {
             let b = a.clone();
             let t = loom::thread::spawn(move || {
                 assert!(b.free_pages(pfn, 0).is_err());
-                assert!(!b.trylock_page(pfn));
-                assert!(b.unlock_page(pfn).is_err());
+                assert!(!b.page_locks().trylock_page(pfn));
+                assert!(b.page_locks().unlock_page(pfn).is_err());
                 assert!(b.get_page(pfn).is_err());
             });
             drop(p);
             t.join().unwrap();
-            assert!(!a.page_locked_racy(pfn));
+            assert!(!a.page_locks().page_locked_racy(pfn));
             whole(&a);
         });
     }
@@ -370,12 +370,12 @@ mod loom_models {
             let p = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
             let b = a.clone();
             let t = loom::thread::spawn(move || b.free_pages(p, 0).unwrap());
-            a.isolate_range(Pfn::new(0), PAGEBLOCK_PAGES).unwrap();
+            a.contig().isolate_range(Pfn::new(0), PAGEBLOCK_PAGES).unwrap();
             t.join().unwrap();
             // After the free and the isolation's drain, every page is free and isolated.
             a.drain_all_pages();
-            assert!(a.test_pages_isolated(Pfn::new(0), PAGEBLOCK_PAGES));
-            a.undo_isolate_range(Pfn::new(0), PAGEBLOCK_PAGES).unwrap();
+            assert!(a.contig().test_pages_isolated(Pfn::new(0), PAGEBLOCK_PAGES));
+            a.contig().undo_isolate_range(Pfn::new(0), PAGEBLOCK_PAGES).unwrap();
             whole(&a);
         });
     }
@@ -390,18 +390,18 @@ fn miri_small_arena_exercises_every_path() {
     let one = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
     let mut slots = [None, Some(one), None, None];
     assert_eq!(a.alloc_pages_bulk(Gfp::MOVABLE, &mut slots), 4);
-    a.lock_page(big).unwrap();
+    a.page_locks().lock_page(big).unwrap();
     assert_eq!(a.free_pages(big, 3), Err(FreeError::Locked { pfn: big }));
-    a.unlock_page(big).unwrap();
+    a.page_locks().unlock_page(big).unwrap();
     a.free_pages(big, 3).unwrap();
     let fresh = [slots[0].unwrap(), slots[2].unwrap(), slots[3].unwrap()];
     a.free_pages_bulk(&fresh).unwrap();
     assert!(a.free_pages_bulk(&fresh).is_err());
     a.check_invariants().unwrap();
-    a.isolate_range(Pfn::new(0), PAGEBLOCK_PAGES).unwrap();
+    a.contig().isolate_range(Pfn::new(0), PAGEBLOCK_PAGES).unwrap();
     a.free_pages(one, 0).unwrap();
-    assert!(a.test_pages_isolated(Pfn::new(0), PAGEBLOCK_PAGES));
-    a.undo_isolate_range(Pfn::new(0), PAGEBLOCK_PAGES).unwrap();
+    assert!(a.contig().test_pages_isolated(Pfn::new(0), PAGEBLOCK_PAGES));
+    a.contig().undo_isolate_range(Pfn::new(0), PAGEBLOCK_PAGES).unwrap();
     a.drain_all_pages();
     a.check_invariants().unwrap();
     assert_eq!(a.nr_free_pages(), a.managed_pages());
@@ -448,9 +448,9 @@ fn fragmenting_fallbacks_are_those_below_pageblock_order() {
     use crate::stats::events::VmEvent;
     let a = PageAllocator::new(Config::small(8 << 20).pcp_lists(false).front_cache(false).min_free_kbytes(Some(0)))
         .unwrap();
-    let frag = |a: &PageAllocator| a.event_count(VmEvent::FallbackFragmenting);
+    let frag = |a: &PageAllocator| a.stats().event_count(VmEvent::FallbackFragmenting);
     let u = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
-    assert_eq!(a.event_count(VmEvent::FallbackClaim), 1, "a whole block claimed");
+    assert_eq!(a.stats().event_count(VmEvent::FallbackClaim), 1, "a whole block claimed");
     assert_eq!(frag(&a), 0, "from order 10: not fragmenting");
     let mut live = Vec::new();
     while frag(&a) == 0 {
@@ -460,7 +460,7 @@ fn fragmenting_fallbacks_are_those_below_pageblock_order() {
         }
     }
     assert_eq!(frag(&a), 1);
-    let fallbacks = a.event_count(VmEvent::FallbackClaim) + a.event_count(VmEvent::FallbackSteal);
+    let fallbacks = a.stats().event_count(VmEvent::FallbackClaim) + a.stats().event_count(VmEvent::FallbackSteal);
     assert!(fallbacks >= 2, "the fragmenting one is a fallback too: {fallbacks}");
     // Every movable order-9 block was taken first, and the unmovable
     // pageblock's remainder above pageblock order (its order-9 half) was

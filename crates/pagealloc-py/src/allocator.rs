@@ -205,7 +205,7 @@ impl Allocator {
 
     /// Compact every zone (moves only pages registered movable: none from Python).
     fn compact(&self, py: Python<'_>) -> (u64, u64, u64) {
-        let o = py.detach(|| self.inner.compact_memory());
+        let o = py.detach(|| self.inner.compaction().compact_memory());
         (o.migrated, o.migrate_scanned, o.free_scanned)
     }
 

@@ -78,7 +78,7 @@ impl Owners {
     pub(crate) fn free_raw<T>(&self, a: &PageAllocator, pfns: &[Pfn], free: impl FnOnce() -> T) -> PyResult<T> {
         let pools = self.lock();
         Self::raw_allowed(*pools)?;
-        if let Some(p) = pfns.iter().find(|&&p| a.page_owned_racy(p)) {
+        if let Some(p) = pfns.iter().find(|&&p| a.page_locks().page_owned_racy(p)) {
             return Err(page_owned(*p));
         }
         Ok(free())

@@ -223,7 +223,7 @@ impl Core {
             })
             .collect();
         let core = Arc::new(Core { alloc, kinds, shards, clock: AtomicU64::new(1), shrinker: Mutex::new(None) });
-        let id = core.alloc.register_shrinker(Arc::new(Evictor(Arc::downgrade(&core))));
+        let id = core.alloc.reclaim().register_shrinker(Arc::new(Evictor(Arc::downgrade(&core))));
         *core.shrinker.lock().unwrap_or_else(PoisonError::into_inner) = Some(id);
         core
     }

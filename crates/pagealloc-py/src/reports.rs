@@ -10,12 +10,12 @@ use pyo3::types::PyDict;
 pub(crate) fn report<'py>(py: Python<'py>, a: &PageAllocator, name: &str) -> PyResult<(String, Bound<'py, PyAny>)> {
     match name {
         "buddyinfo" => {
-            let r = py.detach(|| a.buddyinfo());
+            let r = py.detach(|| a.stats().buddyinfo());
             let zones = r.zones.iter().map(|z| (z.nid, z.zone, z.free.to_vec())).collect::<Vec<_>>();
             Ok((r.to_string(), zones.into_pyobject(py)?.into_any()))
         }
         "pagetypeinfo" => {
-            let r = py.detach(|| a.pagetypeinfo());
+            let r = py.detach(|| a.stats().pagetypeinfo());
             let mut zones = Vec::new();
             for z in &r.zones {
                 let free = PyDict::new(py);
@@ -30,7 +30,7 @@ pub(crate) fn report<'py>(py: Python<'py>, a: &PageAllocator, name: &str) -> PyR
             Ok((r.to_string(), zones.into_pyobject(py)?.into_any()))
         }
         "zoneinfo" => {
-            let r = py.detach(|| a.zoneinfo());
+            let r = py.detach(|| a.stats().zoneinfo());
             let mut zones = Vec::new();
             for z in &r.zones {
                 let d = PyDict::new(py);
@@ -54,7 +54,7 @@ pub(crate) fn report<'py>(py: Python<'py>, a: &PageAllocator, name: &str) -> PyR
             Ok((r.to_string(), zones.into_pyobject(py)?.into_any()))
         }
         "vmstat" => {
-            let r = py.detach(|| a.vmstat());
+            let r = py.detach(|| a.stats().vmstat());
             let d = PyDict::new(py);
             for (k, v) in &r.items {
                 d.set_item(*k, *v)?;

@@ -59,13 +59,17 @@
 //!   about the delay after it went free. The free clock that stamps blocks is
 //!   advanced at each of the reporter's wakes (it was only advanced by passes,
 //!   so stamps could be a pause old and blocks released before the delay).
+// No unsafe code: the library forbids it; its tests open the core's door
+// (`FrameAllocator::core`) in one allowed module.
+#![cfg_attr(not(test), forbid(unsafe_code))]
+#![cfg_attr(test, deny(unsafe_code))]
 #![warn(missing_docs)]
 
 use pagealloc_core::config::{Backing, Config, ReportCallback};
 use pagealloc_core::memmap::MemMap;
 use pagealloc_core::page::flags;
 use pagealloc_core::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use pagealloc_core::types::{MigrateType, Order, Pfn, PAGE_SIZE};
+use pagealloc_core::types::{MigrateType, Order, Pfn};
 use pagealloc_core::zone::{Zone, FREE_CLOCK, FREE_CLOCK_MS};
 use std::sync::Mutex as StdMutex;
 use std::thread::JoinHandle;
@@ -82,9 +86,9 @@ const WALK_PER_HOLD: usize = 512;
 /// use pagealloc::{Config, Gfp, PageAllocator};
 /// let a = PageAllocator::new(Config::new().arena_bytes(4 << 20)).unwrap(); // released by madvise
 /// a.free_pages(a.alloc_pages(Gfp::MOVABLE, 9).unwrap(), 9).unwrap(); // used, so resident
-/// let pass = a.report_free_pages_now();
+/// let pass = a.reporting().report_free_pages_now();
 /// assert!(pass.pages >= 512 && pass.errors == 0);
-/// assert_eq!(a.report_free_pages_now().blocks, 0); // a released block is not released again
+/// assert_eq!(a.reporting().report_free_pages_now().blocks, 0); // a released block is not released again
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReportPass {
@@ -231,16 +235,7 @@ impl Reporting {
             return false;
         }
         match &self.release {
-            Release::Madvise { advice } => {
-                let Some(addr) = mm.page_address(Pfn::new(pfn)) else {
-                    return false;
-                };
-                // SAFETY: the range [pfn, pfn + pages) lies inside our own
-                // mapping (one zone's span) and is made of free blocks under
-                // the zone lock the caller holds: nobody owns its memory, and
-                // dropping its contents is what freeing it allows.
-                unsafe { libc::madvise(addr.as_ptr().cast(), PAGE_SIZE * pages as usize, *advice) == 0 }
-            }
+            Release::Madvise { advice } => mm.madvise_free_run(pfn, pages, *advice),
             // Never merged: one block, of `pages` = 2^order pages.
             // A panic of the user's callback is a failed release (counted in
             // the pass's errors), not an unwind through the zone lock the
@@ -507,5 +502,92 @@ mod tests {
         assert_eq!(w.soonest, Some(184));
         let mut all = Ages { now: 0, delay: 200, ignore: true, soonest: None };
         assert!(all.old(0) && all.soonest.is_none());
+    }
+}
+
+/// Passes over a real core (a `FrameAllocator`'s zones and memory map).
+#[cfg(all(test, not(loom)))]
+#[allow(unsafe_code)]
+mod pass_tests {
+    use super::*;
+    use pagealloc_core::{FrameAllocator, Gfp, PAGEBLOCK_ORDER};
+    use std::sync::atomic::AtomicU64;
+    use std::sync::Arc;
+
+    /// A core with no memory behind it, every release going to a callback
+    /// that counts pages (or panics, with `panic`).
+    fn setup(released: &Arc<AtomicU64>, panic: bool) -> (FrameAllocator, Reporting) {
+        let r = Arc::clone(released);
+        let cb = ReportCallback(Arc::new(move |_pfn, order| {
+            assert!(!panic, "a consumer that panics");
+            r.fetch_add(1 << order, Ordering::Relaxed);
+            true
+        }));
+        let cfg = Config::small(8 << 20).page_reporting_callback(Some(cb));
+        let reporting = Reporting::new(&cfg);
+        (FrameAllocator::new(cfg).unwrap(), reporting)
+    }
+
+    fn pass(f: &FrameAllocator, r: &Reporting) -> ReportPass {
+        // SAFETY: a test of this workspace, reading the core as the
+        // allocator's reporter does (under the zone locks the pass takes).
+        let core = unsafe { f.core() };
+        r.pass(core.zones.as_slice(), &core.mm, true)
+    }
+
+    /// Free a pageblock after boot: a free block not yet reported.
+    fn unreport_a_block(f: &FrameAllocator) {
+        let p = f.alloc(Gfp::MOVABLE, PAGEBLOCK_ORDER).unwrap();
+        f.free(p, PAGEBLOCK_ORDER).unwrap();
+        f.drain();
+    }
+
+    /// A block freed after boot is released once, then marked: the next
+    /// pass releases nothing.
+    #[test]
+    fn a_pass_releases_each_free_block_once() {
+        let released = Arc::new(AtomicU64::new(0));
+        let (f, r) = setup(&released, false);
+        assert_eq!(pass(&f, &r).blocks, 0, "a fresh arena counts as released already");
+        unreport_a_block(&f);
+        // The freed half merged back with its reported buddy: the whole
+        // max-order block is unreported now, and released as one.
+        let first = pass(&f, &r);
+        assert_eq!((first.blocks, first.pages, first.errors), (1, 1024, 0));
+        assert_eq!(released.load(Ordering::Relaxed), 1024);
+        assert_eq!(pass(&f, &r).blocks, 0, "a reported block is not reported again");
+        f.check_invariants().unwrap();
+    }
+
+    /// A failed release (here every one) leaves the block unreported, to
+    /// be offered again by a later pass.
+    #[test]
+    fn a_failed_release_leaves_the_block_for_a_later_pass() {
+        let released = Arc::new(AtomicU64::new(0));
+        let (f, r) = setup(&released, false);
+        unreport_a_block(&f);
+        r.fail_every(1);
+        let failed = pass(&f, &r);
+        assert_eq!((failed.blocks, failed.errors), (0, 1));
+        r.fail_every(0);
+        assert_eq!(pass(&f, &r).blocks, 1);
+        f.check_invariants().unwrap();
+    }
+
+    /// A consumer's panic is a failed release, caught before it unwinds
+    /// through the zone lock: the core stays usable and intact.
+    #[test]
+    fn a_panicking_consumer_is_a_failed_release() {
+        let released = Arc::new(AtomicU64::new(0));
+        let (f, r) = setup(&released, true);
+        unreport_a_block(&f);
+        let prev = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        let out = pass(&f, &r);
+        std::panic::set_hook(prev);
+        assert_eq!((out.blocks, out.errors), (0, 1));
+        f.check_invariants().unwrap();
+        let q = f.alloc(Gfp::MOVABLE, PAGEBLOCK_ORDER).unwrap();
+        f.free(q, PAGEBLOCK_ORDER).unwrap();
     }
 }

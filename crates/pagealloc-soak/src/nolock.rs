@@ -232,7 +232,7 @@ fn verdict(a: &PageAllocator, managed: u64, elapsed: f64, sent: u64, ops: u64, b
         (OK.load(Ordering::Relaxed), WOULD_BLOCK.load(Ordering::Relaxed), NO_MEMORY.load(Ordering::Relaxed));
     let tried = ok + wb + nomem;
     let frees = FREES.load(Ordering::Relaxed);
-    let trylock_fail = a.event_count(VmEvent::NolockTrylockFail);
+    let trylock_fail = a.stats().event_count(VmEvent::NolockTrylockFail);
     println!(
         "stress --nolock-signal: {elapsed:.1} s, {} signals sent, {} handler runs; handler allocations: {ok} of {tried} \
          ({:.2}% success), {wb} would-block, {nomem} no-memory; {frees} handler frees, {} deferred; {trylock_fail} \
@@ -240,7 +240,7 @@ fn verdict(a: &PageAllocator, managed: u64, elapsed: f64, sent: u64, ops: u64, b
         sent,
         RUNS.load(Ordering::Relaxed),
         100.0 * ok as f64 / tried.max(1) as f64,
-        a.event_count(VmEvent::NolockDeferred),
+        a.stats().event_count(VmEvent::NolockDeferred),
         trylock_fail as f64 / (tried + frees).max(1) as f64,
     );
     println!(
@@ -254,8 +254,11 @@ fn verdict(a: &PageAllocator, managed: u64, elapsed: f64, sent: u64, ops: u64, b
     if bad_frees != 0 {
         failed.push(format!("{bad_frees} normal frees of owned blocks failed"));
     }
-    if a.event_count(VmEvent::NolockAlloc) != ok {
-        failed.push(format!("nolock_alloc counts {} but the handlers got {ok}", a.event_count(VmEvent::NolockAlloc)));
+    if a.stats().event_count(VmEvent::NolockAlloc) != ok {
+        failed.push(format!(
+            "nolock_alloc counts {} but the handlers got {ok}",
+            a.stats().event_count(VmEvent::NolockAlloc)
+        ));
     }
     if let Err(e) = a.check_invariants() {
         failed.push(format!("check_invariants before the drain: {e}"));

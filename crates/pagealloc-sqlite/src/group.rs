@@ -250,7 +250,7 @@ impl Group {
     /// A group over a new allocator with a budget of `budget_bytes`.
     pub(crate) fn with_allocator(alloc: PageAllocator, budget_bytes: u64) -> Arc<Self> {
         Arc::new_cyclic(|weak| {
-            let shrinker = alloc.register_shrinker(Arc::new(GroupShrinker(weak.clone())));
+            let shrinker = alloc.reclaim().register_shrinker(Arc::new(GroupShrinker(weak.clone())));
             Group {
                 alloc,
                 budget: budget_bytes,
@@ -318,7 +318,7 @@ impl Group {
 
 impl Drop for Group {
     fn drop(&mut self) {
-        self.alloc.unregister_shrinker(self.shrinker);
+        self.alloc.reclaim().unregister_shrinker(self.shrinker);
         // Caches hold an Arc, so none is open: every page was freed.
         debug_assert_eq!(self.state.get_mut().used, 0);
     }

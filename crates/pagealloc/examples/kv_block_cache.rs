@@ -116,7 +116,7 @@ impl KvBlockCache {
     /// A cache on `alloc`, registered as one of its shrinkers.
     pub fn new(alloc: &PageAllocator) -> Self {
         let shared = Arc::new(Shared { alloc: alloc.clone(), state: Mutex::new(State::default()) });
-        let shrinker = alloc.register_shrinker(Arc::new(Evictor(Arc::downgrade(&shared))));
+        let shrinker = alloc.reclaim().register_shrinker(Arc::new(Evictor(Arc::downgrade(&shared))));
         KvBlockCache { shared, shrinker }
     }
 
@@ -281,7 +281,7 @@ impl Drop for BlockRef {
 
 impl Drop for KvBlockCache {
     fn drop(&mut self) {
-        self.shared.alloc.unregister_shrinker(self.shrinker);
+        self.shared.alloc.reclaim().unregister_shrinker(self.shrinker);
         let mut st = self.shared.state.lock().unwrap();
         let mut unused = Vec::new();
         st.map.retain(|_, e| {

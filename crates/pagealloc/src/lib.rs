@@ -20,22 +20,17 @@
 //! - `pagealloc-core`: the memory map, zones and buddy, per-CPU lists, front
 //!   caches, the allocation paths, the page lock and the counters (without
 //!   `std` too, for kernels);
-//! - `pagealloc-reclaim`, `pagealloc-compaction`, `pagealloc-reporting`: the
-//!   layers the core's slow path reaches through its hooks;
-//! - `pagealloc-mm`: [`PageAllocator`], the core with those layers wired
-//!   in, and the /proc statistics ([`stats`]);
-//! - `pagealloc-pagecache`: [`PageCache`], a user of `PageAllocator`.
+//! - `pagealloc-compaction`, `pagealloc-reporting`: layers on the core
+//!   alone, which the allocator wires into the core's slow path;
+//! - `pagealloc-mm`: [`PageAllocator`], the core with reclaim and those
+//!   layers wired in, the page cache ([`PageCache`]) and the /proc
+//!   statistics ([`stats`]).
 //!
 //! The repository's `docs/design.md` draws the layers and follows one
 //! request through them.
 #![warn(missing_docs)]
 
 pub use pagealloc_mm::*;
-pub use pagealloc_pagecache::{
-    DirectFileSource, FileSource, FillFn, IoMode, Mapping, PageCache, PageCacheConfig, PageCacheError, PageHandle,
-    PageIndex, PageSource, Readahead, WritebackStats, MAX_FILE_BYTES, MAX_INDEX, MAX_MAPPINGS, RA_MAX_LIMIT,
-    RA_MAX_PAGES,
-};
 
 /// The README's examples, compiled and run as doc tests.
 #[doc = include_str!("../../../README.md")]

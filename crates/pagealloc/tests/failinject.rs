@@ -82,9 +82,9 @@ fn forced_trylock_failures_take_the_buddy_paths() {
     failinject::disable();
     assert!(s.trylock_injected >= 200, "{s:?}");
     // Every page went to and came from the buddy: nothing on per-CPU lists.
-    assert!(a.pcp_report().iter().all(|r| r.count == 0));
+    assert!(a.stats().pcp_report().iter().all(|r| r.count == 0));
     assert_eq!(a.nr_free_pages(), a.managed_pages());
-    assert!(a.pcpstat().pcp_trylock_fail >= 200);
+    assert!(a.stats().pcpstat().pcp_trylock_fail >= 200);
     a.check_invariants().unwrap();
 }
 
@@ -135,9 +135,9 @@ fn stress_with_injection_loses_nothing() {
                             a.free_pages_bulk(&take).unwrap();
                         }
                         6 if i % 50 == 0 => {
-                            if let Ok(p) = a.alloc_contig_pages(1 + (r >> 8) % 300, gfp) {
+                            if let Ok(p) = a.contig().alloc_contig_pages(1 + (r >> 8) % 300, gfp) {
                                 let n = 1 + (r >> 8) % 300;
-                                a.free_contig_range(p, n).unwrap();
+                                a.contig().free_contig_range(p, n).unwrap();
                             }
                         }
                         7 => {
@@ -313,7 +313,7 @@ fn stale_movable_marks_racing_reallocation_never_move_a_larger_block() {
     failinject::set_claim_window(1);
     let a = Arc::new(PageAllocator::new(race_config().compaction_proactiveness(0)).unwrap());
     let ops = Arc::new(Accept(Mutex::new(Vec::new())));
-    let id = a.register_movable_ops(ops.clone());
+    let id = a.compaction().register_movable_ops(ops.clone());
     let stop = Arc::new(AtomicBool::new(false));
     let recent: Arc<Vec<AtomicU64>> = Arc::new((0..64).map(|_| AtomicU64::new(0)).collect());
     let mut hs = Vec::new();
@@ -337,7 +337,7 @@ fn stale_movable_marks_racing_reallocation_never_move_a_larger_block() {
                     if let Some((p, order)) = live.pop_front() {
                         // Migrated meanwhile (its frame freed), or freed by
                         // a stale call: this free may be refused then.
-                        let _ = a.clear_page_movable(p);
+                        let _ = a.compaction().clear_page_movable(p);
                         let _ = a.free_pages(p, order);
                     }
                 }
@@ -346,7 +346,7 @@ fn stale_movable_marks_racing_reallocation_never_move_a_larger_block() {
                 }
             }
             for (p, order) in live {
-                let _ = a.clear_page_movable(p);
+                let _ = a.compaction().clear_page_movable(p);
                 let _ = a.free_pages(p, order);
             }
         }));
@@ -358,7 +358,7 @@ fn stale_movable_marks_racing_reallocation_never_move_a_larger_block() {
             while !stop.load(Ordering::Relaxed) {
                 xorshift(&mut x);
                 let p = Pfn::new(recent[(x % 64) as usize].load(Ordering::Relaxed));
-                let _ = a.set_page_movable(p, id);
+                let _ = a.compaction().set_page_movable(p, id);
             }
         }));
     }
@@ -366,7 +366,7 @@ fn stale_movable_marks_racing_reallocation_never_move_a_larger_block() {
         let (a, stop) = (a.clone(), stop.clone());
         hs.push(std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
-                a.compact_memory();
+                a.compaction().compact_memory();
                 std::thread::sleep(Duration::from_millis(1));
             }
         }));
@@ -382,7 +382,7 @@ fn stale_movable_marks_racing_reallocation_never_move_a_larger_block() {
     let targets = std::mem::take(&mut *ops.0.lock().unwrap());
     assert!(!targets.is_empty(), "the compactor moved no page: the race was not run");
     for p in targets {
-        let _ = a.clear_page_movable(Pfn::new(p));
+        let _ = a.compaction().clear_page_movable(Pfn::new(p));
         let _ = a.free_pages(Pfn::new(p), 0);
     }
     whole(&a);

@@ -208,11 +208,11 @@ fn signal_handler_nolock_alloc_free_against_normal_api() {
         H_WOULD_BLOCK.load(Ordering::Relaxed),
         H_NO_MEMORY.load(Ordering::Relaxed),
     );
-    assert_eq!(a.event_count(VmEvent::NolockAlloc), ok);
-    assert_eq!(a.event_count(VmEvent::NolockAllocFail), wb + nomem);
-    assert_eq!(a.event_count(VmEvent::NolockFree), H_FREES.load(Ordering::Relaxed));
-    let deferred = a.event_count(VmEvent::NolockDeferred);
-    let trylock_fail = a.event_count(VmEvent::NolockTrylockFail);
+    assert_eq!(a.stats().event_count(VmEvent::NolockAlloc), ok);
+    assert_eq!(a.stats().event_count(VmEvent::NolockAllocFail), wb + nomem);
+    assert_eq!(a.stats().event_count(VmEvent::NolockFree), H_FREES.load(Ordering::Relaxed));
+    let deferred = a.stats().event_count(VmEvent::NolockDeferred);
+    let trylock_fail = a.stats().event_count(VmEvent::NolockTrylockFail);
     let calls = H_CALLS.load(Ordering::Relaxed);
     eprintln!(
         "nolock signal test: {elapsed:.1} s, {} signals sent, {calls} handler runs, {} handler allocations \

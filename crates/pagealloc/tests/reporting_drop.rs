@@ -28,10 +28,10 @@ fn dropping_the_allocator_stops_its_reporter() {
     assert_eq!(reporters(), 0);
     let a = PageAllocator::new(Config::new().arena_bytes(4 << 20).page_reporting_delay_ms(0)).unwrap();
     let b = a.clone();
-    assert!(a.page_reporting_stats().enabled);
+    assert!(a.reporting().page_reporting_stats().enabled);
     assert_eq!(settled(1), 1);
     std::thread::sleep(std::time::Duration::from_millis(50));
-    assert!(a.page_reporting_stats().passes > 0, "the background thread runs passes");
+    assert!(a.reporting().page_reporting_stats().passes > 0, "the background thread runs passes");
     drop(a);
     assert_eq!(reporters(), 1, "a clone still holds the allocator");
     drop(b);
@@ -39,7 +39,7 @@ fn dropping_the_allocator_stops_its_reporter() {
     // Switched on at run time: started then, stopped with the allocator.
     let c = PageAllocator::new(Config::new().arena_bytes(4 << 20).page_reporting(false)).unwrap();
     assert_eq!(reporters(), 0);
-    assert!(c.set_page_reporting(true));
+    assert!(c.reporting().set_page_reporting(true));
     assert_eq!(settled(1), 1);
     drop(c);
     assert_eq!(reporters(), 0);

@@ -164,14 +164,14 @@ fn pairs(ctx: &Ctx, r: &mut ExperimentResult, pb: &ProgressBar) {
 fn fragmentation(ctx: &Ctx, r: &mut ExperimentResult, pb: &ProgressBar) {
     let ops = if ctx.full { 8_000_000 } else { 2_000_000 };
     let a = PageAllocator::new(buddy_only()).expect("default arena");
-    let before = a.fragmentation();
+    let before = a.stats().fragmentation();
     pb.set_message("fragment");
     let mut live = crate::workloads::fragment(&a, ops, 0x5eed, 60);
-    let after = a.fragmentation();
+    let after = a.stats().fragmentation();
     for (p, o) in live.drain(..) {
         a.free_pages(p, o).unwrap();
     }
-    let end = a.fragmentation();
+    let end = a.stats().fragmentation();
     let whole = end.free_blocks[MAX_ORDER as usize] << MAX_ORDER == a.managed_pages();
     let pct = after.mixed as f64 * 100.0 / after.pageblocks as f64;
     r.line(

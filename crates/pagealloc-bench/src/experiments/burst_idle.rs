@@ -144,11 +144,11 @@ fn idle(ctx: &Ctx, r: &mut ExperimentResult, a: &PageAllocator, run: &mut PeerRu
         let last = rss_pages();
         run.after = last;
         run.samples.push((t, last));
-        let res = a.residency();
+        let res = a.reporting().residency();
         let reported: u64 = res.iter().map(|z| z.reported).sum();
         let buddy_free: u64 = res.iter().map(|z| z.free).sum();
         let free_resident: u64 = res.iter().map(|z| z.free_resident).sum();
-        let pcp: u64 = a.pcp_report().iter().map(|c| u64::from(c.count)).sum();
+        let pcp: u64 = a.stats().pcp_report().iter().map(|c| u64::from(c.count)).sum();
         let front = a.managed_pages().saturating_sub(live + buddy_free + pcp);
         let arena = arena_resident_pages(a);
         let excess = last as i64 - rss0 as i64 - live as i64;
@@ -233,7 +233,7 @@ impl Experiment for BurstIdle {
             None => format!("not within rss0 + 1.1x live after {IDLE_S} s"),
         });
         let back = reallocate(ctx, &mut r, &a, n - pages.len());
-        let st = a.page_reporting_stats();
+        let st = a.reporting().page_reporting_stats();
         r.notes.push(format!(
             "reporting: {} passes, {} pages in {} blocks released by {} calls, {} errors",
             st.passes, st.released_pages, st.released_blocks, st.release_calls, st.errors

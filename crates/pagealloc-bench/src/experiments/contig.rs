@@ -30,7 +30,7 @@ impl MovableOps for Owner {
 }
 
 fn fill80(a: &PageAllocator, o: &Arc<Owner>) {
-    let id = a.register_movable_ops(o.clone());
+    let id = a.compaction().register_movable_ops(o.clone());
     let mut all = Vec::new();
     while let Ok(p) = a.alloc_pages(Gfp::MOVABLE | Gfp::NO_COMPACT, 0) {
         all.push(p);
@@ -39,7 +39,7 @@ fn fill80(a: &PageAllocator, o: &Arc<Owner>) {
         if p.as_u64().is_multiple_of(5) {
             a.free_pages(p, 0).expect("free");
         } else {
-            a.set_page_movable(p, id).expect("movable");
+            a.compaction().set_page_movable(p, id).expect("movable");
             o.0.lock().unwrap().insert(p.as_u64());
         }
     }
@@ -62,14 +62,14 @@ impl Experiment for Contig {
         let (mut ok, mut ms) = (0u32, Vec::new());
         for _ in 0..rounds {
             let t = Instant::now();
-            if let Ok(s) = a.alloc_contig_pages(nr, Gfp::MOVABLE) {
+            if let Ok(s) = a.contig().alloc_contig_pages(nr, Gfp::MOVABLE) {
                 ms.push(t.elapsed().as_secs_f64() * 1e3);
                 ok += 1;
-                a.free_contig_range(s, nr).expect("free range");
+                a.contig().free_contig_range(s, nr).expect("free range");
             }
         }
         a.check_invariants().expect("invariants after contig");
-        let migrated = a.event_count(VmEvent::PgmigrateSuccess);
+        let migrated = a.stats().event_count(VmEvent::PgmigrateSuccess);
         r.line(ctx, format!("arena {} MiB, 80% movable; {nr} pages contiguous, {rounds} rounds", arena >> 20));
         r.line(
             ctx,
@@ -99,14 +99,14 @@ impl Experiment for Contig {
             v.sort_unstable();
             for p in v {
                 if pinned.insert(p / PAGEBLOCK_PAGES) {
-                    a.clear_page_movable(Pfn::new(p)).expect("pin");
+                    a.compaction().clear_page_movable(Pfn::new(p)).expect("pin");
                     m.remove(&p);
                 }
             }
         }
-        let before = a.event_count(VmEvent::PgmigrateSuccess);
-        let res = a.alloc_contig_pages(nr, Gfp::MOVABLE);
-        let moved = a.event_count(VmEvent::PgmigrateSuccess) - before;
+        let before = a.stats().event_count(VmEvent::PgmigrateSuccess);
+        let res = a.contig().alloc_contig_pages(nr, Gfp::MOVABLE);
+        let moved = a.stats().event_count(VmEvent::PgmigrateSuccess) - before;
         let typed = matches!(res, Err(AllocError::Unmovable { .. }));
         r.line(ctx, format!("one pinned page per pageblock: {res:?}, pages moved {moved}"));
         r.target(

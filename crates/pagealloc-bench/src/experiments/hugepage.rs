@@ -147,7 +147,7 @@ fn idle(
         last = rss_pages();
         let (rss_kb, huge_kb) = arena_smaps(a);
         if k % 5 == 0 {
-            r.line(ctx, format!("{name} {t} {last} {rss_kb} {huge_kb} {}", a.free_pages_below_pageblock()));
+            r.line(ctx, format!("{name} {t} {last} {rss_kb} {huge_kb} {}", a.reporting().free_pages_below_pageblock()));
         }
         if within.is_none() && last as f64 <= limit {
             within = Some(t);
@@ -197,7 +197,7 @@ fn burst(ctx: &Ctx, r: &mut ExperimentResult, name: &str, backing: Backing, mova
     shuffle(&mut order);
     let keep = pages.len() / 4;
     let owner = Arc::new(Owner::default());
-    let id = a.register_movable_ops(owner.clone());
+    let id = a.compaction().register_movable_ops(owner.clone());
     {
         let mut m = owner.pages.lock().unwrap_or_else(|e| e.into_inner());
         for &k in &order[..keep] {
@@ -206,7 +206,7 @@ fn burst(ctx: &Ctx, r: &mut ExperimentResult, name: &str, backing: Backing, mova
     }
     if movable {
         for &k in &order[..keep] {
-            a.set_page_movable(Pfn::new(pages[k]), id).expect("movable");
+            a.compaction().set_page_movable(Pfn::new(pages[k]), id).expect("movable");
         }
     }
     let t_free = Instant::now();
@@ -216,7 +216,7 @@ fn burst(ctx: &Ctx, r: &mut ExperimentResult, name: &str, backing: Backing, mova
     let live = keep as u64;
     let (last, within) = idle(ctx, r, name, &a, rss0, live, t_free);
     let (rss_kb, huge_kb) = arena_smaps(&a);
-    let st = a.page_reporting_stats();
+    let st = a.reporting().page_reporting_stats();
     let (growth, outside) = again(&a, live, &pages);
     let m = owner.pages.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: every page in the owner's map is allocated to it, and the

@@ -115,8 +115,8 @@ fn run_once(filler: bool, seed: u64) -> Outcome {
     let pfns: Vec<Pfn> = short.drain(..).map(Pfn::new).collect();
     a.free_pages_bulk(&pfns).expect("free");
     a.drain_all_pages();
-    a.report_free_pages_now();
-    let released: u64 = a.residency().iter().map(|z| z.reported).sum();
+    a.reporting().report_free_pages_now();
+    let released: u64 = a.reporting().residency().iter().map(|z| z.reported).sum();
     let base = a.page_address(Pfn::new(0)).map_or(0, |p| p.as_ptr() as usize);
     let (rss_kb, huge_kb) = smaps_range(base, a.nr_pages() as usize * PAGE_SIZE);
     let used: HashSet<u64> = long.iter().map(|p| p / PAGEBLOCK_PAGES).collect();

@@ -114,8 +114,8 @@ fn run_once(path: &std::path::Path, pages: u64, threads: usize) -> Run {
         })
     });
     let secs = t.elapsed().as_secs_f64();
-    let mut vm: Vec<(&'static str, u64)> = a.vmstat().items;
-    vm.push(("pgalloc_fail", a.pcpstat().pgalloc_fail));
+    let mut vm: Vec<(&'static str, u64)> = a.stats().vmstat().items;
+    vm.push(("pgalloc_fail", a.stats().pcpstat().pgalloc_fail));
     vm.push(("kswapd_cpu_ms", kswapd_cpu_ms()));
     drop(m);
     drop(pc);

@@ -84,8 +84,8 @@ fn uncontended(ctx: &Ctx, r: &mut ExperimentResult, allocs: &[PageAllocator], on
             let p = one[v];
             let c0 = rdtsc();
             for _ in 0..iters {
-                a.lock_page(black_box(p)).unwrap();
-                a.unlock_page(black_box(p)).unwrap();
+                a.page_locks().lock_page(black_box(p)).unwrap();
+                a.page_locks().unlock_page(black_box(p)).unwrap();
             }
             pair[v + 1].push((rdtsc() - c0) as f64 / iters as f64);
         }
@@ -115,11 +115,11 @@ fn unlock_alone(r: &mut ExperimentResult, allocs: &[PageAllocator], reps: usize)
         unl[0].push((rdtsc() - c0) as f64 / n as f64);
         for (v, a) in allocs.iter().enumerate() {
             for &p in &sets[v] {
-                a.lock_page(p).unwrap();
+                a.page_locks().lock_page(p).unwrap();
             }
             let c0 = rdtsc();
             for &p in &sets[v] {
-                a.unlock_page(black_box(p)).unwrap();
+                a.page_locks().unlock_page(black_box(p)).unwrap();
             }
             unl[v + 1].push((rdtsc() - c0) as f64 / n as f64);
         }
@@ -262,14 +262,14 @@ fn contended(a: &PageAllocator, pages: &[Pfn], threads: usize, dur: Duration) ->
                 let (mut n, mut h) = (0u64, 0u64);
                 start.wait();
                 while !stop.load(Ordering::Relaxed) {
-                    a.lock_page(pages[k]).unwrap();
+                    a.page_locks().lock_page(pages[k]).unwrap();
                     let [count, owner] = &counters[k];
                     count.store(count.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
                     if owner.load(Ordering::Relaxed) != i as u64 + 1 {
                         owner.store(i as u64 + 1, Ordering::Relaxed);
                         h += 1;
                     }
-                    a.unlock_page(pages[k]).unwrap();
+                    a.page_locks().unlock_page(pages[k]).unwrap();
                     n += 1;
                 }
                 total.fetch_add(n, Ordering::Relaxed);
@@ -295,7 +295,7 @@ fn colliding_and_spread(a: &PageAllocator, n: usize) -> (Vec<Pfn>, Vec<Pfn>) {
     let mut spare = Vec::new();
     let coll = loop {
         let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
-        let b = a.page_wait_bucket(p).unwrap();
+        let b = a.page_locks().page_wait_bucket(p).unwrap();
         if spread.len() < n && !by_bucket.contains_key(&b) {
             spread.push(p);
             by_bucket.insert(b, Vec::new());
@@ -322,20 +322,20 @@ fn wake_latency(ctx: &Ctx, a: &PageAllocator, p: Pfn, samples: usize) -> Vec<f64
             pin(1);
             for _ in 0..samples {
                 go.wait();
-                a.lock_page(p).unwrap();
+                a.page_locks().lock_page(p).unwrap();
                 woke.store(rdtsc(), Ordering::Release);
-                a.unlock_page(p).unwrap();
+                a.page_locks().unlock_page(p).unwrap();
                 go.wait();
             }
         });
         pin(0);
         for _ in 0..samples {
-            a.lock_page(p).unwrap();
+            a.page_locks().lock_page(p).unwrap();
             go.wait();
             // Long enough for the locker to find the page locked and sleep.
             std::thread::sleep(Duration::from_micros(500));
             let t0 = rdtsc();
-            a.unlock_page(p).unwrap();
+            a.page_locks().unlock_page(p).unwrap();
             go.wait();
             out.push(ctx.tsc.ns(woke.load(Ordering::Acquire).saturating_sub(t0) as f64) / 1000.0);
         }
@@ -348,16 +348,16 @@ fn wake_latency(ctx: &Ctx, a: &PageAllocator, p: Pfn, samples: usize) -> Vec<f64
 /// the new design and a queue lookup in the old. ns per page.
 fn pagecache_fill(a: &PageAllocator, set: &[Pfn]) -> f64 {
     for &p in set {
-        a.clear_page_uptodate(p).unwrap();
+        a.page_locks().clear_page_uptodate(p).unwrap();
     }
     pin(0);
     let t0 = Instant::now();
     for &p in set {
-        a.lock_page(p).unwrap();
-        a.unlock_page_uptodate(p).unwrap();
+        a.page_locks().lock_page(p).unwrap();
+        a.page_locks().unlock_page_uptodate(p).unwrap();
     }
     let ns = t0.elapsed().as_nanos() as f64 / set.len() as f64;
-    assert!(set.iter().all(|&p| a.page_uptodate(p)));
+    assert!(set.iter().all(|&p| a.page_locks().page_uptodate(p)));
     ns
 }
 
@@ -366,8 +366,8 @@ fn pagecache_fill(a: &PageAllocator, set: &[Pfn]) -> f64 {
 /// each waiting on the pages still locked. ns per page for the whole pass.
 fn pagecache_readers(a: &PageAllocator, set: &[Pfn], readers: usize) -> f64 {
     for &p in set {
-        a.clear_page_uptodate(p).unwrap();
-        a.lock_page(p).unwrap();
+        a.page_locks().clear_page_uptodate(p).unwrap();
+        a.page_locks().lock_page(p).unwrap();
     }
     let start = Barrier::new(readers + 1);
     let t0 = std::thread::scope(|s| {
@@ -377,10 +377,10 @@ fn pagecache_readers(a: &PageAllocator, set: &[Pfn], readers: usize) -> f64 {
                 pin(1 + i);
                 start.wait();
                 for &p in set {
-                    if !a.page_uptodate(p) {
-                        a.wait_on_page_locked(p).unwrap();
+                    if !a.page_locks().page_uptodate(p) {
+                        a.page_locks().wait_on_page_locked(p).unwrap();
                     }
-                    assert!(a.page_uptodate(p), "a reader saw a page unlocked but not filled");
+                    assert!(a.page_locks().page_uptodate(p), "a reader saw a page unlocked but not filled");
                 }
             });
         }
@@ -392,7 +392,7 @@ fn pagecache_readers(a: &PageAllocator, set: &[Pfn], readers: usize) -> f64 {
             for _ in 0..20 {
                 std::hint::spin_loop();
             }
-            a.unlock_page_uptodate(p).unwrap();
+            a.page_locks().unlock_page_uptodate(p).unwrap();
         }
         t0
     });

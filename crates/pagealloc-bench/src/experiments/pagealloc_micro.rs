@@ -165,7 +165,7 @@ fn with_monitor<T: Send>(a: &PageAllocator, f: impl FnOnce(&AtomicU8) -> T + Sen
                     MODE_STOP => break,
                     m if Monitor::ALL[m as usize] == Monitor::None => std::thread::sleep(Duration::from_micros(200)),
                     m => {
-                        std::hint::black_box(a.pagetypeinfo().render());
+                        std::hint::black_box(a.stats().pagetypeinfo().render());
                         reads.fetch_add(1, Ordering::Relaxed);
                         if Monitor::ALL[m as usize] == Monitor::Every10ms {
                             std::thread::sleep(Duration::from_millis(10));
@@ -338,7 +338,7 @@ fn design_run(
     let config = sizes.arena.map_or_else(Config::new, Config::small);
     let a = PageAllocator::new(config.pagetypeinfo_walk_lists(walk)).expect("default arena");
     let live = workloads::scattered_order0(&a, sizes.ops, 0x5eed);
-    let free_blocks: u64 = a.buddyinfo().zones.iter().map(|z| z.free.iter().sum::<u64>()).sum();
+    let free_blocks: u64 = a.stats().buddyinfo().zones.iter().map(|z| z.free.iter().sum::<u64>()).sum();
     r.line(
         ctx,
         format!(

@@ -111,14 +111,14 @@ fn ours(path: &std::path::Path, file_pages: u64, threads: usize, waiters_bit: bo
                 continue;
             };
             let p = h.pfn();
-            if a.lock_page(p).is_err() {
+            if a.page_locks().lock_page(p).is_err() {
                 bad += 1;
                 continue;
             }
-            if !a.page_uptodate(p) {
+            if !a.page_locks().page_uptodate(p) {
                 bad += 1;
             }
-            let _ = a.unlock_page(p);
+            let _ = a.page_locks().unlock_page(p);
         }
         bad
     };

@@ -73,12 +73,12 @@ impl Experiment for PageTypeInfo {
             let a = PageAllocator::new(Config::new().pagetypeinfo_walk_lists(walk)).expect("default arena");
             let n = if walk { old_reads } else { reads };
             let blocks =
-                |a: &PageAllocator| a.buddyinfo().zones.iter().map(|z| z.free.iter().sum::<u64>()).sum::<u64>();
-            let v = time_reads(ctx, n, || a.pagetypeinfo().render().len());
+                |a: &PageAllocator| a.stats().buddyinfo().zones.iter().map(|z| z.free.iter().sum::<u64>()).sum::<u64>();
+            let v = time_reads(ctx, n, || a.stats().pagetypeinfo().render().len());
             row(&mut r, design, "fresh", v, blocks(&a));
             pb.inc(1);
             let live = workloads::fragment_hard(&a, ops, 0x5eed);
-            let v = time_reads(ctx, n, || a.pagetypeinfo().render().len());
+            let v = time_reads(ctx, n, || a.stats().pagetypeinfo().render().len());
             row(&mut r, design, "fragmented", v, blocks(&a));
             a.check_invariants().expect("invariants after the reads");
             workloads::free_all(&a, live);

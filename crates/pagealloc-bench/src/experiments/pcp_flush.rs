@@ -64,7 +64,11 @@ fn allocator(v: &str) -> PageAllocator {
 
 /// Zone-lock hold ticks, drains and drained pages of every zone so far.
 fn drain_holds(a: &PageAllocator) -> [u64; 3] {
-    a.lockstat().zones.iter().fold([0; 3], |[t, d, p], z| [t + z.drain_hold_ticks, d + z.drains, p + z.drain_pages])
+    a.stats()
+        .lockstat()
+        .zones
+        .iter()
+        .fold([0; 3], |[t, d, p], z| [t + z.drain_hold_ticks, d + z.drains, p + z.drain_pages])
 }
 
 /// One batch: allocate `BATCH` pages, then free them all.
@@ -167,8 +171,8 @@ fn measure(batches: usize, samples: usize) -> Measured {
         }
     }
     let cost = paired_cost(&variants[1].1, &mut pfns);
-    let reports: Vec<_> = variants.iter().map(|(_, a)| a.pcp_report()).collect();
-    let locks: Vec<_> = variants.iter().map(|(_, a)| a.lockstat()).collect();
+    let reports: Vec<_> = variants.iter().map(|(_, a)| a.stats().pcp_report()).collect();
+    let locks: Vec<_> = variants.iter().map(|(_, a)| a.stats().lockstat()).collect();
     for (_, a) in &variants {
         a.drain_all_pages();
         a.check_invariants().expect("pcp-flush: invariants");
@@ -438,7 +442,7 @@ const COST_CHUNK: usize = 5;
 /// both halves of a round alike; short rounds, so some of them run undisturbed.
 fn paired_cost(a: &PageAllocator, pfns: &mut Vec<Pfn>) -> (Vec<f64>, Vec<f64>) {
     let time = |on: bool, pfns: &mut Vec<Pfn>| {
-        a.set_lock_stats(on);
+        a.stats().set_lock_stats(on);
         let c0 = rdtsc();
         for _ in 0..COST_CHUNK {
             batch(a, pfns);
@@ -456,7 +460,7 @@ fn paired_cost(a: &PageAllocator, pfns: &mut Vec<Pfn>) -> (Vec<f64>, Vec<f64>) {
             }
         })
         .unzip();
-    a.set_lock_stats(true);
+    a.stats().set_lock_stats(true);
     r
 }
 

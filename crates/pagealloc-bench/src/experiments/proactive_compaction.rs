@@ -23,7 +23,7 @@ const ORDERS: [usize; 7] = [0, 2, 4, 6, 8, 9, 10];
 
 fn free_blocks(a: &PageAllocator) -> [u64; NR_ORDERS] {
     let mut f = [0u64; NR_ORDERS];
-    for z in a.buddyinfo().zones {
+    for z in a.stats().buddyinfo().zones {
         for (o, n) in z.free.iter().enumerate() {
             f[o] += n;
         }
@@ -56,10 +56,10 @@ fn fill(a: &PageAllocator, o: &Arc<Owner>) -> Vec<Pfn> {
     for p in movable.drain(..movable.len() * 6 / 10) {
         a.free_pages(p, 0).expect("free");
     }
-    let id = a.register_movable_ops(o.clone());
+    let id = a.compaction().register_movable_ops(o.clone());
     for p in movable {
         o.0.lock().unwrap().insert(p.as_u64());
-        a.set_page_movable(p, id).expect("raw order-0 page");
+        a.compaction().set_page_movable(p, id).expect("raw order-0 page");
     }
     pinned
 }
@@ -88,8 +88,8 @@ fn watch_samples(
     for step in 0.. {
         let t = step * SAMPLE_MS;
         let f = if step == 0 { st.free } else { free_blocks(a) };
-        let score = a.fragmentation_score(0).unwrap_or(0);
-        let moved = a.event_count(VmEvent::PgmigrateSuccess) - st.migrated;
+        let score = a.compaction().fragmentation_score(0).unwrap_or(0);
+        let moved = a.stats().event_count(VmEvent::PgmigrateSuccess) - st.migrated;
         if score <= low && reached.is_none() {
             reached = Some(t);
         }
@@ -124,17 +124,17 @@ fn summary(
     (low, high): (u64, u64),
 ) {
     let (s0, f0) = (st.score, st.free);
-    let s1 = a.fragmentation_score(0).unwrap_or(0);
+    let s1 = a.compaction().fragmentation_score(0).unwrap_or(0);
     let f1 = free_blocks(a);
-    let moved = a.event_count(VmEvent::PgmigrateSuccess) - st.migrated;
+    let moved = a.stats().event_count(VmEvent::PgmigrateSuccess) - st.migrated;
     r.line(
         ctx,
         format!(
             "score {s0} -> {s1}; order>=9 free blocks {} -> {}; {moved} pages migrated; compact_daemon_migrate_scanned {}, compact_daemon_free_scanned {}",
             f0[9] + 2 * f0[10],
             f1[9] + 2 * f1[10],
-            a.event_count(VmEvent::CompactDaemonMigrateScanned),
-            a.event_count(VmEvent::CompactDaemonFreeScanned),
+            a.stats().event_count(VmEvent::CompactDaemonMigrateScanned),
+            a.stats().event_count(VmEvent::CompactDaemonFreeScanned),
         ),
     );
     r.figures.push(Figure::new("score-before", "kcompactd", "%", vec![s0 as f64]));
@@ -161,7 +161,7 @@ fn tear_down(a: &PageAllocator, o: &Owner, pinned: Vec<Pfn>) {
     loop {
         let mut m = o.0.lock().unwrap();
         let Some(&p) = m.iter().next() else { break };
-        if a.clear_page_movable(Pfn::new(p)).is_err() {
+        if a.compaction().clear_page_movable(Pfn::new(p)).is_err() {
             drop(m);
             std::thread::yield_now();
             continue;
@@ -192,13 +192,13 @@ impl Experiment for ProactiveCompaction {
         let arena = if ctx.full { 1 << 30 } else { 128 << 20 };
         let watch = Duration::from_secs(if ctx.full { 10 } else { 4 });
         let a = PageAllocator::new(Config::small(arena)).expect("arena");
-        let (low, high) = a.fragmentation_score_wmarks();
+        let (low, high) = a.compaction().fragmentation_score_wmarks();
         let o = Arc::new(Owner::default());
         let pinned = fill(&a, &o);
         a.drain_all_pages();
         let st = Start {
-            migrated: a.event_count(VmEvent::PgmigrateSuccess),
-            score: a.fragmentation_score(0).unwrap_or(0),
+            migrated: a.stats().event_count(VmEvent::PgmigrateSuccess),
+            score: a.compaction().fragmentation_score(0).unwrap_or(0),
             free: free_blocks(&a),
         };
         r.line(ctx, format!("arena {} MiB, proactiveness 20 (score watermarks low {low}, high {high})", arena >> 20));

@@ -85,7 +85,7 @@ impl Experiment for ReportingCost {
         crate::harness::pin(0);
         let on = PageAllocator::new(Config::new()).expect("reporting-cost arena");
         let off = PageAllocator::new(Config::new().page_reporting(false)).expect("reporting-cost arena");
-        assert!(on.page_reporting_stats().enabled && !off.page_reporting_stats().enabled);
+        assert!(on.reporting().page_reporting_stats().enabled && !off.reporting().page_reporting_stats().enabled);
         let rounds = if ctx.full { 1001 } else { 201 };
         let mut slots = vec![None; 128];
         let mut pfns = Vec::with_capacity(NR_PAGES);
@@ -114,7 +114,7 @@ impl Experiment for ReportingCost {
                 s[m][1].push(row[2 * m + 1]);
             }
         }
-        let st = on.page_reporting_stats();
+        let st = on.reporting().page_reporting_stats();
         r.notes.push(format!(
             "reporting on: {} passes, {} pages released, {} release calls during the run",
             st.passes, st.released_pages, st.release_calls

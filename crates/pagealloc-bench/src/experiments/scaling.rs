@@ -194,7 +194,7 @@ fn worker(mode: Mode, a: &PageAllocator, counter: &AtomicU64, stop: &AtomicBool)
 /// The zone locks' acquisitions, wait ticks, (estimated) hold ticks and
 /// (estimated) free-list operations so far, over every zone.
 fn zone_lock(a: &PageAllocator) -> [u64; 4] {
-    a.lockstat().zones.iter().fold([0; 4], |[n, w, h, o], z| {
+    a.stats().lockstat().zones.iter().fold([0; 4], |[n, w, h, o], z| {
         [n + z.acquisitions, w + z.wait_ticks, h + z.hold_ticks_estimate() as u64, o + z.list_ops_estimate() as u64]
     })
 }

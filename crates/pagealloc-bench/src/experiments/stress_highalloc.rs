@@ -56,7 +56,7 @@ fn run_once(compact: bool, grouped: bool, order: u32, arena: u64, seed: u64) -> 
     let cfg = Config::small(arena).compaction_proactiveness(0).page_group_by_mobility_disabled(!grouped);
     let a = PageAllocator::new(cfg).expect("arena");
     let cache = Arc::new(Cache::default());
-    let id = a.register_movable_ops(cache.clone());
+    let id = a.compaction().register_movable_ops(cache.clone());
     let mut rng = Lcg(seed);
     let mut movable = Vec::new();
     let mut pinned = Vec::new();
@@ -69,7 +69,7 @@ fn run_once(compact: bool, grouped: bool, order: u32, arena: u64, seed: u64) -> 
         if unmovable {
             pinned.push(p);
         } else {
-            a.set_page_movable(p, id).expect("raw order-0 page");
+            a.compaction().set_page_movable(p, id).expect("raw order-0 page");
             cache.0.lock().unwrap().insert(p.as_u64(), i);
             movable.push(p);
         }
@@ -92,7 +92,7 @@ fn run_once(compact: bool, grouped: bool, order: u32, arena: u64, seed: u64) -> 
     let clean = blocks - dirty.len() as u64;
     // Free memory bounds it too: an allocation must leave the zone above
     // its min watermark (one zone: the default arena).
-    let min_wmark: u64 = a.zoneinfo().zones.iter().map(|z| z.min).sum();
+    let min_wmark: u64 = a.stats().zoneinfo().zones.iter().map(|z| z.min).sum();
     let theo = clean.min(a.nr_free_pages().saturating_sub(min_wmark) / size);
     let gfp = if compact { Gfp::MOVABLE } else { Gfp::MOVABLE | Gfp::NO_COMPACT };
     let (mut lat_us, mut big) = (Vec::new(), Vec::new());
@@ -102,8 +102,9 @@ fn run_once(compact: bool, grouped: bool, order: u32, arena: u64, seed: u64) -> 
         lat_us.push(t.elapsed().as_secs_f64() * 1e6);
         big.push(p);
     }
-    let scanned = a.event_count(VmEvent::CompactMigrateScanned) + a.event_count(VmEvent::CompactFreeScanned);
-    let migrated = a.event_count(VmEvent::PgmigrateSuccess);
+    let scanned =
+        a.stats().event_count(VmEvent::CompactMigrateScanned) + a.stats().event_count(VmEvent::CompactFreeScanned);
+    let migrated = a.stats().event_count(VmEvent::PgmigrateSuccess);
     let got = big.len() as u64;
     for p in big {
         a.free_pages(p, order).expect("free a high-order block");
@@ -132,7 +133,7 @@ fn run_cache(compact: bool, arena: u64, seed: u64) -> (Run, u64, u64) {
     let a = Arc::new(PageAllocator::new(cfg).expect("arena"));
     let pc = PageCache::new(a.clone(), PageCacheConfig { kswapd: false }).expect("page cache");
     let m = pc.mapping(1, Arc::new(FillFn(|_: u64, _: &mut [u8]| Ok(()))));
-    let zi = a.zoneinfo();
+    let zi = a.stats().zoneinfo();
     let (min_wmark, high): (u64, u64) = (zi.zones.iter().map(|z| z.min).sum(), zi.zones.iter().map(|z| z.high).sum());
     let mut rng = Lcg(seed);
     let (mut pinned, mut idx) = (Vec::new(), 0u64);
@@ -155,17 +156,17 @@ fn run_cache(compact: bool, arena: u64, seed: u64) -> (Run, u64, u64) {
     for &i in &order[..order.len() * 6 / 10] {
         m.delete(i);
     }
-    a.lru_add_drain_all();
+    a.reclaim().lru_add_drain_all();
     a.drain_all_pages();
     let mut dirty: Vec<u64> = pinned.iter().map(|p| p.as_u64() / 512).collect();
     dirty.sort_unstable();
     dirty.dedup();
     let clean = a.nr_pages() / 512 - dirty.len() as u64;
     let theo = clean.min((a.managed_pages() - pinned.len() as u64).saturating_sub(min_wmark) / 512);
-    let steal0 = a.event_count(VmEvent::PgstealDirect) + a.event_count(VmEvent::PgstealKswapd);
+    let steal0 = a.stats().event_count(VmEvent::PgstealDirect) + a.stats().event_count(VmEvent::PgstealKswapd);
     let (s0, m0) = (
-        a.event_count(VmEvent::CompactMigrateScanned) + a.event_count(VmEvent::CompactFreeScanned),
-        a.event_count(VmEvent::PgmigrateSuccess),
+        a.stats().event_count(VmEvent::CompactMigrateScanned) + a.stats().event_count(VmEvent::CompactFreeScanned),
+        a.stats().event_count(VmEvent::PgmigrateSuccess),
     );
     let by_free = theo.min(a.nr_free_pages().saturating_sub(min_wmark) / 512);
     let gfp = if compact { Gfp::MOVABLE } else { Gfp::MOVABLE | Gfp::NO_COMPACT };
@@ -176,11 +177,13 @@ fn run_cache(compact: bool, arena: u64, seed: u64) -> (Run, u64, u64) {
         lat_us.push(t.elapsed().as_secs_f64() * 1e6);
         big.push(p);
         if big.len() as u64 == by_free {
-            evicted = a.event_count(VmEvent::PgstealDirect) + a.event_count(VmEvent::PgstealKswapd) - steal0;
+            evicted =
+                a.stats().event_count(VmEvent::PgstealDirect) + a.stats().event_count(VmEvent::PgstealKswapd) - steal0;
         }
     }
-    let scanned = a.event_count(VmEvent::CompactMigrateScanned) + a.event_count(VmEvent::CompactFreeScanned) - s0;
-    let migrated = a.event_count(VmEvent::PgmigrateSuccess) - m0;
+    let scanned =
+        a.stats().event_count(VmEvent::CompactMigrateScanned) + a.stats().event_count(VmEvent::CompactFreeScanned) - s0;
+    let migrated = a.stats().event_count(VmEvent::PgmigrateSuccess) - m0;
     let got = big.len() as u64;
     for p in big {
         a.free_pages(p, 9).expect("free order 9");
@@ -190,7 +193,7 @@ fn run_cache(compact: bool, arena: u64, seed: u64) -> (Run, u64, u64) {
     }
     drop(m);
     drop(pc);
-    a.lru_add_drain_all();
+    a.reclaim().lru_add_drain_all();
     a.drain_all_pages();
     a.check_invariants().expect("invariants after stress-highalloc (page cache)");
     assert_eq!(a.nr_free_pages(), a.managed_pages(), "conservation");

@@ -161,9 +161,9 @@ pub fn replay(trace: &Trace, zones: &mut [Seeded], spans: &[(u64, u64)]) -> Outc
     }
     out.end_free = free_now(zones);
     for z in zones.iter() {
-        out.fragmenting += z.a.event_count(VmEvent::FallbackFragmenting) - z.base.0;
+        out.fragmenting += z.a.stats().event_count(VmEvent::FallbackFragmenting) - z.base.0;
         out.lock_acquisitions += seed::lock_acquisitions(&z.a) - z.base.1;
-        let e = |ev: VmEvent| z.a.event_count(ev);
+        let e = |ev: VmEvent| z.a.stats().event_count(ev);
         out.pcp.0 += e(VmEvent::PcpRefill) - z.base.2 .0;
         out.pcp.1 += e(VmEvent::PcpDrain) - z.base.2 .1;
         out.pcp.2 += e(VmEvent::AllocFail) - z.base.2 .2;

@@ -53,7 +53,7 @@ pub fn gfp_of(t: usize) -> Gfp {
 /// Free pages per order in `a`'s buddy lists.
 pub fn free_pages(a: &PageAllocator) -> [u64; 11] {
     let mut v = [0u64; 11];
-    for z in a.buddyinfo().zones {
+    for z in a.stats().buddyinfo().zones {
         for (o, n) in z.free.iter().enumerate().take(11) {
             v[o] += n << o;
         }
@@ -63,7 +63,7 @@ pub fn free_pages(a: &PageAllocator) -> [u64; 11] {
 
 /// Zone-lock acquisitions so far, all zones.
 pub fn lock_acquisitions(a: &PageAllocator) -> u64 {
-    a.lockstat().zones.iter().map(|z| z.acquisitions).sum()
+    a.stats().lockstat().zones.iter().map(|z| z.acquisitions).sum()
 }
 
 /// Seed an arena for `z` on top of `config` (the design variant).
@@ -87,7 +87,7 @@ pub fn seed(z: &Zone, config: Config) -> Result<Seeded, String> {
         let _ = a.free_pages(p, o);
     }
     a.drain_all_pages();
-    let e = |ev: VmEvent| a.event_count(ev);
+    let e = |ev: VmEvent| a.stats().event_count(ev);
     let pcp = (e(VmEvent::PcpRefill), e(VmEvent::PcpDrain), e(VmEvent::AllocFail));
     let base = (e(VmEvent::FallbackFragmenting), lock_acquisitions(&a), pcp);
     Ok(Seeded { name: z.name.clone(), free: free_pages(&a), a, in_use, base })

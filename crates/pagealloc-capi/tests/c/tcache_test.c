@@ -112,6 +112,13 @@ static void bad_inputs(void) {
     pagealloc_tcache *tc = NULL;
     EXPECT(PAGEALLOC_ERR_INVALID_ARGUMENT, pagealloc_tcache_create(NULL, &tc));
     EXPECT(PAGEALLOC_ERR_INVALID_ARGUMENT, pagealloc_tcache_create(a, NULL));
+    /* A header of another layout version: refused, *out NULL, nothing made. */
+    tc = (pagealloc_tcache *)&free0;
+    EXPECT(PAGEALLOC_ERR_ABI_MISMATCH, pagealloc_tcache_create_abi(a, PAGEALLOC_INLINE_ABI_VERSION + 1, &tc));
+    if (tc != NULL) {
+        fprintf(stderr, "FAIL: an ABI mismatch left *out set\n");
+        exit(1);
+    }
     EXPECT(PAGEALLOC_OK, pagealloc_tcache_create(a, &tc));
     EXPECT(PAGEALLOC_OK, pagealloc_tcache_destroy(NULL));
 

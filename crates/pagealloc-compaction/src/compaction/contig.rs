@@ -14,7 +14,7 @@
 
 use crate::isolation::contig_order;
 use crate::migrate::{Moved, OwnerPanic};
-use crate::prelude::*;
+use crate::{Compaction, CompactionHost};
 use pagealloc_core::error::AllocError;
 use pagealloc_core::page::flags;
 use pagealloc_core::types::{Gfp, Order, Pfn, MAX_ORDER, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
@@ -22,13 +22,10 @@ use pagealloc_core::types::{Gfp, Order, Pfn, MAX_ORDER, PAGEBLOCK_ORDER, PAGEBLO
 /// Tries at emptying a range before giving up on it.
 const TRIES: usize = 3;
 
-/// Part of the compaction layer's paths, for any [`CompactionHost`] (see
-/// the crate doc).
-#[doc(hidden)]
-pub trait ContigExt: CompactionHost {
+impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
     /// The first page of `[s, e)` that is allocated and not registered
     /// movable (racy). Free pages and per-CPU pages do not block.
-    fn first_pinned(&self, s: u64, e: u64) -> Option<u64> {
+    pub(crate) fn first_pinned(&self, s: u64, e: u64) -> Option<u64> {
         let mut p = s & !(PAGEBLOCK_PAGES - 1);
         while p < e {
             let d = self.mm.page(p);
@@ -55,7 +52,7 @@ pub trait ContigExt: CompactionHost {
     }
 
     /// The first page of `[s, e)` not free (racy), for error reports.
-    fn first_busy(&self, s: u64, e: u64) -> u64 {
+    pub(crate) fn first_busy(&self, s: u64, e: u64) -> u64 {
         (s..e)
             .find(|&p| self.mm.page(p).flags() & flags::BUDDY == 0 && !self.test_pages_isolated(Pfn::new(p), 1))
             .unwrap_or(s)
@@ -64,7 +61,7 @@ pub trait ContigExt: CompactionHost {
     /// Allocate exactly `[start, start + nr_pages)` (one zone), migrating its
     /// movable pages out. The pages come back as order-0 allocated pages, as
     /// from `alloc_contig_pages`. An owner's panic fails it, caught in `caught`.
-    fn alloc_contig_range(
+    pub fn alloc_contig_range(
         &self,
         start: Pfn,
         nr_pages: u64,
@@ -136,7 +133,12 @@ pub trait ContigExt: CompactionHost {
     /// REQUIRES: `0 < nr_pages <= nr_pages()` (`alloc_contig_pages` checked
     /// it), so the sums below stay inside the arena. An owner's panic ends
     /// the search, caught in `caught`.
-    fn alloc_contig_pages_migrate(&self, nr_pages: u64, gfp: Gfp, caught: &mut OwnerPanic) -> Result<Pfn, AllocError> {
+    pub fn alloc_contig_pages_migrate(
+        &self,
+        nr_pages: u64,
+        gfp: Gfp,
+        caught: &mut OwnerPanic,
+    ) -> Result<Pfn, AllocError> {
         let order = contig_order(nr_pages);
         let align = 1u64 << order.min(PAGEBLOCK_ORDER);
         let Some(node) = self.node(self.numa_node_id()) else {
@@ -164,5 +166,3 @@ pub trait ContigExt: CompactionHost {
         Err(first.map_or(AllocError::NoMemory { order }, |p| AllocError::Unmovable { pfn: Pfn::new(p) }))
     }
 }
-
-impl<T: CompactionHost + ?Sized> ContigExt for T {}

@@ -9,11 +9,11 @@ use std::fmt;
 
 /// The kernel's `contig_page_info` for one order.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct FragInfo {
+pub(crate) struct FragInfo {
     pub order: u32,
     pub free_pages: u64,
-    pub free_blocks_total: u64,
-    pub free_blocks_suitable: u64,
+    pub(crate) free_blocks_total: u64,
+    pub(crate) free_blocks_suitable: u64,
 }
 
 impl FragInfo {
@@ -34,7 +34,7 @@ impl FragInfo {
 /// The fragmentation index in thousandths: -1000 when a suitable block
 /// exists, 0 with no free memory; towards 0 the failure is lack of memory,
 /// towards 1000 it is fragmentation.
-pub fn fragmentation_index(i: &FragInfo) -> i32 {
+pub(crate) fn fragmentation_index(i: &FragInfo) -> i32 {
     if i.free_blocks_total == 0 {
         return 0;
     }
@@ -61,10 +61,10 @@ pub fn unusable_index(i: &FragInfo) -> i32 {
 /// ```
 /// use pagealloc::{Config, PageAllocator};
 /// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
-/// let (nid, zone, index) = a.extfrag_index().zones[0];
+/// let (nid, zone, index) = a.compaction().extfrag_index().zones[0];
 /// assert_eq!((nid, zone), (0, "Normal"));
 /// assert_eq!(index[0], -1000); // -1000: an order-0 request would succeed
-/// assert_eq!(a.unusable_index().zones[0].2[0], 0); // no free memory unusable at order 0
+/// assert_eq!(a.compaction().unusable_index().zones[0].2[0], 0); // no free memory unusable at order 0
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FragIndexReport {

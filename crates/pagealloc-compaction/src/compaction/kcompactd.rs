@@ -5,7 +5,7 @@
 //!   (movable operations registered, a page cache attached), holding the
 //!   core (not a user handle); the last user handle's drop stops and joins
 //!   them (`allocator::Users`).
-//! - Woken by kswapd (`pagecache::kswapd`) when a request of order > 0 woke
+//! - Woken by kswapd (pagealloc-mm's `vmscan::kswapd`) when a request of order > 0 woke
 //!   kswapd and, after its reclaim, the node still has no free block of that
 //!   order: it compacts each zone of the node where compaction is suitable
 //!   until a block of that order is free (`compact_daemon_wake`).
@@ -30,7 +30,7 @@
 
 use super::{CompactOutcome, Suitable};
 use crate::migrate::OwnerPanic;
-use crate::prelude::*;
+use crate::{Compaction, CompactionHost};
 use pagealloc_core::sync::Ordering;
 use pagealloc_core::types::{Order, ZoneIdx, PAGEBLOCK_ORDER};
 use pagealloc_core::vmevent::VmEvent;
@@ -44,12 +44,9 @@ pub const INTERVAL: Duration = Duration::from_millis(500);
 /// Intervals a proactive run that did not lower the score defers the next.
 pub const DEFER_INTERVALS: u32 = 32;
 
-/// Part of the compaction layer's paths, for any [`CompactionHost`] (see
-/// the crate doc).
-#[doc(hidden)]
-pub trait KcompactdExt: CompactionHost {
+impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
     /// Zone `zi`'s fragmentation score (0..=100).
-    fn fragmentation_score_zone(&self, zi: ZoneIdx) -> u64 {
+    pub(crate) fn fragmentation_score_zone(&self, zi: ZoneIdx) -> u64 {
         let fb = self.zones[zi].free_blocks_racy();
         let free: u64 = fb.iter().enumerate().map(|(o, n)| n << o).sum();
         let big: u64 = fb.iter().enumerate().skip(PAGEBLOCK_ORDER as usize).map(|(o, n)| n << o).sum();
@@ -57,7 +54,7 @@ pub trait KcompactdExt: CompactionHost {
     }
 
     /// Node `nid`'s fragmentation score: its zones' scores weighted by size.
-    fn fragmentation_score_node(&self, nid: usize) -> u64 {
+    pub fn fragmentation_score_node(&self, nid: usize) -> u64 {
         let zones = || self.zones.iter().filter(move |z| z.nid as usize == nid);
         let total: u64 = zones().map(|z| z.managed).sum();
         zones().map(|z| self.fragmentation_score_zone(z.idx) * z.managed / (total + 1)).sum()
@@ -65,25 +62,25 @@ pub trait KcompactdExt: CompactionHost {
 
     /// The proactive watermarks (low, high) for this allocator's
     /// `compaction_proactiveness`.
-    fn fragmentation_score_wmarks(&self) -> (u64, u64) {
+    pub fn fragmentation_score_wmarks(&self) -> (u64, u64) {
         let low = 100u64.saturating_sub(u64::from(self.cfg.compaction_proactiveness)).max(5);
         (low, (low + 10).min(100))
     }
 
     /// Whether node `nid` should be compacted proactively now.
-    fn should_proactive_compact_node(&self, nid: usize) -> bool {
+    pub(crate) fn should_proactive_compact_node(&self, nid: usize) -> bool {
         self.cfg.compaction_proactiveness > 0
             && self.fragmentation_score_node(nid) > self.fragmentation_score_wmarks().1
     }
 
-    fn count_daemon(&self, o: &CompactOutcome) {
+    pub(crate) fn count_daemon(&self, o: &CompactOutcome) {
         self.events.count(VmEvent::CompactDaemonMigrateScanned, o.migrate_scanned);
         self.events.count(VmEvent::CompactDaemonFreeScanned, o.free_scanned);
     }
 
     /// Compact each zone of node `nid` until its score is at or below the
     /// low watermark (`proactive_compact_node`).
-    fn proactive_compact_node(&self, nid: usize) -> CompactOutcome {
+    pub fn proactive_compact_node(&self, nid: usize) -> CompactOutcome {
         let (low, _) = self.fragmentation_score_wmarks();
         let mut sum = CompactOutcome::default();
         for zi in self.zones.iter().map(|z| z.idx) {
@@ -104,7 +101,7 @@ pub trait KcompactdExt: CompactionHost {
     /// kcompactd woken for `order` (`kcompactd_do_work`): compact each zone
     /// of node `nid` that has no free block of that order and where
     /// compaction is suitable.
-    fn kcompactd_do_work(&self, nid: usize, order: Order) {
+    pub fn kcompactd_do_work(&self, nid: usize, order: Order) {
         self.events.count(VmEvent::CompactDaemonWake, 1);
         for zi in self.zones.iter().map(|z| z.idx) {
             let z = &self.zones[zi];
@@ -119,12 +116,10 @@ pub trait KcompactdExt: CompactionHost {
     }
 
     /// Whether some zone of node `nid` has a free block of `order` (racy).
-    fn node_has_free_order(&self, nid: usize, order: Order) -> bool {
+    pub fn node_has_free_order(&self, nid: usize, order: Order) -> bool {
         self.zones.iter().any(|z| z.nid as usize == nid && z.has_free_order(order))
     }
 }
-
-impl<T: CompactionHost + ?Sized> KcompactdExt for T {}
 
 /// Start one kcompactd per node (once per allocator; nothing under loom).
 pub fn start<H: CompactionHost + 'static>(core: &Arc<H>) {
@@ -152,7 +147,8 @@ pub fn start<H: CompactionHost + 'static>(core: &Arc<H>) {
 
 /// One node's kcompactd (`kcompactd()`).
 #[cfg(not(loom))]
-fn run<H: CompactionHost + ?Sized>(core: &H, nid: usize) {
+fn run<H: CompactionHost + ?Sized>(host: &H, nid: usize) {
+    let core = Compaction::new(host);
     let st = &core.mobility().kcompactd;
     let mut defer = 0u32;
     loop {

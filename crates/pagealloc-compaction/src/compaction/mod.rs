@@ -34,10 +34,10 @@ mod index;
 pub mod kcompactd;
 
 pub use index::FragIndexReport;
-pub use index::{fragmentation_index, FragInfo};
+pub(crate) use index::{fragmentation_index, FragInfo};
 
 use crate::migrate::{Moved, OwnerPanic};
-use crate::prelude::*;
+use crate::{Compaction, CompactionHost};
 use pagealloc_core::page::flags;
 use pagealloc_core::sync::Ordering;
 use pagealloc_core::types::{MigrateType, Order, ZoneIdx, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
@@ -54,9 +54,9 @@ const COSTLY_ORDER: u32 = 3;
 /// ```
 /// use pagealloc::{Config, PageAllocator};
 /// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
-/// let out = a.compact_zone(0, 3).unwrap(); // zone 0, until an order-3 block is free
+/// let out = a.compaction().compact_zone(0, 3).unwrap(); // zone 0, until an order-3 block is free
 /// assert!(out.success && out.migrated == 0); // one was free already: nothing moved
-/// assert!(a.compact_zone(9, 3).is_none()); // there is no zone 9
+/// assert!(a.compaction().compact_zone(9, 3).is_none()); // there is no zone 9
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct CompactOutcome {
@@ -80,12 +80,9 @@ pub enum Suitable {
     Go,
 }
 
-/// Part of the compaction layer's paths, for any [`CompactionHost`] (see
-/// the crate doc).
-#[doc(hidden)]
-pub trait CompactionExt: CompactionHost {
+impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
     /// The kernel's `compaction_suitable` for zone `zi` and `order`.
-    fn compaction_suitable(&self, zi: ZoneIdx, order: Order) -> Suitable {
+    pub fn compaction_suitable(&self, zi: ZoneIdx, order: Order) -> Suitable {
         let z = &self.zones[zi];
         let gap = 2u64 << order.get();
         let af = AllocFlags { wmark: Wmark::Low, high: false };
@@ -104,14 +101,14 @@ pub trait CompactionExt: CompactionHost {
 
     /// Compact zone `zi` for `order` (None: the whole zone). See the module
     /// doc; an owner's panic ends the pass early, caught in `caught`.
-    fn compact_zone(&self, zi: ZoneIdx, order: Option<Order>, caught: &mut OwnerPanic) -> CompactOutcome {
+    pub fn compact_zone(&self, zi: ZoneIdx, order: Option<Order>, caught: &mut OwnerPanic) -> CompactOutcome {
         self.compact_zone_until(zi, order, None, caught)
     }
 
     /// The free scanner: isolate free pages from the pageblock at `f`
     /// downwards, while `targets` is empty and the scanners (`m` below, `f`
     /// above) have not met.
-    fn free_scan(
+    pub(crate) fn free_scan(
         &self,
         z: &Zone,
         m: u64,
@@ -134,10 +131,10 @@ pub trait CompactionExt: CompactionHost {
         }
     }
 
-    /// [`Core::compact_zone`], also stopping (after a pageblock) once the
+    /// [`Compaction::compact_zone`], also stopping (after a pageblock) once the
     /// zone's fragmentation score is at or below `score` (proactive
     /// compaction).
-    fn compact_zone_until(
+    pub fn compact_zone_until(
         &self,
         zi: ZoneIdx,
         order: Option<Order>,
@@ -212,7 +209,14 @@ pub trait CompactionExt: CompactionHost {
     /// check: the targets not used go back, a pass for an order whose
     /// scanners `met` without success clears the zone's skip hints, the
     /// scan counters, and whether a block of the order is free now.
-    fn end_pass(&self, z: &Zone, targets: Vec<u64>, order: Option<Order>, met: bool, out: &mut CompactOutcome) {
+    pub(crate) fn end_pass(
+        &self,
+        z: &Zone,
+        targets: Vec<u64>,
+        order: Option<Order>,
+        met: bool,
+        out: &mut CompactOutcome,
+    ) {
         for t in targets {
             z.free_to_buddy(&self.mm, t, Order::ZERO, false, false);
         }
@@ -226,7 +230,7 @@ pub trait CompactionExt: CompactionHost {
         }
     }
 
-    fn clear_skip_hints(&self, z: &Zone) {
+    pub(crate) fn clear_skip_hints(&self, z: &Zone) {
         let first = (z.start >> PAGEBLOCK_ORDER) as usize;
         for b in first..first + z.nr_pageblocks() {
             self.mobility().set_skip_hint(b, false);
@@ -235,7 +239,7 @@ pub trait CompactionExt: CompactionHost {
 
     /// The registered movable pages of the pageblock at `start` into `out`;
     /// the number of pages looked at.
-    fn scan_movable(&self, start: u64, out: &mut Vec<u64>) -> u64 {
+    pub(crate) fn scan_movable(&self, start: u64, out: &mut Vec<u64>) -> u64 {
         let mut p = start;
         let mut scanned = 0;
         while p < start + PAGEBLOCK_PAGES {
@@ -258,7 +262,7 @@ pub trait CompactionExt: CompactionHost {
     /// The free scanner on one pageblock: take its free blocks (below
     /// pageblock order, Movable blocks only) as allocated order-0 pages into
     /// `out`; the number of pages looked at.
-    fn isolate_freepages_block(&self, z: &Zone, start: u64, out: &mut Vec<u64>) -> u64 {
+    pub(crate) fn isolate_freepages_block(&self, z: &Zone, start: u64, out: &mut Vec<u64>) -> u64 {
         let mut g = z.lock(&self.mm);
         if z.pageblock_mt_racy(start) != MigrateType::Movable {
             return 1;
@@ -291,7 +295,7 @@ pub trait CompactionExt: CompactionHost {
 
     /// Direct compaction for a failing request of `order` > 0 (the slow
     /// path's hook). Some(pfn) when compaction made the allocation succeed.
-    fn try_direct_compact(
+    pub fn try_direct_compact(
         &self,
         zl: &[ZoneIdx],
         order: Order,
@@ -333,7 +337,7 @@ pub trait CompactionExt: CompactionHost {
 
     /// Compact every zone fully (`/proc/sys/vm/compact_memory`), stopping
     /// at an owner's panic (caught in `caught`).
-    fn compact_memory(&self, caught: &mut OwnerPanic) -> CompactOutcome {
+    pub fn compact_memory(&self, caught: &mut OwnerPanic) -> CompactOutcome {
         let mut sum = CompactOutcome::default();
         for zi in self.zones.iter().map(|z| z.idx) {
             let o = self.compact_zone(zi, None, caught);
@@ -347,5 +351,3 @@ pub trait CompactionExt: CompactionHost {
         sum
     }
 }
-
-impl<T: CompactionHost + ?Sized> CompactionExt for T {}

@@ -34,11 +34,14 @@
 //! reporter) drops each panic instead and goes on, so that one owner's bug
 //! does not end the thread.
 
+#[cfg(all(test, loom))]
+#[allow(unsafe_code)]
+mod loom_tests;
 use crate::movable::MovableOps;
-use crate::prelude::*;
+use crate::{Compaction, CompactionHost};
 use pagealloc_core::page::flags;
 use pagealloc_core::sync::Ordering;
-use pagealloc_core::types::{Order, Pfn, PAGE_SIZE};
+use pagealloc_core::types::{Order, Pfn};
 use pagealloc_core::vmevent::VmEvent;
 use std::any::Any;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
@@ -139,15 +142,12 @@ fn unmarkable(pfn: Pfn, f: u32) -> Result<(), pagealloc_core::PageStateError> {
     }
 }
 
-/// Part of the compaction layer's paths, for any [`CompactionHost`] (see
-/// the crate doc).
-#[doc(hidden)]
-pub trait MigrationExt: CompactionHost {
+impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
     /// Is `p` a page migration can try now (racy): a registered movable
     /// page, or, with a page cache attached, an order-0 page on an LRU list
     /// (a page-cache page; the page cache's migrator decides the rest).
     #[inline]
-    fn is_migratable_racy(&self, p: u64) -> bool {
+    pub fn is_migratable_racy(&self, p: u64) -> bool {
         let d = self.mm.page(p);
         let f = d.flags();
         if d.order() != 0 {
@@ -163,7 +163,7 @@ pub trait MigrationExt: CompactionHost {
     /// cache's migrator. On anything but [`Moved::Yes`] the target is still
     /// the caller's.
     /// An owner's panic is a failure, its payload in `caught`.
-    fn migrate_page(&self, p: u64, target: u64, caught: &mut OwnerPanic) -> Moved {
+    pub(crate) fn migrate_page(&self, p: u64, target: u64, caught: &mut OwnerPanic) -> Moved {
         let f = self.mm.page(p).flags();
         if f & flags::MOVABLE_OPS != 0 {
             return self.migrate_one(p, target, caught);
@@ -178,7 +178,11 @@ pub trait MigrationExt: CompactionHost {
 
     /// Mark the order-0 page `pfn`, allocated through the raw API, movable
     /// with the ops `id`.
-    fn set_page_movable(&self, pfn: Pfn, id: crate::movable::MovableId) -> Result<(), pagealloc_core::PageStateError> {
+    pub fn set_page_movable(
+        &self,
+        pfn: Pfn,
+        id: crate::movable::MovableId,
+    ) -> Result<(), pagealloc_core::PageStateError> {
         use pagealloc_core::PageStateError as E;
         let p = pfn.as_u64();
         if p >= self.mm.nr_pages() {
@@ -223,7 +227,7 @@ pub trait MigrationExt: CompactionHost {
 
     /// Unmark a movable page (it becomes pinned). Refused while it is being
     /// migrated.
-    fn clear_page_movable(&self, pfn: Pfn) -> Result<(), pagealloc_core::PageStateError> {
+    pub fn clear_page_movable(&self, pfn: Pfn) -> Result<(), pagealloc_core::PageStateError> {
         use pagealloc_core::PageStateError as E;
         let p = pfn.as_u64();
         if p >= self.mm.nr_pages() {
@@ -249,7 +253,7 @@ pub trait MigrationExt: CompactionHost {
     /// page (`HEAD`, no other bit) that the caller owns. See the module doc.
     /// On anything but [`Moved::Yes`] the target is still the caller's; an
     /// owner's panic is [`Moved::Failed`], its payload in `caught`.
-    fn migrate_one(&self, p: u64, target: u64, caught: &mut OwnerPanic) -> Moved {
+    pub fn migrate_one(&self, p: u64, target: u64, caught: &mut OwnerPanic) -> Moved {
         let d = self.mm.page(p);
         if d.order() != 0 {
             return Moved::Busy;
@@ -297,7 +301,10 @@ pub trait MigrationExt: CompactionHost {
             return self.putback_failed(&*ops, from, caught);
         };
         if !copies {
-            self.copy_frame(p, target);
+            // `p` is isolated by its owner; `target` is our private target
+            // (the core checks that one).
+            let copied = self.mm.copy_to_target(from, Pfn::new(target));
+            debug_assert!(copied || self.mm.page_address(from).is_none(), "migration copy of {p:#x} refused");
         }
         // Freeze: fails if a lock, writeback or anything else came meanwhile.
         if d.flags.compare_exchange(ISOLATED, flags::ISOLATED_MIGRATE, Ordering::AcqRel, Ordering::Relaxed).is_err() {
@@ -309,7 +316,14 @@ pub trait MigrationExt: CompactionHost {
 
     /// The frozen page `p` (`ISOLATED_MIGRATE` alone) goes to `target` if its
     /// owner's `migrate` takes it; a refusal or a panic puts it back.
-    fn hand_over(&self, p: u64, target: u64, id: u32, ops: &dyn MovableOps, caught: &mut OwnerPanic) -> Moved {
+    pub(crate) fn hand_over(
+        &self,
+        p: u64,
+        target: u64,
+        id: u32,
+        ops: &dyn MovableOps,
+        caught: &mut OwnerPanic,
+    ) -> Moved {
         let (from, to) = (Pfn::new(p), Pfn::new(target));
         self.mobility().set_page(target, id);
         let td = self.mm.page(target);
@@ -341,7 +355,7 @@ pub trait MigrationExt: CompactionHost {
 
     /// A migration failed after the owner isolated `from`, whose word is
     /// restored already: the owner uses it again (`putback`); counted.
-    fn putback_failed(&self, ops: &dyn MovableOps, from: Pfn, caught: &mut OwnerPanic) -> Moved {
+    pub(crate) fn putback_failed(&self, ops: &dyn MovableOps, from: Pfn, caught: &mut OwnerPanic) -> Moved {
         // A panic here leaves nothing of ours to restore.
         let _ = owner_call(caught, || ops.putback(from));
         self.events.count(VmEvent::PgmigrateFail, 1);
@@ -351,7 +365,7 @@ pub trait MigrationExt: CompactionHost {
     /// Free a migration target the caller holds and did not use
     /// (`MIGRATE_TARGET`, order 0): a plain store of `PCP` takes it (nobody
     /// else writes a target's word), then the ordinary way to the lists.
-    fn free_target(&self, p: u64) {
+    pub(crate) fn free_target(&self, p: u64) {
         let d = self.mm.page(p);
         debug_assert_eq!(d.flags(), flags::MIGRATE_TARGET, "migration target {p:#x} lost its mark");
         d.set_flags(flags::PCP);
@@ -360,31 +374,14 @@ pub trait MigrationExt: CompactionHost {
 
     /// Take `ISOLATED_MIGRATE` off an isolated page (a lock may have been
     /// added meanwhile: keep it).
-    fn unisolate(&self, p: u64) {
+    pub(crate) fn unisolate(&self, p: u64) {
         self.mm.page(p).flags.fetch_and(!flags::ISOLATED_MIGRATE, Ordering::Release);
-    }
-
-    /// Copy one frame's bytes (nothing without backing). The caller makes
-    /// sure nobody else accesses either frame meanwhile.
-    fn copy_frame(&self, from: u64, to: u64) {
-        if let (Some(s), Some(t)) = (self.mm.page_address(Pfn::new(from)), self.mm.page_address(Pfn::new(to))) {
-            // SAFETY: both frames lie inside the mapping (page_address checked
-            // the range) and are distinct pages; the source is isolated (its
-            // owner promised not to write it) and the target is the caller's
-            // private allocated page, so nothing else accesses either.
-            unsafe { std::ptr::copy_nonoverlapping(s.as_ptr(), t.as_ptr(), PAGE_SIZE) };
-        }
     }
 }
 
-impl<T: CompactionHost + ?Sized> MigrationExt for T {}
-
-/// Part of the compaction layer's paths, for any [`CompactionHost`] (see
-/// the crate doc).
-#[doc(hidden)]
-pub trait MigrationExt2: CompactionHost {
+impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
     /// Allocated pages by mobility, from a racy walk of the descriptors.
-    fn mobility_census(&self) -> crate::movable::MobilityCensus {
+    pub fn mobility_census(&self) -> crate::movable::MobilityCensus {
         let mut c = crate::movable::MobilityCensus::default();
         let mut p = 0;
         while p < self.mm.nr_pages() {
@@ -408,5 +405,3 @@ pub trait MigrationExt2: CompactionHost {
         c
     }
 }
-
-impl<T: CompactionHost + ?Sized> MigrationExt2 for T {}

@@ -11,7 +11,7 @@ use core::ops::Range;
 pub const MAX_HOLES: usize = 4096;
 
 /// `holes` checked against an arena of `pages`, as sorted pfn ranges.
-pub fn validate_holes(holes: &[(Pfn, u64)], pages: u64) -> Result<Vec<Range<u64>>, ConfigError> {
+pub(crate) fn validate_holes(holes: &[(Pfn, u64)], pages: u64) -> Result<Vec<Range<u64>>, ConfigError> {
     let bad = |why: String| Err(ConfigError::Invalid { field: "holes", why });
     if holes.len() > MAX_HOLES {
         return bad(format!("{} ranges, more than {MAX_HOLES}", holes.len()));

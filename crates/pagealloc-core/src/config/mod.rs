@@ -9,9 +9,10 @@
 //! build branches on them.
 
 mod holes;
+mod setters;
 mod variants;
 
-pub use holes::validate_holes;
+pub(crate) use holes::validate_holes;
 pub use holes::MAX_HOLES;
 
 use crate::error::ConfigError;
@@ -24,21 +25,21 @@ use alloc::sync::Arc;
 
 /// Largest [`Config::nodes`]: a zone index is a byte of the pageblock word and
 /// each node may have two zones.
-pub const MAX_NODES: u32 = 127;
+pub(crate) const MAX_NODES: u32 = 127;
 
 /// Largest [`Config::nr_cpus`]: the kernel's largest `NR_CPUS` on x86-64
 /// (`CONFIG_MAXSMP`). Per-CPU tables are sized for this many CPUs up front, so the
 /// bound also keeps their memory in proportion.
-pub const MAX_CPUS: usize = 8192;
+pub(crate) const MAX_CPUS: usize = 8192;
 
 /// Largest [`Config::pcp_batch`]. The kernel's own formula never gives more than
 /// 63 pages, and its old `percpu_pagelist_fraction` capped the batch at 96; 4096
 /// leaves ample room for experiments while keeping each per-CPU list's
 /// up-front capacity (a few times the batch) to a few hundred KiB.
-pub const MAX_PCP_BATCH: u32 = 4096;
+pub(crate) const MAX_PCP_BATCH: u32 = 4096;
 
 /// Largest [`Config::watermark_scale_factor`] (the kernel's sysctl bound: 30%).
-pub const MAX_WATERMARK_SCALE_FACTOR: u32 = 3000;
+pub(crate) const MAX_WATERMARK_SCALE_FACTOR: u32 = 3000;
 
 /// Smallest non-zero [`Config::percpu_pagelist_high_fraction`] (the kernel's
 /// `MIN_PERCPU_PAGELIST_HIGH_FRACTION`).
@@ -89,7 +90,7 @@ pub enum DrainMode {
 
 /// Largest [`Config::page_reporting_delay_ms`]: ten minutes (a block's free
 /// time is kept in 16 bits of 10 ms ticks, which wrap after 655 s).
-pub const MAX_REPORTING_DELAY_MS: u64 = 600_000;
+pub(crate) const MAX_REPORTING_DELAY_MS: u64 = 600_000;
 /// Largest [`Config::page_reporting_batch`].
 pub const MAX_REPORTING_BATCH: u32 = 4096;
 
@@ -109,7 +110,7 @@ pub const MAX_REPORTING_BATCH: u32 = 4096;
 /// let cb = ReportCallback(Arc::new(|_pfn, order| { RELEASED.fetch_add(1 << order, Relaxed); true }));
 /// let a = PageAllocator::new(Config::small(4 << 20).page_reporting_callback(Some(cb))).unwrap();
 /// a.free_pages(a.alloc_pages(Gfp::MOVABLE, 9).unwrap(), 9).unwrap(); // fresh memory counts as released
-/// let pass = a.report_free_pages_now(); // a balloon driver would take these pages
+/// let pass = a.reporting().report_free_pages_now(); // a balloon driver would take these pages
 /// assert!(pass.pages >= 512 && RELEASED.load(Relaxed) == pass.pages);
 /// ```
 #[derive(Clone)]
@@ -121,17 +122,45 @@ impl core::fmt::Debug for ReportCallback {
     }
 }
 
-/// Settings for a `PageAllocator`. Build with [`Config::new`] and the
-/// chained setters; every setter has the name of its field.
+/// Settings for an allocator. Build with [`Config::new`] (or
+/// [`Config::small`]) and the chained setters, one per setting; read a
+/// setting as a field (`cfg.nodes`), through [`ConfigValues`]. The setters
+/// are the only way to change one: a `Config`'s fields cannot be assigned.
 ///
 /// # Examples
 /// ```
 /// use pagealloc::{Config, PageAllocator};
-/// let a = PageAllocator::new(Config::small(8 << 20).nodes(2).pcp_batch(Some(8))).unwrap();
+/// let cfg = Config::small(8 << 20).nodes(2).pcp_batch(Some(8));
+/// assert_eq!(cfg.nodes, 2); // read
+/// let a = PageAllocator::new(cfg).unwrap();
 /// assert_eq!((a.nr_nodes(), a.nr_pages()), (2, 2048));
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Config {
+    v: ConfigValues,
+}
+
+impl core::ops::Deref for Config {
+    type Target = ConfigValues;
+    #[inline(always)]
+    fn deref(&self) -> &ConfigValues {
+        &self.v
+    }
+}
+
+/// The values of a [`Config`], each documented with its bounds and default;
+/// read them through the `Config` (`cfg.arena_bytes`), set them with its
+/// setter of the same name.
+///
+/// # Examples
+/// ```
+/// use pagealloc::Config;
+/// let cfg = Config::new().arena_bytes(64 << 20);
+/// assert_eq!(cfg.arena_bytes, 64 << 20);
+/// assert_eq!(cfg.nodes, 1); // a default
+/// ```
+#[derive(Clone, Debug)]
+pub struct ConfigValues {
     /// Bytes in the arena: a whole number of pageblocks (2 MiB), at least one and
     /// at most 2^32 - 512 pages (16 TiB less one pageblock: pfn links are 32
     /// bits). Default 1 GiB.
@@ -285,7 +314,7 @@ pub struct Config {
     pub prefetch_on_alloc: bool,
 }
 
-impl Default for Config {
+impl Default for ConfigValues {
     fn default() -> Self {
         Self {
             arena_bytes: 1 << 30,
@@ -328,96 +357,6 @@ impl Default for Config {
             prefetch_on_alloc: true,
         }
     }
-}
-
-macro_rules! setters {
-    ($($(#[$m:meta])* $name:ident : $t:ty),* $(,)?) => {
-        impl Config {
-            $(
-                $(#[$m])*
-                #[must_use]
-                pub fn $name(mut self, v: $t) -> Self {
-                    self.$name = v;
-                    self
-                }
-            )*
-        }
-    };
-}
-
-setters! {
-    /// Set [`Config::arena_bytes`].
-    arena_bytes: u64,
-    /// Set [`Config::nodes`].
-    nodes: u32,
-    /// Set [`Config::movable_zone_bytes`].
-    movable_zone_bytes: u64,
-    /// Set [`Config::backing`].
-    backing: Backing,
-    /// Set [`Config::holes`].
-    holes: Vec<(Pfn, u64)>,
-    /// Set [`Config::min_free_kbytes`].
-    min_free_kbytes: Option<u64>,
-    /// Set [`Config::watermark_scale_factor`].
-    watermark_scale_factor: u32,
-    /// Set [`Config::lowmem_reserve_ratio`].
-    lowmem_reserve_ratio: u32,
-    /// Set [`Config::nr_cpus`].
-    nr_cpus: Option<usize>,
-    /// Set [`Config::percpu_pagelist_high_fraction`].
-    percpu_pagelist_high_fraction: u32,
-    /// Set [`Config::depot_fraction`].
-    depot_fraction: u32,
-    /// Set [`Config::pcp_batch`].
-    pcp_batch: Option<u32>,
-    /// Set [`Config::pcp_lists`].
-    pcp_lists: bool,
-    /// Set [`Config::front_cache`].
-    front_cache: bool,
-    /// Set [`Config::page_lock_unfairness`].
-    page_lock_unfairness: u32,
-    /// Set [`Config::page_reporting`].
-    page_reporting: bool,
-    /// Set [`Config::page_reporting_order`].
-    page_reporting_order: Option<u32>,
-    /// Set [`Config::page_reporting_delay_ms`].
-    page_reporting_delay_ms: u64,
-    /// Set [`Config::page_reporting_batch`].
-    page_reporting_batch: u32,
-    /// Set [`Config::page_reporting_madv_free`].
-    page_reporting_madv_free: bool,
-    /// Set [`Config::page_reporting_callback`].
-    page_reporting_callback: Option<ReportCallback>,
-    /// Set [`Config::init_on_alloc`].
-    init_on_alloc: bool,
-    /// Set [`Config::extfrag_threshold`].
-    extfrag_threshold: u32,
-    /// Set [`Config::lock_stats`].
-    lock_stats: bool,
-    /// Set [`Config::page_reporting_compact`].
-    page_reporting_compact: bool,
-    /// Set [`Config::init_on_free`].
-    init_on_free: bool,
-    /// Set [`Config::compaction_proactiveness`].
-    compaction_proactiveness: u32,
-    /// Set [`Config::page_group_by_mobility_disabled`].
-    page_group_by_mobility_disabled: bool,
-    /// Set [`Config::hugepage_filler`].
-    hugepage_filler: bool,
-    /// Set [`Config::prefetch_on_alloc`].
-    prefetch_on_alloc: bool,
-}
-
-#[cfg(feature = "seed-variants")]
-setters! {
-    /// Set [`Config::drain_mode`].
-    drain_mode: DrainMode,
-    /// Set [`Config::pcp_migratetype_cache`].
-    pcp_migratetype_cache: bool,
-    /// Set [`Config::page_lock_waiters_bit`].
-    page_lock_waiters_bit: bool,
-    /// Set [`Config::pagetypeinfo_walk_lists`].
-    pagetypeinfo_walk_lists: bool,
 }
 
 impl Config {

@@ -20,7 +20,7 @@ impl Config {
 
     /// A per-CPU drain trusts the migratetype cached on each page.
     #[inline(always)]
-    pub fn pcp_mt_cache(&self) -> bool {
+    pub(crate) fn pcp_mt_cache(&self) -> bool {
         #[cfg(feature = "seed-variants")]
         return self.pcp_migratetype_cache;
         #[cfg(not(feature = "seed-variants"))]
@@ -30,7 +30,7 @@ impl Config {
     /// A per-CPU drain picks its pages before it takes the zone lock and
     /// merges only runs in pick order (seed 1's patch).
     #[inline(always)]
-    pub fn two_pass_drain(&self) -> bool {
+    pub(crate) fn two_pass_drain(&self) -> bool {
         #[cfg(feature = "seed-variants")]
         return self.drain_mode == DrainMode::TwoPass;
         #[cfg(not(feature = "seed-variants"))]
@@ -47,7 +47,7 @@ impl Config {
     /// A per-CPU drain picks and merges its pages under the zone lock (the
     /// kernel's today).
     #[inline(always)]
-    pub fn single_pass_drain(&self) -> bool {
+    pub(crate) fn single_pass_drain(&self) -> bool {
         #[cfg(feature = "seed-variants")]
         return self.drain_mode == DrainMode::SinglePass;
         #[cfg(not(feature = "seed-variants"))]

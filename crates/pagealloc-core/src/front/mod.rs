@@ -84,7 +84,7 @@ pub const FRONT_CAP: usize = 128;
 /// all beat no prefetch (figures: docs/results/).
 pub const PREFETCH_AHEAD: usize = 4;
 /// Pages moved per refill from, or flush to, the per-CPU lists.
-pub const FRONT_BATCH: usize = 32;
+pub(crate) const FRONT_BATCH: usize = 32;
 
 /// A slot's state during an operation (no allocator has id 0).
 const BUSY: u64 = 0;
@@ -343,7 +343,7 @@ pub struct Fronts {
 impl Fronts {
     /// The registry of allocator `id` (at least 1), whose inline order-0
     /// allocation and free may use the front cache as `inline` says.
-    pub fn new(id: u64, inline: (bool, bool)) -> Self {
+    pub(crate) fn new(id: u64, inline: (bool, bool)) -> Self {
         debug_assert_ne!(id, 0, "0 is the placeholder slot's id");
         let key = |on: bool| if on { id } else { NEVER };
         Self {
@@ -360,13 +360,13 @@ impl Fronts {
     /// and counts the nesting). A thread-local load, and the handshake with
     /// one compare for the checks.
     #[inline(always)]
-    pub fn enter_inline_alloc(&self) -> Option<FrontGuard<'_>> {
+    pub(crate) fn enter_inline_alloc(&self) -> Option<FrontGuard<'_>> {
         self.enter_last(self.inline_keys.0)
     }
 
     /// The same for the inline order-0 free.
     #[inline(always)]
-    pub fn enter_inline_free(&self) -> Option<FrontGuard<'_>> {
+    pub(crate) fn enter_inline_free(&self) -> Option<FrontGuard<'_>> {
         self.enter_last(self.inline_keys.1)
     }
 
@@ -433,7 +433,7 @@ impl Fronts {
 
     /// Serialise with drainers without pausing anyone (callers that drain
     /// other things under the same lock).
-    pub fn drain_lock(&self) -> MutexGuard<'_, ()> {
+    pub(crate) fn drain_lock(&self) -> MutexGuard<'_, ()> {
         self.drain_lock.lock()
     }
 
@@ -454,7 +454,7 @@ impl Drop for Fronts {
 }
 
 /// Empty the calling thread's own slot into `out` (`drain_local_pages`).
-pub fn take_own(owner: Owner<'_>, out: &mut Vec<u64>) {
+pub(crate) fn take_own(owner: Owner<'_>, out: &mut Vec<u64>) {
     if let Some(mut g) = owner.enter() {
         for st in g.stacks().iter_mut() {
             out.extend(st.pages().iter().map(|&p| p as u64));

@@ -17,7 +17,7 @@ pub struct Paused<'a> {
 
 impl Paused<'_> {
     /// Every paused slot's stacks, in turn.
-    pub fn for_each_stack(&mut self, mut f: impl FnMut(&mut FrontStack)) {
+    pub(crate) fn for_each_stack(&mut self, mut f: impl FnMut(&mut FrontStack)) {
         for s in &self.slots {
             // SAFETY: the slot is paused and we hold the drain lock: its owner
             // cannot enter, no other drainer exists, and this borrow ends

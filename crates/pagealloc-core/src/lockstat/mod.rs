@@ -135,7 +135,7 @@ impl LockStat {
     /// Count one acquisition that waited `wait` ticks (its hold is then
     /// timed). Caller holds the lock.
     #[inline(always)]
-    pub fn waited_locked(&self, wait: u64) {
+    pub(crate) fn waited_locked(&self, wait: u64) {
         self.acquisitions.add_locked(1);
         self.wait_ticks.add_locked(wait);
         self.wait_hist[bucket(wait)].add_locked(1);
@@ -144,7 +144,7 @@ impl LockStat {
     /// Count one acquisition that did not wait; true when its hold is to be
     /// timed (one in [`LOCKSTAT_SAMPLE`]). Caller holds the lock.
     #[inline(always)]
-    pub fn uncontended_locked(&self) -> bool {
+    pub(crate) fn uncontended_locked(&self) -> bool {
         // Its zero wait is not stored: `read` derives bucket 0 as the
         // acquisitions no other bucket counts.
         let n = self.acquisitions.get_racy();

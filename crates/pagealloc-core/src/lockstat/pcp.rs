@@ -72,7 +72,7 @@ impl PcpLockStat {
     /// Count a try-lock acquisition (caller just took the lock), timing its
     /// hold when sampled.
     #[inline(always)]
-    pub fn acquired(&mut self) {
+    pub(crate) fn acquired(&mut self) {
         self.countdown = self.countdown.wrapping_sub(1);
         if self.countdown == 0 {
             self.sample_point();
@@ -189,7 +189,7 @@ impl PcpLockStat {
 /// use pagealloc::{Config, Gfp, PageAllocator};
 /// let a = PageAllocator::new(Config::small(4 << 20).front_cache(false)).unwrap();
 /// a.free_pages(a.alloc_pages(Gfp::KERNEL, 0).unwrap(), 0).unwrap(); // through a per-CPU list
-/// assert!(a.lockstat().pcp.iter().any(|p| p.acquisitions > 0 && p.cpu < pagealloc::possible_cpus()));
+/// assert!(a.stats().lockstat().pcp.iter().any(|p| p.acquisitions > 0 && p.cpu < pagealloc::possible_cpus()));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PcpLockStatReport {

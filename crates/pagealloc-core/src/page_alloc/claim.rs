@@ -43,7 +43,7 @@ use crate::types::{Order, Pfn, MAX_ORDER};
 /// A free's order as the user gave it, checked: the one place a free's
 /// order becomes an [`Order`].
 #[inline(always)]
-pub fn checked_order(pfn: Pfn, order: u32) -> Result<Order, FreeError> {
+pub(crate) fn checked_order(pfn: Pfn, order: u32) -> Result<Order, FreeError> {
     Order::new(order).ok_or(FreeError::InvalidOrder { pfn, order })
 }
 

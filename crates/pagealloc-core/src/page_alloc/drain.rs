@@ -84,7 +84,7 @@ impl Core {
 
     /// Empty one CPU's lists for one zone (blocking on its lock: remote drains
     /// wait, as the kernel's do).
-    pub fn drain_pcp(&self, zi: ZoneIdx, cpu: usize) {
+    pub(crate) fn drain_pcp(&self, zi: ZoneIdx, cpu: usize) {
         let pcp = self.pcp.get(zi, cpu);
         let mut l = self.pcp.lock(pcp);
         l.drain_all(&self.zones[zi], &self.mm, &self.cfg);

@@ -239,7 +239,7 @@ impl Core {
     /// the pages it placed are a prefix of the holes, as the return value
     /// says.
     #[inline(always)]
-    pub fn front_fill_slots(&self, gfp: Gfp, slots: &mut [Option<Pfn>], mark: u32) -> usize {
+    pub(crate) fn front_fill_slots(&self, gfp: Gfp, slots: &mut [Option<Pfn>], mark: u32) -> usize {
         let Some(mut g) = self.enter_inline_for(gfp) else {
             return 0;
         };
@@ -306,7 +306,7 @@ impl Core {
     /// being drained right now, or holding another node's pages.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    pub fn front_take(
+    pub(crate) fn front_take(
         &self,
         nid: u32,
         mt: MigrateType,
@@ -360,7 +360,7 @@ impl Core {
     /// `PcpLists::take`), under one try-lock hold. None if the lock was busy.
     #[allow(clippy::too_many_arguments)]
     #[inline]
-    pub fn pcp_take(
+    pub(crate) fn pcp_take(
         &self,
         z: &Zone,
         list: (Order, MigrateType, usize),

@@ -251,7 +251,7 @@ impl Core {
     /// Push claimed order-0 page `p`, whose pageblock word is `w` and whose
     /// private word is set, on its stack in `stacks` (the caller holds the
     /// slot's guard). False, leaving it, when it cannot go there.
-    pub fn push_on(&self, stacks: &mut Stacks, p: u64, w: u16) -> bool {
+    pub(crate) fn push_on(&self, stacks: &mut Stacks, p: u64, w: u16) -> bool {
         let Some(t) = zone::pb_pcp_index(w) else {
             return false;
         };
@@ -268,7 +268,7 @@ impl Core {
     /// its zone if the stack is empty, flush half of a full stack. False when
     /// the stack holds another zone's pages.
     #[inline]
-    pub fn stack_takes(&self, s: &mut FrontStack, w: u16) -> bool {
+    pub(crate) fn stack_takes(&self, s: &mut FrontStack, w: u16) -> bool {
         if s.len == 0 {
             let z: &Zone = &self.zones[zone::pb_zone(w)];
             s.adopt(zone::pb_key(w), z.nid, z.alloc_event());

@@ -36,14 +36,14 @@ impl<'a> Giver<'a> {
     /// `count_free`: count pgfree for the pages given (false where the
     /// caller counted them already).
     #[inline]
-    pub fn new(core: &'a Core, count_free: bool) -> Self {
+    pub(crate) fn new(core: &'a Core, count_free: bool) -> Self {
         Self { core, held: None, count_free }
     }
 
     /// Give claimed pages `pfns`, whose pageblock words are `words`, run by
     /// run (a run: consecutive pages whose words have one key, `zone::pb_key`).
     #[inline(never)]
-    pub fn give_runs(&mut self, pfns: &[u32], words: &[u16]) {
+    pub(crate) fn give_runs(&mut self, pfns: &[u32], words: &[u16]) {
         debug_assert_eq!(pfns.len(), words.len());
         let Some(&first) = words.first() else {
             return;
@@ -134,7 +134,7 @@ impl<'a> Giver<'a> {
 /// word says the block's type when that is a pcp type (the block may have
 /// changed type since the page was allocated). Stored only when it changes.
 #[inline(always)]
-pub fn set_list_type(d: &PageDesc, private: u32, w: u16) {
+pub(crate) fn set_list_type(d: &PageDesc, private: u32, w: u16) {
     if let Some(t) = zone::pb_pcp_index(w) {
         if private != page::private_word_raw(Order::ZERO, t) {
             d.set_private_raw(page::private_word_raw(Order::ZERO, t));
@@ -146,7 +146,7 @@ impl Core {
     /// Free claimed order-0 pages (flags already PCP) to this CPU's lists,
     /// re-reading each one's pageblock (see [`Giver`]). `count_free` counts
     /// pgfree (callers that counted already pass false).
-    pub fn give_claimed(&self, pages: &[u32], count_free: bool) {
+    pub(crate) fn give_claimed(&self, pages: &[u32], count_free: bool) {
         let descs = self.mm.descs();
         let mut g = Giver::new(self, count_free);
         let mut words = [0u16; GIVE_CHUNK];
@@ -167,7 +167,7 @@ impl Core {
     /// word names that type already (the front cache's invariant), so
     /// neither the words nor the runs are looked at again.
     #[cold]
-    pub fn front_flush(&self, s: &mut FrontStack) {
+    pub(crate) fn front_flush(&self, s: &mut FrontStack) {
         let half = &s.pfns[..FRONT_BATCH];
         let same = half.iter().fold(true, |a, &p| a & (zone::pb_key(self.pageblock_word_racy(p as u64)) == s.key));
         if same {

@@ -70,6 +70,6 @@ pub trait SlowPathHooks: Send + Sync {
 }
 
 /// The hooks of a core built alone.
-pub struct NoHooks;
+pub(crate) struct NoHooks;
 
 impl SlowPathHooks for NoHooks {}

@@ -32,7 +32,7 @@ use crate::types::{Order, Pfn};
 use crate::zone::Zone;
 use core::ops::Range;
 
-pub use crate::config::validate_holes as validate;
+pub(crate) use crate::config::validate_holes as validate;
 
 /// The pfn ranges still out of the buddy lists, sorted and disjoint, and
 /// each zone's pages in them (indexed by zone).
@@ -47,7 +47,7 @@ fn overlap(holes: &[Range<u64>], r: &Range<u64>) -> u64 {
 }
 
 /// The parts of `r` outside `holes` (sorted, disjoint), in order.
-pub fn present_parts(holes: &[Range<u64>], r: Range<u64>) -> Vec<Range<u64>> {
+pub(crate) fn present_parts(holes: &[Range<u64>], r: Range<u64>) -> Vec<Range<u64>> {
     let mut parts = Vec::new();
     let mut at = r.start;
     for h in holes.iter().filter(|h| h.end > r.start && h.start < r.end) {
@@ -63,7 +63,7 @@ pub fn present_parts(holes: &[Range<u64>], r: Range<u64>) -> Vec<Range<u64>> {
 }
 
 /// Split `r` into the largest naturally aligned blocks, in address order.
-pub fn aligned_blocks(r: Range<u64>) -> impl Iterator<Item = (u64, Order)> {
+pub(crate) fn aligned_blocks(r: Range<u64>) -> impl Iterator<Item = (u64, Order)> {
     let mut p = r.start;
     core::iter::from_fn(move || {
         if p >= r.end {
@@ -79,7 +79,7 @@ pub fn aligned_blocks(r: Range<u64>) -> impl Iterator<Item = (u64, Order)> {
 
 impl Holes {
     /// `holes` (validated) over `zones`.
-    pub fn new<'a>(holes: Vec<Range<u64>>, zones: impl Iterator<Item = &'a Zone>) -> Self {
+    pub(crate) fn new<'a>(holes: Vec<Range<u64>>, zones: impl Iterator<Item = &'a Zone>) -> Self {
         let offline = zones.map(|z| AtomicU64::new(overlap(&holes, &(z.start..z.end)))).collect();
         Holes { ranges: Mutex::new(holes), offline }
     }

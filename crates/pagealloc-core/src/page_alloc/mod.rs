@@ -42,6 +42,8 @@ pub mod give;
 pub mod hooks;
 mod hotplug;
 pub mod nolock;
+#[cfg(all(test, feature = "std", not(loom)))]
+mod nolock_tests;
 pub mod slow;
 mod split;
 mod zeroing;
@@ -77,7 +79,7 @@ pub struct Core {
     /// Per-CPU lists.
     pub pcp: PcpSet,
     /// Whether small orders go through the per-CPU lists.
-    pub pcp_on: bool,
+    pub(crate) pcp_on: bool,
     /// Whether order-0 pages go through thread front caches.
     pub front_on: bool,
     /// The arena's base address when the inline allocation prefetches
@@ -86,7 +88,7 @@ pub struct Core {
     /// Whether the inline front-cache free path applies (cache on, frees wake
     /// waiters only when the waiters bit says so, and no type is cached on
     /// the page at free, the old design of the `pcp-flush` experiment).
-    pub front_free_inline: bool,
+    pub(crate) front_free_inline: bool,
     /// Every thread's front cache for this allocator, and the drain lock.
     pub fronts: Fronts,
     /// Zeroing policy and counts.
@@ -149,12 +151,12 @@ impl Node {
 
 impl Core {
     /// Map the arena, lay out nodes and zones, free every page.
-    pub fn new(cfg: Config) -> Result<Self, ConfigError> {
+    pub(crate) fn new(cfg: Config) -> Result<Self, ConfigError> {
         Self::new_in(cfg, None)
     }
 
     /// As [`Core::new`], with the page descriptors in `descs` when given.
-    pub fn new_in(cfg: Config, descs: Option<crate::memmap::DescStorage>) -> Result<Self, ConfigError> {
+    pub(crate) fn new_in(cfg: Config, descs: Option<crate::memmap::DescStorage>) -> Result<Self, ConfigError> {
         let pages = cfg.validate()?;
         let nblocks = pages / PAGEBLOCK_PAGES;
         let pageblocks = zone::new_pageblocks(nblocks as usize);
@@ -211,7 +213,7 @@ impl Core {
 
     /// Register the layers above the core for its slow path (before the
     /// core is shared: the registration is read without a lock).
-    pub fn set_hooks(&mut self, hooks: Weak<dyn hooks::SlowPathHooks>) {
+    pub(crate) fn set_hooks(&mut self, hooks: Weak<dyn hooks::SlowPathHooks>) {
         self.hooks = hooks;
     }
 
@@ -249,7 +251,7 @@ impl Core {
     /// The pageblock word of `pfn` (in range): its zone and its block's type
     /// in one load. Lock-free: a concurrent retag may or may not be seen.
     #[inline(always)]
-    pub fn pageblock_word_racy(&self, pfn: u64) -> u16 {
+    pub(crate) fn pageblock_word_racy(&self, pfn: u64) -> u16 {
         self.pageblocks[(pfn >> PAGEBLOCK_ORDER) as usize].load(Ordering::Relaxed)
     }
 
@@ -258,7 +260,7 @@ impl Core {
     /// the kernel's Unmovable; Movable keeps every pageblock a compaction
     /// target).
     #[inline(always)]
-    pub fn alloc_mt(&self, gfp: Gfp) -> MigrateType {
+    pub(crate) fn alloc_mt(&self, gfp: Gfp) -> MigrateType {
         if self.cfg.page_group_by_mobility_disabled {
             MigrateType::Movable
         } else {

@@ -63,7 +63,7 @@ impl Core {
     /// word of the new allocation.
     #[cold]
     #[inline(never)]
-    pub fn alloc_slow(&self, zl: &[ZoneIdx], order: Order, gfp: Gfp, head: u32) -> Result<Pfn, AllocError> {
+    pub(crate) fn alloc_slow(&self, zl: &[ZoneIdx], order: Order, gfp: Gfp, head: u32) -> Result<Pfn, AllocError> {
         let af = AllocFlags { wmark: Wmark::Min, high: gfp.contains(Gfp::HIGH) };
         let hooks = self.hooks();
         let hooks: &dyn SlowPathHooks = hooks.as_deref().unwrap_or(&NoHooks);
@@ -121,6 +121,16 @@ impl Core {
                 return Ok(p);
             }
         }
+        if let Some(p) = self.last_look(zl, order, gfp, af) {
+            return Ok(self.prep_new_page(p, order, gfp, head));
+        }
+        self.events.count(VmEvent::AllocFail, 1);
+        Err(AllocError::NoMemory { order: order.get() })
+    }
+
+    /// The slow path's last look before it fails: a block from the first
+    /// zone of `zl` that can give one, read as below.
+    fn last_look(&self, zl: &[ZoneIdx], order: Order, gfp: Gfp, af: AllocFlags) -> Option<u64> {
         // Every check so far read the zone counters without the lock, and a
         // free or an allocation in progress on another thread changes them
         // piece by piece under it (a merge takes each buddy off its list
@@ -133,19 +143,14 @@ impl Core {
         // its lock (a request refused in one zone before falling back to
         // the next took every zone's lock to fail); the others are tried
         // with the lock held, where the counters are exact.
-        let locked = zl.iter().find_map(|&zi| {
+        zl.iter().find_map(|&zi| {
             let z = &self.zones[zi];
             if z.watermark_ok_consistent(order, af, gfp) == Some(false) {
                 return None;
             }
             let g = z.lock(&self.mm);
             z.watermark_ok(order, af, gfp).then(|| z.rmqueue_in(g, order, gfp, af, false)).flatten()
-        });
-        if let Some(p) = locked {
-            return Ok(self.prep_new_page(p, order, gfp, head));
-        }
-        self.events.count(VmEvent::AllocFail, 1);
-        Err(AllocError::NoMemory { order: order.get() })
+        })
     }
 
     /// Background reclaim is still woken or reclaiming: give it the CPU up

@@ -16,7 +16,7 @@ impl Core {
     /// # Errors
     /// Whatever a free of the block would be refused with, and nothing
     /// changes.
-    pub fn split_block(&self, pfn: Pfn, order: Order) -> Result<(), FreeError> {
+    pub(crate) fn split_block(&self, pfn: Pfn, order: Order) -> Result<(), FreeError> {
         let c = self.claim(pfn, order, false)?;
         if c.order != order {
             // Freed and reallocated at another order while the checks ran:

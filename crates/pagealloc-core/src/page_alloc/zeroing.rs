@@ -9,10 +9,10 @@ use crate::types::Gfp;
 /// How and when the core zeroes blocks, and what it counted.
 pub struct Zeroing {
     /// Whether a released block reads zero (`MADV_DONTNEED`, or no memory).
-    pub zero_ok: bool,
+    pub(crate) zero_ok: bool,
     /// What every allocation adds to its flags: `Gfp::ZERO` with
     /// init_on_alloc.
-    pub alloc_extra: Gfp,
+    pub(crate) alloc_extra: Gfp,
     /// init_on_free: every block is zeroed when freed, so every free page
     /// reads zero.
     pub zero_on_free: bool,
@@ -24,7 +24,7 @@ pub struct Zeroing {
 }
 
 impl Zeroing {
-    pub fn new(cfg: &Config) -> Self {
+    pub(crate) fn new(cfg: &Config) -> Self {
         Self {
             zero_ok: !cfg.page_reporting_madv_free,
             alloc_extra: if cfg.init_on_alloc { Gfp::ZERO } else { Gfp::empty() },

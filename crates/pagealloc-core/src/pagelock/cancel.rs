@@ -17,11 +17,11 @@ use crate::sync::{thread, AtomicBool, Mutex, Ordering};
 /// use std::{thread, time::Duration};
 /// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
 /// let pfn = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
-/// a.lock_page(pfn).unwrap(); // held, and never unlocked below
+/// a.page_locks().lock_page(pfn).unwrap(); // held, and never unlocked below
 /// let token = CancelToken::new();
 /// thread::scope(|s| {
 ///     s.spawn(|| { thread::sleep(Duration::from_millis(10)); token.cancel() });
-///     assert_eq!(a.lock_page_cancellable(pfn, &token), Err(WaitError::Cancelled)); // woken
+///     assert_eq!(a.page_locks().lock_page_cancellable(pfn, &token), Err(WaitError::Cancelled)); // woken
 /// });
 /// assert!(token.is_cancelled());
 /// ```

@@ -66,6 +66,8 @@
 mod cancel;
 #[cfg(all(test, loom))]
 mod loom_tests;
+#[cfg(all(test, feature = "std", not(loom)))]
+mod tests;
 pub mod waitq;
 mod writeback;
 

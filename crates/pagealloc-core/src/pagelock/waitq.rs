@@ -57,7 +57,7 @@ pub struct UnparkResult {
     /// Waiters dequeued to be woken.
     pub unparked: usize,
     /// Some waiter for the same key is still queued.
-    pub have_more_threads: bool,
+    pub(crate) have_more_threads: bool,
 }
 
 /// How a park ended.
@@ -140,7 +140,7 @@ pub fn accesses_on_this_thread() -> u64 {
 
 impl WaitTable {
     /// A table of `nbuckets` (a power of two) empty buckets.
-    pub fn new(nbuckets: usize) -> Self {
+    pub(crate) fn new(nbuckets: usize) -> Self {
         assert!(nbuckets.is_power_of_two(), "wait table size must be a power of two");
         let buckets = (0..nbuckets).map(|_| Bucket { queue: Mutex::new(VecDeque::new()) }).collect();
         Self { buckets, bits: nbuckets.trailing_zeros() }

@@ -209,7 +209,7 @@ fn free_merged_slice(
 /// `events` are counted under it. What a batch of frees that cannot go to a
 /// per-CPU list calls (its lock was busy, or its pageblocks are isolated or
 /// reserved), instead of taking the zone lock once a page.
-pub fn free_blocks_to_buddy(z: &Zone, mm: &MemMap, blocks: &mut [u64], pages: u32, events: &[(VmEvent, u64)]) {
+pub(crate) fn free_blocks_to_buddy(z: &Zone, mm: &MemMap, blocks: &mut [u64], pages: u32, events: &[(VmEvent, u64)]) {
     blocks.sort_unstable();
     let n = merge(mm, blocks, true, |_, _| true);
     let mut g = z.lock_batch(mm);

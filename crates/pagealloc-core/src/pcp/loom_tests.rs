@@ -26,7 +26,7 @@ fn all_back(f: &FrameAllocator) {
     f.check_invariants().unwrap();
     f.drain();
     assert_eq!(f.nr_free_pages(), f.nr_pages());
-    assert_eq!(f.core().zones[crate::types::ZoneIdx::FIRST].depot.pages_racy(), 0, "drain_all empties the depot");
+    assert_eq!(f.core.zones[crate::types::ZoneIdx::FIRST].depot.pages_racy(), 0, "drain_all empties the depot");
 }
 
 /// A drain parks pages in the depot; one thread's allocation takes them
@@ -40,10 +40,7 @@ fn loom_depot_exchange_races_drain_all() {
         for &p in &pages[..5] {
             f.free(p, 0).unwrap();
         }
-        assert!(
-            f.core().zones[crate::types::ZoneIdx::FIRST].depot.pages_racy() > 0,
-            "the frees past high parked pages"
-        );
+        assert!(f.core.zones[crate::types::ZoneIdx::FIRST].depot.pages_racy() > 0, "the frees past high parked pages");
         let g = Arc::clone(&f);
         let t = loom::thread::spawn(move || {
             let q: Vec<Pfn> = (0..2).map(|_| g.alloc(Gfp::KERNEL, 0).unwrap()).collect();

@@ -40,7 +40,8 @@ mod loom_tests;
 mod set;
 mod take;
 
-pub use drain::{flush_depot, free_blocks_to_buddy};
+pub use drain::flush_depot;
+pub(crate) use drain::free_blocks_to_buddy;
 pub use guard::PcpGuard;
 pub use set::PcpSet;
 
@@ -55,7 +56,7 @@ use core::time::Duration;
 /// Orders 0..PCP_ORDERS get their own lists; the pageblock order gets more.
 pub const PCP_ORDERS: u32 = 4;
 /// Number of lists in one set.
-pub const NR_PCP_LISTS: usize = MIGRATE_PCPTYPES * (PCP_ORDERS as usize + 1);
+pub(crate) const NR_PCP_LISTS: usize = MIGRATE_PCPTYPES * (PCP_ORDERS as usize + 1);
 
 /// Entries a list and the scratch buffer reserve up front (they grow with use).
 const PCP_INITIAL_CAP: usize = 256;
@@ -79,14 +80,14 @@ pub fn pindex(order: Order, mt: MigrateType) -> Option<usize> {
 
 /// [`pindex`] for an order below `PCP_ORDERS` and a pcp type given by its index.
 #[inline(always)]
-pub const fn pindex_raw(order: Order, mt_index: usize) -> usize {
+pub(crate) const fn pindex_raw(order: Order, mt_index: usize) -> usize {
     debug_assert!(order.get() < PCP_ORDERS && mt_index < MIGRATE_PCPTYPES);
     order.idx() * MIGRATE_PCPTYPES + mt_index
 }
 
 /// The order of the blocks on list `pi`.
 #[inline(always)]
-pub fn pindex_order(pi: usize) -> Order {
+pub(crate) fn pindex_order(pi: usize) -> Order {
     let o = (pi / MIGRATE_PCPTYPES) as u32;
     if o < PCP_ORDERS {
         Order::ALL[o as usize]
@@ -97,7 +98,7 @@ pub fn pindex_order(pi: usize) -> Order {
 
 /// The kernel's `zone_batchsize`: about a quarter of a megabyte's worth of pages
 /// per 1/1024 of the zone, rounded to one less than a power of two (63 for 1 GiB).
-pub fn default_batch(managed: u64) -> u32 {
+pub(crate) fn default_batch(managed: u64) -> u32 {
     let mut b = (managed / 1024).min(256);
     b /= 4;
     b = b.max(1);
@@ -109,7 +110,7 @@ pub fn default_batch(managed: u64) -> u32 {
 /// `(high_min, high_max)` per CPU: the kernel's `zone_highsize` with automatic
 /// tuning (low watermark split over CPUs .. an eighth of the zone over CPUs), or
 /// both pinned by `percpu_pagelist_high_fraction`.
-pub fn high_bounds(managed: u64, low_wmark: u64, cpus: usize, batch: u32, fraction: u32) -> (u32, u32) {
+pub(crate) fn high_bounds(managed: u64, low_wmark: u64, cpus: usize, batch: u32, fraction: u32) -> (u32, u32) {
     let cpus = cpus.max(1) as u64;
     let floor = 4 * batch as u64;
     let clamp = |v: u64| v.max(floor).min(u32::MAX as u64 / 2) as u32;
@@ -153,7 +154,7 @@ pub struct PcpLists {
     pub high_max: u32,
     pub batch: u32,
     /// Frees since the last allocation (for shrinking `high`).
-    pub free_run: u32,
+    pub(crate) free_run: u32,
     /// The kernel's `free_count`: pages freed lately (grows with each free up
     /// to `batch << BATCH_SCALE_MAX`, halves with each allocation); a drain
     /// frees about this many, so long runs of frees drain in large batches.
@@ -178,7 +179,7 @@ pub struct PcpLists {
 }
 
 impl Pcp {
-    pub fn new(batch: u32, high_min: u32, high_max: u32, filler: bool) -> Self {
+    pub(crate) fn new(batch: u32, high_min: u32, high_max: u32, filler: bool) -> Self {
         // Each list can hold every page the set may hold plus one refill.
         // Room for a refill and a batch per list up front; lists grow with
         // use up to what `high` lets them hold. Reserving for `high_max` on
@@ -222,7 +223,7 @@ impl PcpLists {
     /// fits), but never so many that the set would hold more than `high` pages
     /// once the caller has taken its one block.
     #[inline]
-    pub fn refill_blocks(&mut self, order: Order) -> u32 {
+    pub(crate) fn refill_blocks(&mut self, order: Order) -> u32 {
         let room = 1 + (self.high.saturating_sub(self.count) >> order.get());
         if order > Order::ZERO {
             return (self.batch >> order.get()).max(2).min(room);
@@ -238,14 +239,14 @@ impl PcpLists {
 
     /// Book an allocation from the lists.
     #[inline(always)]
-    pub fn note_alloc(&mut self) {
+    pub(crate) fn note_alloc(&mut self) {
         self.free_run = 0;
         self.free_count >>= 1;
     }
 
     /// Book `n` pages freed onto the lists.
     #[inline(always)]
-    pub fn note_free(&mut self, n: u32) {
+    pub(crate) fn note_free(&mut self, n: u32) {
         self.free_run = self.free_run.saturating_add(n);
         self.free_count = (self.free_count + n).min(self.batch << BATCH_SCALE_MAX);
         self.alloc_factor >>= 1;
@@ -261,7 +262,7 @@ impl PcpLists {
     /// Grow `high` by the (scaled) batch after a refill while the zone has
     /// plenty free.
     #[inline]
-    pub fn tune_on_refill(&mut self, zone_above_high: bool) {
+    pub(crate) fn tune_on_refill(&mut self, zone_above_high: bool) {
         self.free_run = 0;
         if zone_above_high && self.high < self.high_max {
             self.high = (self.high + (self.batch << self.alloc_factor)).min(self.high_max);
@@ -290,7 +291,7 @@ impl PcpLists {
 
     /// Drain down to `high - batch` after a free pushed `count` to `high`.
     #[inline]
-    pub fn over_high(&self) -> bool {
+    pub(crate) fn over_high(&self) -> bool {
         self.count >= self.high
     }
 
@@ -298,14 +299,14 @@ impl PcpLists {
     /// nr_pcp_free, the pages freed lately kept between a batch and `high`
     /// less a batch, and at least down to about `high - batch`.
     #[inline]
-    pub fn drain_target(&self) -> u32 {
+    pub(crate) fn drain_target(&self) -> u32 {
         let lately = self.free_count.clamp(self.batch, self.high.saturating_sub(self.batch).max(self.batch));
         lately.max((self.count + self.batch).saturating_sub(self.high))
     }
 
     /// Where the next over-high drain starts.
     #[inline]
-    pub fn next_list(&self) -> usize {
+    pub(crate) fn next_list(&self) -> usize {
         self.next_list
     }
 
@@ -329,7 +330,7 @@ pub fn block_key(pfn: u64, order: Order) -> u64 {
 
 /// The block of a [`block_key`] word.
 #[inline(always)]
-pub fn unkey(k: u64) -> (u64, Order) {
+pub(crate) fn unkey(k: u64) -> (u64, Order) {
     let o = (k & 31) as u32;
     debug_assert!(o <= crate::types::MAX_ORDER, "block key with order {o}");
     (k >> 5, Order::new(o).unwrap_or(Order::MAX))

@@ -25,7 +25,7 @@ pub struct PcpSet {
 impl PcpSet {
     /// Lists for every zone, `nr_cpus` sets each, sized by the kernel's
     /// formulas (or `cfg`'s overrides).
-    pub fn new(zones: &[Zone], nr_cpus: usize, cfg: &Config, alloc_id: u64) -> Self {
+    pub(crate) fn new(zones: &[Zone], nr_cpus: usize, cfg: &Config, alloc_id: u64) -> Self {
         let mut pcps = Vec::with_capacity(zones.len() * nr_cpus);
         let filler = cfg.hugepage_filler && cfg.backing == crate::config::Backing::HugePages;
         for z in zones {

@@ -6,7 +6,7 @@
 /// stale by the time the caller uses it, which callers must tolerate).
 #[inline(always)]
 #[must_use]
-pub fn linux_current_cpu() -> u32 {
+pub(crate) fn linux_current_cpu() -> u32 {
     #[cfg(not(any(miri, loom)))]
     {
         // SAFETY: sched_getcpu has no preconditions.
@@ -22,7 +22,7 @@ pub fn linux_current_cpu() -> u32 {
 /// this process may run on (what [`Config::nr_cpus`](crate::Config::nr_cpus)
 /// `None` sizes them for), and at least the available parallelism.
 #[must_use]
-pub fn linux_possible_cpus() -> usize {
+pub(crate) fn linux_possible_cpus() -> usize {
     #[cfg(not(any(miri, loom)))]
     {
         // SAFETY: a zeroed cpu_set_t is a valid empty set, and we pass its size.

@@ -136,7 +136,7 @@ pub use std::time::Instant;
 
 /// The operating system's error for a failed mapping: std's `io::Error`.
 #[cfg(feature = "std")]
-pub type OsError = std::io::Error;
+pub(crate) type OsError = std::io::Error;
 
 /// The operating system's error for a failed mapping. Without std the core
 /// maps nothing (arena memory comes from the global allocator), so none is
@@ -187,7 +187,7 @@ impl Instant {
 /// Waiting without threads to park: a page-lock waiter spins on its queue
 /// node, calling [`relax`], until its waker writes the node.
 #[cfg(not(feature = "std"))]
-pub mod spin_thread {
+pub(crate) mod spin_thread {
     /// A waiter's handle; waking it is the waker's store to its node.
     #[derive(Clone, Debug)]
     pub struct Thread;

@@ -172,7 +172,7 @@ fn walk_lists(g: &ZoneGuard<'_>, blocks: u64) {
 /// The zone's pageblock counts by effective type against the pageblock
 /// table (`check_invariants` and the debug check share it). Reads only
 /// words the zone lock protects.
-pub fn block_counts_agree(z: &Zone) -> Result<(), (u64, String)> {
+pub(crate) fn block_counts_agree(z: &Zone) -> Result<(), (u64, String)> {
     let mut counts = [0u64; MIGRATE_TYPES];
     for b in 0..z.nr_pageblocks() as u64 {
         counts[z.pageblock_mt_racy(z.start + b * PAGEBLOCK_PAGES).index()] += 1;

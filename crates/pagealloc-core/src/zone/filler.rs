@@ -21,7 +21,7 @@ use crate::types::{MigrateType, Order, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
 
 /// Free pages per pageblock of one zone (empty: the filler is off).
 #[derive(Debug, Default)]
-pub struct PageblockFree {
+pub(crate) struct PageblockFree {
     free: Vec<u16>,
 }
 
@@ -47,7 +47,7 @@ impl PageblockFree {
 impl Zone {
     /// Count free pages per pageblock for the hugepage filler from now on
     /// (before any page is freed into the zone).
-    pub fn enable_filler(&self) {
+    pub(crate) fn enable_filler(&self) {
         self.free.lock().pb_free.enable(self.nr_pageblocks());
     }
 }
@@ -56,7 +56,7 @@ impl ZoneGuard<'_> {
     /// Count a block of `order` at `pfn` entering (`add`) or leaving the
     /// free lists.
     #[inline(always)]
-    pub fn filler_account(&mut self, pfn: u64, order: Order, add: bool) {
+    pub(crate) fn filler_account(&mut self, pfn: u64, order: Order, add: bool) {
         if !self.area.pb_free.on() {
             return;
         }
@@ -77,7 +77,7 @@ impl ZoneGuard<'_> {
     /// its list, the one whose pageblock has the fewest free pages; without
     /// any such block, as `rmqueue_smallest`. Best fit by free range first
     /// (Temeraire's first criterion too), then fullness.
-    pub fn rmqueue_fullest(&mut self, order: Order, mt: MigrateType) -> Option<u64> {
+    pub(crate) fn rmqueue_fullest(&mut self, order: Order, mt: MigrateType) -> Option<u64> {
         for cur in order.and_above().take_while(|o| o.get() < PAGEBLOCK_ORDER) {
             let list = self.area.lists[cur.idx()][mt.index()];
             let best = list.iter(self.mm).take(SCAN).min_by_key(|&p| {
@@ -96,7 +96,7 @@ impl ZoneGuard<'_> {
 
 /// The counts against the free lists (`check_invariants`): Ok when the
 /// filler is off or every pageblock's count is what its lists hold.
-pub fn filler_counts_agree(g: &ZoneGuard<'_>) -> Result<(), (u64, String)> {
+pub(crate) fn filler_counts_agree(g: &ZoneGuard<'_>) -> Result<(), (u64, String)> {
     if !g.area.pb_free.on() {
         return Ok(());
     }

@@ -19,7 +19,7 @@ impl Zone {
     /// timed, so the hold time per page counts every batch (a batch moves
     /// many pages a hold: two clock reads are a small part of it).
     #[inline]
-    pub fn lock_batch<'a>(&'a self, mm: &'a MemMap) -> ZoneGuard<'a> {
+    pub(crate) fn lock_batch<'a>(&'a self, mm: &'a MemMap) -> ZoneGuard<'a> {
         self.lock_timing(mm, true)
     }
 

@@ -26,11 +26,11 @@ mod lock;
 mod table;
 mod wmark;
 
-pub use check::block_counts_agree;
+pub(crate) use check::block_counts_agree;
 pub use depot::Depot;
-pub use filler::filler_counts_agree;
+pub(crate) use filler::filler_counts_agree;
 pub use table::ZoneTable;
-pub use wmark::{clamp_min_free_kbytes, compute_watermarks, default_min_free_kbytes};
+pub(crate) use wmark::{clamp_min_free_kbytes, compute_watermarks, default_min_free_kbytes};
 
 use crate::list::PfnList;
 use crate::lockstat::{ticks, Batch, LockStat};
@@ -64,7 +64,7 @@ const PB_ISOLATE: u16 = 0x8;
 const PB_ZONE_SHIFT: u32 = 8;
 
 /// A table for `nblocks` pageblocks, every block Movable in zone 0.
-pub fn new_pageblocks(nblocks: usize) -> Pageblocks {
+pub(crate) fn new_pageblocks(nblocks: usize) -> Pageblocks {
     (0..nblocks).map(|_| AtomicU16::new(MigrateType::Movable as u16)).collect()
 }
 
@@ -77,7 +77,7 @@ pub fn pb_zone(w: u16) -> ZoneIdx {
 /// The index of a pageblock word's effective type when it is a pcp type (not
 /// isolated, not HighAtomic), for indexing per-type arrays: one compare.
 #[inline(always)]
-pub fn pb_pcp_index(w: u16) -> Option<usize> {
+pub(crate) fn pb_pcp_index(w: u16) -> Option<usize> {
     let t = (w & (PB_MT_MASK | PB_ISOLATE)) as usize;
     (t < MIGRATE_PCPTYPES).then_some(t)
 }
@@ -88,7 +88,7 @@ pub const PB_KEY_MASK: u16 = 0xff0f;
 
 /// The key of zone `zi`'s pageblocks of pcp type `t`, not isolated.
 #[inline(always)]
-pub fn key_of(zi: ZoneIdx, t: usize) -> u16 {
+pub(crate) fn key_of(zi: ZoneIdx, t: usize) -> u16 {
     ((zi.as_u8() as u16) << PB_ZONE_SHIFT) | t as u16
 }
 
@@ -100,7 +100,7 @@ pub fn pb_key(w: u16) -> u16 {
 
 /// The effective type in a pageblock word (Isolate while isolated).
 #[inline(always)]
-pub fn pb_mt(w: u16) -> MigrateType {
+pub(crate) fn pb_mt(w: u16) -> MigrateType {
     if w & PB_ISOLATE != 0 {
         MigrateType::Isolate
     } else {
@@ -113,7 +113,7 @@ pub fn pb_mt(w: u16) -> MigrateType {
 pub struct FreeArea {
     pub lists: [[PfnList; MIGRATE_TYPES]; NR_ORDERS],
     /// Free pages per pageblock, for the hugepage filler (see `filler`).
-    pub pb_free: filler::PageblockFree,
+    pub(crate) pb_free: filler::PageblockFree,
 }
 
 /// Counters readable without the zone lock.
@@ -140,7 +140,7 @@ pub struct ZoneStats {
 
 /// How a block left the free lists, for event counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Took {
+pub(crate) enum Took {
     /// From the requested type's own lists.
     Own,
     /// Fallback that claimed the pageblock for the requested type.
@@ -168,7 +168,7 @@ pub struct AllocFlags {
 
 impl AllocFlags {
     /// The fast path's flags: the low watermark, no reserves.
-    pub const FAST: Self = Self { wmark: Wmark::Low, high: false };
+    pub(crate) const FAST: Self = Self { wmark: Wmark::Low, high: false };
 }
 
 /// One zone.
@@ -197,12 +197,12 @@ pub struct Zone {
     /// Times the zone lock was taken (for tests proving readers never take it).
     /// `page_group_by_mobility_disabled`: every request takes
     /// from the Movable lists.
-    pub group_off: bool,
+    pub(crate) group_off: bool,
 }
 
 impl Zone {
     /// A zone over `start..end`, claiming its blocks in `blocks` (marked Movable).
-    pub fn new(idx: ZoneIdx, nid: u32, ztype: ZoneType, start: u64, end: u64, blocks: &Pageblocks) -> Self {
+    pub(crate) fn new(idx: ZoneIdx, nid: u32, ztype: ZoneType, start: u64, end: u64, blocks: &Pageblocks) -> Self {
         debug_assert!(start.is_multiple_of(PAGEBLOCK_PAGES) && end.is_multiple_of(PAGEBLOCK_PAGES) && end > start);
         let nblocks = ((end - start) / PAGEBLOCK_PAGES) as usize;
         let first = (start / PAGEBLOCK_PAGES) as usize;
@@ -259,8 +259,8 @@ impl Zone {
     }
 
     /// The stored type ignoring the isolate bit.
-    #[cfg(any(test, feature = "testing"))]
-    pub fn pageblock_base_mt_racy(&self, pfn: u64) -> MigrateType {
+    #[cfg(test)]
+    pub(crate) fn pageblock_base_mt_racy(&self, pfn: u64) -> MigrateType {
         MigrateType::from_index((self.block(pfn).load(Ordering::Relaxed) & PB_MT_MASK) as usize)
     }
 
@@ -284,59 +284,12 @@ impl Zone {
 
     /// The event an allocation from this zone counts (pgalloc_normal, pgalloc_movable).
     #[inline(always)]
-    pub fn alloc_event(&self) -> VmEvent {
+    pub(crate) fn alloc_event(&self) -> VmEvent {
         if self.ztype == ZoneType::Movable {
             VmEvent::PgallocMovable
         } else {
             VmEvent::PgallocNormal
         }
-    }
-
-    /// The kernel's `__zone_watermark_ok`, on lock-free counters: would the
-    /// zone stay above the watermark of `af` after giving a block of `order`
-    /// to a request with `gfp`?
-    #[inline]
-    pub fn watermark_ok(&self, order: Order, af: AllocFlags, gfp: Gfp) -> bool {
-        let mut min = self.wmark[af.wmark as usize];
-        let highest = if gfp.contains(Gfp::MOVABLE) { ZoneType::Movable } else { ZoneType::Normal };
-        let mut free = self.free_pages_racy() as i64 - ((order.pages() as i64) - 1);
-        if af.high {
-            min -= min / 2;
-            min -= min / 4;
-        } else {
-            // Only the reserve's free pages are out of reach (as the kernel
-            // since it counts `nr_free_highatomic`): subtracting the whole
-            // reserve failed order-0 requests with free pages in other blocks
-            // once the reserved blocks were in use.
-            free -= self.stats.nr_free_highatomic.get_racy() as i64;
-        }
-        if free <= (min + self.lowmem_reserve[highest as usize]) as i64 {
-            return false;
-        }
-        order == Order::ZERO || ZoneGuard::has_free_block_racy(self, order, af.high)
-    }
-
-    /// [`Zone::watermark_ok`] on counters of one instant: read while no
-    /// writer is inside the zone lock's critical section (the seqcount is
-    /// even and unchanged across the read), so never on a merge or split
-    /// caught halfway, and without taking the lock. None when writers kept
-    /// it busy for every try.
-    pub fn watermark_ok_consistent(&self, order: Order, af: AllocFlags, gfp: Gfp) -> Option<bool> {
-        for _ in 0..4 {
-            // Acquire: pairs with the Release store that ended the last
-            // critical section, so its counters are seen.
-            let s = self.stats.seq.load(Ordering::Acquire);
-            if s & 1 == 0 {
-                let ok = self.watermark_ok(order, af, gfp);
-                // The counters are read before the seqcount again.
-                fence(Ordering::Acquire);
-                if self.stats.seq.load(Ordering::Relaxed) == s {
-                    return Some(ok);
-                }
-            }
-            core::hint::spin_loop();
-        }
-        None
     }
 
     /// Take a block of `order` for `gfp` from the buddy lists under the zone
@@ -352,7 +305,7 @@ impl Zone {
     /// released on return): what the no-lock path calls after a
     /// [`Zone::try_lock`] succeeded.
     #[inline]
-    pub fn rmqueue_in(
+    pub(crate) fn rmqueue_in(
         &self,
         mut g: ZoneGuard<'_>,
         order: Order,
@@ -435,7 +388,7 @@ impl<'a> ZoneGuard<'a> {
     }
 
     /// Set a pageblock's stored type, keeping block counts right.
-    pub fn set_pageblock_mt_locked(&mut self, pfn: u64, mt: MigrateType) {
+    pub(crate) fn set_pageblock_mt_locked(&mut self, pfn: u64, mt: MigrateType) {
         debug_assert!(mt != MigrateType::Isolate);
         let b = self.zone.block(pfn);
         let old = b.load(Ordering::Relaxed);
@@ -542,7 +495,7 @@ impl<'a> ZoneGuard<'a> {
 
     /// Move a free head between types' lists (to the tail, as the kernel does).
     #[inline]
-    pub fn move_to_free_list(&mut self, pfn: u64, order: Order, to: MigrateType) {
+    pub(crate) fn move_to_free_list(&mut self, pfn: u64, order: Order, to: MigrateType) {
         let d = self.mm.page(pfn);
         let from = d.private_mt();
         // Keep the free-time stamp (bits above the type) for reporting.
@@ -557,7 +510,7 @@ impl<'a> ZoneGuard<'a> {
 
     /// Count a fallback claim or steal.
     #[inline(always)]
-    pub fn count_fallback(&self, how: Took) {
+    pub(crate) fn count_fallback(&self, how: Took) {
         match how {
             Took::Own => {}
             Took::Claimed => self.zone.stats.events.add_owner(VmEvent::FallbackClaim, 1),

@@ -17,7 +17,7 @@ pub struct ZoneTable(Box<[Zone]>);
 impl ZoneTable {
     /// The table of `zones`, each of which must carry its own position as
     /// its index.
-    pub fn new(zones: Vec<Zone>) -> ZoneTable {
+    pub(crate) fn new(zones: Vec<Zone>) -> ZoneTable {
         debug_assert!(zones.iter().enumerate().all(|(i, z)| z.idx.get() == i));
         ZoneTable(zones.into_boxed_slice())
     }

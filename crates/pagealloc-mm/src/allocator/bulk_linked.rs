@@ -2,9 +2,9 @@
 //! as the kernel had it): see `page_alloc::bulk_linked`.
 
 use super::PageAllocator;
-use crate::error::BulkFreeError;
-use crate::page_alloc::bulk_linked::{ChainIter, PageChain};
-use crate::types::Gfp;
+use pagealloc_core::error::BulkFreeError;
+use pagealloc_core::page_alloc::bulk_linked::{ChainIter, PageChain};
+use pagealloc_core::types::Gfp;
 
 impl PageAllocator {
     /// Allocate up to `nr` order-0 pages linked through their descriptors

@@ -2,25 +2,54 @@
 //! operations, `compact_memory`, contiguous ranges with migration, and the
 //! fragmentation reports.
 
+use super::handles::{Compactor, Contig};
 use super::PageAllocator;
-use crate::compaction::{CompactOutcome, FragIndexReport};
-use crate::error::{AllocError, PageStateError};
-use crate::migrate::OwnerPanic;
-use crate::movable::{MobilityCensus, MovableId, MovableOps};
-use crate::types::{Gfp, Order, Pfn, ZoneIdx};
-use pagealloc_compaction::prelude::*;
+use pagealloc_compaction::compaction::{CompactOutcome, FragIndexReport};
+use pagealloc_compaction::migrate::OwnerPanic;
+use pagealloc_compaction::movable::{MobilityCensus, MovableId, MovableOps};
+use pagealloc_core::error::{AllocError, PageStateError};
+use pagealloc_core::types::{Gfp, Order, Pfn, ZoneIdx};
 use std::sync::Arc;
 
 impl PageAllocator {
+    fn frag_report(&self, extfrag: bool) -> FragIndexReport {
+        let zones = self.core.zones.iter().map(|z| (z.nid, z.ztype.name(), z.free_blocks_racy()));
+        FragIndexReport::build(extfrag, zones)
+    }
+}
+
+impl<'a> Contig<'a> {
+    /// Allocate exactly `[start, start + nr_pages)`, migrating the movable
+    /// pages in it elsewhere (the kernel's `alloc_contig_range`). The pages
+    /// come back as order-0 pages: free them with
+    /// [`Contig::free_contig_range`].
+    ///
+    /// # Errors
+    /// [`AllocError::Unmovable`] naming the first page that blocks (for a
+    /// pinned page, before anything moved); [`AllocError::NoMemory`] for a
+    /// bad range (empty, past the arena, or whose end a `u64` cannot hold),
+    /// before anything changed.
+    ///
+    /// # Panics
+    /// When an owner's [`MovableOps`] callback panics: that page's migration
+    /// fails as in [`Compactor::compact_memory`], the range's isolation
+    /// is undone (pages already moved stay moved), and then the owner's
+    /// panic goes on in this thread.
+    pub fn alloc_contig_range(&self, start: Pfn, nr_pages: u64, gfp: Gfp) -> Result<(), AllocError> {
+        OwnerPanic::resuming(|caught| self.a.core.compaction().alloc_contig_range(start, nr_pages, gfp, caught))
+    }
+}
+
+impl<'a> Compactor<'a> {
     /// Register movable operations; pages marked with the returned id (see
-    /// [`PageAllocator::set_page_movable`]) may be migrated.
+    /// [`Compactor::set_page_movable`]) may be migrated.
     ///
     /// The first registration starts kcompactd (one thread per node). A
     /// panic in `ops` reaches the thread whose call migrated (see
     /// [`MovableOps`]), never kills kcompactd.
     pub fn register_movable_ops(&self, ops: Arc<dyn MovableOps>) -> MovableId {
-        let id = self.core.mobility.register(ops);
-        crate::compaction::kcompactd::start(&self.core);
+        let id = self.a.core.mobility.register(ops);
+        pagealloc_compaction::compaction::kcompactd::start(&self.a.core);
         id
     }
 
@@ -30,7 +59,8 @@ impl PageAllocator {
     /// for a node that does not exist.
     #[must_use]
     pub fn fragmentation_score(&self, nid: u32) -> Option<u64> {
-        ((nid as usize) < self.core.nodes.len()).then(|| self.core.fragmentation_score_node(nid as usize))
+        ((nid as usize) < self.a.core.nodes.len())
+            .then(|| self.a.core.compaction().fragmentation_score_node(nid as usize))
     }
 
     /// The proactive compaction watermarks (low, high) of the node score
@@ -38,7 +68,7 @@ impl PageAllocator {
     /// stops at low.
     #[must_use]
     pub fn fragmentation_score_wmarks(&self) -> (u64, u64) {
-        self.core.fragmentation_score_wmarks()
+        self.a.core.compaction().fragmentation_score_wmarks()
     }
 
     /// Mark the order-0 page `pfn` (allocated through the raw pfn API) movable
@@ -52,9 +82,9 @@ impl PageAllocator {
     /// migrates its pages itself); [`PageStateError::HeldByGuard`] for a page
     /// held by a [`crate::PageLockGuard`].
     pub fn set_page_movable(&self, pfn: Pfn, id: MovableId) -> Result<(), PageStateError> {
-        self.core.set_page_movable(pfn, id)?;
+        self.a.core.compaction().set_page_movable(pfn, id)?;
         // Free page reporting's compaction before release looks at it.
-        self.core.reporting.movable_marks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.a.core.reporting.movable_marks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 
@@ -63,7 +93,7 @@ impl PageAllocator {
     /// # Errors
     /// Not allocated, or being migrated right now ([`PageStateError::NotMovable`]: retry).
     pub fn clear_page_movable(&self, pfn: Pfn) -> Result<(), PageStateError> {
-        self.core.clear_page_movable(pfn)
+        self.a.core.compaction().clear_page_movable(pfn)
     }
 
     /// Compact every zone completely (`echo 1 > /proc/sys/vm/compact_memory`).
@@ -75,7 +105,7 @@ impl PageAllocator {
     /// to the buddy lists, and then the owner's panic goes on in this thread.
     /// The page stays its owner's, to use or free as before.
     pub fn compact_memory(&self) -> CompactOutcome {
-        OwnerPanic::resuming(|caught| self.core.compact_memory(caught))
+        OwnerPanic::resuming(|caught| self.a.core.compaction().compact_memory(caught))
     }
 
     /// Compact zone `zone` (an index into the zones, as reports list them) until a
@@ -83,51 +113,26 @@ impl PageAllocator {
     ///
     /// # Panics
     /// When an owner's [`MovableOps`] callback panics, as
-    /// [`PageAllocator::compact_memory`].
+    /// [`Compactor::compact_memory`].
     pub fn compact_zone(&self, zone: usize, order: u32) -> Option<CompactOutcome> {
-        let zi = ZoneIdx::new(zone).filter(|&zi| self.core.zones.get(zi).is_some())?;
+        let zi = ZoneIdx::new(zone).filter(|&zi| self.a.core.zones.get(zi).is_some())?;
         let order = Some(Order::new(order).unwrap_or(Order::MAX));
-        Some(OwnerPanic::resuming(|caught| self.core.compact_zone(zi, order, caught)))
-    }
-
-    /// Allocate exactly `[start, start + nr_pages)`, migrating the movable
-    /// pages in it elsewhere (the kernel's `alloc_contig_range`). The pages
-    /// come back as order-0 pages: free them with
-    /// [`PageAllocator::free_contig_range`].
-    ///
-    /// # Errors
-    /// [`AllocError::Unmovable`] naming the first page that blocks (for a
-    /// pinned page, before anything moved); [`AllocError::NoMemory`] for a
-    /// bad range (empty, past the arena, or whose end a `u64` cannot hold),
-    /// before anything changed.
-    ///
-    /// # Panics
-    /// When an owner's [`MovableOps`] callback panics: that page's migration
-    /// fails as in [`PageAllocator::compact_memory`], the range's isolation
-    /// is undone (pages already moved stay moved), and then the owner's
-    /// panic goes on in this thread.
-    pub fn alloc_contig_range(&self, start: Pfn, nr_pages: u64, gfp: Gfp) -> Result<(), AllocError> {
-        OwnerPanic::resuming(|caught| self.core.alloc_contig_range(start, nr_pages, gfp, caught))
+        Some(OwnerPanic::resuming(|caught| self.a.core.compaction().compact_zone(zi, order, caught)))
     }
 
     /// `/sys/kernel/debug/extfrag/extfrag_index`, from lock-free counters.
     pub fn extfrag_index(&self) -> FragIndexReport {
-        self.frag_report(true)
+        self.a.frag_report(true)
     }
 
     /// `/sys/kernel/debug/extfrag/unusable_index`, from lock-free counters.
     pub fn unusable_index(&self) -> FragIndexReport {
-        self.frag_report(false)
-    }
-
-    fn frag_report(&self, extfrag: bool) -> FragIndexReport {
-        let zones = self.core.zones.iter().map(|z| (z.nid, z.ztype.name(), z.free_blocks_racy()));
-        FragIndexReport::build(extfrag, zones)
+        self.a.frag_report(false)
     }
 
     /// Allocated pages by mobility: registered movable, pinned, isolated for
     /// migration (a racy walk of the descriptors).
     pub fn mobility_census(&self) -> MobilityCensus {
-        self.core.mobility_census()
+        self.a.core.compaction().mobility_census()
     }
 }

@@ -1,36 +1,36 @@
-//! The public façade: [`PageAllocator`], a handle on one allocator's
-//! `Core`. Every method checks its arguments, forwards to the layer that
-//! does the work, and returns a typed result; the order-0 fast paths
-//! (`alloc_pages`, `free_pages`, small bulk calls) are forced inline into the
-//! caller so a front-cache hit costs no call.
+//! The public façade: [`PageAllocator`], a handle on one allocator: a
+//! `FrameAllocator` (the core as a kernel has it) with reclaim, compaction,
+//! free page reporting and their threads around it. The calls the two share
+//! (allocation and free, the no-lock calls, page locks, counts, drains,
+//! checks) are the `FrameAllocator`'s; the order-0 fast paths (`alloc_pages`,
+//! `free_pages`, small bulk calls) are forced inline into the caller so a
+//! front-cache hit costs no call.
 //!
-//! Submodules group the rest of the API: `lock_api` (page lock, writeback),
-//! `services` (isolation, contiguous ranges, invariants, drains).
+//! The rarer services are sub-handles (`handles`): page locks, contiguous
+//! ranges, compaction, reporting, statistics, reclaim; the calls that moved
+//! there stay as deprecated forwarders for one release (`deprecated`).
 
 #[cfg(feature = "seed-variants")]
 mod bulk_linked;
 mod compaction;
+mod deprecated;
 mod dirty;
-mod lock_api;
+mod handles;
 mod nolock;
 mod pageref_api;
 mod procfs;
 mod reporting;
 mod services;
-#[cfg(not(loom))]
-mod thread_front;
-#[cfg(not(loom))]
-pub use thread_front::{front_abi, FrontView, ThreadFront};
 
-pub use lock_api::PageLockGuard;
+pub use handles::{Compactor, Contig, PageReporting, Reclaim, Stats};
 pub use pageref_api::PageReference;
 pub use reporting::{ReportingStats, ZoneResidency};
 
-use crate::config::Config;
-use crate::error::{AllocError, BulkFreeError, ConfigError, FreeError};
 use crate::mm::Mm;
-use crate::page::flags;
-use crate::types::{Gfp, NodeId, Pfn};
+use pagealloc_core::config::Config;
+use pagealloc_core::error::{AllocError, BulkFreeError, ConfigError, FreeError};
+use pagealloc_core::page::flags;
+use pagealloc_core::types::{Gfp, NodeId, Pfn};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -51,8 +51,8 @@ use std::sync::Arc;
 /// ```
 #[derive(Clone)]
 pub struct PageAllocator {
-    #[doc(hidden)]
-    pub core: Arc<Mm>,
+    /// The allocator (crate-private: nothing outside reaches its insides).
+    pub(crate) core: Arc<Mm>,
     /// Shared by the clones (not by internal threads): its drop, with the
     /// last clone, stops the allocator's background threads.
     _users: Arc<Users>,
@@ -92,21 +92,21 @@ impl PageAllocator {
     /// Pages in the arena (all of them are managed: there are no holes).
     #[must_use]
     pub fn nr_pages(&self) -> u64 {
-        self.core.mm.nr_pages()
+        self.core.frames().nr_pages()
     }
 
     /// Pages the allocator manages: the arena's, less those still in
     /// [`Config::holes`](crate::Config::holes).
     #[must_use]
     pub fn managed_pages(&self) -> u64 {
-        self.core.managed_pages()
+        self.core.frames().managed_pages()
     }
 
     /// Free pages in the buddy lists outside isolated blocks (NR_FREE_PAGES),
     /// read without locks. Pages on per-CPU lists are not counted.
     #[must_use]
     pub fn nr_free_pages(&self) -> u64 {
-        self.core.nr_free_pages()
+        self.core.frames().nr_free_pages()
     }
 
     /// Number of nodes.
@@ -155,42 +155,7 @@ impl PageAllocator {
     /// [`AllocError::InvalidOrder`] above [`crate::MAX_ORDER`].
     #[inline(always)]
     pub fn alloc_pages(&self, gfp: Gfp, order: u32) -> Result<Pfn, AllocError> {
-        self.core.alloc_pages(gfp, order, flags::HEAD)
-    }
-
-    /// The inline part of `alloc_pages(gfp, 0)` alone: a page from this
-    /// thread's front cache, or `None` (changing nothing) where `alloc_pages`
-    /// would make its call; the caller then calls [`PageAllocator::alloc_pages`].
-    ///
-    /// For callers whose entry point is a call already (the C API): the hit
-    /// then carries none of the full path's error handling, and a miss goes
-    /// on in a function of its own.
-    #[doc(hidden)]
-    #[inline(always)]
-    #[must_use]
-    pub fn alloc0_front_only(&self, gfp: Gfp) -> Option<Pfn> {
-        self.core.alloc0_front(gfp, flags::HEAD)
-    }
-
-    /// The inline part of `free_pages(pfn, 0)` alone: true when this thread's
-    /// front cache took the page; false, changing nothing, where `free_pages`
-    /// would make its call (misuse included): the caller then calls
-    /// [`PageAllocator::free_pages`], which checks and reports.
-    #[doc(hidden)]
-    #[inline(always)]
-    #[must_use]
-    pub fn free0_front_only(&self, pfn: Pfn) -> bool {
-        self.core.free0_front(pfn)
-    }
-
-    /// [`PageAllocator::free0_front_only`] of a raw frame number: any `u64`,
-    /// false for one outside the arena (`u64::MAX`, which no [`Pfn`] holds,
-    /// included), so a caller holding raw numbers makes no test of its own.
-    #[doc(hidden)]
-    #[inline(always)]
-    #[must_use]
-    pub fn free0_front_only_raw(&self, pfn: u64) -> bool {
-        self.core.free0_front_raw(pfn)
+        self.core.frames().alloc(gfp, order)
     }
 
     /// Allocate `1 << order` contiguous pages, preferring node `nid` (a
@@ -215,7 +180,7 @@ impl PageAllocator {
     /// writeback, or owned by a [`crate::Pages`] handle.
     #[inline(always)]
     pub fn free_pages(&self, pfn: Pfn, order: u32) -> Result<(), FreeError> {
-        self.core.free_pages(pfn, order)
+        self.core.frames().free(pfn, order)
     }
 
     /// Fill the `None` slots of `slots` with order-0 pages (populated slots are
@@ -263,14 +228,13 @@ impl PageAllocator {
 
     /// The unique id of this allocator in the process (clones share it).
     #[cfg_attr(not(feature = "fail-inject"), allow(dead_code))]
-    #[doc(hidden)]
-    pub fn id(&self) -> u64 {
+    pub(crate) fn id(&self) -> u64 {
         self.core.id
     }
 }
 
 #[cfg(feature = "fail-inject")]
-impl crate::failinject::FailTarget for PageAllocator {
+impl pagealloc_core::failinject::FailTarget for PageAllocator {
     fn fail_target_id(&self) -> u64 {
         self.id()
     }

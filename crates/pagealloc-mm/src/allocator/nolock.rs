@@ -2,8 +2,8 @@
 //! free that never wait, for signal handlers and real-time threads.
 
 use super::PageAllocator;
-use crate::error::{AllocError, FreeError};
-use crate::types::{Gfp, Pfn};
+use pagealloc_core::error::{AllocError, FreeError};
+use pagealloc_core::types::{Gfp, Pfn};
 
 impl PageAllocator {
     /// Allocate `1 << order` contiguous pages without waiting on anything (the
@@ -20,7 +20,7 @@ impl PageAllocator {
     /// allocate from a context that may wait), [`AllocError::NoMemory`] when
     /// nothing was free, [`AllocError::InvalidOrder`] above [`crate::MAX_ORDER`].
     pub fn alloc_pages_nolock(&self, gfp: Gfp, order: u32) -> Result<Pfn, AllocError> {
-        self.core.alloc_nolock(gfp, order)
+        self.core.frames().alloc_nolock(gfp, order)
     }
 
     /// Free a block allocated by any `alloc_pages*` without waiting on anything
@@ -34,7 +34,7 @@ impl PageAllocator {
     /// # Errors
     /// The [`FreeError`]s of [`PageAllocator::free_pages`], state unchanged.
     pub fn free_pages_nolock(&self, pfn: Pfn, order: u32) -> Result<(), FreeError> {
-        self.core.free_nolock(pfn, order)
+        self.core.frames().free_nolock(pfn, order)
     }
 
     /// Free the blocks the no-lock frees parked (may wait on zone locks). The

@@ -1,10 +1,11 @@
 //! Page references, LRU batches and shrinkers on [`PageAllocator`] (the
 //! machinery is in `page_alloc::put` and `vmscan`).
 
+use super::handles::Reclaim;
 use super::PageAllocator;
-use crate::error::{FreeError, PageStateError};
-use crate::types::Pfn;
-use crate::vmscan::Shrinker;
+use crate::mm::vmscan::Shrinker;
+use pagealloc_core::error::{FreeError, PageStateError};
+use pagealloc_core::types::Pfn;
 use std::sync::Arc;
 
 /// One reference on a reference-counted page (a page-cache page), taken by
@@ -75,33 +76,35 @@ impl PageAllocator {
     /// Reference count of a page (racy; 0 for pages not reference counted).
     #[must_use]
     pub fn page_count(&self, pfn: Pfn) -> u32 {
-        self.core.mm.descs().get(pfn.as_u64() as usize).map_or(0, |d| crate::pageref::count_of(d.flags()))
+        self.core.mm.descs().get(pfn.as_u64() as usize).map_or(0, |d| pagealloc_core::pageref::count_of(d.flags()))
     }
+}
 
+impl<'a> Reclaim<'a> {
     /// Move this CPU's pending LRU additions onto the lists (`lru_add_drain`).
     pub fn lru_add_drain(&self) {
-        self.core.lru_add_drain();
+        self.a.core.lru_add_drain();
     }
 
     /// Move every CPU's pending LRU additions onto the lists.
     pub fn lru_add_drain_all(&self) {
-        self.core.lru_add_drain_all();
+        self.a.core.lru_add_drain_all();
     }
 
     /// Register a shrinker, asked for memory by direct reclaim and kswapd;
-    /// returns its id for [`PageAllocator::unregister_shrinker`].
+    /// returns its id for [`Reclaim::unregister_shrinker`].
     pub fn register_shrinker(&self, s: Arc<dyn Shrinker>) -> u64 {
-        self.core.vmscan.register(s)
+        self.a.core.vmscan.register(s)
     }
 
     /// Unregister a shrinker; false if the id was unknown.
     pub fn unregister_shrinker(&self, id: u64) -> bool {
-        self.core.vmscan.unregister(id)
+        self.a.core.vmscan.unregister(id)
     }
 
     /// LRU list sizes of node `nid`: (inactive, active) (racy).
     #[must_use]
     pub fn lru_sizes(&self, nid: u32) -> (u64, u64) {
-        self.core.vmscan.lru_sizes(nid as usize)
+        self.a.core.vmscan.lru_sizes(nid as usize)
     }
 }

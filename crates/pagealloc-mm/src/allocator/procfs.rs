@@ -2,16 +2,16 @@
 //! in the kernel's formats (built by `stats` from the zones and per-CPU
 //! lists). Not free page reporting, which is `reporting`.
 
-use super::PageAllocator;
+use super::handles::Stats;
 use crate::stats::report::{BuddyInfo, PageTypeInfo, PcpStat, VmStat, ZoneInfo, ZoneInfoZone};
 use crate::stats::snapshot::{read_zone, Snapshot};
-use crate::vmevent::VmEvent;
+use pagealloc_core::vmevent::VmEvent;
 
-impl PageAllocator {
+impl<'a> Stats<'a> {
     /// Read every zone's counters once, without locks. Counters may come from
     /// slightly different instants, as the kernel's own reports do.
     pub fn snapshot(&self) -> Snapshot {
-        Snapshot { zones: self.core.zones.iter().map(read_zone).collect(), consistent: false, retries: 0 }
+        Snapshot { zones: self.a.core.zones.iter().map(read_zone).collect(), consistent: false, retries: 0 }
     }
 
     /// Read every zone's counters as they all were at one instant, without locks
@@ -19,11 +19,9 @@ impl PageAllocator {
     /// writers are active; under a constant stream of writers it may take a while,
     /// but writers are never slowed by it.
     pub fn snapshot_consistent(&self) -> Snapshot {
-        self.core.snapshot_consistent()
+        self.a.core.snapshot_consistent()
     }
-}
 
-impl PageAllocator {
     /// /proc/buddyinfo, read without locks. `to_string()` gives the kernel's text.
     pub fn buddyinfo(&self) -> BuddyInfo {
         self.snapshot().buddyinfo()
@@ -35,15 +33,15 @@ impl PageAllocator {
         // The old design, walking the lists under the zone lock, when the
         // seed-variants build asks for it.
         #[cfg(feature = "seed-variants")]
-        if self.core.cfg.pagetypeinfo_walk_lists {
-            return self.core.pagetypeinfo_walk_lists();
+        if self.a.core.cfg.pagetypeinfo_walk_lists {
+            return self.a.core.pagetypeinfo_walk_lists();
         }
         self.snapshot().pagetypeinfo()
     }
 
     /// /proc/zoneinfo, read without locks.
     pub fn zoneinfo(&self) -> ZoneInfo {
-        let inner = &*self.core;
+        let inner = &*self.a.core;
         let mut seen = Vec::new();
         ZoneInfo {
             zones: inner
@@ -114,10 +112,10 @@ impl PageAllocator {
             ("nr_free_pages_blocks", snap.zones.iter().map(|z| z.free_pages_blocks()).sum()),
         ];
         // Page cache gauges, in the kernel's node-stat order.
-        let (inactive, active) = (0..self.core.nodes.len())
-            .map(|n| self.core.vmscan.lru_sizes(n))
+        let (inactive, active) = (0..self.a.core.nodes.len())
+            .map(|n| self.a.core.vmscan.lru_sizes(n))
             .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
-        let g = &self.core.vmscan.gauges;
+        let g = &self.a.core.vmscan.gauges;
         items.extend([
             ("nr_inactive_file", inactive),
             ("nr_active_file", active),
@@ -127,31 +125,31 @@ impl PageAllocator {
         // Pages dirtied and written (Linux's node stats after `nr_dirty`),
         // then the dirty thresholds, where Linux prints them (after the node
         // stats, before the events).
-        let t = self.dirty_thresholds();
+        let t = self.a.reclaim().dirty_thresholds();
         items.extend([
-            ("nr_dirtied", self.core.vmscan.dirty.dirtied.load(std::sync::atomic::Ordering::Relaxed)),
+            ("nr_dirtied", self.a.core.vmscan.dirty.dirtied.load(std::sync::atomic::Ordering::Relaxed)),
             ("nr_written", g.nr_written.load(std::sync::atomic::Ordering::Relaxed)),
             ("nr_dirty_threshold", t.limit),
             ("nr_dirty_background_threshold", t.background),
         ]);
-        let ev = self.core.event_totals();
-        items.extend(crate::vmevent::VMSTAT_ORDER.iter().map(|&e| (e.name(), ev[e as usize])));
+        let ev = self.a.core.event_totals();
+        items.extend(pagealloc_core::vmevent::VMSTAT_ORDER.iter().map(|&e| (e.name(), ev[e as usize])));
         VmStat { items }
     }
 
     /// `pcpstat`: this allocator's own counters (no kernel file has them),
     /// read without locks. `to_string()` gives `name value` lines.
     pub fn pcpstat(&self) -> PcpStat {
-        let ev = self.core.event_totals();
+        let ev = self.a.core.event_totals();
         let e = |v: VmEvent| ev[v as usize];
-        let (rs, res) = (self.page_reporting_stats(), self.residency());
+        let (rs, res) = (self.a.reporting().page_reporting_stats(), self.a.reporting().residency());
         PcpStat {
             pcp_refill: e(VmEvent::PcpRefill),
             pcp_drain: e(VmEvent::PcpDrain),
             pcp_trylock_fail: e(VmEvent::PcpTrylockFail),
             pcp_depot_park: e(VmEvent::DepotPark),
             pcp_depot_take: e(VmEvent::DepotTake),
-            nr_depot: self.core.zones.iter().map(|z| z.depot.pages_racy()).sum(),
+            nr_depot: self.a.core.zones.iter().map(|z| z.depot.pages_racy()).sum(),
             pgalloc_fallback_claim: e(VmEvent::FallbackClaim),
             pgalloc_fallback_steal: e(VmEvent::FallbackSteal),
             pgalloc_fallback_fragmenting: e(VmEvent::FallbackFragmenting),
@@ -178,25 +176,25 @@ impl PageAllocator {
     /// zone and CPU, the per-CPU list lock's wait and hold histograms.
     /// Counted only with `Config::lock_stats` on (the default). `to_string()`
     /// gives the text.
-    pub fn lockstat(&self) -> crate::lockstat::LockStatReport {
+    pub fn lockstat(&self) -> pagealloc_core::lockstat::LockStatReport {
         let zones: Vec<_> =
-            self.core.zones.iter().map(|z| z.lockstat.read(z.idx.get(), z.nid, z.ztype.name())).collect();
-        let pcp = self.core.pcp.lockstat(&zones);
-        crate::lockstat::LockStatReport { zones, pcp }
+            self.a.core.zones.iter().map(|z| z.lockstat.read(z.idx.get(), z.nid, z.ztype.name())).collect();
+        let pcp = self.a.core.pcp.lockstat(&zones);
+        pagealloc_core::lockstat::LockStatReport { zones, pcp }
     }
 
     /// Switch lock statistics (zone locks and per-CPU list locks) on or off
     /// at run time (a hold in progress counts as it started). What was
     /// counted stays.
     pub fn set_lock_stats(&self, on: bool) {
-        for z in &self.core.zones {
+        for z in &self.a.core.zones {
             z.lockstat.on.set(on);
         }
-        self.core.pcp.set_lock_stats(on);
+        self.a.core.pcp.set_lock_stats(on);
     }
 
     /// One event counter, summed over CPUs (lock-free).
     pub fn event_count(&self, ev: VmEvent) -> u64 {
-        self.core.event_totals()[ev as usize]
+        self.a.core.event_totals()[ev as usize]
     }
 }

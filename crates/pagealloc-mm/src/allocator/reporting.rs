@@ -6,15 +6,14 @@
 //! reporter thread outlives the last `PageAllocator` clone, not even for the
 //! rest of a pass.
 
-use super::PageAllocator;
-use crate::config::MAX_REPORTING_BATCH;
-use crate::error::ConfigError;
-use crate::migrate::OwnerPanic;
+use super::handles::PageReporting;
 use crate::mm::Mm;
-use crate::reporting::ReportPass;
-use crate::sync::Ordering;
-use crate::types::{Order, MAX_ORDER, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
-use pagealloc_compaction::prelude::*;
+use pagealloc_compaction::migrate::OwnerPanic;
+use pagealloc_core::config::MAX_REPORTING_BATCH;
+use pagealloc_core::error::ConfigError;
+use pagealloc_core::sync::Ordering;
+use pagealloc_core::types::{Order, MAX_ORDER, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
+use pagealloc_reporting::ReportPass;
 use std::sync::Arc;
 #[cfg(not(loom))]
 use std::time::{Duration, Instant};
@@ -27,8 +26,8 @@ use std::time::{Duration, Instant};
 /// use pagealloc::{Config, Gfp, PageAllocator};
 /// let a = PageAllocator::new(Config::new().arena_bytes(4 << 20).page_reporting(false)).unwrap();
 /// a.free_pages(a.alloc_pages(Gfp::MOVABLE, 9).unwrap(), 9).unwrap();
-/// let pass = a.report_free_pages_now(); // a synchronous pass; no background ones
-/// let s = a.page_reporting_stats();
+/// let pass = a.reporting().report_free_pages_now(); // a synchronous pass; no background ones
+/// let s = a.reporting().page_reporting_stats();
 /// assert!(!s.enabled && s.passes == 1);
 /// assert_eq!((s.released_pages, s.released_blocks), (pass.pages, pass.blocks));
 /// ```
@@ -75,7 +74,7 @@ pub struct ReportingStats {
 /// use pagealloc::{Config, Gfp, PageAllocator};
 /// let a = PageAllocator::new(Config::new().arena_bytes(4 << 20).page_reporting(false)).unwrap();
 /// let _pfn = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
-/// let z = a.residency()[0];
+/// let z = a.reporting().residency()[0];
 /// assert_eq!((z.nid, z.zone, z.managed), (0, "Normal", 1024));
 /// assert_eq!(z.resident, z.managed - z.reported); // never-used memory is not resident
 /// assert!(z.resident >= 1 && z.resident < z.managed);
@@ -163,7 +162,7 @@ const MAX_IDLE_COMPACTIONS: u32 = 8;
 #[cfg(not(loom))]
 impl Idle {
     fn traffic(c: &Mm) -> u64 {
-        use crate::vmevent::VmEvent;
+        use pagealloc_core::vmevent::VmEvent;
         let ev = c.event_totals();
         [VmEvent::PgallocNormal, VmEvent::PgallocMovable, VmEvent::Pgfree].iter().map(|&e| ev[e as usize]).sum()
     }
@@ -202,7 +201,6 @@ impl Idle {
 /// Pages in free blocks below the pageblock order (free memory inside partly
 /// used pageblocks: with hugepage backing, resident memory no release can
 /// reach), read without the lock.
-#[doc(hidden)]
 pub fn free_below_pageblock(c: &Mm) -> u64 {
     c.zones
         .iter()
@@ -223,7 +221,6 @@ pub fn free_below_pageblock(c: &Mm) -> u64 {
 /// they are (their pageblocks stay resident). An owner's panic goes to
 /// `caught` (the reporter thread drops each, `compact_and_report_now`
 /// resumes the first).
-#[doc(hidden)]
 pub fn compact_for_release(c: &Mm, caught: &mut OwnerPanic) -> Option<u64> {
     let r = &c.reporting;
     if !c.cfg.page_reporting_compact || r.order() < Order::PAGEBLOCK || !c.mobility.any_registered() {
@@ -232,7 +229,7 @@ pub fn compact_for_release(c: &Mm, caught: &mut OwnerPanic) -> Option<u64> {
     if free_below_pageblock(c) < 2 * PAGEBLOCK_PAGES {
         return None;
     }
-    let out = c.compact_memory(caught);
+    let out = c.compaction().compact_memory(caught);
     r.compactions.fetch_add(1, Ordering::Relaxed);
     r.compacted_pages.fetch_add(out.migrated, Ordering::Relaxed);
     Some(out.migrated)
@@ -245,7 +242,7 @@ fn reporter_wake(c: &Mm, idle: &mut Idle, next_pass: &mut Instant) -> Instant {
     // Free blocks are stamped with this clock: advanced at every wake, it is
     // at most one wake behind (a block is never released before the delay
     // minus that).
-    crate::reporting::tick_clock();
+    pagealloc_reporting::tick_clock();
     let delay_ms = c.reporting.delay_ms();
     if !c.reporting.enabled() {
         return Instant::now() + interval(delay_ms);
@@ -320,8 +317,7 @@ fn reporter_pass(c: &Mm, idle: &mut Idle, all: bool, delay_ms: u64) -> Option<Du
 
 /// Start the reporter thread unless it runs.
 #[cfg(not(loom))]
-#[doc(hidden)]
-pub fn start_reporter(core: &Arc<Mm>) {
+pub(crate) fn start_reporter(core: &Arc<Mm>) {
     let r = &core.reporting;
     if !r.can_report {
         return;
@@ -332,7 +328,7 @@ pub fn start_reporter(core: &Arc<Mm>) {
     }
     let c = Arc::clone(core);
     let spawned = std::thread::Builder::new().name("pagealloc-report".into()).spawn(move || {
-        crate::cpu::block_async_signals();
+        pagealloc_core::cpu::block_async_signals();
         let mut idle = Idle::default();
         let mut next_pass = Instant::now();
         while !c.reporting.stop.load(Ordering::Relaxed) {
@@ -346,131 +342,7 @@ pub fn start_reporter(core: &Arc<Mm>) {
 }
 
 #[cfg(loom)]
-#[doc(hidden)]
-pub fn start_reporter(_core: &Arc<Mm>) {}
-
-impl PageAllocator {
-    /// Release every unreported free block of at least the reporting order now,
-    /// whatever its age and whether or not background reporting is on (a
-    /// synchronous pass, for tests and for users who know they are idle).
-    pub fn report_free_pages_now(&self) -> ReportPass {
-        self.core.reporting.pass(self.core.zones.as_slice(), &self.core.mm, true)
-    }
-
-    /// What the reporter does once the allocator has been idle for the delay,
-    /// with hugepage backing and movable pages (see
-    /// `Config::page_reporting_compact`): compact when partly used
-    /// pageblocks hold at least two pageblocks of free memory, then release
-    /// every free block of at least the reporting order, whatever its age.
-    /// Returns whether it compacted, and the pass. Per-CPU lists are drained
-    /// by the compaction (not otherwise).
-    ///
-    /// # Panics
-    /// When an owner's [`crate::MovableOps`] callback panics while compacting:
-    /// as [`PageAllocator::compact_memory`], with no release pass.
-    pub fn compact_and_report_now(&self) -> (bool, ReportPass) {
-        let compacted = OwnerPanic::resuming(|caught| compact_for_release(&self.core, caught)).is_some();
-        (compacted, self.core.reporting.pass(self.core.zones.as_slice(), &self.core.mm, true))
-    }
-
-    /// Free memory inside partly used pageblocks (free blocks below the
-    /// pageblock order, on the buddy lists), in pages: with hugepage backing,
-    /// resident memory that no release reaches until compaction empties its
-    /// pageblocks. Read without locks.
-    #[must_use]
-    pub fn free_pages_below_pageblock(&self) -> u64 {
-        free_below_pageblock(&self.core)
-    }
-
-    /// One pass as the background reporter runs it: only blocks free for at
-    /// least the delay are released.
-    pub fn report_aged_free_pages(&self) -> ReportPass {
-        self.core.reporting.pass(self.core.zones.as_slice(), &self.core.mm, false)
-    }
-
-    /// Switch background reporting at run time (starting the reporter thread
-    /// the first time). Returns `false`, changing nothing, when this backing
-    /// cannot report ([`crate::Backing::Resident`], or [`crate::Backing::None`]
-    /// without a callback).
-    pub fn set_page_reporting(&self, on: bool) -> bool {
-        if !self.core.reporting.set_enabled(on) {
-            return false;
-        }
-        if on {
-            start_reporter(&self.core);
-        }
-        true
-    }
-
-    /// Change the reporting order, delay and batch at run time.
-    ///
-    /// # Errors
-    /// [`ConfigError::Invalid`] for a value outside [`crate::Config`]'s
-    /// bounds (nothing changes).
-    pub fn tune_page_reporting(&self, order: u32, delay_ms: u64, batch: u32) -> Result<(), ConfigError> {
-        let probe = self
-            .core
-            .cfg
-            .clone()
-            .page_reporting_order(Some(order))
-            .page_reporting_delay_ms(delay_ms)
-            .page_reporting_batch(batch);
-        probe.validate()?;
-        debug_assert!(order <= MAX_ORDER && batch <= MAX_REPORTING_BATCH);
-        self.core.reporting.tune(probe.effective_reporting_order(), delay_ms, batch);
-        Ok(())
-    }
-
-    /// Reporting's settings and counters, read without locks.
-    #[must_use]
-    pub fn page_reporting_stats(&self) -> ReportingStats {
-        let r = &self.core.reporting;
-        ReportingStats {
-            enabled: r.enabled(),
-            order: r.order().get(),
-            delay_ms: r.delay_ms(),
-            passes: r.passes.load(Ordering::Relaxed),
-            released_pages: r.reported_pages.load(Ordering::Relaxed),
-            released_blocks: r.reported_blocks.load(Ordering::Relaxed),
-            errors: r.errors.load(Ordering::Relaxed),
-            release_calls: r.release_calls.load(Ordering::Relaxed),
-            zeroing_skipped: self.core.zeroing.zeroing_skipped.load(Ordering::Relaxed),
-            zeroed_on_free: self.core.zeroing.zeroed_on_free.load(Ordering::Relaxed),
-            compactions: r.compactions.load(Ordering::Relaxed),
-            compacted_pages: r.compacted_pages.load(Ordering::Relaxed),
-        }
-    }
-
-    /// Every zone's memory by residency, read without locks.
-    #[must_use]
-    pub fn residency(&self) -> Vec<ZoneResidency> {
-        self.core
-            .zones
-            .iter()
-            .map(|z| {
-                let free = z.free_pages_racy();
-                let reported = z.stats.nr_reported.get_racy();
-                let managed = self.core.managed_now(z);
-                ZoneResidency {
-                    nid: z.nid,
-                    zone: z.ztype.name(),
-                    managed,
-                    free,
-                    reported,
-                    free_resident: free.saturating_sub(reported),
-                    resident: managed.saturating_sub(reported),
-                }
-            })
-            .collect()
-    }
-
-    /// Make every `n`-th release fail (0: none), as a failing `madvise` or
-    /// callback would: the block must stay unreported and intact. For tests
-    /// of the error path (costs nothing outside reporting passes).
-    pub fn inject_report_errors(&self, n: u32) {
-        self.core.reporting.fail_every(n);
-    }
-}
+pub(crate) fn start_reporter(_core: &Arc<Mm>) {}
 
 #[cfg(all(test, not(loom)))]
 mod tests {
@@ -491,5 +363,130 @@ mod tests {
         assert_eq!(interval(2000), ms(500));
         assert_eq!(idle_check(2000), ms(100));
         assert_eq!(idle_check(0), ms(10));
+    }
+}
+
+impl<'a> PageReporting<'a> {
+    /// Release every unreported free block of at least the reporting order now,
+    /// whatever its age and whether or not background reporting is on (a
+    /// synchronous pass, for tests and for users who know they are idle).
+    pub fn report_free_pages_now(&self) -> ReportPass {
+        self.a.core.reporting.pass(self.a.core.zones.as_slice(), &self.a.core.mm, true)
+    }
+
+    /// What the reporter does once the allocator has been idle for the delay,
+    /// with hugepage backing and movable pages (see
+    /// `Config::page_reporting_compact`): compact when partly used
+    /// pageblocks hold at least two pageblocks of free memory, then release
+    /// every free block of at least the reporting order, whatever its age.
+    /// Returns whether it compacted, and the pass. Per-CPU lists are drained
+    /// by the compaction (not otherwise).
+    ///
+    /// # Panics
+    /// When an owner's [`crate::MovableOps`] callback panics while compacting:
+    /// as [`crate::Compactor::compact_memory`], with no release pass.
+    pub fn compact_and_report_now(&self) -> (bool, ReportPass) {
+        let compacted = OwnerPanic::resuming(|caught| compact_for_release(&self.a.core, caught)).is_some();
+        (compacted, self.a.core.reporting.pass(self.a.core.zones.as_slice(), &self.a.core.mm, true))
+    }
+
+    /// Free memory inside partly used pageblocks (free blocks below the
+    /// pageblock order, on the buddy lists), in pages: with hugepage backing,
+    /// resident memory that no release reaches until compaction empties its
+    /// pageblocks. Read without locks.
+    #[must_use]
+    pub fn free_pages_below_pageblock(&self) -> u64 {
+        free_below_pageblock(&self.a.core)
+    }
+
+    /// One pass as the background reporter runs it: only blocks free for at
+    /// least the delay are released.
+    pub fn report_aged_free_pages(&self) -> ReportPass {
+        self.a.core.reporting.pass(self.a.core.zones.as_slice(), &self.a.core.mm, false)
+    }
+
+    /// Switch background reporting at run time (starting the reporter thread
+    /// the first time). Returns `false`, changing nothing, when this backing
+    /// cannot report ([`crate::Backing::Resident`], or [`crate::Backing::None`]
+    /// without a callback).
+    pub fn set_page_reporting(&self, on: bool) -> bool {
+        if !self.a.core.reporting.set_enabled(on) {
+            return false;
+        }
+        if on {
+            start_reporter(&self.a.core);
+        }
+        true
+    }
+
+    /// Change the reporting order, delay and batch at run time.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] for a value outside [`crate::Config`]'s
+    /// bounds (nothing changes).
+    pub fn tune_page_reporting(&self, order: u32, delay_ms: u64, batch: u32) -> Result<(), ConfigError> {
+        let probe = self
+            .a
+            .core
+            .cfg
+            .clone()
+            .page_reporting_order(Some(order))
+            .page_reporting_delay_ms(delay_ms)
+            .page_reporting_batch(batch);
+        probe.validate()?;
+        debug_assert!(order <= MAX_ORDER && batch <= MAX_REPORTING_BATCH);
+        self.a.core.reporting.tune(probe.effective_reporting_order(), delay_ms, batch);
+        Ok(())
+    }
+
+    /// Reporting's settings and counters, read without locks.
+    #[must_use]
+    pub fn page_reporting_stats(&self) -> ReportingStats {
+        let r = &self.a.core.reporting;
+        ReportingStats {
+            enabled: r.enabled(),
+            order: r.order().get(),
+            delay_ms: r.delay_ms(),
+            passes: r.passes.load(Ordering::Relaxed),
+            released_pages: r.reported_pages.load(Ordering::Relaxed),
+            released_blocks: r.reported_blocks.load(Ordering::Relaxed),
+            errors: r.errors.load(Ordering::Relaxed),
+            release_calls: r.release_calls.load(Ordering::Relaxed),
+            zeroing_skipped: self.a.core.zeroing.zeroing_skipped.load(Ordering::Relaxed),
+            zeroed_on_free: self.a.core.zeroing.zeroed_on_free.load(Ordering::Relaxed),
+            compactions: r.compactions.load(Ordering::Relaxed),
+            compacted_pages: r.compacted_pages.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Every zone's memory by residency, read without locks.
+    #[must_use]
+    pub fn residency(&self) -> Vec<ZoneResidency> {
+        self.a
+            .core
+            .zones
+            .iter()
+            .map(|z| {
+                let free = z.free_pages_racy();
+                let reported = z.stats.nr_reported.get_racy();
+                let managed = self.a.core.managed_now(z);
+                ZoneResidency {
+                    nid: z.nid,
+                    zone: z.ztype.name(),
+                    managed,
+                    free,
+                    reported,
+                    free_resident: free.saturating_sub(reported),
+                    resident: managed.saturating_sub(reported),
+                }
+            })
+            .collect()
+    }
+
+    /// Make every `n`-th release fail (0: none), as a failing `madvise` or
+    /// callback would: the block must stay unreported and intact. For tests
+    /// of the error path (costs nothing outside reporting passes).
+    pub fn inject_report_errors(&self, n: u32) {
+        self.a.core.reporting.fail_every(n);
     }
 }

@@ -8,51 +8,55 @@
 //! reference to its `Mm` (made with [`Arc::new_cyclic`]), so there is no
 //! cycle of strong references and a core built alone runs without it.
 
-mod put;
+pub(crate) mod vmscan;
 
-use crate::config::Config;
-use crate::error::ConfigError;
-use crate::movable::Mobility;
-use crate::page_alloc::hooks::SlowPathHooks;
-use crate::page_alloc::Core;
-use crate::reporting::Reporting;
-use crate::types::{Gfp, Order, ZoneIdx};
-use crate::vmevent::VmEvent;
-use crate::vmscan::Vmscan;
-use crate::zone::Wmark;
-use pagealloc_compaction::prelude::*;
+use crate::mm::vmscan::Vmscan;
+use pagealloc_compaction::movable::Mobility;
+use pagealloc_core::config::Config;
+use pagealloc_core::error::ConfigError;
+use pagealloc_core::page_alloc::hooks::SlowPathHooks;
+use pagealloc_core::page_alloc::Core;
+use pagealloc_core::types::{Gfp, Order, ZoneIdx};
+use pagealloc_core::vmevent::VmEvent;
+use pagealloc_core::zone::Wmark;
+use pagealloc_core::FrameAllocator;
+use pagealloc_reporting::Reporting;
 use std::sync::{Arc, Weak};
 
-/// One allocator: its core and the state of the layers above it.
-#[doc(hidden)]
-pub struct Mm {
-    #[doc(hidden)]
-    pub core: Core,
+/// One allocator: its core and the state of the layers above it. Crate
+/// private, as are its fields: its dereference to the core is this crate's
+/// one way into the core's internals.
+pub(crate) struct Mm {
+    /// The core, built as a kernel builds it, with this allocator's layers
+    /// registered as its slow-path hooks.
+    frames: FrameAllocator,
     /// Free page reporting.
-    #[doc(hidden)]
-    pub reporting: Reporting,
+    pub(crate) reporting: Reporting,
     /// LRU lists, LRU batches, shrinkers and reclaim gauges.
-    #[doc(hidden)]
-    pub vmscan: Vmscan,
+    pub(crate) vmscan: Vmscan,
     /// Movable operations and compaction state.
-    #[doc(hidden)]
-    pub mobility: Mobility,
+    pub(crate) mobility: Mobility,
 }
 
 impl std::ops::Deref for Mm {
     type Target = Core;
     #[inline(always)]
     fn deref(&self) -> &Core {
-        &self.core
+        // SAFETY: `Mm` is this crate's and never leaves it (crate-private
+        // type, fields and constructor; `PageAllocator` holds it in a private
+        // field): only this crate's code reaches the core through here, and
+        // it keeps the core's invariants, which is the door's contract.
+        unsafe { self.frames.core() }
     }
 }
 
 impl Mm {
     /// Build the core and the layers over it, and register the layers as
     /// the core's slow-path hooks.
-    #[doc(hidden)]
-    pub fn new(cfg: Config) -> Result<Arc<Self>, ConfigError> {
-        let mut core = Core::new(cfg)?;
+    pub(crate) fn new(cfg: Config) -> Result<Arc<Self>, ConfigError> {
+        let mut frames = FrameAllocator::new(cfg)?;
+        // SAFETY: a read of the core's layout only (see `deref`).
+        let core = unsafe { frames.core() };
         let cfg = &core.cfg;
         let nr_nodes = cfg.nodes as usize;
         let nblocks = core.pageblocks.len();
@@ -60,9 +64,23 @@ impl Mm {
         let vmscan = Vmscan::new(nr_nodes, core.zones.len(), core.pcp.nr_cpus());
         let mobility = Mobility::new(nblocks, nr_nodes);
         Ok(Arc::new_cyclic(|me: &Weak<Mm>| {
-            core.set_hooks(me.clone());
-            Mm { core, reporting, vmscan, mobility }
+            frames.set_slow_path_hooks(me.clone());
+            Mm { frames, reporting, vmscan, mobility }
         }))
+    }
+}
+
+impl Mm {
+    /// The core as a kernel has it: `PageAllocator` builds on it.
+    #[inline(always)]
+    pub(crate) fn frames(&self) -> &FrameAllocator {
+        &self.frames
+    }
+
+    /// The compaction layer's operations on this allocator.
+    #[inline]
+    pub fn compaction(&self) -> pagealloc_compaction::Compaction<'_, Mm> {
+        pagealloc_compaction::Compaction::new(self)
     }
 }
 
@@ -107,7 +125,7 @@ impl SlowPathHooks for Mm {
         _gfp: Gfp, // the slow path already refused the requests that may not compact
         alloc: &mut dyn FnMut(ZoneIdx) -> Option<u64>,
     ) -> Option<u64> {
-        self.try_direct_compact(zl, order, alloc)
+        self.compaction().try_direct_compact(zl, order, alloc)
     }
 
     /// Direct reclaim through the shrinkers (the page cache is one), counted

@@ -5,7 +5,7 @@
 /// Event counters in the kernel's /proc/vmstat names (plus our own, reported
 /// by `pcpstat`).
 pub mod events {
-    pub use crate::vmevent::{VmEvent, NR_VM_EVENTS};
+    pub use pagealloc_core::vmevent::{VmEvent, NR_VM_EVENTS};
 }
 pub mod report;
 pub mod snapshot;

@@ -6,10 +6,10 @@
 //! load and store; readers here never take the lock.
 //!
 //! Two kinds of snapshot:
-//! - [`crate::PageAllocator::snapshot`] reads each counter once. Counters may come from
+//! - [`crate::Stats::snapshot`] reads each counter once. Counters may come from
 //!   slightly different instants, exactly as the kernel's /proc files do (they
 //!   collect their data within a short time window, not at one instant).
-//! - [`crate::PageAllocator::snapshot_consistent`] returns counters that all held at one
+//! - [`crate::Stats::snapshot_consistent`] returns counters that all held at one
 //!   instant. It uses the per-zone seqcount `ZoneStats::seq`, which a writer makes
 //!   odd when it takes the zone lock and even again when it drops it: the reader
 //!   records every zone's sequence, reads every counter, and accepts the result only
@@ -28,9 +28,9 @@
 //! every counter store of the section that ended there.
 
 use crate::mm::Mm;
-use crate::sync::{fence, Ordering};
-use crate::types::{MigrateType, ZoneType, MIGRATE_PCPTYPES, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER};
-use crate::zone::Zone;
+use pagealloc_core::sync::{fence, Ordering};
+use pagealloc_core::types::{MigrateType, ZoneType, MIGRATE_PCPTYPES, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER};
+use pagealloc_core::zone::Zone;
 
 /// The counters of one zone.
 ///
@@ -42,7 +42,7 @@ use crate::zone::Zone;
 /// ```
 /// use pagealloc::{Config, MigrateType, PageAllocator, ZoneType};
 /// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
-/// let snap = a.snapshot_consistent();
+/// let snap = a.stats().snapshot_consistent();
 /// let z = &snap.zones[0];
 /// assert_eq!((z.nid, z.zone), (0, ZoneType::Normal));
 /// let typed = MigrateType::ALL.iter().filter(|&&t| t != MigrateType::Isolate);
@@ -99,7 +99,7 @@ impl ZoneCounters {
 /// ```
 /// use pagealloc::{Config, PageAllocator};
 /// let a = PageAllocator::new(Config::small(8 << 20).nodes(2)).unwrap();
-/// let s = a.snapshot_consistent(); // every zone's counters at one instant
+/// let s = a.stats().snapshot_consistent(); // every zone's counters at one instant
 /// assert!(s.consistent && s.zones.len() == 2); // a Normal zone per node
 /// assert_eq!(s.zones.iter().map(|z| z.nr_free_pages).sum::<u64>(), a.nr_free_pages());
 /// ```
@@ -114,7 +114,6 @@ pub struct Snapshot {
 }
 
 impl Mm {
-    #[doc(hidden)]
     pub fn snapshot_consistent(&self) -> Snapshot {
         let zones = &self.zones;
         let mut seqs = vec![0u64; zones.len()];
@@ -147,14 +146,13 @@ fn backoff(retries: u64) {
             std::hint::spin_loop();
         }
     } else {
-        crate::sync::spin_yield();
+        pagealloc_core::sync::spin_yield();
     }
 }
 
 /// One zone's counters, each read once with a relaxed load; the depot's
 /// pages are free order-0 pages of their type.
-#[doc(hidden)]
-pub fn read_zone(z: &Zone) -> ZoneCounters {
+pub(crate) fn read_zone(z: &Zone) -> ZoneCounters {
     let s = &z.stats;
     let depot: [u64; MIGRATE_PCPTYPES] = std::array::from_fn(|t| z.depot.pages_of_racy(t));
     let depot_pages = depot.iter().sum();

@@ -33,7 +33,7 @@ impl Core {
             let pfn = self.alloc_block(order)?;
             // Our own block, just allocated: its free cannot be refused.
             let _ = self.alloc.free_pages(pfn, order);
-            match self.alloc.alloc_contig_range(pfn, frames, Gfp::KERNEL) {
+            match self.alloc.contig().alloc_contig_range(pfn, frames, Gfp::KERNEL) {
                 Ok(()) => return Ok(pfn),
                 Err(e) => last = Some(e),
             }
@@ -49,7 +49,7 @@ impl Core {
         for &id in ids {
             // Our own range, taken whole: see `free_frames` for why an
             // error is not surfaced here.
-            let _ = self.alloc.free_contig_range(Pfn::new(id), self.kinds[k].frames);
+            let _ = self.alloc.contig().free_contig_range(Pfn::new(id), self.kinds[k].frames);
         }
     }
 }

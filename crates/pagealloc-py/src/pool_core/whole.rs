@@ -118,7 +118,7 @@ impl Core {
             self.free_kind(&[id], k);
         }
         if let Some(id) = self.shrinker.lock().unwrap_or_else(PoisonError::into_inner).take() {
-            self.alloc.unregister_shrinker(id);
+            self.alloc.reclaim().unregister_shrinker(id);
         }
     }
 }

@@ -441,7 +441,9 @@ fn watchdog(sh: &Shared, done: &AtomicBool, limit_ms: u64) {
 fn drain_handoff(sh: &Shared, mine: &mut Mine) {
     let parked: Vec<Pfn> = std::mem::take(&mut *sh.handoff.lock().unwrap());
     for p in parked {
-        check(sh, mine, sh.a.unlock_page(p) == Ok(()), || format!("unlock of handed-off lock page {p:?} failed"));
+        check(sh, mine, sh.a.page_locks().unlock_page(p) == Ok(()), || {
+            format!("unlock of handed-off lock page {p:?} failed")
+        });
     }
 }
 
@@ -503,7 +505,7 @@ fn worker(sh: &Shared, t: usize, mut rng: Rng) -> u64 {
     }
     for (p, n) in std::mem::take(&mut mine.contig) {
         sh.release("free_contig_range", p.as_u64(), n);
-        let r = sh.a.free_contig_range(p, n);
+        let r = sh.a.contig().free_contig_range(p, n);
         check(sh, &mut mine, r.is_ok(), || format!("free_contig_range({p:?}, {n}): {r:?}"));
     }
     sh.publish(t, Op::Idle, 0);
@@ -565,9 +567,12 @@ fn teardown(sh: &Shared) {
         free_owned(sh, &mut mine, p, o);
     }
     for &p in &sh.lock_pages {
-        check(sh, &mut mine, !sh.a.page_locked_racy(p) && !sh.a.page_writeback_racy(p), || {
-            format!("lock page {p:?} still locked or under writeback at the end")
-        });
+        check(
+            sh,
+            &mut mine,
+            !sh.a.page_locks().page_locked_racy(p) && !sh.a.page_locks().page_writeback_racy(p),
+            || format!("lock page {p:?} still locked or under writeback at the end"),
+        );
         free_owned(sh, &mut mine, p, 0);
     }
     let a = &sh.a;

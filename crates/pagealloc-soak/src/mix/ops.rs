@@ -83,7 +83,9 @@ fn page_array_round(sh: &Shared, rng: &mut Rng, mine: &mut Mine, n: usize, gfp: 
     if let Some(p) = arr.get(0) {
         let r = sh.a.free_pages(p, 0);
         check(sh, mine, r == Err(FreeError::Owned { pfn: p }), || format!("free_pages of an array's page: {r:?}"));
-        check(sh, mine, !sh.a.trylock_page(p), || format!("trylock_page of an array's page {p:?} succeeded"));
+        check(sh, mine, !sh.a.page_locks().trylock_page(p), || {
+            format!("trylock_page of an array's page {p:?} succeeded")
+        });
     }
     for i in 0..lead {
         if let Some(f) = arr.frame_mut(i) {
@@ -204,14 +206,14 @@ pub(super) fn op_contig(sh: &Shared, t: usize, rng: &mut Rng, mine: &mut Mine) {
     if let Some((p, n)) = mine.contig.pop() {
         sh.publish(t, Op::FreeContig, p.as_u64());
         sh.release("free_contig_range", p.as_u64(), n);
-        let r = sh.a.free_contig_range(p, n);
+        let r = sh.a.contig().free_contig_range(p, n);
         check(sh, mine, r.is_ok(), || format!("free_contig_range({p:?}, {n}): {r:?}"));
         return;
     }
     let max = if rng.below(4) == 0 { 1024 } else { 64 };
     let n = 1 + rng.below(max);
     sh.publish(t, Op::Contig, n);
-    match sh.a.alloc_contig_pages(n, rng.gfp()) {
+    match sh.a.contig().alloc_contig_pages(n, rng.gfp()) {
         Ok(p) => {
             if sh.claim("alloc_contig_pages", p.as_u64(), n) {
                 mine.passed += 1;
@@ -229,11 +231,11 @@ pub(super) fn op_isolate(sh: &Shared, t: usize, rng: &mut Rng, mine: &mut Mine) 
     let s = rng.below(blocks) * PAGEBLOCK_PAGES + if rng.below(2) == 0 { 0 } else { rng.below(PAGEBLOCK_PAGES) };
     let nr = 1 + rng.below(2 * PAGEBLOCK_PAGES);
     sh.publish(t, Op::Isolate, s);
-    match sh.a.isolate_range(Pfn::new(s), nr) {
+    match sh.a.contig().isolate_range(Pfn::new(s), nr) {
         Ok(()) => {
-            let _ = sh.a.test_pages_isolated(Pfn::new(s), nr);
+            let _ = sh.a.contig().test_pages_isolated(Pfn::new(s), nr);
             std::thread::yield_now();
-            let r = sh.a.undo_isolate_range(Pfn::new(s), nr);
+            let r = sh.a.contig().undo_isolate_range(Pfn::new(s), nr);
             check(sh, mine, r.is_ok(), || format!("undo of our own isolation of {s:#x}+{nr}: {r:?}"));
         }
         Err(
@@ -252,9 +254,9 @@ pub(super) fn op_lock_pages(sh: &Shared, t: usize, rng: &mut Rng, mine: &mut Min
             // Lock (sleeping), maybe start writeback, hold briefly, unlock, end it.
             drain_handoff(sh, mine);
             sh.publish(t, Op::LockPage, p.as_u64());
-            let r = sh.a.lock_page(p);
-            check(sh, mine, r.is_ok() && sh.a.page_locked_racy(p), || format!("lock_page({p:?}): {r:?}"));
-            let wb = rng.below(3) == 0 && sh.a.set_page_writeback(p) == Ok(true);
+            let r = sh.a.page_locks().lock_page(p);
+            check(sh, mine, r.is_ok() && sh.a.page_locks().page_locked_racy(p), || format!("lock_page({p:?}): {r:?}"));
+            let wb = rng.below(3) == 0 && sh.a.page_locks().set_page_writeback(p) == Ok(true);
             for _ in 0..rng.below(50) {
                 std::hint::spin_loop();
             }
@@ -262,20 +264,24 @@ pub(super) fn op_lock_pages(sh: &Shared, t: usize, rng: &mut Rng, mine: &mut Min
                 std::thread::yield_now();
             }
             sh.publish(t, Op::Unlock, p.as_u64());
-            let r = if rng.below(2) == 0 { sh.a.unlock_page(p) } else { sh.a.unlock_page_uptodate(p) };
+            let r = if rng.below(2) == 0 {
+                sh.a.page_locks().unlock_page(p)
+            } else {
+                sh.a.page_locks().unlock_page_uptodate(p)
+            };
             check(sh, mine, r.is_ok(), || format!("unlock_page({p:?}) we hold: {r:?}"));
             if wb {
                 std::thread::yield_now();
                 sh.publish(t, Op::Writeback, p.as_u64());
-                let r = sh.a.end_page_writeback(p);
+                let r = sh.a.page_locks().end_page_writeback(p);
                 check(sh, mine, r.is_ok(), || format!("end_page_writeback({p:?}) we started: {r:?}"));
             }
         }
         3 => {
             sh.publish(t, Op::LockTimeout, p.as_u64());
-            match sh.a.lock_page_timeout(p, Duration::from_micros(200)) {
+            match sh.a.page_locks().lock_page_timeout(p, Duration::from_micros(200)) {
                 Ok(()) => {
-                    let r = sh.a.unlock_page(p);
+                    let r = sh.a.page_locks().unlock_page(p);
                     check(sh, mine, r.is_ok(), || format!("unlock after lock_page_timeout({p:?}): {r:?}"));
                 }
                 Err(e) => check(sh, mine, e == WaitError::TimedOut, || format!("lock_page_timeout({p:?}): {e:?}")),
@@ -285,7 +291,7 @@ pub(super) fn op_lock_pages(sh: &Shared, t: usize, rng: &mut Rng, mine: &mut Min
             // Lock without sleeping and leave the unlock to whichever thread
             // next drains the hand-off list.
             sh.publish(t, Op::Trylock, p.as_u64());
-            if sh.a.trylock_page(p) {
+            if sh.a.page_locks().trylock_page(p) {
                 mine.passed += 1;
                 sh.handoff.lock().unwrap().push(p);
             }
@@ -293,13 +299,13 @@ pub(super) fn op_lock_pages(sh: &Shared, t: usize, rng: &mut Rng, mine: &mut Min
         5 | 6 => {
             drain_handoff(sh, mine);
             sh.publish(t, Op::WaitLocked, p.as_u64());
-            let r = sh.a.wait_on_page_locked(p);
+            let r = sh.a.page_locks().wait_on_page_locked(p);
             check(sh, mine, r.is_ok(), || format!("wait_on_page_locked({p:?}): {r:?}"));
         }
         _ => {
             drain_handoff(sh, mine);
             sh.publish(t, Op::WaitWriteback, p.as_u64());
-            let r = sh.a.wait_on_page_writeback(p);
+            let r = sh.a.page_locks().wait_on_page_writeback(p);
             check(sh, mine, r.is_ok(), || format!("wait_on_page_writeback({p:?}): {r:?}"));
         }
     }
@@ -317,9 +323,9 @@ pub(super) fn op_peek_wait(sh: &Shared, t: usize, rng: &mut Rng, mine: &mut Mine
     };
     sh.publish(t, Op::PeekWait, p.as_u64());
     let r = if rng.below(2) == 0 {
-        sh.a.wait_on_page_locked_timeout(p, Duration::from_micros(100))
+        sh.a.page_locks().wait_on_page_locked_timeout(p, Duration::from_micros(100))
     } else {
-        sh.a.wait_on_page_writeback_timeout(p, Duration::from_micros(100))
+        sh.a.page_locks().wait_on_page_writeback_timeout(p, Duration::from_micros(100))
     };
     let ok =
         matches!(r, Ok(()) | Err(WaitError::TimedOut) | Err(WaitError::State(PageStateError::NotAllocated { .. })));
@@ -331,18 +337,18 @@ pub(super) fn op_own_lock(sh: &Shared, t: usize, rng: &mut Rng, mine: &mut Mine)
     let Some(&(p, o)) = mine.held.get(rng.below(mine.held.len() as u64 + 1) as usize) else { return };
     sh.publish(t, Op::OwnLock, p.as_u64());
     let a = &sh.a;
-    check(sh, mine, a.trylock_page(p), || format!("trylock of our unlocked block {p:?}"));
-    check(sh, mine, !a.trylock_page(p), || format!("second trylock of {p:?} succeeded"));
+    check(sh, mine, a.page_locks().trylock_page(p), || format!("trylock of our unlocked block {p:?}"));
+    check(sh, mine, !a.page_locks().trylock_page(p), || format!("second trylock of {p:?} succeeded"));
     let r = a.free_pages(p, o);
     check(sh, mine, r == Err(FreeError::Locked { pfn: p }), || format!("free of locked {p:?}: {r:?}"));
-    check(sh, mine, a.set_page_writeback(p) == Ok(true), || format!("set_page_writeback({p:?})"));
-    check(sh, mine, a.unlock_page(p).is_ok(), || format!("unlock_page({p:?})"));
-    let r = a.unlock_page(p);
+    check(sh, mine, a.page_locks().set_page_writeback(p) == Ok(true), || format!("set_page_writeback({p:?})"));
+    check(sh, mine, a.page_locks().unlock_page(p).is_ok(), || format!("unlock_page({p:?})"));
+    let r = a.page_locks().unlock_page(p);
     check(sh, mine, r == Err(PageStateError::NotLocked { pfn: p }), || format!("unlock of unlocked {p:?}: {r:?}"));
     let r = a.free_pages(p, o);
     check(sh, mine, r == Err(FreeError::Writeback { pfn: p }), || format!("free under writeback {p:?}: {r:?}"));
-    check(sh, mine, a.end_page_writeback(p).is_ok(), || format!("end_page_writeback({p:?})"));
-    let r = a.end_page_writeback(p);
+    check(sh, mine, a.page_locks().end_page_writeback(p).is_ok(), || format!("end_page_writeback({p:?})"));
+    let r = a.page_locks().end_page_writeback(p);
     check(sh, mine, r == Err(PageStateError::NotWriteback { pfn: p }), || {
         format!("second end_page_writeback {p:?}: {r:?}")
     });
@@ -352,12 +358,12 @@ pub(super) fn op_reports(sh: &Shared, t: usize, rng: &mut Rng, mine: &mut Mine) 
     sh.publish(t, Op::Reports, 0);
     let a = &sh.a;
     let ok = match rng.below(7) {
-        0 => a.buddyinfo().to_string().starts_with("Node 0, zone"),
-        1 => a.pagetypeinfo().to_string().starts_with("Page block order: 9"),
-        2 => !a.zoneinfo().to_string().is_empty(),
-        3 => !a.vmstat().to_string().is_empty(),
-        4 => a.snapshot_consistent().consistent,
-        5 => a.pcp_report().len() >= 4,
+        0 => a.stats().buddyinfo().to_string().starts_with("Node 0, zone"),
+        1 => a.stats().pagetypeinfo().to_string().starts_with("Page block order: 9"),
+        2 => !a.stats().zoneinfo().to_string().is_empty(),
+        3 => !a.stats().vmstat().to_string().is_empty(),
+        4 => a.stats().snapshot_consistent().consistent,
+        5 => a.stats().pcp_report().len() >= 4,
         _ => {
             let c = a.census();
             c.free + c.pcp + c.allocated <= a.managed_pages()
@@ -398,12 +404,12 @@ pub(super) fn op_misuse(sh: &Shared, t: usize, rng: &mut Rng, mine: &mut Mine) {
             }
         }
         4 => {
-            let r = a.isolate_range(Pfn::new(0), 0);
+            let r = a.contig().isolate_range(Pfn::new(0), 0);
             check(sh, mine, r == Err(PageStateError::BadRange { pfn: Pfn::new(0) }), || format!("{r:?}"));
         }
         _ => {
             let p = Pfn::new(n + 1);
-            let r = a.lock_page(p);
+            let r = a.page_locks().lock_page(p);
             check(sh, mine, r == Err(PageStateError::OutOfRange { pfn: p }), || format!("lock {p:?}: {r:?}"));
         }
     }

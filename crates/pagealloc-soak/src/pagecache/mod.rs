@@ -229,11 +229,11 @@ fn pressure(sh: &Shared, pc: &PageCache, slot: usize) -> (u64, u64) {
     while !sh.stop.load(Ordering::Relaxed) {
         shrunk += pc.shrink(256);
         if round.is_multiple_of(4) {
-            migrated += pc.allocator().compact_memory().migrated;
+            migrated += pc.allocator().compaction().compact_memory().migrated;
         }
         if round.is_multiple_of(50) {
             let (b, r) = DIRTY_RATIOS[(round / 50 % 2) as usize];
-            if let Err(e) = pc.allocator().set_dirty_ratios(b, r) {
+            if let Err(e) = pc.allocator().reclaim().set_dirty_ratios(b, r) {
                 sh.violation(format!("valid dirty ratios ({b}, {r}) refused: {e}"));
             }
         }
@@ -491,7 +491,7 @@ fn drop_cache(
 /// Print the counts and check the end: the dirty limit, the stores' writes,
 /// the invariants and exact conservation once everything is dropped.
 fn report(a: &PageAllocator, sh: &Shared, ch: &Churn, end: &Ended, nchurn: u64, secs: f64) -> i32 {
-    let vm = |k: &str| a.vmstat().items.iter().find(|(n, _)| *n == k).map_or(0, |&(_, v)| v);
+    let vm = |k: &str| a.stats().vmstat().items.iter().find(|(n, _)| *n == k).map_or(0, |&(_, v)| v);
     let (steal, mig, scans) =
         (vm("pgsteal_kswapd") + vm("pgsteal_direct"), vm("pgmigrate_success"), vm("compact_daemon_migrate_scanned"));
     let reclaim: Vec<String> = [
@@ -520,7 +520,7 @@ fn report(a: &PageAllocator, sh: &Shared, ch: &Churn, end: &Ended, nchurn: u64, 
     if nchurn > 0 {
         ch.report(sh);
     }
-    a.lru_add_drain_all();
+    a.reclaim().lru_add_drain_all();
     a.drain_all_pages();
     if let Err(e) = a.check_invariants() {
         sh.violation(format!("invariants: {e}"));

@@ -90,7 +90,7 @@ pub fn ends_where_it_began(a: &PageAllocator, free0: u64) {
 /// handles are gone and the lists drained: nothing allocated, every
 /// managed page free or on a per-CPU list, the invariants intact.
 pub fn all_back(a: &PageAllocator) {
-    a.lru_add_drain_all();
+    a.reclaim().lru_add_drain_all();
     a.drain_all_pages();
     a.check_invariants().unwrap();
     let c = a.census();

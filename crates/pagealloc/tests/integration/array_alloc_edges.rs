@@ -175,7 +175,7 @@ fn array_bulk_allocation_with_a_populated_tail_keeps_lists_within_high() {
             let n = m.bulk_alloc(Gfp::KERNEL, &mut slots);
             assert_eq!(n, slots.len(), "held back {held_back}, {holes} holes");
             assert!(slots[holes..].iter().all(|s| *s == Some(marker)), "a populated slot was written");
-            for r in a.pcp_report() {
+            for r in a.stats().pcp_report() {
                 assert!(
                     r.count <= r.high,
                     "held back {held_back}, {holes} holes: cpu {} zone {} has {} pages over high {}",

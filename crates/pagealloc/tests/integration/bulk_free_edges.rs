@@ -32,7 +32,7 @@ fn small_bulk_frees_mixing_types_and_zones_free_each_page_once() {
     let cfg = Config::small(64 << 20).movable_zone_bytes(8 << 20);
     let mut m = Model::new(cfg).unwrap();
     let a = m.a().clone();
-    assert_eq!(a.zoneinfo().zones.len(), 2, "a Normal and a Movable zone");
+    assert_eq!(a.stats().zoneinfo().zones.len(), 2, "a Normal and a Movable zone");
     let mut rng = StdRng::seed_from_u64(1);
     // Types interleaved until Movable-type pages come from both zones (the
     // Movable zone fills first).
@@ -308,7 +308,7 @@ fn bulk_frees_into_a_highatomic_pageblock_go_to_the_buddy() {
     a.drain_all_pages();
     let big = m.alloc(Gfp::ATOMIC, 2, None).unwrap();
     assert_eq!(m.blocks()[&big.as_u64()].mt, MigrateType::Unmovable);
-    assert!(a.pagetypeinfo().zones[0].blocks[MigrateType::HighAtomic.index()] >= 1);
+    assert!(a.stats().pagetypeinfo().zones[0].blocks[MigrateType::HighAtomic.index()] >= 1);
     let ha_block = big.as_u64() / PAGEBLOCK_PAGES;
     let (mut ha, mut other): (Vec<Pfn>, Vec<Pfn>) =
         m.order0_pages().into_iter().partition(|p| p.as_u64() / PAGEBLOCK_PAGES == ha_block);

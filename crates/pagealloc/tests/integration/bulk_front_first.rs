@@ -199,7 +199,7 @@ fn an_array_freed_in_index_order_leaves_the_front_cache_as_it_found_it() {
     // (slots, pages cached): the stack holds a page for every slot, or (the
     // last case) is full with fewer, when its whole content goes to the
     // first slots and the free pushes only as many back as it holds.
-    let cap = pagealloc::front_abi::STACK_CAP;
+    let cap = pagealloc::ffi::abi::STACK_CAP;
     for (n, c) in [(2usize, 48usize), (3, 48), (8, 48), (32, 48), (cap + 36, cap)] {
         let cached = fill_front(&a, c);
         let mut slots = vec![None; n];

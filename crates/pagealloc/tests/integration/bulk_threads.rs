@@ -22,11 +22,11 @@ fn whole(a: &PageAllocator) {
     a.check_invariants().unwrap();
     let c = a.census();
     assert_eq!((c.allocated, c.pcp, c.isolated_free), (0, 0, 0), "after freeing everything and draining: {c:?}");
-    assert!(a.pcp_report().iter().all(|r| r.count == 0), "drain_all_pages left pages on per-CPU lists");
+    assert!(a.stats().pcp_report().iter().all(|r| r.count == 0), "drain_all_pages left pages on per-CPU lists");
     let fresh = PageAllocator::new(a.config().clone()).unwrap();
     assert_eq!(a.nr_free_pages(), fresh.nr_free_pages(), "pages leaked");
     assert_eq!(a.nr_free_pages(), a.managed_pages(), "pages leaked");
-    let v = a.vmstat();
+    let v = a.stats().vmstat();
     let alloc = v.get("pgalloc_normal").unwrap() + v.get("pgalloc_movable").unwrap();
     assert_eq!(alloc, v.get("pgfree").unwrap(), "pgalloc and pgfree disagree with nothing allocated");
 }

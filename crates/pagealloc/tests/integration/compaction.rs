@@ -30,7 +30,7 @@ fn backed(bytes: u64) -> PageAllocator {
 /// (registered with `o`, data written), and leave one pinned page in each
 /// pageblock listed in `pinned_blocks`. Returns the pinned pfns.
 fn fragment(a: &PageAllocator, o: &Arc<Owner>, keep: u64, pinned_blocks: &[u64]) -> Vec<u64> {
-    let id = a.register_movable_ops(o.clone());
+    let id = a.compaction().register_movable_ops(o.clone());
     let mut all = Vec::new();
     while let Ok(p) = a.alloc_pages(Gfp::MOVABLE | Gfp::NO_COMPACT, 0) {
         all.push(p.as_u64());
@@ -46,7 +46,7 @@ fn fragment(a: &PageAllocator, o: &Arc<Owner>, keep: u64, pinned_blocks: &[u64])
             }
             fill(a, p, p);
             o.pages.lock().unwrap().insert(p, (p, false));
-            a.set_page_movable(Pfn::new(p), id).unwrap();
+            a.compaction().set_page_movable(Pfn::new(p), id).unwrap();
         } else {
             a.free_pages(Pfn::new(p), 0).unwrap();
         }
@@ -67,16 +67,16 @@ fn order9_fails_before_compaction_and_succeeds_after() {
     let o = Arc::new(Owner::default());
     let pinned = fragment(&a, &o, 4, &[1, 6, 11]);
     assert_eq!(pinned.len(), 3);
-    let census = a.mobility_census();
+    let census = a.compaction().mobility_census();
     assert_eq!(census.pinned, 3);
     assert_eq!(census.movable, o.pages.lock().unwrap().len() as u64);
     assert!(a.alloc_pages(Gfp::MOVABLE | Gfp::NO_COMPACT, 9).is_err(), "fragmented: no order-9 block yet");
-    let before = a.extfrag_index().to_string();
+    let before = a.compaction().extfrag_index().to_string();
     assert!(before.starts_with("Node 0, zone   Normal -1.000 "), "{before}");
 
-    let out = a.compact_memory();
+    let out = a.compaction().compact_memory();
     assert!(out.migrated > 0);
-    assert_eq!(a.event_count(VmEvent::PgmigrateSuccess), out.migrated);
+    assert_eq!(a.stats().event_count(VmEvent::PgmigrateSuccess), out.migrated);
     assert_eq!(violations(&a, &o), 0);
     a.check_invariants().unwrap();
 
@@ -111,10 +111,10 @@ fn direct_compaction_serves_order9_from_the_slow_path() {
     let pinned = fragment(&a, &o, 4, &[0, 9]);
     assert!(a.alloc_pages(Gfp::MOVABLE | Gfp::NO_COMPACT, 9).is_err());
     let p = a.alloc_pages(Gfp::MOVABLE, 9).expect("direct compaction makes an order-9 block");
-    assert_eq!(a.event_count(VmEvent::CompactStall), 1);
-    assert_eq!(a.event_count(VmEvent::CompactSuccess), 1);
-    assert!(a.event_count(VmEvent::CompactMigrateScanned) > 0);
-    assert!(a.event_count(VmEvent::CompactIsolated) > 0);
+    assert_eq!(a.stats().event_count(VmEvent::CompactStall), 1);
+    assert_eq!(a.stats().event_count(VmEvent::CompactSuccess), 1);
+    assert!(a.stats().event_count(VmEvent::CompactMigrateScanned) > 0);
+    assert!(a.stats().event_count(VmEvent::CompactIsolated) > 0);
     assert_eq!(violations(&a, &o), 0);
     a.free_pages(p, 9).unwrap();
     free_owner(&a, &o);
@@ -147,7 +147,7 @@ fn isolated_page_refuses_raw_free_and_owner_refusal_puts_back() {
     let a = Arc::new(backed(8 << 20));
     let r = Arc::new(Refuse::default());
     *r.a.lock().unwrap() = Arc::downgrade(&a);
-    let id = a.register_movable_ops(r.clone());
+    let id = a.compaction().register_movable_ops(r.clone());
     let mut all = Vec::new();
     while let Ok(p) = a.alloc_pages(Gfp::MOVABLE | Gfp::NO_COMPACT, 0) {
         all.push(p.as_u64());
@@ -160,16 +160,16 @@ fn isolated_page_refuses_raw_free_and_owner_refusal_puts_back() {
         a.free_pages(Pfn::new(q), 0).unwrap();
     }
     fill(&a, p.as_u64(), 7);
-    a.set_page_movable(p, id).unwrap();
+    a.compaction().set_page_movable(p, id).unwrap();
     let big = a.alloc_pages(Gfp::MOVABLE, 1).unwrap();
-    assert_eq!(a.set_page_movable(big, id), Err(pagealloc::PageStateError::NotMovable { pfn: big }));
-    a.compact_memory();
+    assert_eq!(a.compaction().set_page_movable(big, id), Err(pagealloc::PageStateError::NotMovable { pfn: big }));
+    a.compaction().compact_memory();
     assert_eq!(r.asked.lock().unwrap().len(), 1, "the owner was asked once");
     assert_eq!(*r.free_in_isolate.lock().unwrap(), vec![Err(FreeError::Migrating { pfn: p })]);
-    assert_eq!(a.event_count(VmEvent::PgmigrateSuccess), 0);
-    assert_eq!(a.event_count(VmEvent::PgmigrateFail), 1);
+    assert_eq!(a.stats().event_count(VmEvent::PgmigrateSuccess), 0);
+    assert_eq!(a.stats().event_count(VmEvent::PgmigrateFail), 1);
     assert!(intact(&a, p.as_u64(), 7));
-    assert_eq!(a.mobility_census().movable, 1);
+    assert_eq!(a.compaction().mobility_census().movable, 1);
     a.check_invariants().unwrap();
     a.free_pages(big, 1).unwrap();
     a.free_pages(p, 0).unwrap();
@@ -185,15 +185,15 @@ fn isolated_page_refuses_raw_free_and_owner_refusal_puts_back() {
 #[test]
 fn set_page_movable_refuses_a_guarded_page() {
     let a = backed(8 << 20);
-    let id = a.register_movable_ops(Arc::new(Owner::default()));
+    let id = a.compaction().register_movable_ops(Arc::new(Owner::default()));
     let p = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
-    let g = a.lock_page_guard(p).unwrap();
-    assert_eq!(a.set_page_movable(p, id), Err(PageStateError::HeldByGuard { pfn: p }));
-    assert_eq!(a.mobility_census().movable, 0, "nothing was marked");
+    let g = a.page_locks().lock_page_guard(p).unwrap();
+    assert_eq!(a.compaction().set_page_movable(p, id), Err(PageStateError::HeldByGuard { pfn: p }));
+    assert_eq!(a.compaction().mobility_census().movable, 0, "nothing was marked");
     drop(g);
-    a.set_page_movable(p, id).unwrap();
-    assert_eq!(a.mobility_census().movable, 1);
-    a.clear_page_movable(p).unwrap();
+    a.compaction().set_page_movable(p, id).unwrap();
+    assert_eq!(a.compaction().mobility_census().movable, 1);
+    a.compaction().clear_page_movable(p).unwrap();
     a.free_pages(p, 0).unwrap();
     a.drain_all_pages();
     assert_eq!(a.nr_free_pages(), a.managed_pages());
@@ -232,7 +232,7 @@ fn panicky(mib: u64) -> (PageAllocator, Arc<PanicsOnce>) {
     )
     .unwrap();
     let o = Arc::new(PanicsOnce { armed: AtomicBool::new(true), ..Default::default() });
-    let id = a.register_movable_ops(o.clone());
+    let id = a.compaction().register_movable_ops(o.clone());
     let mut all = Vec::new();
     while let Ok(p) = a.alloc_pages(Gfp::MOVABLE | Gfp::NO_COMPACT, 0) {
         all.push(p.as_u64());
@@ -241,7 +241,7 @@ fn panicky(mib: u64) -> (PageAllocator, Arc<PanicsOnce>) {
         if p % 3 == 0 {
             fill(&a, p, p);
             o.owner.pages.lock().unwrap().insert(p, (p, false));
-            a.set_page_movable(Pfn::new(p), id).unwrap();
+            a.compaction().set_page_movable(Pfn::new(p), id).unwrap();
         } else {
             a.free_pages(Pfn::new(p), 0).unwrap();
         }
@@ -254,8 +254,8 @@ fn panicky(mib: u64) -> (PageAllocator, Arc<PanicsOnce>) {
 /// counted, nothing left isolated, the owner's pages intact, and the page
 /// it panicked on its own again (put back), which it frees.
 fn recovered(a: &PageAllocator, o: &PanicsOnce, fail0: u64) {
-    assert_eq!(a.event_count(VmEvent::PgmigrateFail) - fail0, 1, "one failed migration");
-    assert_eq!(a.mobility_census().isolated, 0, "a page stayed isolated for migration");
+    assert_eq!(a.stats().event_count(VmEvent::PgmigrateFail) - fail0, 1, "one failed migration");
+    assert_eq!(a.compaction().mobility_census().isolated, 0, "a page stayed isolated for migration");
     assert_eq!(violations(a, &o.owner), 0);
     a.check_invariants().unwrap();
     let p = o.panicked_on.lock().unwrap().expect("the owner panicked");
@@ -275,12 +275,12 @@ fn all_free(a: &PageAllocator, o: &PanicsOnce) {
 #[test]
 fn a_panicking_migrate_fails_one_move_and_reaches_compact_memorys_caller() {
     let (a, o) = panicky(8);
-    let fail0 = a.event_count(VmEvent::PgmigrateFail);
-    let r = catch_unwind(AssertUnwindSafe(|| a.compact_memory()));
+    let fail0 = a.stats().event_count(VmEvent::PgmigrateFail);
+    let r = catch_unwind(AssertUnwindSafe(|| a.compaction().compact_memory()));
     assert!(r.is_err(), "the owner's panic goes on in compact_memory's caller");
     recovered(&a, &o, fail0);
     // The owner panics once: the next compaction moves pages.
-    assert!(a.compact_memory().migrated > 0);
+    assert!(a.compaction().compact_memory().migrated > 0);
     all_free(&a, &o);
 }
 
@@ -289,15 +289,15 @@ fn a_panicking_migrate_undoes_alloc_contig_ranges_isolation() {
     let (a, o) = panicky(8);
     let first = *o.owner.pages.lock().unwrap().keys().min().unwrap();
     let block = Pfn::new(first / PAGEBLOCK_PAGES * PAGEBLOCK_PAGES);
-    let fail0 = a.event_count(VmEvent::PgmigrateFail);
-    let r = catch_unwind(AssertUnwindSafe(|| a.alloc_contig_range(block, PAGEBLOCK_PAGES, Gfp::MOVABLE)));
+    let fail0 = a.stats().event_count(VmEvent::PgmigrateFail);
+    let r = catch_unwind(AssertUnwindSafe(|| a.contig().alloc_contig_range(block, PAGEBLOCK_PAGES, Gfp::MOVABLE)));
     assert!(r.is_err(), "the owner's panic goes on in alloc_contig_range's caller");
-    a.isolate_range(block, PAGEBLOCK_PAGES).expect("the range's isolation was undone");
-    a.undo_isolate_range(block, PAGEBLOCK_PAGES).unwrap();
+    a.contig().isolate_range(block, PAGEBLOCK_PAGES).expect("the range's isolation was undone");
+    a.contig().undo_isolate_range(block, PAGEBLOCK_PAGES).unwrap();
     recovered(&a, &o, fail0);
     // The owner panics once: the range can be had now.
-    a.alloc_contig_range(block, PAGEBLOCK_PAGES, Gfp::MOVABLE).unwrap();
-    a.free_contig_range(block, PAGEBLOCK_PAGES).unwrap();
+    a.contig().alloc_contig_range(block, PAGEBLOCK_PAGES, Gfp::MOVABLE).unwrap();
+    a.contig().free_contig_range(block, PAGEBLOCK_PAGES).unwrap();
     all_free(&a, &o);
 }
 
@@ -306,10 +306,14 @@ fn a_panicking_migrate_undoes_alloc_contig_ranges_isolation() {
 #[test]
 fn a_panicking_migrate_reaches_a_direct_compactions_allocator() {
     let (a, o) = panicky(16);
-    let fail0 = a.event_count(VmEvent::PgmigrateFail);
+    let fail0 = a.stats().event_count(VmEvent::PgmigrateFail);
     let r = catch_unwind(AssertUnwindSafe(|| a.alloc_pages(Gfp::MOVABLE, 9)));
     assert!(r.is_err(), "the owner's panic goes on in alloc_pages's caller");
-    assert_eq!(a.event_count(VmEvent::CompactStall), a.event_count(VmEvent::CompactFail), "the stall failed");
+    assert_eq!(
+        a.stats().event_count(VmEvent::CompactStall),
+        a.stats().event_count(VmEvent::CompactFail),
+        "the stall failed"
+    );
     recovered(&a, &o, fail0);
     // The owner panics once: compaction now serves the request.
     let big = a.alloc_pages(Gfp::MOVABLE, 9).expect("direct compaction made an order-9 block");
@@ -319,7 +323,7 @@ fn a_panicking_migrate_reaches_a_direct_compactions_allocator() {
 
 /// Fill the arena 80% with registered movable pages (every fifth page free).
 fn fill80(a: &PageAllocator, o: &Arc<Owner>) {
-    let id = a.register_movable_ops(o.clone());
+    let id = a.compaction().register_movable_ops(o.clone());
     let mut all = Vec::new();
     while let Ok(p) = a.alloc_pages(Gfp::MOVABLE | Gfp::NO_COMPACT, 0) {
         all.push(p.as_u64());
@@ -330,7 +334,7 @@ fn fill80(a: &PageAllocator, o: &Arc<Owner>) {
         } else {
             fill(a, p, p ^ 0x55);
             o.pages.lock().unwrap().insert(p, (p ^ 0x55, false));
-            a.set_page_movable(Pfn::new(p), id).unwrap();
+            a.compaction().set_page_movable(Pfn::new(p), id).unwrap();
         }
     }
     a.drain_all_pages();
@@ -344,13 +348,13 @@ fn contig_migrates_movable_pages_out() {
     // 4 MiB contiguous from an arena 80% full of movable pages, twice.
     let nr = 1024;
     for round in 0..2 {
-        let s = a.alloc_contig_pages(nr, Gfp::MOVABLE).unwrap_or_else(|e| panic!("round {round}: {e}"));
-        assert!(a.event_count(VmEvent::PgmigrateSuccess) > 0);
+        let s = a.contig().alloc_contig_pages(nr, Gfp::MOVABLE).unwrap_or_else(|e| panic!("round {round}: {e}"));
+        assert!(a.stats().event_count(VmEvent::PgmigrateSuccess) > 0);
         assert_eq!(violations(&a, &o), 0);
         for q in s.as_u64()..s.as_u64() + nr {
             assert!(!o.pages.lock().unwrap().contains_key(&q), "owner page {q} still inside the taken range");
         }
-        a.free_contig_range(s, nr).unwrap();
+        a.contig().free_contig_range(s, nr).unwrap();
         a.check_invariants().unwrap();
     }
     free_owner(&a, &o);
@@ -373,25 +377,25 @@ fn contig_refuses_ranges_with_pinned_pages_and_moves_nothing() {
         keys.sort_unstable();
         for p in keys {
             if pinned.last().is_none_or(|&q: &u64| q / PAGEBLOCK_PAGES != p / PAGEBLOCK_PAGES) {
-                a.clear_page_movable(Pfn::new(p)).unwrap();
+                a.compaction().clear_page_movable(Pfn::new(p)).unwrap();
                 m.remove(&p);
                 pinned.push(p);
             }
         }
     }
     assert_eq!(pinned.len() as u64, a.nr_pages() / PAGEBLOCK_PAGES);
-    assert_eq!(a.mobility_census().pinned, pinned.len() as u64);
-    match a.alloc_contig_pages(PAGEBLOCK_PAGES, Gfp::MOVABLE) {
+    assert_eq!(a.compaction().mobility_census().pinned, pinned.len() as u64);
+    match a.contig().alloc_contig_pages(PAGEBLOCK_PAGES, Gfp::MOVABLE) {
         Err(AllocError::Unmovable { pfn }) => assert_eq!(pfn.as_u64(), pinned[0]),
         other => panic!("expected Unmovable, got {other:?}"),
     }
     let first = pinned[3];
     assert_eq!(
-        a.alloc_contig_range(Pfn::new(first - first % PAGEBLOCK_PAGES), PAGEBLOCK_PAGES, Gfp::MOVABLE),
+        a.contig().alloc_contig_range(Pfn::new(first - first % PAGEBLOCK_PAGES), PAGEBLOCK_PAGES, Gfp::MOVABLE),
         Err(AllocError::Unmovable { pfn: Pfn::new(first) })
     );
-    assert_eq!(a.event_count(VmEvent::PgmigrateSuccess), 0, "nothing moved");
-    assert_eq!(a.event_count(VmEvent::PgmigrateFail), 0);
+    assert_eq!(a.stats().event_count(VmEvent::PgmigrateSuccess), 0, "nothing moved");
+    assert_eq!(a.stats().event_count(VmEvent::PgmigrateFail), 0);
     assert_eq!(violations(&a, &o), 0);
     free_owner(&a, &o);
     for p in pinned {
@@ -405,7 +409,7 @@ fn contig_refuses_ranges_with_pinned_pages_and_moves_nothing() {
 #[test]
 fn unusable_index_format() {
     let a = PageAllocator::new(Config::small(8 << 20)).unwrap();
-    let u = a.unusable_index().to_string();
+    let u = a.compaction().unusable_index().to_string();
     assert!(u.starts_with("Node 0, zone   Normal 0.000 0.000 "), "{u}");
     assert_eq!(u.lines().count(), 1);
 }
@@ -423,7 +427,7 @@ fn owners_race_compaction_without_losing_data() {
     for (t, o) in owners.iter().enumerate() {
         let (a, o, stop) = (a.clone(), o.clone(), stop.clone());
         hs.push(std::thread::spawn(move || {
-            let id = a.register_movable_ops(o.clone());
+            let id = a.compaction().register_movable_ops(o.clone());
             let mut rng = 0x1234_5678_u64 + t as u64;
             let mut next = || {
                 rng ^= rng << 13;
@@ -442,7 +446,7 @@ fn owners_race_compaction_without_losing_data() {
                             key += 1;
                             fill(&a, p.as_u64(), key);
                             o.pages.lock().unwrap().insert(p.as_u64(), (key, false));
-                            a.set_page_movable(p, id).unwrap();
+                            a.compaction().set_page_movable(p, id).unwrap();
                         }
                     }
                 } else {
@@ -486,16 +490,16 @@ fn owners_race_compaction_without_losing_data() {
             let mut i = 0;
             // 80 rounds, and on until something has migrated (bounded: the
             // assertion below still fails if nothing ever does).
-            while i < 80 || (a.event_count(VmEvent::PgmigrateSuccess) == 0 && i < 2000) {
+            while i < 80 || (a.stats().event_count(VmEvent::PgmigrateSuccess) == 0 && i < 2000) {
                 i += 1;
-                a.compact_memory();
+                a.compaction().compact_memory();
                 if let Ok(p) = a.alloc_pages(Gfp::MOVABLE, 9) {
                     big += 1;
                     a.free_pages(p, 9).unwrap();
                 }
                 if i % 4 == 0 {
-                    if let Ok(s) = a.alloc_contig_pages(256, Gfp::MOVABLE) {
-                        a.free_contig_range(s, 256).unwrap();
+                    if let Ok(s) = a.contig().alloc_contig_pages(256, Gfp::MOVABLE) {
+                        a.contig().free_contig_range(s, 256).unwrap();
                     }
                 }
             }
@@ -508,13 +512,13 @@ fn owners_race_compaction_without_losing_data() {
     let total: usize = owners.iter().map(|o| violations(&a, o)).sum();
     eprintln!(
         "order-9 successes {big}/{rounds}, migrated {}, failed {}",
-        a.event_count(VmEvent::PgmigrateSuccess),
-        a.event_count(VmEvent::PgmigrateFail)
+        a.stats().event_count(VmEvent::PgmigrateSuccess),
+        a.stats().event_count(VmEvent::PgmigrateFail)
     );
     assert_eq!(bad + total, 0, "data lost or corrupted");
-    assert!(a.event_count(VmEvent::PgmigrateSuccess) > 0);
+    assert!(a.stats().event_count(VmEvent::PgmigrateSuccess) > 0);
     a.check_invariants().unwrap();
-    let census = a.mobility_census();
+    let census = a.compaction().mobility_census();
     assert_eq!(census.isolated, 0);
     assert_eq!(census.movable, owners.iter().map(|o| o.pages.lock().unwrap().len() as u64).sum::<u64>());
     for o in &owners {

@@ -342,25 +342,27 @@ fn size_arguments_at_their_extremes_are_errors() {
     }
     for p in pfns {
         x.check(format!("page_address({p:?})"), |a| assert!(a.page_address(p).is_none()));
-        x.check(format!("lock_page({p:?})"), |a| assert!(a.lock_page(p).is_err()));
+        x.check(format!("lock_page({p:?})"), |a| assert!(a.page_locks().lock_page(p).is_err()));
         for nr in sizes {
             x.check(format!("isolate_range({p:?}, {nr})"), |a| {
-                if a.isolate_range(p, nr).is_ok() {
-                    a.undo_isolate_range(p, nr).unwrap();
+                if a.contig().isolate_range(p, nr).is_ok() {
+                    a.contig().undo_isolate_range(p, nr).unwrap();
                 }
             });
-            x.check(format!("undo_isolate_range({p:?}, {nr})"), |a| assert!(a.undo_isolate_range(p, nr).is_err()));
-            x.check(format!("test_pages_isolated({p:?}, {nr})"), |a| assert!(!a.test_pages_isolated(p, nr)));
+            x.check(format!("undo_isolate_range({p:?}, {nr})"), |a| {
+                assert!(a.contig().undo_isolate_range(p, nr).is_err())
+            });
+            x.check(format!("test_pages_isolated({p:?}, {nr})"), |a| assert!(!a.contig().test_pages_isolated(p, nr)));
             x.check(format!("free_contig_range({p:?}, {nr})"), |a| {
                 // Nothing is allocated: the first page, if any, is refused.
-                assert_eq!(a.free_contig_range(p, nr).is_ok(), nr == 0);
+                assert_eq!(a.contig().free_contig_range(p, nr).is_ok(), nr == 0);
             });
         }
     }
     for nr in sizes {
         x.check(format!("alloc_contig_pages({nr})"), |a| {
-            if let Ok(p) = a.alloc_contig_pages(nr, Gfp::MOVABLE) {
-                a.free_contig_range(p, nr).unwrap();
+            if let Ok(p) = a.contig().alloc_contig_pages(nr, Gfp::MOVABLE) {
+                a.contig().free_contig_range(p, nr).unwrap();
             }
         });
     }
@@ -375,35 +377,35 @@ fn size_arguments_at_their_extremes_are_errors() {
 fn migration_and_nolock_arguments_at_their_extremes_are_errors() {
     let mut x = Extremes::new();
     let (n, pfns, sizes) = (x.n, x.pfns, x.sizes);
-    let id = x.a.register_movable_ops(Arc::new(Refuses));
+    let id = x.a.compaction().register_movable_ops(Arc::new(Refuses));
     for order in [0, 11, 12, 31, 32, 63, 64, u32::MAX] {
         x.check(format!("alloc_pages_nolock order {order}"), |a| {
             if let Ok(p) = a.alloc_pages_nolock(Gfp::KERNEL, order) {
                 a.free_pages_nolock(p, order).unwrap();
             }
         });
-        x.check(format!("compact_zone(0, {order})"), |a| assert!(a.compact_zone(0, order).is_some()));
+        x.check(format!("compact_zone(0, {order})"), |a| assert!(a.compaction().compact_zone(0, order).is_some()));
         for p in pfns {
             x.check(format!("free_pages_nolock({p:?}, {order})"), |a| assert!(a.free_pages_nolock(p, order).is_err()));
         }
     }
     for p in pfns {
-        x.check(format!("set_page_movable({p:?})"), |a| assert!(a.set_page_movable(p, id).is_err()));
-        x.check(format!("clear_page_movable({p:?})"), |a| assert!(a.clear_page_movable(p).is_err()));
+        x.check(format!("set_page_movable({p:?})"), |a| assert!(a.compaction().set_page_movable(p, id).is_err()));
+        x.check(format!("clear_page_movable({p:?})"), |a| assert!(a.compaction().clear_page_movable(p).is_err()));
         x.check(format!("get_page({p:?})"), |a| assert!(a.get_page(p).is_err()));
         x.check(format!("page_count({p:?})"), |a| assert_eq!(a.page_count(p), 0));
         x.check(format!("pfn_to_nid({p:?})"), |a| assert_eq!(a.pfn_to_nid(p).is_some(), p.as_u64() < n));
-        x.check(format!("page_uptodate({p:?})"), |a| assert!(!a.page_uptodate(p)));
-        x.check(format!("set_page_uptodate({p:?})"), |a| assert!(a.set_page_uptodate(p).is_err()));
-        x.check(format!("set_page_writeback({p:?})"), |a| assert!(a.set_page_writeback(p).is_err()));
-        x.check(format!("wait_on_page_locked({p:?})"), |a| assert!(a.wait_on_page_locked(p).is_err()));
+        x.check(format!("page_uptodate({p:?})"), |a| assert!(!a.page_locks().page_uptodate(p)));
+        x.check(format!("set_page_uptodate({p:?})"), |a| assert!(a.page_locks().set_page_uptodate(p).is_err()));
+        x.check(format!("set_page_writeback({p:?})"), |a| assert!(a.page_locks().set_page_writeback(p).is_err()));
+        x.check(format!("wait_on_page_locked({p:?})"), |a| assert!(a.page_locks().wait_on_page_locked(p).is_err()));
         x.check(format!("page_wait_bucket({p:?})"), |a| {
-            let _ = a.page_wait_bucket(p);
+            let _ = a.page_locks().page_wait_bucket(p);
         });
         for nr in sizes {
             x.check(format!("alloc_contig_range({p:?}, {nr})"), |a| {
-                if a.alloc_contig_range(p, nr, Gfp::MOVABLE).is_ok() {
-                    a.free_contig_range(p, nr).unwrap();
+                if a.contig().alloc_contig_range(p, nr, Gfp::MOVABLE).is_ok() {
+                    a.contig().free_contig_range(p, nr).unwrap();
                 }
             });
         }
@@ -411,7 +413,7 @@ fn migration_and_nolock_arguments_at_their_extremes_are_errors() {
     x.check("alloc_contig_range's typed error".into(), |a| {
         // A count past the largest power of two: the order saturates at 64.
         for (p, nr, order) in [(0, u64::MAX, 64), (n - 1, 2, 1), (u64::MAX - 1, 2, 1), (1, 1 << 63, 63)] {
-            let r = a.alloc_contig_range(Pfn::new(p), nr, Gfp::MOVABLE);
+            let r = a.contig().alloc_contig_range(Pfn::new(p), nr, Gfp::MOVABLE);
             assert_eq!(r, Err(AllocError::NoMemory { order }), "alloc_contig_range({p:#x}, {nr})");
         }
     });

@@ -7,13 +7,13 @@
 
 use crate::refmodel;
 
-use pagealloc::front_abi::STACK_CAP;
+use pagealloc::ffi::abi::STACK_CAP;
 use pagealloc::{Config, Gfp, PageAllocator, Pfn};
 use refmodel::Model;
 
 /// Pages on per-CPU lists (front caches not included).
 fn on_pcp_lists(a: &PageAllocator) -> u64 {
-    a.pcp_report().iter().map(|r| r.count as u64).sum()
+    a.stats().pcp_report().iter().map(|r| r.count as u64).sum()
 }
 
 /// Does this allocator put freed order-0 pages in a thread front cache? (Off
@@ -50,7 +50,7 @@ fn small_bulk_frees_fill_a_front_stack_past_its_capacity() {
     eprintln!("FRONT {front}");
     let mut m = Model::new(cfg).unwrap();
     let a = m.a().clone();
-    assert!(a.pcp_report().iter().all(|r| r.high >= 1024));
+    assert!(a.stats().pcp_report().iter().all(|r| r.high >= 1024));
     // Primed with up to a full stack, then 96 more frees in three calls:
     // every case from an empty stack to one that overflows in each call.
     for prime in [

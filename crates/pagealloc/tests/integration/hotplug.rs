@@ -69,7 +69,7 @@ fn holes_round(cfg: Config) {
     for (p, o) in got {
         a.free_pages(p, o).unwrap();
     }
-    a.compact_memory();
+    a.compaction().compact_memory();
     whole(&a, 4096 - out);
     // The holes given back piece by piece, in random order.
     let mut rng = StdRng::seed_from_u64(7);
@@ -82,7 +82,7 @@ fn holes_round(cfg: Config) {
         whole(&a, managed);
     }
     // Merging is maximal: the arena is four order-10 blocks again.
-    assert_eq!(a.buddyinfo().zones[0].free[MAX_ORDER as usize], 4);
+    assert_eq!(a.stats().buddyinfo().zones[0].free[MAX_ORDER as usize], 4);
 }
 
 #[test]
@@ -114,11 +114,11 @@ fn a_hole_page_is_no_ones() {
     let p = Pfn::new(1024);
     assert!(a.free_pages(p, 0).is_err());
     assert!(a.free_pages(p, 10).is_err());
-    assert!(a.lock_page(p).is_err());
+    assert!(a.page_locks().lock_page(p).is_err());
     assert!(a.get_page(p).is_err());
-    assert!(!a.trylock_page(p));
-    assert!(a.free_contig_range(Pfn::new(1020), 8).is_err());
-    assert!(a.alloc_contig_range(Pfn::new(1000), 100, Gfp::MOVABLE).is_err());
+    assert!(!a.page_locks().trylock_page(p));
+    assert!(a.contig().free_contig_range(Pfn::new(1020), 8).is_err());
+    assert!(a.contig().alloc_contig_range(Pfn::new(1000), 100, Gfp::MOVABLE).is_err());
     whole(&a, a.managed_pages());
 }
 
@@ -176,7 +176,7 @@ fn additions_race_allocations() {
         });
     });
     whole(&a, 4096);
-    assert_eq!(a.buddyinfo().zones[0].free[MAX_ORDER as usize], 4);
+    assert_eq!(a.stats().buddyinfo().zones[0].free[MAX_ORDER as usize], 4);
 }
 
 /// A contiguous range's pages are order-0 allocations: any part of it can
@@ -184,14 +184,14 @@ fn additions_race_allocations() {
 #[test]
 fn part_of_a_contiguous_range_frees_alone() {
     let a = PageAllocator::new(Config::small(ARENA)).unwrap();
-    let p = a.alloc_contig_pages(700, Gfp::MOVABLE).unwrap();
-    a.free_contig_range(p.add(100), 300).unwrap();
+    let p = a.contig().alloc_contig_pages(700, Gfp::MOVABLE).unwrap();
+    a.contig().free_contig_range(p.add(100), 300).unwrap();
     a.check_invariants().unwrap();
     assert_eq!(a.census().allocated, 400);
-    let again = a.free_contig_range(p.add(350), 100);
+    let again = a.contig().free_contig_range(p.add(350), 100);
     assert!(matches!(again, Err(FreeError::DoubleFree { .. })), "{again:?}");
     assert_eq!(a.census().allocated, 400); // all or nothing
-    a.free_contig_range(p, 100).unwrap();
-    a.free_contig_range(p.add(400), 300).unwrap();
+    a.contig().free_contig_range(p, 100).unwrap();
+    a.contig().free_contig_range(p.add(400), 300).unwrap();
     whole(&a, 4096);
 }

@@ -33,7 +33,7 @@ fn violations(a: &PageAllocator, o: &Owner) -> usize {
 }
 
 fn reported(a: &PageAllocator) -> u64 {
-    a.residency().iter().map(|z| z.reported).sum()
+    a.reporting().residency().iter().map(|z| z.reported).sum()
 }
 
 /// The burst: 80% of the arena in order-0 pages, data written, three quarters
@@ -53,12 +53,12 @@ fn burst(a: &PageAllocator, o: &Arc<Owner>, movable: bool) -> Vec<u64> {
     for p in pages {
         a.free_pages(Pfn::new(p), 0).unwrap();
     }
-    let id = a.register_movable_ops(o.clone());
+    let id = a.compaction().register_movable_ops(o.clone());
     for (k, &p) in live.iter().enumerate() {
         fill(a, p, k as u64);
         o.pages.lock().unwrap().insert(p, k as u64);
         if movable {
-            a.set_page_movable(Pfn::new(p), id).unwrap();
+            a.compaction().set_page_movable(Pfn::new(p), id).unwrap();
         }
     }
     live
@@ -93,13 +93,13 @@ fn compaction_before_release_packs_movable_pages_and_releases_whole_pageblocks()
     let o = Arc::new(Owner::default());
     let live = burst(&a, &o, true);
     a.drain_all_pages();
-    let holes = a.free_pages_below_pageblock();
+    let holes = a.reporting().free_pages_below_pageblock();
     assert!(holes >= 2 * PAGEBLOCK_PAGES, "random frees leave holes in every used pageblock: {holes}");
-    let untouched = a.report_free_pages_now().pages;
-    let (compacted, pass) = a.compact_and_report_now();
+    let untouched = a.reporting().report_free_pages_now().pages;
+    let (compacted, pass) = a.reporting().compact_and_report_now();
     assert!(compacted, "movable pages and holes: compaction ran");
     assert!(pass.pages > 0 && pass.errors == 0, "{pass:?}");
-    let st = a.page_reporting_stats();
+    let st = a.reporting().page_reporting_stats();
     assert_eq!(st.compactions, 1);
     assert!(st.compacted_pages > 0);
     let resident = a.managed_pages() - reported(&a);
@@ -123,13 +123,13 @@ fn pinned_pages_are_not_compacted_and_stay_where_they_are() {
     let a = PageAllocator::new(huge(32 << 20).page_reporting(false)).unwrap();
     let o = Arc::new(Owner::default());
     let live = burst(&a, &o, false);
-    let (compacted, _) = a.compact_and_report_now();
+    let (compacted, _) = a.reporting().compact_and_report_now();
     // Ops are registered but no page is movable: compaction runs and moves nothing.
     assert!(compacted);
-    assert_eq!(a.page_reporting_stats().compacted_pages, 0);
+    assert_eq!(a.reporting().page_reporting_stats().compacted_pages, 0);
     let now: HashSet<u64> = o.pages.lock().unwrap().keys().copied().collect();
     assert_eq!(now, live.iter().copied().collect::<HashSet<u64>>(), "pinned pages never move");
-    assert!(a.free_pages_below_pageblock() >= 2 * PAGEBLOCK_PAGES, "the holes stay");
+    assert!(a.reporting().free_pages_below_pageblock() >= 2 * PAGEBLOCK_PAGES, "the holes stay");
     finish(&a, &o);
 }
 
@@ -142,9 +142,9 @@ fn off_switch_and_4k_reporting_never_compact() {
         let a = PageAllocator::new(cfg).unwrap();
         let o = Arc::new(Owner::default());
         let live = burst(&a, &o, true);
-        let (compacted, _) = a.compact_and_report_now();
+        let (compacted, _) = a.reporting().compact_and_report_now();
         assert!(!compacted);
-        assert_eq!(a.page_reporting_stats().compactions, 0);
+        assert_eq!(a.reporting().page_reporting_stats().compactions, 0);
         let now: HashSet<u64> = o.pages.lock().unwrap().keys().copied().collect();
         assert_eq!(now, live.iter().copied().collect::<HashSet<u64>>());
         free_all(&a, &o);
@@ -159,12 +159,12 @@ fn the_idle_reporter_compacts_then_releases_on_its_own() {
     let want_blocks = (live.len() as u64).div_ceil(PAGEBLOCK_PAGES) + 1;
     let t0 = Instant::now();
     let resident = |a: &PageAllocator| a.managed_pages() - reported(a);
-    while (a.page_reporting_stats().compactions == 0 || resident(&a) > want_blocks * PAGEBLOCK_PAGES)
+    while (a.reporting().page_reporting_stats().compactions == 0 || resident(&a) > want_blocks * PAGEBLOCK_PAGES)
         && t0.elapsed() < Duration::from_secs(20)
     {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let st = a.page_reporting_stats();
+    let st = a.reporting().page_reporting_stats();
     // One, or more when the owner was still marking its pages movable as
     // the idle period began (see the test below).
     assert!(st.compactions >= 1, "{st:?}");
@@ -180,10 +180,10 @@ fn refills_take_resident_free_memory_before_released_pageblocks() {
     a.drain_all_pages();
     // The pageblocks the burst never touched, released; the burst's holes
     // stay resident (no pageblock of them is wholly free).
-    a.report_free_pages_now();
+    a.reporting().report_free_pages_now();
     let released = reported(&a);
     assert!(released > 0);
-    let resident_free = a.free_pages_below_pageblock();
+    let resident_free = a.reporting().free_pages_below_pageblock();
     assert!(resident_free > live.len() as u64);
     // Per-CPU refills want runs of blocks; the holes are small blocks. As many
     // pages as are live come from the holes, none from released memory.
@@ -202,9 +202,9 @@ use common::TrackingOwner as Busy;
 fn the_reporter_compacts_while_the_owner_frees_and_allocates() {
     let a = PageAllocator::new(huge(32 << 20).page_reporting_delay_ms(0)).unwrap();
     // Every third release fails, as a failing madvise would.
-    a.inject_report_errors(3);
+    a.reporting().inject_report_errors(3);
     let o = Arc::new(Busy::default());
-    let id = a.register_movable_ops(o.clone());
+    let id = a.compaction().register_movable_ops(o.clone());
     let n = (a.managed_pages() * 8 / 10) as usize;
     let mut pages: Vec<u64> = (0..n).map(|_| a.alloc_pages(Gfp::MOVABLE, 0).unwrap().as_u64()).collect();
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
@@ -221,7 +221,7 @@ fn the_reporter_compacts_while_the_owner_frees_and_allocates() {
     for &p in &pages[..n / 4] {
         fill(&a, p, key);
         o.pages.lock().unwrap().insert(p, (key, false));
-        a.set_page_movable(Pfn::new(p), id).unwrap();
+        a.compaction().set_page_movable(Pfn::new(p), id).unwrap();
         key += 1;
     }
     for &p in &pages[n / 4..] {
@@ -240,7 +240,7 @@ fn the_reporter_compacts_while_the_owner_frees_and_allocates() {
             let q = a.alloc_pages(Gfp::MOVABLE, 0).unwrap().as_u64();
             fill(&a, q, key);
             o.pages.lock().unwrap().insert(q, (key, false));
-            a.set_page_movable(Pfn::new(q), id).unwrap();
+            a.compaction().set_page_movable(Pfn::new(q), id).unwrap();
             key += 1;
         }
         deficit = 0;
@@ -271,13 +271,13 @@ fn the_reporter_compacts_while_the_owner_frees_and_allocates() {
         let q = a.alloc_pages(Gfp::MOVABLE, 0).unwrap().as_u64();
         fill(&a, q, key);
         o.pages.lock().unwrap().insert(q, (key, false));
-        a.set_page_movable(Pfn::new(q), id).unwrap();
+        a.compaction().set_page_movable(Pfn::new(q), id).unwrap();
         key += 1;
     }
     // No new pass starts once reporting is off; one under way ends.
-    a.set_page_reporting(false);
+    a.reporting().set_page_reporting(false);
     std::thread::sleep(Duration::from_millis(200));
-    let st = a.page_reporting_stats();
+    let st = a.reporting().page_reporting_stats();
     assert!(st.compactions > 0 && st.compacted_pages > 0, "{st:?}");
     assert!(st.errors > 0 && st.released_pages > 0, "{st:?}");
     let m = o.pages.lock().unwrap().clone();
@@ -305,33 +305,33 @@ fn the_idle_reporter_compacts_again_when_pages_became_movable() {
     let a = PageAllocator::new(huge(32 << 20).page_reporting_delay_ms(100)).unwrap();
     let o = Arc::new(Owner::default());
     let live = burst(&a, &o, false);
-    let id = a.register_movable_ops(o.clone());
+    let id = a.compaction().register_movable_ops(o.clone());
     let (first, rest) = live.split_at(live.len() / 2);
     for &p in first {
-        a.set_page_movable(Pfn::new(p), id).unwrap();
+        a.compaction().set_page_movable(Pfn::new(p), id).unwrap();
     }
     let t0 = Instant::now();
     // Under load the reporter may compact before the first half is marked
     // (moving nothing): the marks since make it compact again.
-    while a.page_reporting_stats().compacted_pages == 0 && t0.elapsed() < Duration::from_secs(20) {
+    while a.reporting().page_reporting_stats().compacted_pages == 0 && t0.elapsed() < Duration::from_secs(20) {
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert!(a.page_reporting_stats().compacted_pages > 0, "{:?}", a.page_reporting_stats());
+    assert!(a.reporting().page_reporting_stats().compacted_pages > 0, "{:?}", a.reporting().page_reporting_stats());
     for &p in rest {
-        a.set_page_movable(Pfn::new(p), id).unwrap();
+        a.compaction().set_page_movable(Pfn::new(p), id).unwrap();
     }
     let want_blocks = (live.len() as u64).div_ceil(PAGEBLOCK_PAGES) + 1;
     let resident = |a: &PageAllocator| a.managed_pages() - reported(a);
     while resident(&a) > want_blocks * PAGEBLOCK_PAGES && t0.elapsed() < Duration::from_secs(20) {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let st = a.page_reporting_stats();
+    let st = a.reporting().page_reporting_stats();
     assert!(resident(&a) <= want_blocks * PAGEBLOCK_PAGES, "resident {} pages, {st:?}", resident(&a));
     // The series ends: no compaction while nothing changes.
     std::thread::sleep(Duration::from_millis(300));
-    let n = a.page_reporting_stats().compactions;
+    let n = a.reporting().page_reporting_stats().compactions;
     std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(a.page_reporting_stats().compactions, n, "no compaction loop while idle");
+    assert_eq!(a.reporting().page_reporting_stats().compactions, n, "no compaction loop while idle");
     finish(&a, &o);
 }
 
@@ -343,22 +343,22 @@ fn the_idle_reporter_compacts_after_an_empty_compaction_once_pages_are_marked() 
     let a = PageAllocator::new(huge(32 << 20).page_reporting_delay_ms(100)).unwrap();
     let o = Arc::new(Owner::default());
     let live = burst(&a, &o, false);
-    let id = a.register_movable_ops(o.clone());
+    let id = a.compaction().register_movable_ops(o.clone());
     let t0 = Instant::now();
-    while a.page_reporting_stats().compactions == 0 && t0.elapsed() < Duration::from_secs(20) {
+    while a.reporting().page_reporting_stats().compactions == 0 && t0.elapsed() < Duration::from_secs(20) {
         std::thread::sleep(Duration::from_millis(10));
     }
-    let st = a.page_reporting_stats();
+    let st = a.reporting().page_reporting_stats();
     assert!(st.compactions >= 1 && st.compacted_pages == 0, "nothing movable yet: {st:?}");
     for &p in &live {
-        a.set_page_movable(Pfn::new(p), id).unwrap();
+        a.compaction().set_page_movable(Pfn::new(p), id).unwrap();
     }
     let want_blocks = (live.len() as u64).div_ceil(PAGEBLOCK_PAGES) + 1;
     let resident = |a: &PageAllocator| a.managed_pages() - reported(a);
     while resident(&a) > want_blocks * PAGEBLOCK_PAGES && t0.elapsed() < Duration::from_secs(20) {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let st = a.page_reporting_stats();
+    let st = a.reporting().page_reporting_stats();
     assert!(resident(&a) <= want_blocks * PAGEBLOCK_PAGES, "resident {} pages, {st:?}", resident(&a));
     assert!(st.compacted_pages > 0, "{st:?}");
     finish(&a, &o);

@@ -46,12 +46,12 @@ fn every_free_path_zeroes_and_zero_allocations_skip_zeroing() {
     assert!(all_bytes(&a, p3, 8, 0), "free_pages zeroed order 3");
     assert!(bulk.iter().all(|&b| all_bytes(&a, b, 1, 0)), "free_pages_bulk zeroed");
     assert!(all_bytes(&a, nl, 4, 0), "free_pages_nolock zeroed");
-    let st = a.page_reporting_stats();
+    let st = a.reporting().page_reporting_stats();
     assert_eq!(st.zeroed_on_free, 1 + 8 + 40 + 4);
     // Gfp::ZERO zeroes nothing now: every free page reads zero.
     let before = st.zeroing_skipped;
     let z: Vec<Pfn> = (0..64).map(|_| a.alloc_pages(Gfp::MOVABLE | Gfp::ZERO, 0).unwrap()).collect();
-    assert_eq!(a.page_reporting_stats().zeroing_skipped - before, 64, "no zeroing pass, counted");
+    assert_eq!(a.reporting().page_reporting_stats().zeroing_skipped - before, 64, "no zeroing pass, counted");
     assert!(z.iter().all(|&p| all_bytes(&a, p, 1, 0)), "and the memory reads zero");
     a.free_pages_bulk(&z).unwrap();
     a.check_invariants().unwrap();
@@ -64,11 +64,11 @@ fn without_it_freed_memory_keeps_its_bytes_and_zero_allocations_zero() {
     fill(&a, p, 8, 0x5a);
     a.free_pages(p, 3).unwrap();
     assert!(all_bytes(&a, p, 8, 0x5a), "no zeroing on free by default");
-    assert_eq!(a.page_reporting_stats().zeroed_on_free, 0);
+    assert_eq!(a.reporting().page_reporting_stats().zeroed_on_free, 0);
     let q = a.alloc_pages(Gfp::MOVABLE | Gfp::ZERO, 3).unwrap();
     assert_eq!(q, p);
     assert!(all_bytes(&a, q, 8, 0));
-    assert_eq!(a.page_reporting_stats().zeroing_skipped, 0, "zeroed by the allocation");
+    assert_eq!(a.reporting().page_reporting_stats().zeroing_skipped, 0, "zeroed by the allocation");
     a.free_pages(q, 3).unwrap();
     a.check_invariants().unwrap();
 }
@@ -76,16 +76,16 @@ fn without_it_freed_memory_keeps_its_bytes_and_zero_allocations_zero() {
 #[test]
 fn a_refused_contiguous_free_zeroes_nothing() {
     let a = arena(true);
-    let s = a.alloc_contig_pages(16, Gfp::MOVABLE).unwrap();
+    let s = a.contig().alloc_contig_pages(16, Gfp::MOVABLE).unwrap();
     fill(&a, s, 16, 0x77);
     let hole = Pfn::new(s.as_u64() + 9);
     a.free_pages(hole, 0).unwrap();
-    assert!(a.free_contig_range(s, 16).is_err(), "page 9 is free already");
+    assert!(a.contig().free_contig_range(s, 16).is_err(), "page 9 is free already");
     for i in (0..16).filter(|&i| i != 9) {
         assert!(all_bytes(&a, Pfn::new(s.as_u64() + i), 1, 0x77), "page {i} still holds its data");
     }
-    a.free_contig_range(s, 9).unwrap();
-    a.free_contig_range(Pfn::new(s.as_u64() + 10), 6).unwrap();
+    a.contig().free_contig_range(s, 9).unwrap();
+    a.contig().free_contig_range(Pfn::new(s.as_u64() + 10), 6).unwrap();
     assert!(all_bytes(&a, s, 16, 0), "freed: zero");
     a.check_invariants().unwrap();
 }
@@ -109,7 +109,7 @@ impl MovableOps for Follow {
 fn migration_zeroes_the_page_it_empties() {
     let a = arena(true);
     let o = Arc::new(Follow(Mutex::new(Vec::new())));
-    let id = a.register_movable_ops(o.clone());
+    let id = a.compaction().register_movable_ops(o.clone());
     // Every page allocated: movable pages kept at the zone's start (where
     // the migrate scanner begins), pinned ones every other page at its end
     // (the free scanner's targets are the holes between them), the rest freed.
@@ -121,7 +121,7 @@ fn migration_zeroes_the_page_it_empties() {
     for (i, &p) in pages.iter().enumerate() {
         if i < 512 && i % 4 == 0 {
             fill(&a, p, 1, 0x3c);
-            a.set_page_movable(p, id).unwrap();
+            a.compaction().set_page_movable(p, id).unwrap();
             o.0.lock().unwrap().push(p.as_u64());
             keep.push(p);
         } else if i >= n - 1024 && i % 2 == 0 {
@@ -130,7 +130,7 @@ fn migration_zeroes_the_page_it_empties() {
             a.free_pages(p, 0).unwrap();
         }
     }
-    let out = a.compact_memory();
+    let out = a.compaction().compact_memory();
     let now = o.0.lock().unwrap().clone();
     let moved: Vec<u64> = keep.iter().map(|p| p.as_u64()).filter(|p| !now.contains(p)).collect();
     assert!(out.migrated > 0 && !moved.is_empty(), "{out:?}");

@@ -41,7 +41,7 @@ fn words(a: &PageAllocator, pfn: u64) -> *mut u64 {
 /// Fill the arena with order-0 pages, keep a random quarter of them
 /// (movable, checksummed), free the rest.
 fn fragment(a: &PageAllocator, o: &Arc<Owner>) {
-    let id = a.register_movable_ops(o.clone());
+    let id = a.compaction().register_movable_ops(o.clone());
     let mut all = Vec::new();
     while let Ok(p) = a.alloc_pages(Gfp::MOVABLE | Gfp::NO_COMPACT, 0) {
         all.push(p);
@@ -59,7 +59,7 @@ fn fragment(a: &PageAllocator, o: &Arc<Owner>) {
                 unsafe { b.add(i).write(word(p.as_u64(), i)) };
             }
             o.0.lock().unwrap().insert(p.as_u64(), p.as_u64());
-            a.set_page_movable(p, id).unwrap();
+            a.compaction().set_page_movable(p, id).unwrap();
         } else {
             a.free_pages(p, 0).unwrap();
         }
@@ -98,11 +98,11 @@ fn proactiveness_is_validated() {
     assert!(matches!(e, Some(ConfigError::Invalid { field: "compaction_proactiveness", .. })), "{e:?}");
     let a = PageAllocator::new(Config::small(8 << 20)).unwrap();
     assert_eq!(a.config().compaction_proactiveness, 20);
-    assert_eq!(a.fragmentation_score_wmarks(), (80, 90));
+    assert_eq!(a.compaction().fragmentation_score_wmarks(), (80, 90));
     let b = PageAllocator::new(Config::small(8 << 20).compaction_proactiveness(100)).unwrap();
-    assert_eq!(b.fragmentation_score_wmarks(), (5, 15));
-    assert_eq!(a.fragmentation_score(0), Some(0), "a fresh arena is all max-order blocks");
-    assert_eq!(a.fragmentation_score(1), None);
+    assert_eq!(b.compaction().fragmentation_score_wmarks(), (5, 15));
+    assert_eq!(a.compaction().fragmentation_score(0), Some(0), "a fresh arena is all max-order blocks");
+    assert_eq!(a.compaction().fragmentation_score(1), None);
 }
 
 #[test]
@@ -110,26 +110,29 @@ fn proactive_compaction_lowers_the_score_unasked() {
     let a = PageAllocator::new(Config::small(32 << 20).backing(Backing::Anonymous)).unwrap();
     let o = Arc::new(Owner::default());
     fragment(&a, &o);
-    let (low, high) = a.fragmentation_score_wmarks();
-    let s0 = a.fragmentation_score(0).unwrap();
+    let (low, high) = a.compaction().fragmentation_score_wmarks();
+    let s0 = a.compaction().fragmentation_score(0).unwrap();
     assert!(s0 > high, "the fill fragments the node: score {s0}");
     // Nobody calls compact_memory: kcompactd's periodic check does it.
-    assert!(wait_for(Duration::from_secs(10), || a.fragmentation_score(0).unwrap() <= low), "score stayed {s0}");
-    let s1 = a.fragmentation_score(0).unwrap();
+    assert!(
+        wait_for(Duration::from_secs(10), || a.compaction().fragmentation_score(0).unwrap() <= low),
+        "score stayed {s0}"
+    );
+    let s1 = a.compaction().fragmentation_score(0).unwrap();
     // The score falls while the zone's compaction runs; kcompactd counts
     // the compaction's scans when it returns.
-    wait_for(Duration::from_secs(10), || a.event_count(VmEvent::CompactDaemonMigrateScanned) > 0);
-    assert!(a.event_count(VmEvent::CompactDaemonMigrateScanned) > 0);
-    assert!(a.event_count(VmEvent::CompactDaemonFreeScanned) > 0);
-    assert!(a.event_count(VmEvent::PgmigrateSuccess) > 0);
-    assert_eq!(a.event_count(VmEvent::CompactDaemonWake), 0, "no kswapd wakeup: proactive only");
-    assert!(a.fragmentation().free_blocks[9..].iter().sum::<u64>() > 0, "order-9 blocks came back");
+    wait_for(Duration::from_secs(10), || a.stats().event_count(VmEvent::CompactDaemonMigrateScanned) > 0);
+    assert!(a.stats().event_count(VmEvent::CompactDaemonMigrateScanned) > 0);
+    assert!(a.stats().event_count(VmEvent::CompactDaemonFreeScanned) > 0);
+    assert!(a.stats().event_count(VmEvent::PgmigrateSuccess) > 0);
+    assert_eq!(a.stats().event_count(VmEvent::CompactDaemonWake), 0, "no kswapd wakeup: proactive only");
+    assert!(a.stats().fragmentation().free_blocks[9..].iter().sum::<u64>() > 0, "order-9 blocks came back");
     // Below the high watermark kcompactd leaves the node alone: wait until
     // the counters stand still, then check every page's bytes.
     let mut last = u64::MAX;
     assert!(wait_for(Duration::from_secs(5), || {
         std::thread::sleep(Duration::from_millis(600));
-        let n = a.event_count(VmEvent::PgmigrateSuccess);
+        let n = a.stats().event_count(VmEvent::PgmigrateSuccess);
         std::mem::replace(&mut last, n) == n
     }));
     assert_eq!(corrupted(&a, &o), 0, "score {s0} -> {s1}");
@@ -147,20 +150,23 @@ fn kcompactd_survives_a_panicking_owner() {
     let o = Arc::new(Owner::default());
     o.1.store(true, Ordering::Relaxed);
     fragment(&a, &o);
-    let (low, _) = a.fragmentation_score_wmarks();
-    let s0 = a.fragmentation_score(0).unwrap();
-    assert!(wait_for(Duration::from_secs(10), || a.fragmentation_score(0).unwrap() <= low), "score stayed {s0}");
+    let (low, _) = a.compaction().fragmentation_score_wmarks();
+    let s0 = a.compaction().fragmentation_score(0).unwrap();
+    assert!(
+        wait_for(Duration::from_secs(10), || a.compaction().fragmentation_score(0).unwrap() <= low),
+        "score stayed {s0}"
+    );
     assert!(!o.1.load(Ordering::Relaxed), "the owner panicked");
-    assert!(a.event_count(VmEvent::PgmigrateFail) >= 1, "counted as a failed migration");
+    assert!(a.stats().event_count(VmEvent::PgmigrateFail) >= 1, "counted as a failed migration");
     // Wait until kcompactd is idle, then check every page and the census.
     let mut last = u64::MAX;
     assert!(wait_for(Duration::from_secs(5), || {
         std::thread::sleep(Duration::from_millis(600));
-        let n = a.event_count(VmEvent::PgmigrateSuccess);
+        let n = a.stats().event_count(VmEvent::PgmigrateSuccess);
         std::mem::replace(&mut last, n) == n
     }));
     assert_eq!(corrupted(&a, &o), 0);
-    assert_eq!(a.mobility_census().isolated, 0, "a page stayed isolated for migration");
+    assert_eq!(a.compaction().mobility_census().isolated, 0, "a page stayed isolated for migration");
     a.check_invariants().unwrap();
     let c = a.census();
     assert_eq!(c.free + c.pcp + o.0.lock().unwrap().len() as u64, a.managed_pages(), "{c:?}");
@@ -172,11 +178,11 @@ fn proactiveness_zero_leaves_the_node_fragmented() {
         PageAllocator::new(Config::small(16 << 20).backing(Backing::Anonymous).compaction_proactiveness(0)).unwrap();
     let o = Arc::new(Owner::default());
     fragment(&a, &o);
-    let s0 = a.fragmentation_score(0).unwrap();
+    let s0 = a.compaction().fragmentation_score(0).unwrap();
     std::thread::sleep(Duration::from_millis(1500));
-    assert_eq!(a.fragmentation_score(0).unwrap(), s0);
-    assert_eq!(a.event_count(VmEvent::CompactDaemonMigrateScanned), 0);
-    assert_eq!(a.event_count(VmEvent::PgmigrateSuccess), 0);
+    assert_eq!(a.compaction().fragmentation_score(0).unwrap(), s0);
+    assert_eq!(a.stats().event_count(VmEvent::CompactDaemonMigrateScanned), 0);
+    assert_eq!(a.stats().event_count(VmEvent::PgmigrateSuccess), 0);
     assert_eq!(corrupted(&a, &o), 0);
 }
 
@@ -205,9 +211,9 @@ fn kswapd_wakes_kcompactd_for_a_high_order_request() {
             m.delete(i);
         }
     }
-    a.lru_add_drain_all();
+    a.reclaim().lru_add_drain_all();
     a.drain_all_pages();
-    assert_eq!(a.fragmentation().free_blocks[9..].iter().sum::<u64>(), 0, "no order-9 block free yet");
+    assert_eq!(a.stats().fragmentation().free_blocks[9..].iter().sum::<u64>(), 0, "no order-9 block free yet");
     // The kept pages referenced meanwhile: neither the request's direct
     // reclaim nor kswapd can free them into an order-9 block (either would
     // make kcompactd's wakeup unneeded, and the test flaky): only
@@ -215,10 +221,10 @@ fn kswapd_wakes_kcompactd_for_a_high_order_request() {
     let held: Vec<_> = (0..n).step_by(4).filter_map(|i| m.find_get(i).unwrap()).collect();
     assert!(a.alloc_pages(Gfp::MOVABLE | Gfp::NO_COMPACT, 9).is_err());
     assert!(
-        wait_for(Duration::from_secs(5), || a.event_count(VmEvent::CompactDaemonWake) > 0),
+        wait_for(Duration::from_secs(5), || a.stats().event_count(VmEvent::CompactDaemonWake) > 0),
         "kcompactd was not woken"
     );
-    assert!(wait_for(Duration::from_secs(5), || a.event_count(VmEvent::CompactDaemonMigrateScanned) > 0));
+    assert!(wait_for(Duration::from_secs(5), || a.stats().event_count(VmEvent::CompactDaemonMigrateScanned) > 0));
     drop(held);
     let mut b = [0u8; 8];
     for i in (0..n).step_by(4) {
@@ -229,7 +235,7 @@ fn kswapd_wakes_kcompactd_for_a_high_order_request() {
     }
     drop(m);
     drop(pc);
-    a.lru_add_drain_all();
+    a.reclaim().lru_add_drain_all();
     a.drain_all_pages();
     a.check_invariants().unwrap();
 }
@@ -240,7 +246,7 @@ fn kswapd_wakes_kcompactd_for_a_high_order_request() {
 fn last_handle_drop_joins_kcompactd() {
     for _ in 0..20 {
         let a = PageAllocator::new(Config::small(8 << 20)).unwrap();
-        a.register_movable_ops(Arc::new(Owner::default()));
+        a.compaction().register_movable_ops(Arc::new(Owner::default()));
         let b = a.clone();
         drop(a);
         drop(b);

@@ -22,7 +22,7 @@ fn churn(a: &PageAllocator) -> u64 {
     }
     a.drain_all_pages();
     a.check_invariants().unwrap();
-    a.pcpstat().pcp_drain
+    a.stats().pcpstat().pcp_drain
 }
 
 #[test]
@@ -38,7 +38,7 @@ fn every_acquisition_counted_every_drain_timed_with_its_pages() {
     for (mode, cfg) in designs {
         let a = PageAllocator::new(cfg).unwrap();
         let pcp_drains = churn(&a);
-        let r = a.lockstat();
+        let r = a.stats().lockstat();
         let z = &r.zones[0];
         assert!(z.enabled);
         assert_eq!(z.wait_hist.len(), LOCKSTAT_BUCKETS);
@@ -70,7 +70,7 @@ fn every_acquisition_counted_every_drain_timed_with_its_pages() {
 fn nothing_is_counted_when_off() {
     let a = PageAllocator::new(Config::small(16 << 20).lock_stats(false)).unwrap();
     churn(&a);
-    for z in a.lockstat().zones {
+    for z in a.stats().lockstat().zones {
         assert!(!z.enabled);
         assert_eq!((z.acquisitions, z.hold_ticks, z.drains), (0, 0, 0));
         assert!(z.hold_hist.iter().all(|&n| n == 0));
@@ -81,15 +81,15 @@ fn nothing_is_counted_when_off() {
 fn switching_at_run_time_keeps_the_sums() {
     let a = PageAllocator::new(Config::small(16 << 20).percpu_pagelist_high_fraction(8)).unwrap();
     churn(&a);
-    let before = a.lockstat().zones[0].acquisitions;
-    a.set_lock_stats(false);
+    let before = a.stats().lockstat().zones[0].acquisitions;
+    a.stats().set_lock_stats(false);
     churn(&a);
-    let z = &a.lockstat().zones[0];
+    let z = &a.stats().lockstat().zones[0];
     assert!(!z.enabled);
     assert_eq!(z.acquisitions, before, "counted while off");
-    a.set_lock_stats(true);
+    a.stats().set_lock_stats(true);
     churn(&a);
-    let z = &a.lockstat().zones[0];
+    let z = &a.stats().lockstat().zones[0];
     assert!(z.enabled && z.acquisitions > before);
     assert_eq!(z.hold_hist.iter().sum::<u64>(), z.hold_samples);
     assert_eq!(z.wait_hist.iter().sum::<u64>(), z.acquisitions);
@@ -97,7 +97,7 @@ fn switching_at_run_time_keeps_the_sums() {
 
 /// Per-CPU list locks: sums over every (zone, CPU) set.
 fn pcp_totals(a: &PageAllocator) -> (u64, u64, u64) {
-    let r = a.lockstat();
+    let r = a.stats().lockstat();
     for p in &r.pcp {
         assert_eq!(p.hold_hist.len(), LOCKSTAT_BUCKETS);
         assert_eq!(p.hold_hist.iter().sum::<u64>(), p.timed, "zone {} cpu {}", p.zone, p.cpu);
@@ -105,7 +105,7 @@ fn pcp_totals(a: &PageAllocator) -> (u64, u64, u64) {
         assert!(p.blocking <= p.timed && p.timed <= p.acquisitions);
         assert_eq!(p.timed == 0, p.hold_ticks == 0, "zone {} cpu {}", p.zone, p.cpu);
     }
-    assert_eq!(r.pcp.len(), r.zones.len() * a.pcp_report().iter().filter(|p| p.zone == 0).count());
+    assert_eq!(r.pcp.len(), r.zones.len() * a.stats().pcp_report().iter().filter(|p| p.zone == 0).count());
     r.pcp.iter().fold((0, 0, 0), |(n, b, t), p| (n + p.acquisitions, b + p.blocking, t + p.timed))
 }
 
@@ -115,7 +115,7 @@ fn pcp_locks_count_every_hold_once() {
     // list lock once (try-lock, no wait); drain_all_pages takes every set's
     // lock once, waiting for it (blocking).
     let a = PageAllocator::new(Config::small(16 << 20).percpu_pagelist_high_fraction(8).front_cache(false)).unwrap();
-    let sets = a.pcp_report().len() as u64;
+    let sets = a.stats().pcp_report().len() as u64;
     let (n0, b0, _) = pcp_totals(&a);
     assert_eq!((n0, b0), (0, 0));
     churn(&a);
@@ -127,7 +127,7 @@ fn pcp_locks_count_every_hold_once() {
     // Every blocking hold and about one try-lock hold in PCP_HOLD_SAMPLE timed.
     let expect = (n - b) / PCP_HOLD_SAMPLE as u64;
     assert!(t >= b + expect * 2 / 3 && t <= b + expect * 3 / 2, "{t} holds timed of {n}");
-    let text = a.lockstat().to_string();
+    let text = a.stats().lockstat().to_string();
     assert!(text.contains("pcp lock"), "{text}");
 }
 
@@ -137,11 +137,11 @@ fn pcp_locks_with_the_front_cache_and_the_switch() {
     churn(&a);
     let (n, b, _) = pcp_totals(&a);
     assert!(n > b && b > 0, "the front cache's refills and flushes take the lists' locks ({n}, {b})");
-    a.set_lock_stats(false);
+    a.stats().set_lock_stats(false);
     churn(&a);
     assert_eq!(pcp_totals(&a).0, n, "counted while off");
-    assert!(a.lockstat().pcp.iter().all(|p| !p.enabled));
-    a.set_lock_stats(true);
+    assert!(a.stats().lockstat().pcp.iter().all(|p| !p.enabled));
+    a.stats().set_lock_stats(true);
     churn(&a);
     assert!(pcp_totals(&a).0 > n);
 

@@ -25,8 +25,8 @@ fn snap(a: &PageAllocator) -> Snap {
     Snap {
         nr_free: a.nr_free_pages(),
         census: a.census(),
-        buddyinfo: a.buddyinfo().to_string(),
-        pcp: a.pcp_report().iter().map(|r| r.count).collect(),
+        buddyinfo: a.stats().buddyinfo().to_string(),
+        pcp: a.stats().pcp_report().iter().map(|r| r.count).collect(),
     }
 }
 
@@ -142,12 +142,12 @@ fn free_while_locked() {
     catalogue(
         |a| {
             let p = alloc(a, 1);
-            a.lock_page(p).unwrap();
+            a.page_locks().lock_page(p).unwrap();
             p
         },
         |a, &p| {
             assert_eq!(a.free_pages(p, 1), Err(FreeError::Locked { pfn: p }));
-            assert!(a.page_locked_racy(p));
+            assert!(a.page_locks().page_locked_racy(p));
         },
     );
 }
@@ -157,14 +157,14 @@ fn free_under_writeback() {
     catalogue(
         |a| {
             let p = alloc(a, 0);
-            assert_eq!(a.set_page_writeback(p), Ok(true));
+            assert_eq!(a.page_locks().set_page_writeback(p), Ok(true));
             p
         },
         |a, &p| {
             assert_eq!(a.free_pages(p, 0), Err(FreeError::Writeback { pfn: p }));
             let e = a.free_pages_bulk(&[p]).unwrap_err();
             assert_eq!(e.rejected, vec![(0, FreeError::Writeback { pfn: p })]);
-            assert_eq!(a.set_page_writeback(p), Ok(false), "already under writeback");
+            assert_eq!(a.page_locks().set_page_writeback(p), Ok(false), "already under writeback");
         },
     );
 }
@@ -179,12 +179,12 @@ fn unlock_an_unlocked_page() {
             (p, free)
         },
         |a, &(p, free)| {
-            assert_eq!(a.unlock_page(p), Err(PageStateError::NotLocked { pfn: p }));
-            assert_eq!(a.unlock_page_uptodate(p), Err(PageStateError::NotLocked { pfn: p }));
-            assert_eq!(a.unlock_page(free), Err(PageStateError::NotAllocated { pfn: free }));
+            assert_eq!(a.page_locks().unlock_page(p), Err(PageStateError::NotLocked { pfn: p }));
+            assert_eq!(a.page_locks().unlock_page_uptodate(p), Err(PageStateError::NotLocked { pfn: p }));
+            assert_eq!(a.page_locks().unlock_page(free), Err(PageStateError::NotAllocated { pfn: free }));
             let oor = Pfn::new(a.nr_pages());
-            assert_eq!(a.unlock_page(oor), Err(PageStateError::OutOfRange { pfn: oor }));
-            assert!(!a.page_uptodate(p), "a refused unlock_page_uptodate must not set uptodate");
+            assert_eq!(a.page_locks().unlock_page(oor), Err(PageStateError::OutOfRange { pfn: oor }));
+            assert!(!a.page_locks().page_uptodate(p), "a refused unlock_page_uptodate must not set uptodate");
         },
     );
 }
@@ -194,9 +194,9 @@ fn end_writeback_without_writeback() {
     catalogue(
         |a| alloc(a, 1),
         |a, &p| {
-            assert_eq!(a.end_page_writeback(p), Err(PageStateError::NotWriteback { pfn: p }));
+            assert_eq!(a.page_locks().end_page_writeback(p), Err(PageStateError::NotWriteback { pfn: p }));
             let tail = p.add(1);
-            assert_eq!(a.end_page_writeback(tail), Err(PageStateError::NotAllocated { pfn: tail }));
+            assert_eq!(a.page_locks().end_page_writeback(tail), Err(PageStateError::NotAllocated { pfn: tail }));
         },
     );
 }
@@ -207,7 +207,7 @@ fn bulk_free_with_bad_entries_changes_nothing() {
         |a| {
             let head = alloc(a, 2);
             let locked = alloc(a, 0);
-            a.lock_page(locked).unwrap();
+            a.page_locks().lock_page(locked).unwrap();
             let freed = alloc(a, 0);
             a.free_pages(freed, 0).unwrap();
             (head, locked, freed)
@@ -255,17 +255,17 @@ fn bulk_free_mixed_frees_exactly_the_valid_entries() {
 #[test]
 fn isolate_a_range_twice() {
     catalogue(
-        |a| a.isolate_range(Pfn::new(PAGEBLOCK_PAGES), PAGEBLOCK_PAGES).unwrap(),
+        |a| a.contig().isolate_range(Pfn::new(PAGEBLOCK_PAGES), PAGEBLOCK_PAGES).unwrap(),
         |a, ()| {
             let b = Pfn::new(PAGEBLOCK_PAGES);
-            assert_eq!(a.isolate_range(b, PAGEBLOCK_PAGES), Err(PageStateError::AlreadyIsolated { pfn: b }));
+            assert_eq!(a.contig().isolate_range(b, PAGEBLOCK_PAGES), Err(PageStateError::AlreadyIsolated { pfn: b }));
             // A wider range that includes the block: refused as a whole, the
             // block before it stays unisolated.
             assert_eq!(
-                a.isolate_range(Pfn::new(10), 3 * PAGEBLOCK_PAGES),
+                a.contig().isolate_range(Pfn::new(10), 3 * PAGEBLOCK_PAGES),
                 Err(PageStateError::AlreadyIsolated { pfn: b })
             );
-            assert!(!a.test_pages_isolated(Pfn::new(0), PAGEBLOCK_PAGES));
+            assert!(!a.contig().test_pages_isolated(Pfn::new(0), PAGEBLOCK_PAGES));
         },
     );
 }
@@ -273,13 +273,19 @@ fn isolate_a_range_twice() {
 #[test]
 fn undo_an_isolation_not_made() {
     catalogue(
-        |a| a.isolate_range(Pfn::new(2 * PAGEBLOCK_PAGES), PAGEBLOCK_PAGES).unwrap(),
+        |a| a.contig().isolate_range(Pfn::new(2 * PAGEBLOCK_PAGES), PAGEBLOCK_PAGES).unwrap(),
         |a, ()| {
-            assert_eq!(a.undo_isolate_range(Pfn::new(0), 10), Err(PageStateError::NotIsolated { pfn: Pfn::new(0) }));
+            assert_eq!(
+                a.contig().undo_isolate_range(Pfn::new(0), 10),
+                Err(PageStateError::NotIsolated { pfn: Pfn::new(0) })
+            );
             // Partly isolated: refused as a whole, the isolated block stays so.
             let b = Pfn::new(PAGEBLOCK_PAGES);
-            assert_eq!(a.undo_isolate_range(b, 2 * PAGEBLOCK_PAGES), Err(PageStateError::NotIsolated { pfn: b }));
-            assert!(a.test_pages_isolated(Pfn::new(2 * PAGEBLOCK_PAGES), PAGEBLOCK_PAGES));
+            assert_eq!(
+                a.contig().undo_isolate_range(b, 2 * PAGEBLOCK_PAGES),
+                Err(PageStateError::NotIsolated { pfn: b })
+            );
+            assert!(a.contig().test_pages_isolated(Pfn::new(2 * PAGEBLOCK_PAGES), PAGEBLOCK_PAGES));
         },
     );
 }
@@ -292,19 +298,19 @@ fn bad_ranges() {
             let n = a.nr_pages();
             for (s, nr) in [(0, 0), (n - 1, 2), (n, 1), (5, u64::MAX)] {
                 let s = Pfn::new(s);
-                assert_eq!(a.isolate_range(s, nr), Err(PageStateError::BadRange { pfn: s }));
-                assert_eq!(a.undo_isolate_range(s, nr), Err(PageStateError::BadRange { pfn: s }));
-                assert!(!a.test_pages_isolated(s, nr));
+                assert_eq!(a.contig().isolate_range(s, nr), Err(PageStateError::BadRange { pfn: s }));
+                assert_eq!(a.contig().undo_isolate_range(s, nr), Err(PageStateError::BadRange { pfn: s }));
+                assert!(!a.contig().test_pages_isolated(s, nr));
             }
-            assert!(a.alloc_contig_pages(0, Gfp::KERNEL).is_err());
-            assert!(a.alloc_contig_pages(n + 1, Gfp::KERNEL).is_err());
+            assert!(a.contig().alloc_contig_pages(0, Gfp::KERNEL).is_err());
+            assert!(a.contig().alloc_contig_pages(n + 1, Gfp::KERNEL).is_err());
         },
     );
     // A range crossing from the Normal into the Movable zone.
     let a = PageAllocator::new(Config::small(16 << 20).movable_zone_bytes(4 << 20)).unwrap();
     let s = Pfn::new(a.nr_pages() - 4 * 256 - 10);
     let before = snap(&a);
-    assert_eq!(a.isolate_range(s, 20), Err(PageStateError::BadRange { pfn: s }));
+    assert_eq!(a.contig().isolate_range(s, 20), Err(PageStateError::BadRange { pfn: s }));
     assert_eq!(snap(&a), before);
 }
 
@@ -325,16 +331,16 @@ fn lock_or_mark_a_page_that_is_not_allocated() {
                 (tail, PageStateError::NotAllocated { pfn: tail }),
                 (oor, PageStateError::OutOfRange { pfn: oor }),
             ] {
-                assert_eq!(a.lock_page(p), Err(want));
-                assert!(!a.trylock_page(p));
-                assert_eq!(a.lock_page_timeout(p, Duration::from_millis(1)), Err(WaitError::State(want)));
-                assert_eq!(a.wait_on_page_locked(p), Err(want));
-                assert_eq!(a.wait_on_page_writeback(p), Err(want));
-                assert_eq!(a.set_page_writeback(p), Err(want));
-                assert_eq!(a.set_page_uptodate(p), Err(want));
-                assert_eq!(a.clear_page_uptodate(p), Err(want));
-                assert!(a.lock_page_guard(p).is_err());
-                assert!(!a.page_locked_racy(p) && !a.page_uptodate(p));
+                assert_eq!(a.page_locks().lock_page(p), Err(want));
+                assert!(!a.page_locks().trylock_page(p));
+                assert_eq!(a.page_locks().lock_page_timeout(p, Duration::from_millis(1)), Err(WaitError::State(want)));
+                assert_eq!(a.page_locks().wait_on_page_locked(p), Err(want));
+                assert_eq!(a.page_locks().wait_on_page_writeback(p), Err(want));
+                assert_eq!(a.page_locks().set_page_writeback(p), Err(want));
+                assert_eq!(a.page_locks().set_page_uptodate(p), Err(want));
+                assert_eq!(a.page_locks().clear_page_uptodate(p), Err(want));
+                assert!(a.page_locks().lock_page_guard(p).is_err());
+                assert!(!a.page_locks().page_locked_racy(p) && !a.page_locks().page_uptodate(p));
             }
         },
     );

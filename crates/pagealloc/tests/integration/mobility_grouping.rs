@@ -30,7 +30,7 @@ fn polluted_blocks(disabled: bool) -> (usize, u64) {
     a.drain_all_pages();
     a.check_invariants().unwrap();
     assert_eq!(a.nr_free_pages(), a.managed_pages());
-    let pt = a.pagetypeinfo().to_string();
+    let pt = a.stats().pagetypeinfo().to_string();
     if disabled {
         // One type serves everything: no pageblock changed type.
         assert!(pt.lines().last().unwrap().split_whitespace().nth(4) == Some("0"), "{pt}");

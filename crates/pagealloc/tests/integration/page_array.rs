@@ -54,13 +54,13 @@ fn every_pfn_taking_call_refuses_an_arrays_page_and_changes_nothing() {
         let before = a.nr_free_pages();
         for &p in arr.slots().iter().flatten() {
             assert_eq!(a.free_pages(p, 0), Err(FreeError::Owned { pfn: p }));
-            assert_eq!(a.lock_page(p), Err(PageStateError::NotAllocated { pfn: p }));
-            assert!(!a.trylock_page(p));
+            assert_eq!(a.page_locks().lock_page(p), Err(PageStateError::NotAllocated { pfn: p }));
+            assert!(!a.page_locks().trylock_page(p));
             assert_eq!(a.get_page(p).err(), Some(PageStateError::NotAllocated { pfn: p }));
-            assert!(a.set_page_writeback(p).is_err());
-            assert!(a.set_page_uptodate(p).is_err());
-            assert!(a.unlock_page(p).is_err());
-            assert!(a.end_page_writeback(p).is_err());
+            assert!(a.page_locks().set_page_writeback(p).is_err());
+            assert!(a.page_locks().set_page_uptodate(p).is_err());
+            assert!(a.page_locks().unlock_page(p).is_err());
+            assert!(a.page_locks().end_page_writeback(p).is_err());
         }
         let pfns: Vec<Pfn> = arr.slots().iter().flatten().copied().collect();
         match a.free_pages_bulk(&pfns) {
@@ -87,7 +87,7 @@ fn a_contiguous_allocation_over_an_arrays_pages_fails_and_leaves_them() {
     assert_eq!(arr.fill(Gfp::MOVABLE), 64);
     let p = arr.get(0).unwrap();
     let s = Pfn::new(p.as_u64() & !(pagealloc::PAGEBLOCK_PAGES - 1));
-    assert!(a.alloc_contig_range(s, pagealloc::PAGEBLOCK_PAGES, Gfp::MOVABLE).is_err());
+    assert!(a.contig().alloc_contig_range(s, pagealloc::PAGEBLOCK_PAGES, Gfp::MOVABLE).is_err());
     // The page is still the array's.
     assert_eq!(a.free_pages(p, 0), Err(FreeError::Owned { pfn: p }));
     a.check_invariants().unwrap();
@@ -103,9 +103,9 @@ fn take_hands_out_an_owned_or_a_raw_page() {
     let raw = arr.take_pfn(3).unwrap();
     assert_eq!((arr.get(3), arr.take_pfn(3), arr.take(3).is_none()), (None, None, true));
     // A raw page: lockable, freeable by pfn.
-    a.lock_page(raw).unwrap();
+    a.page_locks().lock_page(raw).unwrap();
     assert_eq!(a.free_pages(raw, 0), Err(FreeError::Locked { pfn: raw }));
-    a.unlock_page(raw).unwrap();
+    a.page_locks().unlock_page(raw).unwrap();
     let h = arr.take(5).unwrap();
     assert_eq!(a.free_pages(h.pfn(), 0), Err(FreeError::Owned { pfn: h.pfn() }));
     // Refilled: the two holes only.
@@ -166,18 +166,18 @@ fn an_arrays_pages_are_pinned_and_typed_in_the_censuses() {
     let (a, free0) = start();
     // A raw movable page is pinned too: nothing registered a way to move it.
     let movable = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
-    let pinned0 = a.mobility_census().pinned;
+    let pinned0 = a.compaction().mobility_census().pinned;
     let mut arr = a.page_array(a.nr_pages() as usize).unwrap();
     let got = arr.fill(Gfp::KERNEL) as u64;
-    assert_eq!(a.mobility_census().pinned, pinned0 + got, "an array's pages are allocated and pinned");
+    assert_eq!(a.compaction().mobility_census().pinned, pinned0 + got, "an array's pages are allocated and pinned");
     // The movable page's pageblock is mixed if the unmovable fill took a page
     // of it; no other block holds two types.
     let block = |p: Pfn| p.as_u64() / pagealloc::PAGEBLOCK_PAGES;
     let shared = arr.slots().iter().flatten().any(|&p| block(p) == block(movable));
     assert!(shared, "the fill of every page left the movable page's block alone: the test proves nothing");
-    assert_eq!(a.fragmentation().mixed, 1, "the array's pages count by their type");
+    assert_eq!(a.stats().fragmentation().mixed, 1, "the array's pages count by their type");
     drop(arr);
-    assert_eq!((a.mobility_census().pinned, a.fragmentation().mixed), (pinned0, 0));
+    assert_eq!((a.compaction().mobility_census().pinned, a.stats().fragmentation().mixed), (pinned0, 0));
     a.free_pages(movable, 0).unwrap();
     end(&a, free0);
 }
@@ -227,9 +227,9 @@ fn hostile_pfn_calls_race_array_fills_and_releases() {
                     // (the owners hold every allocated page), or a free one.
                     wins += u64::from(a.free_pages(p, 0).is_ok());
                     wins += u64::from(a.free_pages_bulk(&[p]).is_ok());
-                    if a.trylock_page(p) {
+                    if a.page_locks().trylock_page(p) {
                         wins += 1;
-                        let _ = a.unlock_page(p);
+                        let _ = a.page_locks().unlock_page(p);
                     }
                     if let Ok(r) = a.get_page(p) {
                         wins += 1;

@@ -56,7 +56,7 @@ fn scatter(a: &PageAllocator, m: &Mapping, share: f64, keep: impl Fn(u64) -> boo
             assert!(m.delete(i));
         }
     }
-    a.lru_add_drain_all();
+    a.reclaim().lru_add_drain_all();
     a.drain_all_pages();
     kept
 }
@@ -81,16 +81,16 @@ fn verify(m: &Mapping, kept: &[u64]) -> Vec<u64> {
 /// one would reclaim the cache).
 fn order9_blocks(a: &PageAllocator) -> u64 {
     a.drain_all_pages();
-    a.fragmentation().free_blocks.iter().enumerate().skip(9).map(|(o, n)| n << (o - 9)).sum()
+    a.stats().fragmentation().free_blocks.iter().enumerate().skip(9).map(|(o, n)| n << (o - 9)).sum()
 }
 
 fn conserved(a: &PageAllocator, pc: &PageCache) {
-    a.lru_add_drain_all();
+    a.reclaim().lru_add_drain_all();
     a.drain_all_pages();
     a.check_invariants().unwrap();
     let c = a.census();
     assert_eq!(c.free + c.pcp + pc.nr_pages(), a.managed_pages(), "{c:?}");
-    let (i, act) = a.lru_sizes(0);
+    let (i, act) = a.reclaim().lru_sizes(0);
     assert_eq!(i + act, pc.nr_pages(), "every cached page is on an LRU list once");
 }
 
@@ -101,9 +101,9 @@ fn compaction_moves_cache_pages_and_keeps_their_bytes() {
     let before = verify(&m, &kept);
     let blocks0 = order9_blocks(&a);
     assert!(blocks0 < 2, "the cached pages are spread over the pageblocks: {blocks0}");
-    let ok0 = a.event_count(VmEvent::PgmigrateSuccess);
-    let out = a.compact_memory();
-    let moved = a.event_count(VmEvent::PgmigrateSuccess) - ok0;
+    let ok0 = a.stats().event_count(VmEvent::PgmigrateSuccess);
+    let out = a.compaction().compact_memory();
+    let moved = a.stats().event_count(VmEvent::PgmigrateSuccess) - ok0;
     assert!(out.migrated > 100, "{out:?}");
     assert_eq!(moved, out.migrated);
     let after = verify(&m, &kept);
@@ -118,7 +118,7 @@ fn compaction_moves_cache_pages_and_keeps_their_bytes() {
     m.fsync().unwrap();
     drop(m);
     drop(pc);
-    a.lru_add_drain_all();
+    a.reclaim().lru_add_drain_all();
     a.drain_all_pages();
     a.check_invariants().unwrap();
     assert_eq!(a.nr_free_pages(), a.managed_pages());
@@ -131,16 +131,16 @@ fn referenced_and_locked_cache_pages_are_skipped() {
     // Hold a handle on some pages (an extra reference): never moved.
     let held: Vec<_> = kept.iter().step_by(7).map(|&i| m.find_get(i).unwrap().unwrap()).collect();
     let pfns: Vec<Pfn> = held.iter().map(|h| h.pfn()).collect();
-    let fail0 = a.event_count(VmEvent::PgmigrateFail);
-    let out = a.compact_memory();
+    let fail0 = a.stats().event_count(VmEvent::PgmigrateFail);
+    let out = a.compaction().compact_memory();
     assert!(out.migrated > 0);
     for (h, p) in held.iter().zip(&pfns) {
         assert_eq!(m.find_get(h.index()).unwrap().unwrap().pfn(), *p, "a referenced page moved");
     }
-    assert!(a.event_count(VmEvent::PgmigrateFail) > fail0, "refused freezes are counted");
+    assert!(a.stats().event_count(VmEvent::PgmigrateFail) > fail0, "refused freezes are counted");
     drop(held);
     // Released, they move on a later pass.
-    let out2 = a.compact_memory();
+    let out2 = a.compaction().compact_memory();
     assert!(out2.migrated > 0, "{out2:?}");
     verify(&m, &kept);
     conserved(&a, &pc);
@@ -155,10 +155,10 @@ fn contig_range_migrates_cache_pages_out() {
     let fill_free = a.nr_free_pages();
     let nr = (4 << 20) / PAGE_SIZE as u64;
     assert!(fill_free >= nr);
-    let p = a.alloc_contig_pages(nr, Gfp::MOVABLE).expect("contig with cache pages moved out");
+    let p = a.contig().alloc_contig_pages(nr, Gfp::MOVABLE).expect("contig with cache pages moved out");
     verify(&m, &kept);
-    a.free_contig_range(p, nr).unwrap();
-    assert!(a.event_count(VmEvent::PgmigrateSuccess) > 0);
+    a.contig().free_contig_range(p, nr).unwrap();
+    assert!(a.stats().event_count(VmEvent::PgmigrateSuccess) > 0);
     conserved(&a, &pc);
 }
 
@@ -178,19 +178,21 @@ impl MovableOps for NoPages {
 #[test]
 fn set_page_movable_refuses_cache_pages_and_contig_still_moves_them() {
     let (a, pc, m) = setup(8);
-    let id = a.register_movable_ops(Arc::new(NoPages));
+    let id = a.compaction().register_movable_ops(Arc::new(NoPages));
     let kept = scatter(&a, &m, 0.5, |i| i % 16 == 0);
     let h = m.get(kept[1]).unwrap();
     let pfn = h.pfn();
-    assert_eq!(a.set_page_movable(pfn, id), Err(PageStateError::Referenced { pfn }), "held by a handle");
+    assert_eq!(a.compaction().set_page_movable(pfn, id), Err(PageStateError::Referenced { pfn }), "held by a handle");
     drop(h);
-    a.lru_add_drain_all();
-    assert_eq!(a.set_page_movable(pfn, id), Err(PageStateError::Referenced { pfn }), "on its LRU list");
+    a.reclaim().lru_add_drain_all();
+    assert_eq!(a.compaction().set_page_movable(pfn, id), Err(PageStateError::Referenced { pfn }), "on its LRU list");
     let block = Pfn::new(pfn.as_u64() & !(PAGEBLOCK_PAGES - 1));
-    a.alloc_contig_range(block, PAGEBLOCK_PAGES, Gfp::MOVABLE).expect("the cache pages in the block moved out");
+    a.contig()
+        .alloc_contig_range(block, PAGEBLOCK_PAGES, Gfp::MOVABLE)
+        .expect("the cache pages in the block moved out");
     assert_ne!(m.find_get(kept[1]).unwrap().unwrap().pfn(), pfn, "the page moved");
     verify(&m, &kept);
-    a.free_contig_range(block, PAGEBLOCK_PAGES).unwrap();
+    a.contig().free_contig_range(block, PAGEBLOCK_PAGES).unwrap();
     conserved(&a, &pc);
 }
 
@@ -226,17 +228,17 @@ fn lookups_race_migration() {
         }
         // Compaction packs the pages at each zone's top; emptying whole
         // pageblocks with `alloc_contig_range` spreads them out again.
-        let ok0 = a.event_count(VmEvent::PgmigrateSuccess);
+        let ok0 = a.stats().event_count(VmEvent::PgmigrateSuccess);
         let blocks = a.managed_pages() / PAGEBLOCK_PAGES;
         for round in 0..4 {
-            a.compact_memory();
+            a.compaction().compact_memory();
             for b in (0..blocks).rev().skip(round % 2) {
-                if a.alloc_contig_range(Pfn::new(b * PAGEBLOCK_PAGES), PAGEBLOCK_PAGES, Gfp::MOVABLE).is_ok() {
-                    a.free_contig_range(Pfn::new(b * PAGEBLOCK_PAGES), PAGEBLOCK_PAGES).unwrap();
+                if a.contig().alloc_contig_range(Pfn::new(b * PAGEBLOCK_PAGES), PAGEBLOCK_PAGES, Gfp::MOVABLE).is_ok() {
+                    a.contig().free_contig_range(Pfn::new(b * PAGEBLOCK_PAGES), PAGEBLOCK_PAGES).unwrap();
                 }
             }
         }
-        let moved = a.event_count(VmEvent::PgmigrateSuccess) - ok0;
+        let moved = a.stats().event_count(VmEvent::PgmigrateSuccess) - ok0;
         stop.store(true, Ordering::Relaxed);
         assert!(moved > 100, "moved {moved}");
     });
@@ -324,30 +326,33 @@ fn checksummed_churn_with_reclaim_compaction_and_kcompactd() {
                 }
             });
         }
-        let ok0 = a.event_count(VmEvent::PgmigrateSuccess);
+        let ok0 = a.stats().event_count(VmEvent::PgmigrateSuccess);
         let t0 = std::time::Instant::now();
         while t0.elapsed() < std::time::Duration::from_secs(secs) {
-            a.compact_memory();
-            if let Ok(p) = a.alloc_contig_pages(PAGEBLOCK_PAGES, Gfp::MOVABLE) {
-                a.free_contig_range(p, PAGEBLOCK_PAGES).unwrap();
+            a.compaction().compact_memory();
+            if let Ok(p) = a.contig().alloc_contig_pages(PAGEBLOCK_PAGES, Gfp::MOVABLE) {
+                a.contig().free_contig_range(p, PAGEBLOCK_PAGES).unwrap();
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         stop.store(true, Ordering::Relaxed);
-        assert!(a.event_count(VmEvent::PgmigrateSuccess) > ok0, "nothing moved");
+        assert!(a.stats().event_count(VmEvent::PgmigrateSuccess) > ok0, "nothing moved");
     });
     eprintln!(
         "{threads} threads, {secs} s: {} reads checked, {} pages migrated ({} failed), {} reclaimed, kcompactd scanned {}",
         checks.load(Ordering::Relaxed),
-        a.event_count(VmEvent::PgmigrateSuccess),
-        a.event_count(VmEvent::PgmigrateFail),
-        a.event_count(VmEvent::PgstealDirect) + a.event_count(VmEvent::PgstealKswapd),
-        a.event_count(VmEvent::CompactDaemonMigrateScanned)
+        a.stats().event_count(VmEvent::PgmigrateSuccess),
+        a.stats().event_count(VmEvent::PgmigrateFail),
+        a.stats().event_count(VmEvent::PgstealDirect) + a.stats().event_count(VmEvent::PgstealKswapd),
+        a.stats().event_count(VmEvent::CompactDaemonMigrateScanned)
     );
     assert!(checks.load(Ordering::Relaxed) > 100);
-    assert!(a.event_count(VmEvent::PgstealDirect) + a.event_count(VmEvent::PgstealKswapd) > 0, "no reclaim");
+    assert!(
+        a.stats().event_count(VmEvent::PgstealDirect) + a.stats().event_count(VmEvent::PgstealKswapd) > 0,
+        "no reclaim"
+    );
     drop(pc);
-    a.lru_add_drain_all();
+    a.reclaim().lru_add_drain_all();
     a.drain_all_pages();
     a.check_invariants().unwrap();
     assert_eq!(a.nr_free_pages(), a.managed_pages());

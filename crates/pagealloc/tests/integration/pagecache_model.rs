@@ -54,7 +54,7 @@ fn allocator() -> Arc<PageAllocator> {
     let a = Arc::new(PageAllocator::new(cfg).unwrap());
     // No flusher writeback and no throttling: the only writebacks are the
     // ones fsync and shrink make.
-    assert!(a.dirty_thresholds().background > MAX_DIRTY, "{:?}", a.dirty_thresholds());
+    assert!(a.reclaim().dirty_thresholds().background > MAX_DIRTY, "{:?}", a.reclaim().dirty_thresholds());
     a
 }
 

@@ -321,7 +321,7 @@ fn a_saturated_count_is_refused_not_spun_on() {
     assert_eq!(g, Some(PageCacheError::Saturated { pfn }));
     assert!(m.delete(0), "the cache's own reference still goes through");
     drop(refs);
-    a.lru_add_drain_all();
+    a.reclaim().lru_add_drain_all();
     assert_eq!(a.page_count(pfn), 0, "the last put freed it");
     drop((m, pc));
     all_back(&a);
@@ -342,7 +342,7 @@ fn strangers_trylocking_pfns_never_make_a_cache_free_fail() {
                 let mut p = t;
                 while Instant::now() < stop {
                     p = (p + 1) % n;
-                    if a.trylock_page(Pfn::new(p)) {
+                    if a.page_locks().trylock_page(Pfn::new(p)) {
                         panic!("a stranger locked pfn {p}: no raw page exists in this test");
                     }
                 }

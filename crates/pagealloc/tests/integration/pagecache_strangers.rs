@@ -65,12 +65,12 @@ fn a_strangers_unlock_never_fails_a_cache_free() {
     with_stranger(
         &a,
         &target,
-        |a, p| matches!(a.unlock_page(p), Err(PageStateError::HeldByGuard { .. })),
+        |a, p| matches!(a.page_locks().unlock_page(p), Err(PageStateError::HeldByGuard { .. })),
         || {
             let mut k = 0u64;
             while Instant::now() < stop {
                 let h = m.get(k % 64).unwrap();
-                a.lru_add_drain_all();
+                a.reclaim().lru_add_drain_all();
                 target.store(h.pfn().as_u64(), Ordering::Relaxed);
                 m.delete(k % 64);
                 drop(h);
@@ -89,20 +89,20 @@ fn a_strangers_mark_never_reaches_a_page_in_migration() {
     let (a, pc) = setup(8, |c| c.compaction_proactiveness(0));
     let m = pc.mapping(1, filled());
     drop(m.get(0).unwrap());
-    a.lru_add_drain_all();
+    a.reclaim().lru_add_drain_all();
     let target = Arc::new(AtomicU64::new(m.find_get(0).unwrap().unwrap().pfn().as_u64()));
     let stop = Instant::now() + Duration::from_millis(800);
     let mut moved = 0;
     with_stranger(
         &a,
         &target,
-        |a, p| a.clear_page_uptodate(p).is_ok(),
+        |a, p| a.page_locks().clear_page_uptodate(p).is_ok(),
         || {
             while Instant::now() < stop {
                 let p = target.load(Ordering::Relaxed);
-                if a.alloc_contig_range(Pfn::new(p), 1, Gfp::MOVABLE).is_ok() {
+                if a.contig().alloc_contig_range(Pfn::new(p), 1, Gfp::MOVABLE).is_ok() {
                     moved += 1;
-                    a.free_contig_range(Pfn::new(p), 1).unwrap();
+                    a.contig().free_contig_range(Pfn::new(p), 1).unwrap();
                 }
                 target.store(m.find_get(0).unwrap().expect("page 0 left").pfn().as_u64(), Ordering::Relaxed);
                 assert!(m.is_cached(0), "page 0 mapped but not up to date after {moved} moves");
@@ -180,17 +180,17 @@ fn a_handoff_never_gives_a_stranger_a_cache_page() {
         &a,
         &target,
         |a, p| {
-            if a.lock_page(p).is_err() {
+            if a.page_locks().lock_page(p).is_err() {
                 return false;
             }
             let referenced = a.page_count(p) > 0;
-            let _ = a.unlock_page(p);
+            let _ = a.page_locks().unlock_page(p);
             referenced
         },
         || {
             while Instant::now() < stop {
                 let h = m.get(0).unwrap();
-                a.lru_add_drain_all();
+                a.reclaim().lru_add_drain_all();
                 target.store(h.pfn().as_u64(), Ordering::Relaxed);
                 m.delete(0);
                 drop(h);
@@ -272,7 +272,7 @@ fn a_panicking_shrinker_inside_a_fill_leaves_no_page_locked() {
         }
     }
     let (a, pc) = setup(16, |c| c);
-    let id = a.register_shrinker(Arc::new(Boom));
+    let id = a.reclaim().register_shrinker(Arc::new(Boom));
     let m = Arc::new(pc.mapping(1, Arc::new(Reads)));
     let mut raw = Vec::new();
     while let Ok(p) = a.alloc_pages(Gfp::MOVABLE, 0) {
@@ -294,7 +294,7 @@ fn a_panicking_shrinker_inside_a_fill_leaves_no_page_locked() {
     });
     assert_eq!(rx.recv_timeout(Duration::from_secs(10)).expect("get(0) hung"), Some(0));
     t.join().unwrap();
-    a.unregister_shrinker(id);
+    a.reclaim().unregister_shrinker(id);
     drop((Arc::into_inner(m).unwrap(), pc));
     all_back(&a);
 }

@@ -18,7 +18,7 @@ fn whole(a: &PageAllocator) {
 }
 
 fn pcp_within_high(a: &PageAllocator) {
-    for r in a.pcp_report() {
+    for r in a.stats().pcp_report() {
         assert!(r.count <= r.high, "cpu {} zone {}: {} pages on lists, high {}", r.cpu, r.zone, r.count, r.high);
     }
 }
@@ -33,7 +33,7 @@ fn freed_pages_park_on_lists_and_drain_all_returns_them() {
     }
     a.check_invariants().unwrap();
     a.drain_all_pages();
-    assert!(a.pcp_report().iter().all(|r| r.count == 0));
+    assert!(a.stats().pcp_report().iter().all(|r| r.count == 0));
     whole(&a);
 }
 
@@ -136,29 +136,29 @@ fn isolation_catches_pages_parked_on_lists() {
     let start = Pfn::new(v[0].as_u64() & !(PAGEBLOCK_PAGES - 1));
     a.free_pages_bulk(&v).unwrap();
     let free_before = a.nr_free_pages();
-    a.isolate_range(start, PAGEBLOCK_PAGES).unwrap();
-    assert!(a.test_pages_isolated(start, PAGEBLOCK_PAGES), "a parked page escaped the isolation");
+    a.contig().isolate_range(start, PAGEBLOCK_PAGES).unwrap();
+    assert!(a.contig().test_pages_isolated(start, PAGEBLOCK_PAGES), "a parked page escaped the isolation");
     assert!(a.nr_free_pages() < free_before + 64, "isolated pages are not counted free");
-    assert!(matches!(a.isolate_range(start, 1), Err(pagealloc::PageStateError::AlreadyIsolated { .. })));
+    assert!(matches!(a.contig().isolate_range(start, 1), Err(pagealloc::PageStateError::AlreadyIsolated { .. })));
     // A free into an isolated block bypasses the lists.
     a.check_invariants().unwrap();
-    a.undo_isolate_range(start, PAGEBLOCK_PAGES).unwrap();
-    assert!(matches!(a.undo_isolate_range(start, 1), Err(pagealloc::PageStateError::NotIsolated { .. })));
+    a.contig().undo_isolate_range(start, PAGEBLOCK_PAGES).unwrap();
+    assert!(matches!(a.contig().undo_isolate_range(start, 1), Err(pagealloc::PageStateError::NotIsolated { .. })));
     whole(&a);
 }
 
 #[test]
 fn contiguous_allocation_takes_free_ranges_only() {
     let a = small();
-    let p = a.alloc_contig_pages(700, Gfp::MOVABLE).unwrap();
+    let p = a.contig().alloc_contig_pages(700, Gfp::MOVABLE).unwrap();
     a.check_invariants().unwrap();
     for i in (0..700).step_by(2) {
         assert_eq!(a.free_pages(p.add(i), 1), Err(FreeError::WrongOrder { pfn: p.add(i), order: 1, actual: 0 }));
     }
-    let q = a.alloc_contig_pages(100, Gfp::KERNEL).unwrap();
+    let q = a.contig().alloc_contig_pages(100, Gfp::KERNEL).unwrap();
     assert!(q.as_u64() + 100 <= p.as_u64() || q.as_u64() >= p.as_u64() + 700, "ranges overlap");
-    a.free_contig_range(p, 700).unwrap();
-    a.free_contig_range(q, 100).unwrap();
+    a.contig().free_contig_range(p, 700).unwrap();
+    a.contig().free_contig_range(q, 100).unwrap();
     whole(&a);
 }
 
@@ -181,7 +181,7 @@ fn both_drain_designs_leave_identical_buddy_state() {
             }
         }
         a.check_invariants().unwrap();
-        (held, a.fragmentation().free_blocks, a.nr_free_pages())
+        (held, a.stats().fragmentation().free_blocks, a.nr_free_pages())
     };
     let single = run(Config::small(16 << 20).drain_mode(DrainMode::SinglePass));
     let two = run(Config::small(16 << 20).drain_mode(DrainMode::TwoPass));
@@ -223,8 +223,8 @@ fn sixteen_threads_mix_everything() {
                         7 if i % 500 == 0 => a.drain_all_pages(),
                         7 => a.drain_local_pages(),
                         8 if t == 0 && i % 200 == 0 => {
-                            if let Ok(p) = a.alloc_contig_pages(64, Gfp::MOVABLE) {
-                                a.free_contig_range(p, 64).unwrap();
+                            if let Ok(p) = a.contig().alloc_contig_pages(64, Gfp::MOVABLE) {
+                                a.contig().free_contig_range(p, 64).unwrap();
                             }
                         }
                         _ => {
@@ -310,14 +310,14 @@ fn small_bulk_free_into_an_isolated_block_bypasses_the_front_cache() {
     let block = |p: &Pfn| p.as_u64() & !(PAGEBLOCK_PAGES - 1);
     let start = Pfn::new(block(&v[0]));
     let (mine, others): (Vec<Pfn>, Vec<Pfn>) = v.iter().partition(|p| block(p) == start.as_u64());
-    a.isolate_range(start, PAGEBLOCK_PAGES).unwrap();
+    a.contig().isolate_range(start, PAGEBLOCK_PAGES).unwrap();
     // A small bulk free goes through this thread's front cache, except pages
     // of isolated blocks, which must reach the isolate list.
     a.free_pages_bulk(&mine).unwrap();
-    assert!(a.test_pages_isolated(start, PAGEBLOCK_PAGES), "a page freed in bulk escaped the isolation");
+    assert!(a.contig().test_pages_isolated(start, PAGEBLOCK_PAGES), "a page freed in bulk escaped the isolation");
     a.check_invariants().unwrap();
     a.free_pages_bulk(&others).unwrap();
-    a.undo_isolate_range(start, PAGEBLOCK_PAGES).unwrap();
+    a.contig().undo_isolate_range(start, PAGEBLOCK_PAGES).unwrap();
     whole(&a);
 }
 
@@ -370,21 +370,21 @@ fn refills_double_during_a_run_of_allocations_and_drains_grow_with_frees() {
     // The kernel's alloc_factor and free_count: a long run of allocations
     // refills in growing batches, a long run of frees drains in large ones.
     let a = PageAllocator::new(Config::small(256 << 20).front_cache(false)).unwrap();
-    let r = a.pcp_report()[0];
+    let r = a.stats().pcp_report()[0];
     let batch = r.batch as u64;
     // More than the lists may ever hold, so the frees must drain.
     let n = 3 * r.high_max as u64;
-    let refills0 = a.pcpstat().get("pcp_refill").unwrap();
+    let refills0 = a.stats().pcpstat().get("pcp_refill").unwrap();
     let pages: Vec<Pfn> = (0..n).map(|_| a.alloc_pages(Gfp::KERNEL, 0).unwrap()).collect();
-    let refills = a.pcpstat().get("pcp_refill").unwrap() - refills0;
+    let refills = a.stats().pcpstat().get("pcp_refill").unwrap() - refills0;
     assert!(refills < n / batch / 2, "{refills} refills for {n} pages in batches of {batch}: no scaling");
     pcp_within_high(&a);
-    let drains0 = a.pcpstat().get("pcp_drain").unwrap();
+    let drains0 = a.stats().pcpstat().get("pcp_drain").unwrap();
     for p in pages {
         a.free_pages(p, 0).unwrap();
         pcp_within_high(&a);
     }
-    let drains = a.pcpstat().get("pcp_drain").unwrap() - drains0;
+    let drains = a.stats().pcpstat().get("pcp_drain").unwrap() - drains0;
     assert!(drains >= 1 && drains < n / batch / 2, "{drains} drains for {n} frees in batches of {batch}");
     whole(&a);
 }

@@ -22,7 +22,7 @@ fn all_bytes(a: &PageAllocator, pfn: Pfn, order: u32, byte: u8) -> bool {
 }
 
 fn reported(a: &PageAllocator) -> u64 {
-    a.residency().iter().map(|z| z.reported).sum()
+    a.reporting().residency().iter().map(|z| z.reported).sum()
 }
 
 /// One pageblock, anonymous backing, no per-CPU lists, no background thread:
@@ -38,13 +38,17 @@ fn released_blocks_read_zero_and_skip_zeroing() {
     fill(&a, p, 4, 0xab);
     a.free_pages(p, 4).unwrap();
     assert_eq!(reported(&a), 0, "the freed block merged with the released rest: the mark is lost");
-    let r = a.report_free_pages_now();
+    let r = a.reporting().report_free_pages_now();
     assert_eq!((r.blocks, r.pages, r.errors), (1, 512, 0));
     assert_eq!(reported(&a), 512);
-    let before = a.page_reporting_stats().zeroing_skipped;
+    let before = a.reporting().page_reporting_stats().zeroing_skipped;
     let q = a.alloc_pages(Gfp::MOVABLE | Gfp::ZERO, 4).unwrap();
     assert_eq!(q, p);
-    assert_eq!(a.page_reporting_stats().zeroing_skipped - before, 16, "no zeroing pass on a released block");
+    assert_eq!(
+        a.reporting().page_reporting_stats().zeroing_skipped - before,
+        16,
+        "no zeroing pass on a released block"
+    );
     assert!(all_bytes(&a, q, 4, 0), "a released block reads zero");
     assert_eq!(reported(&a), 512 - 16, "the split halves keep the mark");
     a.check_invariants().unwrap();
@@ -53,7 +57,7 @@ fn released_blocks_read_zero_and_skip_zeroing() {
     a.free_pages(q, 4).unwrap();
     let q2 = a.alloc_pages(Gfp::MOVABLE | Gfp::ZERO, 4).unwrap();
     assert_eq!(q2, p);
-    assert_eq!(a.page_reporting_stats().zeroing_skipped - before, 16);
+    assert_eq!(a.reporting().page_reporting_stats().zeroing_skipped - before, 16);
     assert!(all_bytes(&a, q2, 4, 0));
     a.free_pages(q2, 4).unwrap();
     a.check_invariants().unwrap();
@@ -63,12 +67,12 @@ fn released_blocks_read_zero_and_skip_zeroing() {
 fn a_fresh_arena_starts_released() {
     let a = tiny();
     assert_eq!(reported(&a), a.managed_pages());
-    let r = a.residency();
+    let r = a.reporting().residency();
     assert_eq!(r[0].free_resident, 0);
     assert_eq!(r[0].resident, 0);
     let p = a.alloc_pages(Gfp::MOVABLE | Gfp::ZERO, 0).unwrap();
-    assert_eq!(a.page_reporting_stats().zeroing_skipped, 1, "fresh memory is zero: not zeroed again");
-    assert_eq!(a.residency()[0].resident, 1);
+    assert_eq!(a.reporting().page_reporting_stats().zeroing_skipped, 1, "fresh memory is zero: not zeroed again");
+    assert_eq!(a.reporting().residency()[0].resident, 1);
     a.free_pages(p, 0).unwrap();
     a.check_invariants().unwrap();
 }
@@ -92,14 +96,14 @@ fn merge_keeps_the_mark_only_when_both_halves_had_it() {
     assert_eq!(reported(&a), 511);
     a.free_pages(p, 0).unwrap();
     assert_eq!(reported(&a), 0, "merged with an unreported page: unreported");
-    assert_eq!(a.report_free_pages_now().blocks, 1);
+    assert_eq!(a.reporting().report_free_pages_now().blocks, 1);
     assert_eq!(*calls.lock().unwrap(), vec![(p.as_u64(), 9)]);
     assert_eq!(reported(&a), 512);
-    assert_eq!(a.report_free_pages_now().blocks, 0, "a released block is not released again");
+    assert_eq!(a.reporting().report_free_pages_now().blocks, 0, "a released block is not released again");
     a.free_pages(q, 9).unwrap();
     assert_eq!(reported(&a), 0);
     a.check_invariants().unwrap();
-    assert_eq!(a.report_free_pages_now().pages, 1024);
+    assert_eq!(a.reporting().report_free_pages_now().pages, 1024);
     assert_eq!(*calls.lock().unwrap().last().unwrap(), (0, 10));
     a.check_invariants().unwrap();
 }
@@ -124,11 +128,11 @@ fn a_panicking_report_callback_is_a_failed_release() {
     let q = a.alloc_pages(Gfp::MOVABLE, 9).unwrap();
     a.free_pages(p, 0).unwrap();
     assert_eq!(reported(&a), 0);
-    let first = a.report_free_pages_now();
+    let first = a.reporting().report_free_pages_now();
     assert_eq!((first.blocks, first.errors), (0, 1), "{first:?}");
     assert_eq!(reported(&a), 0, "a failed release marks nothing");
     a.check_invariants().unwrap();
-    assert_eq!(a.report_free_pages_now().pages, 512);
+    assert_eq!(a.reporting().report_free_pages_now().pages, 512);
     assert_eq!(reported(&a), 512);
     assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 2);
     a.free_pages(q, 9).unwrap();
@@ -145,13 +149,13 @@ fn young_blocks_wait_for_the_delay_and_the_order_is_respected() {
     let q = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
     fill(&a, p, 0, 1);
     a.free_pages(p, 0).unwrap();
-    assert_eq!(a.report_aged_free_pages().blocks, 0, "freed just now: kept resident");
-    a.tune_page_reporting(1, 0, 32).unwrap();
-    assert_eq!(a.report_aged_free_pages().blocks, 0, "order 0 is below the reporting order");
-    a.tune_page_reporting(0, 0, 32).unwrap();
-    assert_eq!(a.report_aged_free_pages().pages, 1);
-    assert!(a.tune_page_reporting(11, 0, 32).is_err());
-    assert!(a.tune_page_reporting(0, 0, 0).is_err());
+    assert_eq!(a.reporting().report_aged_free_pages().blocks, 0, "freed just now: kept resident");
+    a.reporting().tune_page_reporting(1, 0, 32).unwrap();
+    assert_eq!(a.reporting().report_aged_free_pages().blocks, 0, "order 0 is below the reporting order");
+    a.reporting().tune_page_reporting(0, 0, 32).unwrap();
+    assert_eq!(a.reporting().report_aged_free_pages().pages, 1);
+    assert!(a.reporting().tune_page_reporting(11, 0, 32).is_err());
+    assert!(a.reporting().tune_page_reporting(0, 0, 0).is_err());
     a.free_pages(q, 0).unwrap();
     a.check_invariants().unwrap();
 }
@@ -164,32 +168,32 @@ fn failed_releases_leave_blocks_unreported_and_intact() {
     fill(&a, p, 3, 0x5a);
     a.free_pages(p, 3).unwrap();
     let before = reported(&a);
-    a.inject_report_errors(1);
-    let r1 = a.report_free_pages_now();
+    a.reporting().inject_report_errors(1);
+    let r1 = a.reporting().report_free_pages_now();
     assert_eq!(r1.blocks, 0);
     assert!(r1.errors >= 1);
     assert_eq!(reported(&a), before);
     assert!(all_bytes(&a, p, 3, 0x5a), "a failed release changes nothing");
     a.check_invariants().unwrap();
-    a.inject_report_errors(0);
-    let r = a.report_free_pages_now();
+    a.reporting().inject_report_errors(0);
+    let r = a.reporting().report_free_pages_now();
     assert_eq!(r.errors, 0);
     assert!(r.blocks >= 1);
     assert!(all_bytes(&a, p, 3, 0), "released now");
     a.free_pages(keep, 0).unwrap();
     a.check_invariants().unwrap();
-    assert_eq!(a.page_reporting_stats().errors, r1.errors);
+    assert_eq!(a.reporting().page_reporting_stats().errors, r1.errors);
 }
 
 #[test]
 fn resident_backing_and_none_without_callback_cannot_report() {
     let a = PageAllocator::new(Config::small(2 << 20)).unwrap();
-    assert!(!a.page_reporting_stats().enabled);
-    assert!(!a.set_page_reporting(true));
-    assert!(a.set_page_reporting(false));
+    assert!(!a.reporting().page_reporting_stats().enabled);
+    assert!(!a.reporting().set_page_reporting(true));
+    assert!(a.reporting().set_page_reporting(false));
     let b = PageAllocator::new(Config::new().arena_bytes(2 << 20).backing(Backing::Resident)).unwrap();
     assert_eq!(reported(&b), 0, "populated up front: resident");
-    assert_eq!(b.report_free_pages_now().blocks, 0);
+    assert_eq!(b.reporting().report_free_pages_now().blocks, 0);
 }
 
 /// A checksum of a block's pattern: every 8-byte word is `seed ^ index`.
@@ -215,8 +219,8 @@ fn stress_with_an_aggressive_reporter_loses_nothing() {
         .page_reporting_delay_ms(0)
         .page_reporting_batch(4);
     let a = PageAllocator::new(cfg).unwrap();
-    assert!(a.page_reporting_stats().enabled);
-    a.inject_report_errors(7);
+    assert!(a.reporting().page_reporting_stats().enabled);
+    a.reporting().inject_report_errors(7);
     let stop = Arc::new(AtomicBool::new(false));
     let bad = Arc::new(AtomicU64::new(0));
     std::thread::scope(|s| {
@@ -224,7 +228,7 @@ fn stress_with_an_aggressive_reporter_loses_nothing() {
         let (a2, stop2) = (a.clone(), stop.clone());
         s.spawn(move || {
             while !stop2.load(Ordering::Relaxed) {
-                a2.report_free_pages_now();
+                a2.reporting().report_free_pages_now();
                 std::thread::yield_now();
             }
         });
@@ -283,11 +287,11 @@ fn stress_with_an_aggressive_reporter_loses_nothing() {
         }
     });
     assert_eq!(bad.load(Ordering::Relaxed), 0, "no live page lost its data, every zeroed page read zero");
-    let st = a.page_reporting_stats();
+    let st = a.reporting().page_reporting_stats();
     assert!(st.released_blocks > 0 && st.errors > 0, "{st:?}");
-    a.inject_report_errors(0);
+    a.reporting().inject_report_errors(0);
     a.drain_all_pages();
-    a.report_free_pages_now();
+    a.reporting().report_free_pages_now();
     a.check_invariants().unwrap();
     let c = a.census();
     assert_eq!(c.allocated, 0);
@@ -328,7 +332,10 @@ fn init_on_alloc_zeroes_every_path_and_skips_released_blocks() {
             a.free_pages(p, o).unwrap();
         }
     }
-    assert!(a.page_reporting_stats().zeroing_skipped > 0, "the fresh (released) arena was not zeroed again");
+    assert!(
+        a.reporting().page_reporting_stats().zeroing_skipped > 0,
+        "the fresh (released) arena was not zeroed again"
+    );
     a.check_invariants().unwrap();
 }
 
@@ -344,7 +351,7 @@ fn init_on_alloc_zeroes_nolock_allocations() {
         let a = PageAllocator::new(cfg.init_on_alloc(true)).unwrap();
         let p = a.alloc_pages_nolock(Gfp::MOVABLE, order).unwrap();
         assert!(all_bytes(&a, p, order, 0), "pcp {pcp}: a fresh page reads zero");
-        let st = a.page_reporting_stats();
+        let st = a.reporting().page_reporting_stats();
         assert_eq!(st.zeroing_skipped, 1 << order, "pcp {pcp}: the released block was not zeroed");
         fill(&a, p, order, 0x5a);
         a.free_pages_nolock(p, order).unwrap();
@@ -358,7 +365,7 @@ fn init_on_alloc_zeroes_nolock_allocations() {
         };
         assert_eq!(q, p, "pcp {pcp} order {order}: the written page came back");
         assert!(all_bytes(&a, q, order, 0), "pcp {pcp} order {order}: init_on_alloc zeroed it");
-        assert_eq!(a.page_reporting_stats().zeroing_skipped, 1 << order, "a written page is never skipped");
+        assert_eq!(a.reporting().page_reporting_stats().zeroing_skipped, 1 << order, "a written page is never skipped");
         for r in held.into_iter().chain([q]) {
             a.free_pages_nolock(r, order).unwrap();
         }
@@ -389,9 +396,9 @@ fn adjacent_free_blocks_are_released_by_one_call() {
         }
     }
     a.check_invariants().unwrap();
-    let r = a.report_free_pages_now();
+    let r = a.reporting().report_free_pages_now();
     assert_eq!((r.blocks, r.pages, r.releases, r.errors), (32, 47, 16, 0), "{r:?}");
-    assert_eq!(a.page_reporting_stats().release_calls, 16);
+    assert_eq!(a.reporting().page_reporting_stats().release_calls, 16);
     assert_eq!(reported(&a), a.managed_pages() - 17);
     for (i, p) in pfns.iter().enumerate() {
         let want = if live(i) { 0x77 } else { 0 };
@@ -404,7 +411,7 @@ fn adjacent_free_blocks_are_released_by_one_call() {
         }
     }
     // The last frees merge everything back into one unreported block.
-    assert_eq!(a.report_free_pages_now().pages, a.managed_pages());
+    assert_eq!(a.reporting().report_free_pages_now().pages, a.managed_pages());
     assert_eq!(reported(&a), a.managed_pages());
     a.check_invariants().unwrap();
 }
@@ -424,8 +431,8 @@ fn a_failed_merged_release_leaves_every_block_of_its_run() {
         }
     }
     let before = reported(&a);
-    a.inject_report_errors(1);
-    let r = a.report_free_pages_now();
+    a.reporting().inject_report_errors(1);
+    let r = a.reporting().report_free_pages_now();
     // One failed run (two blocks) per list with eligible blocks (orders 1 and
     // 0): a failure ends the list's walk for the pass.
     assert_eq!((r.blocks, r.errors, r.releases), (0, 4, 2), "{r:?}");
@@ -434,8 +441,8 @@ fn a_failed_merged_release_leaves_every_block_of_its_run() {
         assert!(all_bytes(&a, *p, 0, 0x33), "a failed release changes nothing");
     }
     a.check_invariants().unwrap();
-    a.inject_report_errors(0);
-    assert_eq!(a.report_free_pages_now().pages, 11);
+    a.reporting().inject_report_errors(0);
+    assert_eq!(a.reporting().report_free_pages_now().pages, 11);
     for (i, p) in pfns.iter().enumerate() {
         if i.is_multiple_of(4) || i == 15 {
             a.free_pages(*p, 0).unwrap();
@@ -473,7 +480,7 @@ fn the_idle_reporter_drains_per_cpu_lists_and_releases_every_free_page() {
     for (p, _) in pages {
         a.free_pages(p, 0).unwrap();
     }
-    let cached = |a: &PageAllocator| a.pcp_report().iter().map(|c| u64::from(c.count)).sum::<u64>();
+    let cached = |a: &PageAllocator| a.stats().pcp_report().iter().map(|c| u64::from(c.count)).sum::<u64>();
     let want = a.managed_pages() - live.len() as u64;
     let t0 = std::time::Instant::now();
     while (reported(&a) != want || cached(&a) != 0) && t0.elapsed() < std::time::Duration::from_secs(60) {
@@ -481,7 +488,7 @@ fn the_idle_reporter_drains_per_cpu_lists_and_releases_every_free_page() {
     }
     assert_eq!(cached(&a), 0, "the idle reporter drained the per-CPU lists");
     assert_eq!(reported(&a), want, "every free page released");
-    let st = a.page_reporting_stats();
+    let st = a.reporting().page_reporting_stats();
     assert!(st.release_calls > 0 && st.release_calls <= st.released_blocks, "{st:?}");
     for &(p, byte) in &live {
         assert!(all_bytes(&a, p, 0, byte), "live data intact at {p:?}");

@@ -32,7 +32,7 @@ fn pages_handle_blocks_raw_frees_of_its_frame() {
     let mut p1 = a.alloc(Gfp::KERNEL, 0).unwrap();
     let pfn = p1.pfn();
     assert_eq!(a.free_pages(pfn, 0), Err(FreeError::Owned { pfn }));
-    assert_eq!(a.free_contig_range(pfn, 1), Err(FreeError::Owned { pfn }));
+    assert_eq!(a.contig().free_contig_range(pfn, 1), Err(FreeError::Owned { pfn }));
     let err = a.free_pages_bulk(&[pfn]).unwrap_err();
     assert_eq!(err.rejected, vec![(0, FreeError::Owned { pfn })]);
     let mut slots = [Some(pfn)];
@@ -58,12 +58,12 @@ fn pages_state_is_the_handles_alone() {
     let a = backed(4);
     let p = a.alloc(Gfp::KERNEL, 0).unwrap();
     let pfn = p.pfn();
-    assert_eq!(a.lock_page(pfn), Err(PageStateError::Owned { pfn }));
-    assert!(!a.trylock_page(pfn));
-    assert_eq!(a.set_page_writeback(pfn), Err(PageStateError::Owned { pfn }));
+    assert_eq!(a.page_locks().lock_page(pfn), Err(PageStateError::Owned { pfn }));
+    assert!(!a.page_locks().trylock_page(pfn));
+    assert_eq!(a.page_locks().set_page_writeback(pfn), Err(PageStateError::Owned { pfn }));
     assert!(a.get_page(pfn).is_err());
-    assert!(a.unlock_page(pfn).is_err());
-    assert!(a.page_owned_racy(pfn) && !a.page_locked_racy(pfn));
+    assert!(a.page_locks().unlock_page(pfn).is_err());
+    assert!(a.page_locks().page_owned_racy(pfn) && !a.page_locks().page_locked_racy(pfn));
     drop(p);
     // Freed by the handle, with no claim: the raw API now sees a free page.
     assert!(matches!(a.free_pages(pfn, 0), Err(FreeError::DoubleFree { .. })));
@@ -86,15 +86,15 @@ fn owned_frees_racing_strangers_on_the_same_frames() {
                 while !stop.load(Ordering::Relaxed) {
                     i = (i + 1) % seen.len();
                     let pfn = Pfn::new(seen[i].load(Ordering::Relaxed));
-                    if a.trylock_page(pfn) {
+                    if a.page_locks().trylock_page(pfn) {
                         // Only a raw page (the frame was freed and handed
                         // out raw meanwhile), and it stays raw while locked
                         // (a locked page is never freed).
-                        assert!(!a.page_owned_racy(pfn), "locked an owned block");
+                        assert!(!a.page_locks().page_owned_racy(pfn), "locked an owned block");
                         // Another stranger's raw unlock may beat ours.
-                        let _ = a.unlock_page(pfn);
+                        let _ = a.page_locks().unlock_page(pfn);
                     }
-                    let _ = a.unlock_page(pfn);
+                    let _ = a.page_locks().unlock_page(pfn);
                     let _ = a.free_pages(pfn, 0);
                     let _ = a.get_page(pfn);
                 }
@@ -147,8 +147,8 @@ fn pages_array_blocks_raw_frees_of_its_frames() {
     let pfns: Vec<Pfn> = arr.slots().iter().map(|s| s.unwrap()).collect();
     for &pfn in &pfns {
         assert_eq!(a.free_pages(pfn, 0), Err(FreeError::Owned { pfn }));
-        assert_eq!(a.free_contig_range(pfn, 1), Err(FreeError::Owned { pfn }));
-        assert_eq!(a.lock_page(pfn), Err(PageStateError::NotAllocated { pfn }));
+        assert_eq!(a.contig().free_contig_range(pfn, 1), Err(FreeError::Owned { pfn }));
+        assert_eq!(a.page_locks().lock_page(pfn), Err(PageStateError::NotAllocated { pfn }));
     }
     let mut slots: Vec<Option<Pfn>> = pfns.iter().map(|&p| Some(p)).collect();
     assert!(a.free_pages_bulk_slots(&mut slots).is_err());
@@ -240,7 +240,7 @@ fn free_racing_trylock_never_both_succeed() {
         let (a2, b2) = (a.clone(), barrier.clone());
         let locker = std::thread::spawn(move || {
             b2.wait();
-            a2.trylock_page(p)
+            a2.page_locks().trylock_page(p)
         });
         barrier.wait();
         let freed = a.free_pages(p, 0);
@@ -248,7 +248,7 @@ fn free_racing_trylock_never_both_succeed() {
         match (freed, locked) {
             (Ok(()), false) => {}
             (Err(FreeError::Locked { .. }), true) => {
-                a.unlock_page(p).unwrap();
+                a.page_locks().unlock_page(p).unwrap();
                 a.free_pages(p, 0).unwrap();
             }
             other => panic!("free and lock both went through or both failed: {other:?}"),
@@ -264,16 +264,16 @@ fn free_racing_a_queued_waiter_keeps_the_lock_and_the_wakeup() {
     let a = Arc::new(backed(4));
     for _ in 0..200 {
         let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
-        assert!(a.trylock_page(p));
+        assert!(a.page_locks().trylock_page(p));
         let a2 = a.clone();
         let waiter = std::thread::spawn(move || {
-            a2.lock_page(p).unwrap();
-            a2.unlock_page(p).unwrap();
+            a2.page_locks().lock_page(p).unwrap();
+            a2.page_locks().unlock_page(p).unwrap();
         });
-        while !a.page_locked_racy(p) {}
+        while !a.page_locks().page_locked_racy(p) {}
         std::thread::sleep(Duration::from_micros(50));
         assert_eq!(a.free_pages(p, 0), Err(FreeError::Locked { pfn: p }));
-        a.unlock_page(p).unwrap();
+        a.page_locks().unlock_page(p).unwrap();
         waiter.join().unwrap();
         a.free_pages(p, 0).unwrap();
     }
@@ -286,14 +286,14 @@ fn free_racing_a_queued_waiter_keeps_the_lock_and_the_wakeup() {
 fn guard_lock_cannot_be_released_by_a_raw_unlock() {
     let a = backed(4);
     let p = a.alloc_pages(Gfp::KERNEL, 0).unwrap();
-    let g = a.lock_page_guard(p).unwrap();
-    assert_eq!(a.unlock_page(p), Err(PageStateError::HeldByGuard { pfn: p }));
-    assert_eq!(a.unlock_page_uptodate(p), Err(PageStateError::HeldByGuard { pfn: p }));
-    assert!(a.page_locked_racy(p));
-    assert!(!a.trylock_page(p));
+    let g = a.page_locks().lock_page_guard(p).unwrap();
+    assert_eq!(a.page_locks().unlock_page(p), Err(PageStateError::HeldByGuard { pfn: p }));
+    assert_eq!(a.page_locks().unlock_page_uptodate(p), Err(PageStateError::HeldByGuard { pfn: p }));
+    assert!(a.page_locks().page_locked_racy(p));
+    assert!(!a.page_locks().trylock_page(p));
     assert_eq!(a.free_pages(p, 0), Err(FreeError::Locked { pfn: p }));
     drop(g);
-    assert!(!a.page_locked_racy(p));
+    assert!(!a.page_locks().page_locked_racy(p));
     a.free_pages(p, 0).unwrap();
     whole(&a);
 }
@@ -312,8 +312,8 @@ fn raw_unlocks_racing_a_guard_never_let_a_second_locker_in() {
             std::thread::spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
                     if t == 0 {
-                        let _ = a.unlock_page(p);
-                    } else if let Ok(Some(g)) = a.trylock_page_guard(p) {
+                        let _ = a.page_locks().unlock_page(p);
+                    } else if let Ok(Some(g)) = a.page_locks().trylock_page_guard(p) {
                         assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two guards inside");
                         std::hint::spin_loop();
                         inside.fetch_sub(1, Ordering::SeqCst);
@@ -328,7 +328,7 @@ fn raw_unlocks_racing_a_guard_never_let_a_second_locker_in() {
     for h in hs {
         h.join().unwrap();
     }
-    assert!(!a.page_locked_racy(p));
+    assert!(!a.page_locks().page_locked_racy(p));
     a.free_pages(p, 0).unwrap();
     whole(&a);
 }
@@ -338,10 +338,10 @@ fn raw_unlocks_racing_a_guard_never_let_a_second_locker_in() {
 #[test]
 fn free_contig_range_is_all_or_nothing() {
     let a = backed(8);
-    let s = a.alloc_contig_pages(16, Gfp::KERNEL).unwrap();
+    let s = a.contig().alloc_contig_pages(16, Gfp::KERNEL).unwrap();
     a.free_pages(s.add(12), 0).unwrap();
     let before = a.census();
-    let err = a.free_contig_range(s, 16).unwrap_err();
+    let err = a.contig().free_contig_range(s, 16).unwrap_err();
     assert_eq!(err.pfn(), s.add(12));
     assert_eq!(a.census(), before, "a refused range free changed state");
     for i in 0..16 {
@@ -350,9 +350,9 @@ fn free_contig_range_is_all_or_nothing() {
         }
     }
     let h = a.alloc(Gfp::KERNEL, 0).unwrap();
-    assert_eq!(a.free_contig_range(h.pfn(), 1), Err(FreeError::Owned { pfn: h.pfn() }));
+    assert_eq!(a.contig().free_contig_range(h.pfn(), 1), Err(FreeError::Owned { pfn: h.pfn() }));
     drop(h);
-    assert!(a.free_contig_range(Pfn::new(u64::MAX - 5), 10).is_err());
+    assert!(a.contig().free_contig_range(Pfn::new(u64::MAX - 5), 10).is_err());
     whole(&a);
 }
 
@@ -393,13 +393,13 @@ fn a_migration_target_cannot_be_freed_by_a_stranger() {
     )
     .unwrap();
     let owner = Arc::new(Owner { page: Mutex::new(0), freed: AtomicUsize::new(0) });
-    let id = a.register_movable_ops(owner.clone());
+    let id = a.compaction().register_movable_ops(owner.clone());
     let m = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
-    a.set_page_movable(m, id).unwrap();
+    a.compaction().set_page_movable(m, id).unwrap();
     *owner.page.lock().unwrap() = m.as_u64();
     *STRANGER.lock().unwrap() = Some(a.clone());
     let bs = m.as_u64() & !(PAGEBLOCK_PAGES - 1);
-    let r = a.alloc_contig_range(Pfn::new(bs), PAGEBLOCK_PAGES, Gfp::MOVABLE);
+    let r = a.contig().alloc_contig_range(Pfn::new(bs), PAGEBLOCK_PAGES, Gfp::MOVABLE);
     *STRANGER.lock().unwrap() = None;
     assert_eq!(owner.freed.load(Ordering::Relaxed), 0, "a stranger freed a page in mid-migration");
     r.unwrap();
@@ -411,8 +411,8 @@ fn a_migration_target_cannot_be_freed_by_a_stranger() {
     assert!(!arr.slots().contains(&Some(t)), "the owner's page is in an array");
     drop(arr);
     a.check_invariants().unwrap();
-    a.clear_page_movable(t).unwrap();
+    a.compaction().clear_page_movable(t).unwrap();
     a.free_pages(t, 0).unwrap();
-    a.free_contig_range(Pfn::new(bs), PAGEBLOCK_PAGES).unwrap();
+    a.contig().free_contig_range(Pfn::new(bs), PAGEBLOCK_PAGES).unwrap();
     whole(&a);
 }

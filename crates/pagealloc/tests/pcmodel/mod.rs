@@ -280,9 +280,9 @@ impl<'a> Harness<'a> {
     /// or panicked released them.
     fn assert_idle(&self, h: &PageHandle<'_>, what: &str) {
         let (pfn, now) = (h.pfn(), Duration::ZERO);
-        let locked = self.alloc.wait_on_page_locked_timeout(pfn, now);
+        let locked = self.alloc.page_locks().wait_on_page_locked_timeout(pfn, now);
         assert!(locked.is_ok(), "{what} ({pfn:?}, index {}) is locked: {locked:?}", h.index());
-        let wb = self.alloc.wait_on_page_writeback_timeout(pfn, now);
+        let wb = self.alloc.page_locks().wait_on_page_writeback_timeout(pfn, now);
         assert!(wb.is_ok(), "{what} ({pfn:?}, index {}) is under writeback: {wb:?}", h.index());
     }
 
@@ -294,7 +294,7 @@ impl<'a> Harness<'a> {
     /// steps meet pages in the batches too).
     fn check_census(&self, exact: bool) {
         if exact {
-            self.alloc.lru_add_drain_all();
+            self.alloc.reclaim().lru_add_drain_all();
         }
         let cached: usize = self.model.insts.iter().filter(|i| i.live).map(|i| i.cached.len()).sum();
         let kept: BTreeSet<u64> = self.held.iter().filter(|h| h.frozen.is_some()).map(|h| h.h.pfn().as_u64()).collect();

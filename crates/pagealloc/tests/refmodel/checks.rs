@@ -12,7 +12,7 @@ pub struct Events {
 }
 
 pub fn events(a: &PageAllocator) -> Events {
-    let v = a.vmstat();
+    let v = a.stats().vmstat();
     Events {
         alloc: v.get("pgalloc_normal").unwrap() + v.get("pgalloc_movable").unwrap(),
         free: v.get("pgfree").unwrap(),
@@ -46,7 +46,7 @@ impl Model {
         assert!(c.isolated_free <= self.isolated.len() as u64 * PAGEBLOCK_PAGES, "{c:?}");
         assert_eq!(self.a.nr_free_pages(), c.free - c.isolated_free, "NR_FREE_PAGES disagrees with the census");
         assert_eq!(
-            self.a.fragmentation().mixed,
+            self.a.stats().fragmentation().mixed,
             self.mixed_blocks(),
             "after {what}: an allocated head has the wrong type in private"
         );
@@ -91,14 +91,17 @@ impl Model {
         }
         self.check("the final frees");
         self.a.drain_all_pages();
-        assert!(self.a.pcp_report().iter().all(|r| r.count == 0), "drain_all_pages left pages on per-CPU lists");
+        assert!(
+            self.a.stats().pcp_report().iter().all(|r| r.count == 0),
+            "drain_all_pages left pages on per-CPU lists"
+        );
         self.check("the final drain");
         let c = self.a.census();
         assert_eq!((c.allocated, c.pcp, c.isolated_free), (0, 0, 0), "after freeing everything and draining: {c:?}");
         assert_eq!(self.a.nr_free_pages(), self.a.managed_pages(), "pages leaked");
         let fresh = PageAllocator::new(self.a.config().clone()).unwrap();
         assert_eq!(self.a.nr_free_pages(), fresh.nr_free_pages(), "pages leaked");
-        let fr = self.a.fragmentation();
+        let fr = self.a.stats().fragmentation();
         for (order, n) in fr.free_blocks.iter().enumerate().take(PAGEBLOCK_ORDER as usize) {
             assert_eq!(*n, 0, "order-{order} blocks left after freeing everything: not fully coalesced");
         }

@@ -116,7 +116,7 @@ impl Model {
         let zones = layout(&cfg);
         assert_eq!(zones.last().unwrap().end, a.nr_pages(), "layout model disagrees");
         let spans: Vec<(u64, u64)> =
-            a.zoneinfo().zones.iter().map(|z| (z.start_pfn, z.start_pfn + z.spanned)).collect();
+            a.stats().zoneinfo().zones.iter().map(|z| (z.start_pfn, z.start_pfn + z.spanned)).collect();
         let modelled: Vec<(u64, u64)> = zones.iter().map(|z| (z.start, z.end)).collect();
         assert_eq!(spans, modelled, "layout model disagrees with zoneinfo");
         Some(Self {
@@ -316,7 +316,11 @@ impl Model {
             bl += PAGEBLOCK_PAGES;
         }
         let pfn = Pfn::new(p);
-        assert!(!self.a.page_locked_racy(pfn) && !self.a.page_writeback_racy(pfn) && !self.a.page_uptodate(pfn));
+        assert!(
+            !self.a.page_locks().page_locked_racy(pfn)
+                && !self.a.page_locks().page_writeback_racy(pfn)
+                && !self.a.page_locks().page_uptodate(pfn)
+        );
         if self.backed {
             let base = self.a.page_address(pfn).expect("backed arena has addresses").as_ptr();
             if gfp.contains(Gfp::ZERO) {

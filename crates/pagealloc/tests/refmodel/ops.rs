@@ -123,11 +123,11 @@ impl Model {
         let bl = self.blocks[&h];
         let pfn = Pfn::new(h);
         if bl.writeback {
-            self.a.end_page_writeback(pfn).unwrap();
+            self.a.page_locks().end_page_writeback(pfn).unwrap();
             self.blocks.get_mut(&h).unwrap().writeback = false;
         }
         if bl.locked {
-            self.a.unlock_page(pfn).unwrap();
+            self.a.page_locks().unlock_page(pfn).unwrap();
             self.blocks.get_mut(&h).unwrap().locked = false;
         }
         self.a.free_pages(pfn, bl.order).unwrap_or_else(|e| panic!("free of held block {h:#x}: {e}"));
@@ -196,7 +196,11 @@ impl Model {
                 Err(BulkFreeError { rejected: vec![(0, FreeError::Owned { pfn })] }),
                 "raw bulk free of an array's page"
             );
-            assert_eq!(a.lock_page(pfn), Err(PageStateError::NotAllocated { pfn }), "lock of an array's page");
+            assert_eq!(
+                a.page_locks().lock_page(pfn),
+                Err(PageStateError::NotAllocated { pfn }),
+                "lock of an array's page"
+            );
             assert_eq!(
                 a.get_page(pfn).err(),
                 Some(PageStateError::NotAllocated { pfn }),
@@ -328,7 +332,7 @@ impl Model {
 
     /// `isolate_range(s, nr)`.
     pub fn isolate(&mut self, s: u64, nr: u64) -> Result<(), PageStateError> {
-        let got = self.a.isolate_range(Pfn::new(s), nr);
+        let got = self.a.contig().isolate_range(Pfn::new(s), nr);
         let Some(blocks) = self.range_blocks(s, nr) else {
             assert_eq!(got, Err(PageStateError::BadRange { pfn: Pfn::new(s) }), "isolate_range({s:#x}, {nr})");
             return got;
@@ -354,7 +358,7 @@ impl Model {
 
     /// `undo_isolate_range(s, nr)`.
     pub fn undo_isolate(&mut self, s: u64, nr: u64) -> Result<(), PageStateError> {
-        let got = self.a.undo_isolate_range(Pfn::new(s), nr);
+        let got = self.a.contig().undo_isolate_range(Pfn::new(s), nr);
         let exp = match self.range_blocks(s, nr) {
             None => Err(PageStateError::BadRange { pfn: Pfn::new(s) }),
             Some(blocks) => match blocks.iter().find(|bl| !self.isolated.contains(bl)) {
@@ -373,7 +377,7 @@ impl Model {
 
     /// `test_pages_isolated(s, nr)`.
     pub fn test_isolated(&mut self, s: u64, nr: u64) -> bool {
-        let got = self.a.test_pages_isolated(Pfn::new(s), nr);
+        let got = self.a.contig().test_pages_isolated(Pfn::new(s), nr);
         let exp = self
             .range_blocks(s, nr)
             .is_some_and(|blocks| blocks.iter().all(|bl| self.isolated.contains(bl)) && self.overlaps(s, nr).is_none());
@@ -383,7 +387,7 @@ impl Model {
 
     /// `alloc_contig_pages(nr, gfp)`: `nr` order-0 pages.
     pub fn contig(&mut self, gfp: Gfp, nr: u64) -> Option<Pfn> {
-        match self.a.alloc_contig_pages(nr, gfp) {
+        match self.a.contig().alloc_contig_pages(nr, gfp) {
             Ok(p) => {
                 assert!(nr > 0 && nr <= self.nr_pages);
                 for q in p.as_u64()..p.as_u64() + nr {
@@ -402,7 +406,7 @@ impl Model {
     /// `free_contig_range(s, nr)`, as [`Model::expect_free_contig`] has it.
     pub fn free_contig(&mut self, s: u64, nr: u64) -> Result<(), FreeError> {
         let (exp, freed) = self.expect_free_contig(s, nr);
-        let got = self.a.free_contig_range(Pfn::new(s), nr);
+        let got = self.a.contig().free_contig_range(Pfn::new(s), nr);
         assert_eq!(got, exp, "free_contig_range({s:#x}, {nr})");
         for p in freed {
             self.forget(p);
@@ -420,7 +424,7 @@ impl Model {
             Drain::All => {
                 self.a.drain_all_pages();
                 assert_eq!(self.a.census().pcp, 0, "drain_all_pages left pages on per-CPU lists");
-                assert!(self.a.pcp_report().iter().all(|r| r.count == 0));
+                assert!(self.a.stats().pcp_report().iter().all(|r| r.count == 0));
             }
         }
     }

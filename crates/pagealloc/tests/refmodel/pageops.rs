@@ -25,21 +25,21 @@ impl Model {
         let exp = self.state_expect(p);
         match how {
             LockHow::Try => {
-                let got = self.a.trylock_page(pfn);
+                let got = self.a.page_locks().trylock_page(pfn);
                 assert_eq!(got, exp.is_ok_and(|bl| !bl.locked), "trylock_page({p:#x})");
             }
             LockHow::Lock => match exp {
                 Ok(bl) if bl.locked => {
-                    let got = self.a.lock_page_timeout(pfn, Duration::ZERO);
+                    let got = self.a.page_locks().lock_page_timeout(pfn, Duration::ZERO);
                     assert_eq!(got, Err(WaitError::TimedOut), "lock_page_timeout({p:#x}) of a locked page");
                 }
-                Ok(_) => self.a.lock_page(pfn).unwrap(),
-                Err(e) => assert_eq!(self.a.lock_page(pfn), Err(e), "lock_page({p:#x})"),
+                Ok(_) => self.a.page_locks().lock_page(pfn).unwrap(),
+                Err(e) => assert_eq!(self.a.page_locks().lock_page(pfn), Err(e), "lock_page({p:#x})"),
             },
             LockHow::Cancelled => {
                 let t = CancelToken::new();
                 t.cancel();
-                let got = self.a.lock_page_cancellable(pfn, &t);
+                let got = self.a.page_locks().lock_page_cancellable(pfn, &t);
                 let want = match exp {
                     Ok(bl) if bl.locked => Err(WaitError::Cancelled),
                     Ok(_) => Ok(()),
@@ -50,9 +50,9 @@ impl Model {
             LockHow::Guard => {
                 // A guard: lock and unlock on drop; nothing changes.
                 match exp {
-                    Ok(bl) if !bl.locked => drop(self.a.lock_page_guard(pfn).unwrap()),
+                    Ok(bl) if !bl.locked => drop(self.a.page_locks().lock_page_guard(pfn).unwrap()),
                     Ok(_) => {}
-                    Err(e) => assert_eq!(self.a.lock_page_guard(pfn).err(), Some(e)),
+                    Err(e) => assert_eq!(self.a.page_locks().lock_page_guard(pfn).err(), Some(e)),
                 }
                 return;
             }
@@ -71,7 +71,8 @@ impl Model {
     /// `unlock_page(p)` (`unlock_page_uptodate` with `uptodate`).
     pub fn unlock(&mut self, p: u64, uptodate: bool) -> Result<(), PageStateError> {
         let pfn = Pfn::new(p);
-        let got = if uptodate { self.a.unlock_page_uptodate(pfn) } else { self.a.unlock_page(pfn) };
+        let got =
+            if uptodate { self.a.page_locks().unlock_page_uptodate(pfn) } else { self.a.page_locks().unlock_page(pfn) };
         let exp = match self.state_expect(p) {
             Ok(bl) if bl.locked => {
                 let bl = self.blocks.get_mut(&p).unwrap();
@@ -91,10 +92,10 @@ impl Model {
         let pfn = Pfn::new(p);
         let exp = self.state_expect(p);
         if set {
-            let got = self.a.set_page_writeback(pfn);
+            let got = self.a.page_locks().set_page_writeback(pfn);
             assert_eq!(got, exp.map(|bl| !bl.writeback), "set_page_writeback({p:#x})");
         } else {
-            let got = self.a.end_page_writeback(pfn);
+            let got = self.a.page_locks().end_page_writeback(pfn);
             let want = match exp {
                 Ok(bl) if bl.writeback => Ok(()),
                 Ok(_) => Err(PageStateError::NotWriteback { pfn }),
@@ -115,18 +116,24 @@ impl Model {
         if !writeback {
             match exp {
                 Ok(bl) if bl.locked => {
-                    assert_eq!(self.a.wait_on_page_locked_timeout(pfn, Duration::ZERO), Err(WaitError::TimedOut))
+                    assert_eq!(
+                        self.a.page_locks().wait_on_page_locked_timeout(pfn, Duration::ZERO),
+                        Err(WaitError::TimedOut)
+                    )
                 }
-                Ok(_) => self.a.wait_on_page_locked(pfn).unwrap(),
-                Err(e) => assert_eq!(self.a.wait_on_page_locked(pfn), Err(e)),
+                Ok(_) => self.a.page_locks().wait_on_page_locked(pfn).unwrap(),
+                Err(e) => assert_eq!(self.a.page_locks().wait_on_page_locked(pfn), Err(e)),
             }
         } else {
             match exp {
                 Ok(bl) if bl.writeback => {
-                    assert_eq!(self.a.wait_on_page_writeback_timeout(pfn, Duration::ZERO), Err(WaitError::TimedOut))
+                    assert_eq!(
+                        self.a.page_locks().wait_on_page_writeback_timeout(pfn, Duration::ZERO),
+                        Err(WaitError::TimedOut)
+                    )
                 }
-                Ok(_) => self.a.wait_on_page_writeback(pfn).unwrap(),
-                Err(e) => assert_eq!(self.a.wait_on_page_writeback(pfn), Err(e)),
+                Ok(_) => self.a.page_locks().wait_on_page_writeback(pfn).unwrap(),
+                Err(e) => assert_eq!(self.a.page_locks().wait_on_page_writeback(pfn), Err(e)),
             }
         }
     }
@@ -137,35 +144,39 @@ impl Model {
         let pfn = Pfn::new(p);
         let exp = self.state_expect(p);
         match set {
-            Some(true) => assert_eq!(self.a.set_page_uptodate(pfn), exp.map(|_| ())),
-            Some(false) => assert_eq!(self.a.clear_page_uptodate(pfn), exp.map(|_| ())),
+            Some(true) => assert_eq!(self.a.page_locks().set_page_uptodate(pfn), exp.map(|_| ())),
+            Some(false) => assert_eq!(self.a.page_locks().clear_page_uptodate(pfn), exp.map(|_| ())),
             None => {}
         }
         if let (Some(v), Some(bl)) = (set, self.blocks.get_mut(&p)) {
             bl.uptodate = v;
         }
         let bl = self.blocks.get(&p).copied();
-        assert_eq!(self.a.page_uptodate(pfn), bl.is_some_and(|b| b.uptodate), "page_uptodate({p:#x})");
-        assert_eq!(self.a.page_locked_racy(pfn), bl.is_some_and(|b| b.locked), "page_locked_racy({p:#x})");
-        assert_eq!(self.a.page_writeback_racy(pfn), bl.is_some_and(|b| b.writeback), "page_writeback_racy({p:#x})");
+        assert_eq!(self.a.page_locks().page_uptodate(pfn), bl.is_some_and(|b| b.uptodate), "page_uptodate({p:#x})");
+        assert_eq!(self.a.page_locks().page_locked_racy(pfn), bl.is_some_and(|b| b.locked), "page_locked_racy({p:#x})");
+        assert_eq!(
+            self.a.page_locks().page_writeback_racy(pfn),
+            bl.is_some_and(|b| b.writeback),
+            "page_writeback_racy({p:#x})"
+        );
     }
 
     /// Read report `k` (0..6): buddyinfo, pagetypeinfo, zoneinfo, vmstat, a
     /// consistent snapshot, fragmentation.
     pub fn report(&mut self, k: u8) {
         match k % 6 {
-            0 => assert!(self.a.buddyinfo().to_string().starts_with("Node 0, zone")),
-            1 => assert!(self.a.pagetypeinfo().to_string().starts_with("Page block order: 9")),
-            2 => assert!(!self.a.zoneinfo().to_string().is_empty()),
-            3 => assert!(!self.a.vmstat().to_string().is_empty()),
+            0 => assert!(self.a.stats().buddyinfo().to_string().starts_with("Node 0, zone")),
+            1 => assert!(self.a.stats().pagetypeinfo().to_string().starts_with("Page block order: 9")),
+            2 => assert!(!self.a.stats().zoneinfo().to_string().is_empty()),
+            3 => assert!(!self.a.stats().vmstat().to_string().is_empty()),
             4 => {
-                let s = self.a.snapshot_consistent();
+                let s = self.a.stats().snapshot_consistent();
                 assert!(s.consistent);
                 let free: u64 = s.zones.iter().map(|z| z.nr_free_pages).sum();
                 assert_eq!(free, self.a.nr_free_pages(), "snapshot NR_FREE_PAGES disagrees");
             }
             _ => {
-                let f = self.a.fragmentation();
+                let f = self.a.stats().fragmentation();
                 assert_eq!(f.pageblocks, self.nr_pages / PAGEBLOCK_PAGES);
             }
         }

@@ -36,7 +36,11 @@ pub(super) struct Run {
 
 /// Zone-lock hold ticks, drains and drained pages of every zone so far.
 fn drain_holds(a: &PageAllocator) -> [u64; 3] {
-    a.lockstat().zones.iter().fold([0; 3], |[t, d, p], z| [t + z.drain_hold_ticks, d + z.drains, p + z.drain_pages])
+    a.stats()
+        .lockstat()
+        .zones
+        .iter()
+        .fold([0; 3], |[t, d, p], z| [t + z.drain_hold_ticks, d + z.drains, p + z.drain_pages])
 }
 
 /// Drain-hold samples per second (each over a tenth of a second): 20 a

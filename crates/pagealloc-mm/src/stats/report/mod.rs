@@ -39,9 +39,8 @@
 
 use super::snapshot::{Snapshot, ZoneCounters};
 use crate::mm::Mm;
-use crate::types::{MigrateType, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
-use crate::vmevent::NR_VM_EVENTS;
-use crate::zone::Zone;
+use pagealloc_core::types::{MigrateType, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER, PAGEBLOCK_PAGES};
+use pagealloc_core::zone::Zone;
 use std::fmt::{self, Write as _};
 
 /// The kernel's cap on a pagetypeinfo count: larger counts print as `>100000`.
@@ -59,7 +58,7 @@ pub use zoneinfo::{PcpReport, ZoneInfo, ZoneInfoZone};
 /// ```
 /// use pagealloc::{Config, PageAllocator};
 /// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
-/// let info = a.buddyinfo();
+/// let info = a.stats().buddyinfo();
 /// // 4 MiB, all free: one order-10 block in one Normal zone.
 /// assert_eq!(info.zones[0].free[10], 1);
 /// assert!(info.to_string().starts_with("Node 0, zone   Normal "));
@@ -78,7 +77,7 @@ pub struct BuddyInfo {
 /// use pagealloc::{Config, PageAllocator};
 /// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
 /// let p = a.alloc_pages(pagealloc::Gfp::KERNEL, 0).unwrap();
-/// let zone = &a.buddyinfo().zones[0];
+/// let zone = &a.stats().buddyinfo().zones[0];
 /// // The zone's free blocks hold every free page (a batch went to this CPU's list).
 /// let pages: u64 = (0..11).map(|o| zone.free[o] << o).sum();
 /// assert_eq!((zone.zone, pages), ("Normal", a.nr_free_pages()));
@@ -116,7 +115,7 @@ impl fmt::Display for BuddyInfo {
 /// ```
 /// use pagealloc::{Config, PageAllocator};
 /// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
-/// let info = a.pagetypeinfo();
+/// let info = a.stats().pagetypeinfo();
 /// assert_eq!(info.pages_per_block, 512);
 /// assert!(info.render().starts_with("Page block order: 9\n"));
 /// ```
@@ -140,11 +139,11 @@ pub struct PageTypeInfo {
 /// ```
 /// use pagealloc::{Config, PageAllocator};
 /// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
-/// let zone = &a.pagetypeinfo().zones[0];
+/// let zone = &a.stats().pagetypeinfo().zones[0];
 /// // Two pageblocks of 512 pages; per order, the types add up to buddyinfo's count.
 /// assert_eq!(zone.blocks.iter().sum::<u64>(), 2);
 /// let order10: u64 = zone.free.iter().map(|by_order| by_order[10]).sum();
-/// assert_eq!(order10, a.buddyinfo().zones[0].free[10]);
+/// assert_eq!(order10, a.stats().buddyinfo().zones[0].free[10]);
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PageTypeInfoZone {
@@ -273,7 +272,7 @@ impl fmt::Display for PageTypeInfo {
 /// use pagealloc::{Config, PageAllocator};
 /// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
 /// let p = a.alloc_pages(pagealloc::Gfp::KERNEL, 0).unwrap();
-/// assert_eq!(a.vmstat().get("nr_free_pages"), Some(a.nr_free_pages()));
+/// assert_eq!(a.stats().vmstat().get("nr_free_pages"), Some(a.nr_free_pages()));
 /// a.free_pages(p, 0).unwrap();
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -309,11 +308,11 @@ impl fmt::Display for VmStat {
 /// ```
 /// use pagealloc::{Config, PageAllocator};
 /// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
-/// let before = a.pcpstat();
+/// let before = a.stats().pcpstat();
 /// let p = a.alloc_pages(pagealloc::Gfp::KERNEL, 0).unwrap();
 /// a.free_pages(p, 0).unwrap();
-/// assert!(a.pcpstat().pcp_refill >= before.pcp_refill);
-/// assert!(a.pcpstat().to_string().contains("pcp_refill "));
+/// assert!(a.stats().pcpstat().pcp_refill >= before.pcp_refill);
+/// assert!(a.stats().pcpstat().to_string().contains("pcp_refill "));
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PcpStat {
@@ -470,23 +469,7 @@ fn ptinfo_zone(z: &ZoneCounters) -> PageTypeInfoZone {
 }
 
 impl Mm {
-    /// Every event counter: the per-CPU blocks plus the per-zone blocks.
-    #[doc(hidden)]
-    pub fn event_totals(&self) -> [u64; NR_VM_EVENTS] {
-        let mut sum = [0u64; NR_VM_EVENTS];
-        self.events.sum_into(&mut sum);
-        for z in self.zones.iter() {
-            z.stats.events.sum_into(&mut sum);
-        }
-        for p in self.pcp.iter() {
-            p.events.sum_into(&mut sum);
-        }
-        self.fronts.sum_events(&mut sum);
-        sum
-    }
-
     /// The per-CPU page lists of a zone, for zoneinfo's `pagesets` section.
-    #[doc(hidden)]
     pub fn pcp_report(&self, z: &Zone) -> Vec<PcpReport> {
         (0..self.pcp.nr_cpus())
             .map(|cpu| {
@@ -509,7 +492,6 @@ impl Mm {
     /// retaking the lock between orders. Pageblocks are counted by scanning each
     /// pageblock's type, as the kernel's block-count section does.
     #[cfg(feature = "seed-variants")]
-    #[doc(hidden)]
     pub fn pagetypeinfo_walk_lists(&self) -> PageTypeInfo {
         let zones = self
             .zones

@@ -12,7 +12,7 @@ use std::fmt;
 /// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
 /// let p = a.alloc_pages(pagealloc::Gfp::KERNEL, 0).unwrap();
 /// a.free_pages(p, 0).unwrap();
-/// let lists = a.pcp_report();
+/// let lists = a.stats().pcp_report();
 /// assert!(lists.iter().all(|r| r.high_min <= r.high && r.high <= r.high_max));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,7 +40,7 @@ pub struct PcpReport {
 /// ```
 /// use pagealloc::{Config, PageAllocator};
 /// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
-/// let info = a.zoneinfo();
+/// let info = a.stats().zoneinfo();
 /// assert_eq!(info.zones.len(), 1);
 /// assert!(info.to_string().starts_with("Node 0, zone   Normal\n"));
 /// ```
@@ -57,7 +57,7 @@ pub struct ZoneInfo {
 /// ```
 /// use pagealloc::{Config, PageAllocator};
 /// let a = PageAllocator::new(Config::small(4 << 20)).unwrap();
-/// let zone = &a.zoneinfo().zones[0];
+/// let zone = &a.stats().zoneinfo().zones[0];
 /// assert_eq!((zone.free, zone.managed), (1024, 1024));
 /// assert!(zone.min <= zone.low && zone.low <= zone.high);
 /// ```

@@ -10,9 +10,9 @@ mod proc618;
 
 use super::*;
 use crate::allocator::PageAllocator;
-use crate::types::{Gfp, MigrateType, Pfn, ZoneIdx, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_PAGES};
-use crate::vmevent::VmEvent;
 use crate::Config;
+use pagealloc_core::types::{Gfp, MigrateType, Pfn, ZoneIdx, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_PAGES};
+use pagealloc_core::vmevent::VmEvent;
 use parse::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -53,7 +53,7 @@ fn churn(a: &PageAllocator, rng: &mut StdRng, ops: usize, live: &mut Vec<(Pfn, u
 
 /// Every counter of one zone, recounted from the lists and pageblocks. The
 /// caller holds the zone lock (passes the guard's lists).
-fn recount(a: &PageAllocator, zi: usize, area: &crate::zone::FreeArea) -> ZoneCounters {
+fn recount(a: &PageAllocator, zi: usize, area: &pagealloc_core::zone::FreeArea) -> ZoneCounters {
     let z = &a.core.zones[ZoneIdx::new(zi).unwrap()];
     let mm = &a.core.mm;
     let mut free_blocks = [[0u64; MIGRATE_TYPES]; NR_ORDERS];
@@ -113,12 +113,12 @@ fn every_report_parses_and_agrees_after_random_workloads() {
         a.check_invariants().unwrap();
         let nzones = a.core.zones.len();
         let per_node = nzones / a.nr_nodes() as usize;
-        let snap = a.snapshot();
+        let snap = a.stats().snapshot();
 
-        let bi = parse_buddyinfo(&a.buddyinfo().to_string());
+        let bi = parse_buddyinfo(&a.stats().buddyinfo().to_string());
         assert_eq!(bi.len(), nzones);
-        let pt = parse_pagetypeinfo(&a.pagetypeinfo().render(), per_node);
-        let pt_exact = parse_pagetypeinfo(&a.pagetypeinfo().render_exact(), per_node);
+        let pt = parse_pagetypeinfo(&a.stats().pagetypeinfo().render(), per_node);
+        let pt_exact = parse_pagetypeinfo(&a.stats().pagetypeinfo().render_exact(), per_node);
         assert_eq!(pt.len(), nzones);
         for (zi, ((b, p), c)) in bi.iter().zip(&pt).zip(&snap.zones).enumerate() {
             assert_eq!((b.0, b.1.as_str()), (c.nid as u64, c.zone.name()));
@@ -139,13 +139,13 @@ fn every_report_parses_and_agrees_after_random_workloads() {
 
         zoneinfo_agrees(&a, &snap);
 
-        let vm = parse_vmstat(&a.vmstat().to_string());
+        let vm = parse_vmstat(&a.stats().vmstat().to_string());
         let get = |k: &str| vm.iter().find(|(n, _)| n == k).unwrap_or_else(|| panic!("no {k}")).1;
         assert_eq!(get("nr_free_pages"), a.nr_free_pages());
         // free pages, free pages in blocks, the four page-cache gauges,
         // nr_dirtied and nr_written, the two dirty thresholds, events
         assert_eq!(vm.len(), 2 + 4 + 2 + 2 + VmEvent::ALL.iter().filter(|e| e.in_vmstat()).count());
-        let pcp = a.pcpstat();
+        let pcp = a.stats().pcpstat();
         assert_eq!(
             pcp.nr_reserved_highatomic,
             a.core.zones.iter().map(|z| z.stats.nr_reserved_highatomic.get_racy()).sum::<u64>()
@@ -165,7 +165,7 @@ fn every_report_parses_and_agrees_after_random_workloads() {
 
 /// zoneinfo's zones parse and agree with the snapshot and the zones.
 fn zoneinfo_agrees(a: &PageAllocator, snap: &Snapshot) {
-    let zi = parse_zoneinfo(&a.zoneinfo().to_string());
+    let zi = parse_zoneinfo(&a.stats().zoneinfo().to_string());
     assert_eq!(zi.len(), a.core.zones.len());
     for (z, (c, zone)) in zi.iter().zip(snap.zones.iter().zip(a.core.zones.iter())) {
         assert_eq!((z.nid, z.zone.as_str()), (c.nid as u64, c.zone.name()));
@@ -191,10 +191,10 @@ fn formats_match_the_kernel_byte_for_byte() {
     // Lines shaped exactly like this machine's /proc files.
     let a = small(16);
     assert_eq!(
-        a.buddyinfo().to_string(),
+        a.stats().buddyinfo().to_string(),
         "Node 0, zone   Normal      0      0      0      0      0      0      0      0      0      0      4 \n"
     );
-    let pt = a.pagetypeinfo().render();
+    let pt = a.stats().pagetypeinfo().render();
     let lines: Vec<&str> = pt.lines().collect();
     assert_eq!(lines[0], "Page block order: 9");
     assert_eq!(lines[1], "Pages per block:  512");
@@ -211,7 +211,7 @@ fn formats_match_the_kernel_byte_for_byte() {
     assert_eq!(lines[10], "Number of blocks type     Unmovable      Movable  Reclaimable   HighAtomic      Isolate ");
     assert_eq!(lines[11], "Node 0, zone   Normal            0            8            0            0            0 ");
     assert_eq!(lines.len(), 12);
-    let zi = a.zoneinfo().to_string();
+    let zi = a.stats().zoneinfo().to_string();
     assert!(
         zi.starts_with(
             "Node 0, zone   Normal\n  per-node stats\n      nr_inactive_file 0\n      nr_active_file 0\n      \
@@ -227,7 +227,7 @@ fn formats_match_the_kernel_byte_for_byte() {
 
 #[test]
 fn pagetypeinfo_caps_at_100000_and_has_an_exact_mode() {
-    let mut pt = small(16).pagetypeinfo();
+    let mut pt = small(16).stats().pagetypeinfo();
     pt.zones[0].free[MigrateType::Movable.index()][0] = 123_456;
     pt.zones[0].free[MigrateType::Movable.index()][1] = 100_000;
     pt.zones[0].free[MigrateType::Movable.index()][2] = 99_999;
@@ -263,7 +263,7 @@ fn counters_equal_a_recount_from_the_lists() {
             assert_eq!(counted, recount(&a, zi, &g.area), "zone {zi} round {round}");
             drop(g);
         }
-        let snap = a.snapshot_consistent();
+        let snap = a.stats().snapshot_consistent();
         for c in &snap.zones {
             let nonisolated: u64 = (0..NR_ORDERS)
                 .map(|o| (c.free_blocks_of_order(o) - c.free_blocks[o][MigrateType::Isolate.index()]) << o)
@@ -271,7 +271,7 @@ fn counters_equal_a_recount_from_the_lists() {
             assert_eq!(c.nr_free_pages, nonisolated);
         }
     }
-    assert!(a.snapshot().zones[0].block_count[MigrateType::Isolate.index()] == 1);
+    assert!(a.stats().snapshot().zones[0].block_count[MigrateType::Isolate.index()] == 1);
 }
 
 #[test]
@@ -281,14 +281,14 @@ fn readers_take_the_zone_lock_zero_times() {
     churn(&a, &mut StdRng::seed_from_u64(3), 5_000, &mut live);
     let before = lock_counts(&a);
     for _ in 0..10 {
-        let _ = a.buddyinfo().to_string();
-        let _ = a.pagetypeinfo().render();
-        let _ = a.zoneinfo().to_string();
-        let _ = a.vmstat().to_string();
-        let _ = a.snapshot();
-        let _ = a.snapshot_consistent();
+        let _ = a.stats().buddyinfo().to_string();
+        let _ = a.stats().pagetypeinfo().render();
+        let _ = a.stats().zoneinfo().to_string();
+        let _ = a.stats().vmstat().to_string();
+        let _ = a.stats().snapshot();
+        let _ = a.stats().snapshot_consistent();
         let _ = a.nr_free_pages();
-        let _ = a.event_count(VmEvent::Pgfree);
+        let _ = a.stats().event_count(VmEvent::Pgfree);
     }
     assert_eq!(lock_counts(&a), before);
 }
@@ -299,7 +299,7 @@ fn the_old_pagetypeinfo_takes_the_zone_lock_per_list() {
     // Once per (type, order) per zone, plus one for the block counts.
     let old = PageAllocator::new(Config::small(32 << 20).nodes(2).pagetypeinfo_walk_lists(true)).unwrap();
     let before = lock_counts(&old);
-    let _ = old.pagetypeinfo();
+    let _ = old.stats().pagetypeinfo();
     let after = lock_counts(&old);
     for (b, a) in before.iter().zip(&after) {
         assert_eq!(a - b, (MIGRATE_TYPES * (NR_ORDERS + 1)) as u64);
@@ -313,17 +313,17 @@ fn readers_finish_while_a_writer_holds_the_zone_lock() {
     let g = z.lock(&a.core.mm);
     std::thread::scope(|s| {
         s.spawn(|| {
-            let _ = a.buddyinfo().to_string();
-            let _ = a.pagetypeinfo().render();
-            let _ = a.zoneinfo().to_string();
-            let _ = a.vmstat().to_string();
-            assert!(!a.snapshot().consistent);
+            let _ = a.stats().buddyinfo().to_string();
+            let _ = a.stats().pagetypeinfo().render();
+            let _ = a.stats().zoneinfo().to_string();
+            let _ = a.stats().vmstat().to_string();
+            assert!(!a.stats().snapshot().consistent);
         })
         .join()
         .unwrap();
     });
     drop(g);
-    assert!(a.snapshot_consistent().consistent);
+    assert!(a.stats().snapshot_consistent().consistent);
 }
 
 /// Sets a stop flag when dropped: a test's main thread holds one, so a failed
@@ -364,7 +364,7 @@ fn consistent_snapshot_equals_a_recount_at_the_same_instant() {
             // The sequence before the snapshot, not after it: a writer may run
             // between the snapshot's return and any later read.
             let seq_before = z.stats.seq.load(Ordering::Acquire);
-            let snap = a.snapshot_consistent();
+            let snap = a.stats().snapshot_consistent();
             assert!(snap.consistent);
             let g = z.lock(&a.core.mm);
             // Our own section made the sequence odd: if it is exactly one past
@@ -409,7 +409,7 @@ fn readers_during_an_oversubscribed_stress_see_sane_counts() {
             let (a, stop, reads, consistent_reads) = (&a, &stop, &reads, &consistent_reads);
             s.spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
-                    let snap = if r == 0 { a.snapshot() } else { a.snapshot_consistent() };
+                    let snap = if r == 0 { a.stats().snapshot() } else { a.stats().snapshot_consistent() };
                     for c in &snap.zones {
                         for o in 0..NR_ORDERS {
                             for t in 0..MIGRATE_TYPES {
@@ -431,9 +431,9 @@ fn readers_during_an_oversubscribed_stress_see_sane_counts() {
                             assert_eq!(sum, c.nr_free_pages);
                         }
                     }
-                    let pt = parse_pagetypeinfo(&a.pagetypeinfo().render(), 1);
+                    let pt = parse_pagetypeinfo(&a.stats().pagetypeinfo().render(), 1);
                     assert!(pt.iter().all(|z| z.free.iter().flatten().all(|&(_, n)| n <= managed)));
-                    let vm = a.vmstat();
+                    let vm = a.stats().vmstat();
                     assert!(
                         vm.get("pgfree").unwrap()
                             <= vm.get("pgalloc_normal").unwrap() + vm.get("pgalloc_movable").unwrap() + managed
@@ -454,6 +454,6 @@ fn readers_during_an_oversubscribed_stress_see_sane_counts() {
     a.check_invariants().unwrap();
     a.drain_all_pages();
     assert_eq!(a.nr_free_pages(), managed);
-    let vm = a.vmstat();
+    let vm = a.stats().vmstat();
     assert_eq!(vm.get("pgalloc_normal").unwrap() + vm.get("pgalloc_movable").unwrap(), vm.get("pgfree").unwrap());
 }

@@ -8,11 +8,11 @@ use super::*;
 /// /proc/{buddyinfo,pagetypeinfo,zoneinfo,vmstat} of Linux 6.18, captured on
 /// this project's machine (the version is in `uname-r` beside them).
 mod linux {
-    pub const UNAME: &str = include_str!("../../../../pagealloc/tests/fixtures/proc-6.18/uname-r");
-    pub const BUDDYINFO: &str = include_str!("../../../../pagealloc/tests/fixtures/proc-6.18/buddyinfo");
-    pub const PAGETYPEINFO: &str = include_str!("../../../../pagealloc/tests/fixtures/proc-6.18/pagetypeinfo");
-    pub const ZONEINFO: &str = include_str!("../../../../pagealloc/tests/fixtures/proc-6.18/zoneinfo");
-    pub const VMSTAT: &str = include_str!("../../../../pagealloc/tests/fixtures/proc-6.18/vmstat");
+    pub(crate) const UNAME: &str = include_str!("../../../../pagealloc/tests/fixtures/proc-6.18/uname-r");
+    pub(crate) const BUDDYINFO: &str = include_str!("../../../../pagealloc/tests/fixtures/proc-6.18/buddyinfo");
+    pub(crate) const PAGETYPEINFO: &str = include_str!("../../../../pagealloc/tests/fixtures/proc-6.18/pagetypeinfo");
+    pub(crate) const ZONEINFO: &str = include_str!("../../../../pagealloc/tests/fixtures/proc-6.18/zoneinfo");
+    pub(crate) const VMSTAT: &str = include_str!("../../../../pagealloc/tests/fixtures/proc-6.18/vmstat");
 }
 
 /// The length of the word (letters, digits, `_`) at the start of `s`.
@@ -186,7 +186,7 @@ fn reports_hold_linux_6_18s_line_shapes_and_key_order() {
 
 fn buddyinfo_and_pagetypeinfo_hold(a: &PageAllocator) {
     let buddy = [("zone", "Node {n}, zone {s8} {r6}* ")];
-    holds_against("buddyinfo", &a.buddyinfo().to_string(), linux::BUDDYINFO, &buddy, "zone", &[]);
+    holds_against("buddyinfo", &a.stats().buddyinfo().to_string(), linux::BUDDYINFO, &buddy, "zone", &[]);
 
     let pt = [
         ("pageblock-order", "Page block order: {n}"),
@@ -197,10 +197,10 @@ fn buddyinfo_and_pagetypeinfo_hold(a: &PageAllocator) {
         ("blocks-header", "Number of blocks type  {s12}* "),
         ("node-zone", "Node {n}, zone {s8} {r12}* "),
     ];
-    holds_against("pagetypeinfo", &a.pagetypeinfo().render(), linux::PAGETYPEINFO, &pt, "pageblock-order", &[]);
+    holds_against("pagetypeinfo", &a.stats().pagetypeinfo().render(), linux::PAGETYPEINFO, &pt, "pageblock-order", &[]);
     // The types, in the kernel's order.
     let types = |t: &str| -> Vec<String> { t.lines().filter_map(|l| shape(l, pt[5].1)).next().unwrap() };
-    assert_eq!(types(&a.pagetypeinfo().render()), types(linux::PAGETYPEINFO));
+    assert_eq!(types(&a.stats().pagetypeinfo().render()), types(linux::PAGETYPEINFO));
 }
 
 /// zoneinfo's lines and keys; our statistics are a subset of the kernel's.
@@ -223,7 +223,7 @@ fn zoneinfo_holds(a: &PageAllocator) {
         ("unreclaimable", "  node_unreclaimable:  {n}"),
         ("start-pfn", "  start_pfn:           {n}"),
     ];
-    let zoneinfo = a.zoneinfo().to_string();
+    let zoneinfo = a.stats().zoneinfo().to_string();
     let cpu_group = ["cpu", "count", "high", "batch", "high_min", "high_max", "threshold"];
     holds_against("zoneinfo", &zoneinfo, linux::ZONEINFO, &zi, "zone", &cpu_group);
     // Our zone statistics are the kernel's first two and its per-zone file
@@ -257,14 +257,14 @@ fn zoneinfo_holds(a: &PageAllocator) {
 
 /// vmstat's keys are the kernel's; pcpstat's are none of the kernel's.
 fn vmstat_and_pcpstat_hold(a: &PageAllocator) {
-    let zoneinfo = a.zoneinfo().to_string();
+    let zoneinfo = a.stats().zoneinfo().to_string();
     let vm = [("item", "{w} {n}")];
-    holds_against("vmstat", &a.vmstat().to_string(), linux::VMSTAT, &vm, "none", &[]);
-    for (k, _) in a.vmstat().items {
+    holds_against("vmstat", &a.stats().vmstat().to_string(), linux::VMSTAT, &vm, "none", &[]);
+    for (k, _) in a.stats().vmstat().items {
         assert!(linux::VMSTAT.lines().any(|l| l.split(' ').next() == Some(k)), "{k} is not in Linux 6.18's vmstat");
     }
     // pcpstat holds what vmstat and zoneinfo no longer do, none of it the kernel's.
-    let pcp = a.pcpstat().to_string();
+    let pcp = a.stats().pcpstat().to_string();
     for l in pcp.lines() {
         let k = l.split(' ').next().unwrap();
         assert!(shape(l, vm[0].1).is_some(), "{l:?}");
@@ -290,7 +290,7 @@ fn vmstat_and_pcpstat_hold(a: &PageAllocator) {
         "nolock_deferred_free",
     ] {
         assert!(pcp.contains(&format!("{k} ")), "{k}");
-        assert!(!a.vmstat().to_string().contains(k) && !zoneinfo.contains(k), "{k}");
+        assert!(!a.stats().vmstat().to_string().contains(k) && !zoneinfo.contains(k), "{k}");
     }
 }
 
