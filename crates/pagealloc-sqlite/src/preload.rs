@@ -10,6 +10,8 @@
 //! |-------------------------------|---------------------------------------|-----------|
 //! | `PAGEALLOC_SQLITE_ARENA`      | arena bytes (`K`/`M`/`G` suffixes)    | 512M      |
 //! | `PAGEALLOC_SQLITE_BUDGET`     | budget bytes, at most the arena       | the arena |
+//! | `PAGEALLOC_SQLITE_HARD_CAP`   | overdraft ceiling, budget..=arena     | the arena |
+//! | `PAGEALLOC_SQLITE_SHARE_FRAMES` | `0`: a frame for each page under 4 KiB | 1      |
 //! | `PAGEALLOC_SQLITE_HUGEPAGES`  | `1`: back the arena with hugepages    | 0         |
 //! | `PAGEALLOC_SQLITE_REPORTING`  | `1`: give long-free blocks back to the kernel | 0 |
 //! | `PAGEALLOC_SQLITE_STATS`      | `1`: one stats line on stderr at exit (processes that opened a database) | 0 |
@@ -52,6 +54,8 @@ fn config_from_env() -> Result<Config, String> {
         cfg.arena_bytes = a;
     }
     cfg.budget_bytes = bytes("PAGEALLOC_SQLITE_BUDGET")?;
+    cfg.hard_cap_bytes = bytes("PAGEALLOC_SQLITE_HARD_CAP")?;
+    cfg.share_frames = !std::env::var("PAGEALLOC_SQLITE_SHARE_FRAMES").is_ok_and(|v| v.trim() == "0");
     cfg.hugepages = env_flag("PAGEALLOC_SQLITE_HUGEPAGES");
     cfg.page_reporting = env_flag("PAGEALLOC_SQLITE_REPORTING");
     Ok(cfg)
@@ -99,6 +103,21 @@ pub extern "C" fn pagealloc_sqlite_install_from_env() -> c_int {
     }
 }
 
+/// C: the overdraft (module `budget`): bytes over the budget now, the
+/// peak, and the charges that went over, into `out`; 0, or -1 (out
+/// untouched) before the first cache.
+///
+/// # Safety
+/// `out` points to 3 writable `uint64_t`.
+#[no_mangle]
+pub unsafe extern "C" fn pagealloc_sqlite_overdraft(out: *mut u64) -> c_int {
+    let Some(g) = crate::global() else { return -1 };
+    let o = g.overdraft();
+    // SAFETY: the caller's contract.
+    unsafe { std::ptr::copy_nonoverlapping([o.current, o.peak, o.times].as_ptr(), out, 3) };
+    0
+}
+
 /// C: the totals since install (caches created, fetches, hits, misses,
 /// evictions) into `out`; 0, or -1 (out untouched) before the first cache.
 ///
@@ -114,15 +133,26 @@ pub unsafe extern "C" fn pagealloc_sqlite_totals(out: *mut u64) -> c_int {
 }
 
 /// The exit line: `pagealloc-sqlite: caches C fetches F hits H misses M
-/// evictions E`, then the budget and the frames in use.
+/// evictions E`, then the budget and the frames in use, then the
+/// overdraft: bytes over the budget now, the peak, the charges that went
+/// over.
 #[must_use]
 pub fn stats_line() -> String {
-    let Some(g) = crate::global() else { return "pagealloc-sqlite: not installed".into() };
+    crate::global().map_or_else(|| "pagealloc-sqlite: not installed".into(), |g| group_stats_line(&g))
+}
+
+/// [`stats_line`] of group `g`.
+pub(crate) fn group_stats_line(g: &crate::Group) -> String {
     let (c, f, h, m, e) = g.totals();
+    let o = g.overdraft();
     format!(
-        "pagealloc-sqlite: caches {c} fetches {f} hits {h} misses {m} evictions {e} budget_frames {} used_frames {}",
+        "pagealloc-sqlite: caches {c} fetches {f} hits {h} misses {m} evictions {e} budget_frames {} used_frames {} \
+         overdraft_bytes {} overdraft_peak {} overdraft_times {}",
         g.budget_frames(),
-        g.used_frames()
+        g.used_frames(),
+        o.current,
+        o.peak,
+        o.times
     )
 }
 
