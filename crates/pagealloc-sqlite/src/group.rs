@@ -150,6 +150,13 @@ impl Group {
         })
     }
 
+    /// Caches open now (created and not destroyed).
+    #[must_use]
+    pub fn open_caches(&self) -> u64 {
+        let ids = self.ids.lock();
+        u64::from(ids.next) - ids.free.len() as u64
+    }
+
     /// Give back the id of a destroyed cache.
     pub(crate) fn put_id(&self, id: u32) {
         self.ids.lock().free.insert(id);
