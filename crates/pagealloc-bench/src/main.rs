@@ -126,7 +126,8 @@ fn choose(
     match experiment {
         None => all,
         Some(n) => {
-            let v: Vec<_> = all.into_iter().chain(experiments::on_demand(scaling, sqlite)).filter(|e| e.name() == n).collect();
+            let v: Vec<_> =
+                all.into_iter().chain(experiments::on_demand(scaling, sqlite)).filter(|e| e.name() == n).collect();
             if v.is_empty() {
                 let names: Vec<_> = experiments::all(page_fault1)
                     .iter()

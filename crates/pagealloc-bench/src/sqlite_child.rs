@@ -138,6 +138,11 @@ pub struct ChildRun {
     /// See `overdraft_peak`.
     #[serde(default)]
     pub overdraft_times: u64,
+    /// CPU seconds (user and system, all threads) the process used in the
+    /// measured interval: on a machine others load, CPU time per operation
+    /// compares caches where throughput cannot.
+    #[serde(default)]
+    pub cpu_secs: f64,
     /// `--scan`: pages of the databases (all cached by the scan), and the
     /// RssAnon (bytes) the scan added.
     #[serde(default)]
@@ -274,8 +279,9 @@ fn scan(conns: &[Mutex<Conn>], run: &mut ChildRun) -> Result<(), String> {
         for _ in 0..2 {
             c.db.exec("SELECT max(v) FROM t")?;
         }
-        let mut pages =
-            c.db.prepare("SELECT (SELECT page_count FROM pragma_page_count()) - freelist_count FROM pragma_freelist_count()")?;
+        let mut pages = c.db.prepare(
+            "SELECT (SELECT page_count FROM pragma_page_count()) - freelist_count FROM pragma_freelist_count()",
+        )?;
         run.scan_pages += pages.run(0).ok().flatten().unwrap_or(0).max(0) as u64;
     }
     run.scan_anon = proc_status_bytes("RssAnon").saturating_sub(run.anon_open);
@@ -294,11 +300,12 @@ fn workload(a: &ChildArgs, conns: &[Mutex<Conn>], run: &mut ChildRun) {
             c.db.status(ffi::SQLITE_DBSTATUS_CACHE_MISS, true);
         }
         let (reads0, slept0) = vfs::device_counts();
-        let t0 = Instant::now();
+        let (t0, cpu0) = (Instant::now(), cpu_secs());
         counting.store(true, Relaxed);
         std::thread::sleep(Duration::from_secs_f64(a.secs));
         counting.store(false, Relaxed);
         run.secs = t0.elapsed().as_secs_f64();
+        run.cpu_secs = cpu_secs() - cpu0;
         let (reads1, slept1) = vfs::device_counts();
         run.device_reads = reads1 - reads0;
         run.device_wait_us = (slept1 - slept0) as f64 / 1000.0 / run.device_reads.max(1) as f64;
@@ -315,6 +322,18 @@ fn workload(a: &ChildArgs, conns: &[Mutex<Conn>], run: &mut ChildRun) {
         run.errors = h.join().expect("workers");
     });
     run.ops = ops.load(Relaxed);
+}
+
+/// CPU seconds this process used so far (utime + stime of /proc/self/stat).
+fn cpu_secs() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command name's closing parenthesis start at
+    // field 3 (state); utime and stime are fields 14 and 15.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest.split_whitespace().skip(11).take(2).filter_map(|x| x.parse().ok()).collect();
+    // SAFETY: sysconf reads a constant of the system; no pointer involved.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    f.iter().sum::<u64>() as f64 / hz
 }
 
 /// (ms from now, VmRSS bytes) every 250 ms for `ms`, and once at the end.

@@ -23,9 +23,9 @@
 
 #[cfg(loom)]
 use loom::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 #[cfg(not(loom))]
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 
 /// The overdraft: bytes over the soft budget now, the most there were, and
 /// how many charges left the group over its budget.

@@ -50,6 +50,9 @@ pub fn page_charge(sz_page: usize, sz_extra: usize) -> u64 {
     block + crate::page::header_bytes(sz_extra)
 }
 
+// A frame's slots hold pages of SQLite's smallest size.
+const _: () = assert!(crate::frames::MAX_SLOTS * MIN_PAGE_SIZE == PAGE_SIZE);
+
 /// Retries of a cheap (no-wait) allocation that lost a lock race.
 const CHEAP_TRIES: u32 = 4;
 

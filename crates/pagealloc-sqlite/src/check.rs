@@ -33,7 +33,11 @@ fn check_cache(sh: &Shard, id: u32, sums: &mut Sums) -> Result<(Vec<PagePtr>, u6
             return Err(format!("cache {id}: key {k} on_lru {on_lru}, pinned {}", p.pinned()));
         }
         if (p.slot() == NO_SLOT) != c.sub.is_none() {
-            return Err(format!("cache {id}: key {k} slot {} in a cache that shares frames: {}", p.slot(), c.sub.is_some()));
+            return Err(format!(
+                "cache {id}: key {k} slot {} in a cache that shares frames: {}",
+                p.slot(),
+                c.sub.is_some()
+            ));
         }
     }
     if pinned != c.n_pinned {
@@ -73,7 +77,11 @@ fn check_shard(g: &Group, s: usize, sh: &Shard, sums: &mut Sums) -> Result<(), S
     }
     let list = sh.lru.walk().map_err(|e| format!("shard {s}: {e}"))?;
     if list.len() != lists.values().map(|l| l.0.len()).sum::<usize>() || eighths != sh.lru_eighths {
-        return Err(format!("shard {s}: {} pages on its LRU, or eighths {} (sum {eighths})", list.len(), sh.lru_eighths));
+        return Err(format!(
+            "shard {s}: {} pages on its LRU, or eighths {} (sum {eighths})",
+            list.len(),
+            sh.lru_eighths
+        ));
     }
     // Each cache's pages appear on the shard's list in its own list's
     // order, so that the shard's oldest is its cache's oldest.

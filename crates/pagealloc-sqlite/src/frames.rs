@@ -20,8 +20,9 @@
 use crate::page::PagePtr;
 use pagealloc::{Pfn, PAGE_SIZE};
 
-/// The most pages one frame holds: 4 KiB / 512 bytes.
-pub(crate) const MAX_SLOTS: usize = PAGE_SIZE / crate::cache::MIN_PAGE_SIZE;
+/// The most pages one frame holds: 4 KiB / 512 bytes, SQLite's smallest
+/// page (`MIN_PAGE_SIZE`; a const assertion in `cache` keeps them agreed).
+pub(crate) const MAX_SLOTS: usize = PAGE_SIZE / 512;
 
 /// One shared frame.
 pub(crate) struct SubFrame {
@@ -58,7 +59,13 @@ impl SubFrames {
     /// Frames for pages of `sz_page` bytes (less than a frame).
     pub(crate) fn new(sz_page: usize) -> Self {
         debug_assert!(sz_page < PAGE_SIZE && sz_page.is_power_of_two());
-        Self { slots: (PAGE_SIZE / sz_page) as u32, frames: Vec::new(), free_ix: Vec::new(), partial: Vec::new(), held: 0 }
+        Self {
+            slots: (PAGE_SIZE / sz_page) as u32,
+            frames: Vec::new(),
+            free_ix: Vec::new(),
+            partial: Vec::new(),
+            held: 0,
+        }
     }
 
     /// Pages per frame.
@@ -178,7 +185,12 @@ impl SubFrames {
             let live: Vec<_> = f.pages.iter().flatten().collect();
             let pinned = live.iter().filter(|p| p.pinned()).count();
             if live.is_empty() || live.len() != usize::from(f.live) || pinned != usize::from(f.pinned) {
-                return Err(format!("frame {ix}: live {} pinned {}, pages {} pinned {pinned}", f.live, f.pinned, live.len()));
+                return Err(format!(
+                    "frame {ix}: live {} pinned {}, pages {} pinned {pinned}",
+                    f.live,
+                    f.pinned,
+                    live.len()
+                ));
             }
             for (s, p) in f.pages.iter().enumerate() {
                 if p.is_some_and(|p| p.slot() != code(ix as u32, s as u32)) {
@@ -197,7 +209,11 @@ impl SubFrames {
             }
         }
         if seen != pages.len() || held != self.held {
-            return Err(format!("{seen} pages in frames, {} in the map; {held} frames, counted {}", pages.len(), self.held));
+            return Err(format!(
+                "{seen} pages in frames, {} in the map; {held} frames, counted {}",
+                pages.len(),
+                self.held
+            ));
         }
         Ok(())
     }

@@ -222,7 +222,10 @@ impl std::fmt::Display for InstallError {
                 write!(f, "budget of {budget} bytes must be at least {PAGE_SIZE} and at most the arena ({arena})")
             }
             Self::HardCap { cap, budget, arena } => {
-                write!(f, "hard cap of {cap} bytes must be at least the budget ({budget}) and at most the arena ({arena})")
+                write!(
+                    f,
+                    "hard cap of {cap} bytes must be at least the budget ({budget}) and at most the arena ({arena})"
+                )
             }
             Self::Arena(n) => write!(f, "arena of {n} bytes is not a positive multiple of 2 MiB"),
             Self::Allocator(e) => write!(f, "allocator configuration: {e}"),

@@ -174,7 +174,7 @@ fn stats_target() -> Option<Option<std::path::PathBuf>> {
 extern "C" fn print_stats_at_exit() {
     // A process that never opened a database (a shell the preload passed
     // through on its way to the program) says nothing.
-    if !crate::global().is_some_and(|g| g.totals().0 > 0) {
+    if crate::global().is_none_or(|g| g.totals().0 == 0) {
         return;
     }
     match stats_target() {

@@ -274,12 +274,7 @@ fn eight_threads_sixteen_databases_no_page_lost() {
     // SQLite spills once its cache holds 16: cache_spill) exceed it.
     // Each connection's cache_size is large, so only the shared budget
     // limits it. The hard cap, the arena, is never reached.
-    let g = install(&Config {
-        arena_bytes: 16 << 20,
-        budget_bytes: Some(256 << 10),
-        ..Config::default()
-    })
-    .unwrap();
+    let g = install(&Config { arena_bytes: 16 << 20, budget_bytes: Some(256 << 10), ..Config::default() }).unwrap();
     let dir = temp_dir("stress");
     let shards: Vec<Mutex<Shard>> = (0..DBS).map(|i| Mutex::new(open_shard(i, &dir))).collect();
     let c = Counts::default();

@@ -86,7 +86,8 @@ pub(super) fn populate(dir: &Path, dbs: usize, rows: u64, page_size: usize) -> R
 /// One `pagealloc sqlite-child CACHE DIR ARGS..` run: what it measured.
 pub(super) fn run_child(dir: &Path, cache: &str, args: &[String]) -> Result<ChildRun, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let out = Command::new(exe).arg("sqlite-child").arg(cache).arg(dir).args(args).output().map_err(|e| e.to_string())?;
+    let out =
+        Command::new(exe).arg("sqlite-child").arg(cache).arg(dir).args(args).output().map_err(|e| e.to_string())?;
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text.lines().last().unwrap_or_default();
     serde_json::from_str(line).map_err(|_| format!("{cache} child: {} {}", line, String::from_utf8_lossy(&out.stderr)))
@@ -157,7 +158,9 @@ fn record_device(all: &mut Vec<Sample>, v: &str, c: &ChildRun) {
 /// Part b and c into `r`, with `threads` workers.
 fn many(ctx: &Ctx, r: &mut ExperimentResult, threads: usize) {
     let dir = std::env::temp_dir().join(format!("pagealloc-bench-sqlite-{}", std::process::id()));
-    if let Err(e) = std::fs::create_dir_all(&dir).map_err(|e| e.to_string()).and_then(|()| populate(&dir, DBS, ROWS, 4096)) {
+    if let Err(e) =
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string()).and_then(|()| populate(&dir, DBS, ROWS, 4096))
+    {
         r.line(ctx, format!("many databases: not run: {e}"));
         let _ = std::fs::remove_dir_all(&dir);
         return;

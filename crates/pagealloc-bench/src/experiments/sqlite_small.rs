@@ -143,7 +143,12 @@ fn summarise(ctx: &Ctx, r: &mut ExperimentResult, threads: usize) {
                 no / p1
             ),
         );
-        r.target(format!("small pages, {sz} bytes: pagealloc resident bytes per page / pcache1's (<= 1.1)"), pa / p1, 1.1, pa / p1 <= 1.1);
+        r.target(
+            format!("small pages, {sz} bytes: pagealloc resident bytes per page / pcache1's (<= 1.1)"),
+            pa / p1,
+            1.1,
+            pa / p1 <= 1.1,
+        );
     }
     let mib = SMALL_BUDGET >> 20;
     for v in CACHES {

@@ -31,7 +31,8 @@ fn every_effort_overdraws_when_nothing_is_left_to_evict() {
     assert_eq!((o.current, o.peak, o.times), (2 * charge, 2 * charge, 2));
     assert!(c.fetch(6, 1).is_null(), "still refused while overdrawn");
     g.check_invariants().unwrap();
-    assert!(crate::preload::group_stats_line(&g).contains("overdraft_bytes 8800 overdraft_peak 8800 overdraft_times 2 open_caches 1"));
+    assert!(crate::preload::group_stats_line(&g)
+        .contains("overdraft_bytes 8800 overdraft_peak 8800 overdraft_times 2 open_caches 1"));
     // Unpinning takes the overdraft back first: those pages are freed.
     c.unpin(held.pop().unwrap(), false);
     assert_eq!(g.overdraft().current, charge);

@@ -90,8 +90,8 @@ fn eviction_prefers_a_frame_whose_pages_are_all_unpinned() {
     assert!((4..8).all(|k| c.fetch(k, 0).is_null()), "frame 1's pages went together");
     assert_eq!((c.stats().evictions, g.used_frames()), (4, 2));
     g.check_invariants().unwrap();
-    for k in 0..4 {
-        c.unpin(ps[k], false);
+    for &q in &ps[..4] {
+        c.unpin(q, false);
     }
     d.unpin(p, false);
     c.destroy();

@@ -24,8 +24,13 @@ fn group(budget: Option<u64>) -> Arc<Group> {
 
 /// A group whose hard cap is its budget: no overdraft.
 fn capped(budget: u64) -> Arc<Group> {
-    Group::new(&Config { arena_bytes: ARENA, budget_bytes: Some(budget), hard_cap_bytes: Some(budget), ..Config::default() })
-        .unwrap()
+    Group::new(&Config {
+        arena_bytes: ARENA,
+        budget_bytes: Some(budget),
+        hard_cap_bytes: Some(budget),
+        ..Config::default()
+    })
+    .unwrap()
 }
 
 /// The C entry points, unwrapped, over one cache.
@@ -270,7 +275,9 @@ fn hard_cap_below_one_page_per_cache_refuses_creation() {
     for x in [a, b, c] {
         x.destroy();
     }
-    let bad = |budget, cap| Group::new(&Config { arena_bytes: ARENA, budget_bytes: budget, hard_cap_bytes: cap, ..Config::default() });
+    let bad = |budget, cap| {
+        Group::new(&Config { arena_bytes: ARENA, budget_bytes: budget, hard_cap_bytes: cap, ..Config::default() })
+    };
     assert!(matches!(bad(Some(100), None), Err(InstallError::Budget { .. })));
     assert!(matches!(bad(Some(2 * ARENA), None), Err(InstallError::Budget { .. })));
     assert!(matches!(bad(Some(ARENA / 2), Some(ARENA / 4)), Err(InstallError::HardCap { .. })));

@@ -2,7 +2,7 @@
 //! and threads working caches of every shard while the invariants are
 //! checked.
 
-use super::{assert_conserved, open, pages, tag, tag_of, C, ARENA};
+use super::{assert_conserved, open, pages, tag, tag_of, ARENA, C};
 use crate::shard::SHARDS;
 use crate::{Config, Group};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -55,7 +55,7 @@ fn eviction_follows_the_unpin_order_across_shards() {
 /// One thread's random operations on its caches; pages carry a tag of
 /// (cache, key) that every hit checks.
 fn worker(g: &Arc<Group>, t: u64, stop: &AtomicBool) {
-    let mut rng = Rng(0x9e37_79b9 ^ (t + 1) * 0x1234_5678_9abc);
+    let mut rng = Rng(0x9e37_79b9 ^ ((t + 1) * 0x1234_5678_9abc));
     let sizes = [4096usize, 1024, 512, 8192, 2048, 4096];
     let caches: Vec<(C, usize)> = (0..12)
         .map(|i| {
@@ -67,7 +67,7 @@ fn worker(g: &Arc<Group>, t: u64, stop: &AtomicBool) {
         .collect();
     let mut pinned: Vec<(usize, u32, *mut crate::ffi::Sqlite3PcachePage)> = Vec::new();
     let mark = |ci: usize, key: u32| (t as u8).wrapping_mul(31) ^ (ci as u8).wrapping_mul(7) ^ key as u8;
-    for _ in 0..4000 {
+    for _ in 0..20_000 {
         let ci = rng.below(caches.len() as u64) as usize;
         let (c, sz) = &caches[ci];
         let key = rng.below(64) as u32;
@@ -117,10 +117,14 @@ fn threads_on_caches_of_every_shard_keep_the_invariants() {
     let g = Group::new(&Config { arena_bytes: ARENA, budget_bytes: pages(160), ..Config::default() }).unwrap();
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
-        let hs: Vec<_> = (0..8).map(|t| s.spawn({
-            let (g, stop) = (&g, &stop);
-            move || worker(g, t, stop)
-        })).collect();
+        let hs: Vec<_> = (0..8)
+            .map(|t| {
+                s.spawn({
+                    let (g, stop) = (&g, &stop);
+                    move || worker(g, t, stop)
+                })
+            })
+            .collect();
         while !hs.iter().all(|h| h.is_finished()) {
             g.check_invariants().unwrap_or_else(|e| {
                 stop.store(true, Relaxed);
