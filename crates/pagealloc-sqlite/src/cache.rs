@@ -7,13 +7,12 @@
 
 use crate::ffi::Sqlite3PcachePage;
 use crate::frames::SubFrames;
-use crate::group::{Evicted, Group, CACHE_GFP};
+use crate::group::{Evicted, Group, ShardGuard, CACHE_GFP};
 use crate::lru::Lru;
 use crate::page::{Kind, PagePtr, NO_SLOT};
 use crate::shard::{place, CacheState, KeyMap, Released, Shard};
 use crate::{CacheStats, CreateError};
 use pagealloc::{AllocError, Pfn, PAGE_SIZE};
-use parking_lot::MutexGuard;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -134,7 +133,7 @@ impl Group {
     /// nothing is left to evict, `hard` (createFlag 2) goes over the budget
     /// up to the hard cap, and createFlag 1 refuses.
     #[cold]
-    fn fetch_new<'a>(&'a self, mut sh: MutexGuard<'a, Shard>, id: u32, key: u32, hard: bool) -> *mut Sqlite3PcachePage {
+    fn fetch_new<'a>(&'a self, mut sh: ShardGuard<'a>, id: u32, key: u32, hard: bool) -> *mut Sqlite3PcachePage {
         let s = place(id).0;
         if hard {
             sh.counts.hard += 1;
@@ -201,7 +200,7 @@ impl Group {
     /// with the lock dropped (`hard`: with direct reclaim).
     fn create_page<'a>(
         &'a self,
-        mut sh: MutexGuard<'a, Shard>,
+        mut sh: ShardGuard<'a>,
         id: u32,
         key: u32,
         charge: (u64, u64),
@@ -246,7 +245,7 @@ impl Group {
     }
 
     /// Put the new, pinned, charged page `p` in cache `id` at `key`.
-    fn insert(&self, mut sh: MutexGuard<'_, Shard>, id: u32, key: u32, p: PagePtr) -> *mut Sqlite3PcachePage {
+    fn insert(&self, mut sh: ShardGuard<'_>, id: u32, key: u32, p: PagePtr) -> *mut Sqlite3PcachePage {
         let c = sh.cache_mut(id);
         c.n_pinned += 1;
         if let Some(&q) = c.map.get(&key) {
@@ -317,7 +316,8 @@ impl Group {
             drop(sh);
             self.release(out);
         } else if c.purgeable {
-            sh.lru_add(id, p, self.clock(), &self.heads[s]);
+            let now = self.stamp(&mut sh);
+            sh.lru_add(id, p, now, &self.heads[s]);
         }
     }
 

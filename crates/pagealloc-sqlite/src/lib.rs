@@ -66,8 +66,10 @@
 //! Every method is thread-safe. The caches live in 64 shards, each with
 //! its own lock (`shard`): a hit takes its cache's shard lock only, and up
 //! to 64 open caches each have a shard of their own. The group's LRU order
-//! is kept across shards by stamping each unpin with a shared monotonic
-//! clock (`group`); frames are allocated and freed with no lock held.
+//! is kept across shards by stamping each unpin with a shared clock, a
+//! counter each shard advances every 64 of its unpins (`group`): pages
+//! unpinned in different shards less than a tick apart may leave in
+//! either order. Frames are allocated and freed with no lock held.
 #![warn(missing_docs)]
 
 mod budget;

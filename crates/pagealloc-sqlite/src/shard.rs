@@ -8,7 +8,7 @@
 //! group's account (`budget`) is written on misses and evictions only.
 //!
 //! The group's global LRU order is the order of the unpin stamps (the
-//! group's clock, `Group::clock`): each shard's list is in stamp order,
+//! group's clock, `Group::stamp`): each shard's list is in stamp order,
 //! and `Group`'s per-shard `heads` hold a lower bound of each list's
 //! oldest stamp, which eviction reads without locks to pick the shard
 //! holding the globally oldest page (`evict`).
@@ -161,11 +161,13 @@ pub(crate) struct Shard {
     pub(crate) lru: Lru,
     pub(crate) lru_eighths: u64,
     pub(crate) counts: Counts,
+    /// Unpins since this shard last ticked the group clock.
+    pub(crate) unpins: u32,
 }
 
 impl Default for Shard {
     fn default() -> Self {
-        Self { caches: Vec::new(), lru: Lru::new(Kind::Shard), lru_eighths: 0, counts: Counts::default() }
+        Self { caches: Vec::new(), lru: Lru::new(Kind::Shard), lru_eighths: 0, counts: Counts::default(), unpins: 0 }
     }
 }
 

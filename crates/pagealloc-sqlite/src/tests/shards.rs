@@ -3,6 +3,7 @@
 //! checked.
 
 use super::{assert_conserved, open, pages, tag, tag_of, ARENA, C};
+use crate::group::TICK;
 use crate::shard::SHARDS;
 use crate::{Config, Group};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -24,6 +25,8 @@ fn eviction_follows_the_unpin_order_across_shards() {
     // More caches than shards: ids 64.. share shards with 0...
     let n = SHARDS + 8;
     let g = Group::new(&Config { arena_bytes: ARENA, budget_bytes: pages(n as u64), ..Config::default() }).unwrap();
+    // Every unpin ticks the clock: the order across shards is exact.
+    g.set_tick(1);
     let caches: Vec<C> = (0..n).map(|_| open(&g, 4096, true)).collect();
     // Unpin one page per cache in a scrambled order: that is the LRU order.
     let order: Vec<usize> = (0..n).map(|i| i * 37 % n).collect();
@@ -50,6 +53,34 @@ fn eviction_follows_the_unpin_order_across_shards() {
     }
     x.destroy();
     assert_conserved(&g);
+}
+
+#[test]
+fn pages_a_tick_apart_leave_in_order() {
+    // The default clock ticks every TICK unpins of a shard: a page of a
+    // quiet cache unpinned before the busy cache's shard ticked is older
+    // than the busy pages unpinned after, whichever shard is looked at
+    // first (ties go to the lower shard).
+    for quiet_first in [true, false] {
+        let g = Group::new(&Config { arena_bytes: ARENA, budget_bytes: pages(3), ..Config::default() }).unwrap();
+        let (a, b) = (open(&g, 4096, true), open(&g, 4096, true));
+        let (quiet, busy) = if quiet_first { (&a, &b) } else { (&b, &a) };
+        quiet.unpin(quiet.fetch(0, 2), false);
+        for k in 0..2 * TICK + 2 {
+            busy.unpin(busy.fetch(k % 2, 2), false);
+        }
+        // At the budget (3 pages: quiet's one, busy's two), a new page
+        // takes the oldest: the quiet cache's.
+        let x = open(&g, 4096, true);
+        let p = x.fetch(0, 1);
+        assert!(!p.is_null());
+        assert_eq!((quiet.pagecount(), busy.pagecount()), (0, 2), "quiet first: {quiet_first}");
+        x.unpin(p, false);
+        for c in [a, b, x] {
+            c.destroy();
+        }
+        assert_conserved(&g);
+    }
 }
 
 /// One thread's random operations on its caches; pages carry a tag of
