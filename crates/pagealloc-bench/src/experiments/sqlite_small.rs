@@ -32,12 +32,17 @@ const SMALL_BUDGET: u64 = 4 << 20;
 /// The caches compared.
 const CACHES: [&str; 3] = ["pcache1", "pagealloc", "pagealloc-noshare"];
 
-/// Args of a child that reads everything and stops: a budget with room.
+/// Args of a child that reads everything and stops: a budget with room
+/// for every page even at a frame each (the arena is reserved, not resident).
 fn scan_args() -> Vec<String> {
-    "--dbs 1 --rows 40000 --budget 67108864 --threads 1 --secs 0 --warm-ms 0 --skew 1 --write-pct 0 --idle-ms 0 --scan"
-        .split_whitespace()
-        .map(String::from)
-        .collect()
+    let budget = 256u64 << 20;
+    format!(
+        "--dbs 1 --rows {SCAN_ROWS} --budget {budget} --threads 1 --secs 0 --warm-ms 0 --skew 1 --write-pct 0 \
+         --idle-ms 0 --scan"
+    )
+    .split_whitespace()
+    .map(String::from)
+    .collect()
 }
 
 /// Args of a hit-rate run.
