@@ -1,7 +1,7 @@
 //! The soft budget, the overdraft up to the hard cap, and `cache_size`
 //! freeing pages at unpin as pcache1 does.
 
-use super::{assert_conserved, open, pages, ARENA};
+use super::{assert_conserved, close, open, pages, ARENA};
 use crate::{page_charge, Config, Group, Overdraft};
 use std::sync::Arc;
 
@@ -44,11 +44,7 @@ fn every_effort_overdraws_when_nothing_is_left_to_evict() {
     assert_eq!(c.pagecount(), 4);
     assert_eq!(g.overdraft().peak, 2 * charge, "the peak is kept");
     assert_eq!(c.stats().evictions, 2);
-    for p in held {
-        c.unpin(p, false);
-    }
-    c.destroy();
-    assert_conserved(&g);
+    close(&g, c, held);
 }
 
 #[test]

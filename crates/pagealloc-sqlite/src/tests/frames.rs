@@ -1,7 +1,7 @@
 //! Pages under a frame share frames; eviction prefers frames whose pages
 //! are all unpinned; sharing can be turned off.
 
-use super::{assert_conserved, open, tag, tag_of, ARENA};
+use super::{assert_conserved, close, open, tag, tag_of, ARENA};
 use crate::{page_charge, Config, Group};
 use std::sync::Arc;
 
@@ -38,11 +38,7 @@ fn small_pages_share_frames_and_keep_their_bytes_apart() {
         assert_eq!(g.used_frames(), 4, "{n} pages of {sz} bytes in 4 frames");
         assert_eq!(g.charged_bytes(), 4 * 4096 + n * hdr());
         g.check_invariants().unwrap();
-        for p in ps {
-            c.unpin(p, false);
-        }
-        c.destroy();
-        assert_conserved(&g);
+        close(&g, c, ps);
     }
 }
 
@@ -128,11 +124,7 @@ fn sharing_off_gives_each_small_page_a_frame() {
     assert_eq!(g.used_frames(), 6);
     assert_eq!(g.charged_bytes(), 6 * (4096 + hdr()));
     g.check_invariants().unwrap();
-    for p in ps {
-        c.unpin(p, false);
-    }
-    c.destroy();
-    assert_conserved(&g);
+    close(&g, c, ps);
 }
 
 #[test]

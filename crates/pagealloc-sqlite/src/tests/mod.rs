@@ -99,6 +99,16 @@ pub(super) fn set_extra_head(p: *mut Sqlite3PcachePage, v: u64) {
     unsafe { (*p).p_extra.cast::<u64>().write(v) }
 }
 
+/// Unpin `pages` of `c`, destroy it, and check that every frame is back
+/// (the group's only cache).
+pub(super) fn close(g: &Group, c: C, pages: impl IntoIterator<Item = *mut Sqlite3PcachePage>) {
+    for p in pages {
+        c.unpin(p, false);
+    }
+    c.destroy();
+    assert_conserved(g);
+}
+
 /// Every frame is back: nothing leaked, nothing freed twice.
 pub(super) fn assert_conserved(g: &Group) {
     g.check_invariants().unwrap();
