@@ -22,10 +22,10 @@
 //! (the loom model `loom_overdrawn_flag` checks the protocol).
 
 #[cfg(loom)]
-use loom::sync::atomic::{AtomicBool, AtomicU64};
+use loom::sync::atomic::{fence, AtomicBool, AtomicU64};
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 #[cfg(not(loom))]
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64};
 
 /// The overdraft: bytes over the soft budget now, the most there were, and
 /// how many charges left the group over its budget.
@@ -79,9 +79,7 @@ impl Account {
     /// Charge `bytes` (and `frames`) if the total stays within `limit`
     /// (the budget, or the hard cap for an overdraft).
     pub(crate) fn try_charge(&self, frames: u64, bytes: u64, limit: u64) -> bool {
-        // SeqCst: the increment is ordered before the flag's store below
-        // and against `uncharge`'s re-check (module invariant).
-        let Ok(old) = self.charged.fetch_update(SeqCst, SeqCst, |c| c.checked_add(bytes).filter(|&n| n <= limit))
+        let Ok(old) = self.charged.fetch_update(Relaxed, Relaxed, |c| c.checked_add(bytes).filter(|&n| n <= limit))
         else {
             return false;
         };
@@ -90,9 +88,11 @@ impl Account {
         if new > self.soft {
             self.times.fetch_add(1, Relaxed);
             self.peak.fetch_max(new - self.soft, Relaxed);
-            // Pairs with the SeqCst load in `uncharge`: either that load
-            // sees this charge, or this store follows its clearing store.
-            self.overdrawn.0.store(true, SeqCst);
+            // Pairs with the fence in `uncharge`: if that fence comes
+            // first, this store follows its clearing store in the flag's
+            // order; if this one does, its load sees this charge.
+            fence(SeqCst);
+            self.overdrawn.0.store(true, Relaxed);
         }
         true
     }
@@ -100,13 +100,17 @@ impl Account {
     /// Give back `bytes` and `frames` charged earlier.
     pub(crate) fn uncharge(&self, frames: u64, bytes: u64) {
         self.used.fetch_sub(frames, Relaxed);
-        let new = self.charged.fetch_sub(bytes, SeqCst) - bytes;
+        let new = self.charged.fetch_sub(bytes, Relaxed) - bytes;
+        // (A stale `true` read here leaves the flag set: `overdrawn` also
+        // reads the bytes charged, so a set flag is only a hint.)
         if new <= self.soft && self.overdrawn.0.load(Relaxed) {
-            self.overdrawn.0.store(false, SeqCst);
-            // A charge over the budget racing with this clearing set the
-            // flag before it, or is seen here (pairs with try_charge).
-            if self.charged.load(SeqCst) > self.soft {
-                self.overdrawn.0.store(true, SeqCst);
+            self.overdrawn.0.store(false, Relaxed);
+            // Pairs with the fence in `try_charge`: a charge over the
+            // budget racing with this clearing is seen by the load below,
+            // or sets the flag after this store.
+            fence(SeqCst);
+            if self.charged.load(Relaxed) > self.soft {
+                self.overdrawn.0.store(true, Relaxed);
             }
         }
     }

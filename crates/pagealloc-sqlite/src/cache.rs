@@ -304,6 +304,12 @@ impl Group {
     pub(crate) fn unpin(&self, id: u32, p: PagePtr, discard: bool) {
         let s = place(id).0;
         let mut sh = self.lock(s);
+        // SQLite unpins only pages it holds, each once, on their own
+        // cache; anything else would corrupt the counts: ignore it.
+        if !p.pinned() || p.cache() != id {
+            debug_assert!(false, "xUnpin of a page not pinned in this cache");
+            return;
+        }
         sh.unpin(id, p);
         let c = sh.cache(id);
         if discard || (c.purgeable && (c.map.len() as u64 > c.max || self.acct.overdrawn())) {

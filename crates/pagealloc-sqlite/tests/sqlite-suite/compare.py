@@ -9,7 +9,9 @@ summary: "N errors out of M tests ..." and "!Failures on these tests: ...".
 
 For each file and each of the modes pagealloc and small, the differences
 from pcache1 are: a test that fails only there, or passes only there (by
-name), "#count" (a different number of tests), "#crash" (no summary: the
+name), "#count" (a different number of tests; "#count-fault" when only
+fault-injection tests, named ...oom..., ...malloc..., ...ioerr... or
+...fault..., ran a different number of times), "#crash" (no summary: the
 run died or timed out) and "#leak" (an exit line of the cache, in
 FILE.stats, one per process, shows frames held with no cache open: a
 process that exits with connections open holds their frames). Each must match an
@@ -48,6 +50,31 @@ def stats_of(out, mode, name):
         if f.get("open_caches", 0) == 0:
             total["used_frames"] = max(total["used_frames"], f.get("used_frames", 0))
     return total
+
+
+FAULT = re.compile(r"oom|malloc|ioerr|fault", re.I)
+
+
+def groups(out, mode, name):
+    """How many tests of each name ran, a trailing ".N" dropped (fault
+    injection numbers its runs), from the log's "NAME..." lines."""
+    try:
+        text = open(os.path.join(out, mode, name), errors="replace").read()
+    except FileNotFoundError:
+        return {}
+    counts = {}
+    for t in re.findall(r"^(\S+)\.\.\.", text, re.M):
+        g = re.sub(r"\.\d+$", "", t)
+        counts[g] = counts.get(g, 0) + 1
+    return counts
+
+
+def count_diff(out, mode, name):
+    """"#count-fault" when the tests that ran a different number of times
+    are all fault-injection runs, else "#count"."""
+    a, b = groups(out, mode, name), groups(out, "pcache1", name)
+    differ = [g for g in set(a) | set(b) if a.get(g, 0) != b.get(g, 0)]
+    return "#count-fault" if differ and all(FAULT.search(g) for g in differ) else "#count"
 
 
 def parse(out, mode, name):
@@ -99,7 +126,7 @@ def differences(out, mode, name, base):
         diffs += [(t, "fails only here") for t in sorted(fails - bfails)]
         diffs += [(t, "fails only with pcache1") for t in sorted(bfails - fails)] if bok else []
         if bok and tests != btests:
-            diffs.append(("#count", f"{tests} tests, pcache1 {btests}"))
+            diffs.append((count_diff(out, mode, name), f"{tests} tests, pcache1 {btests}"))
     if stats and stats["used_frames"] != 0:
         diffs.append(("#leak", f"{stats['used_frames']} frames held at exit with no cache open"))
     return tests, len(fails), diffs, stats

@@ -1,5 +1,6 @@
 # Prints the test files of one of SQLite's test suites (permutations.test's
-# test_suite definitions: veryquick, quick, ...), one file name a line.
+# test_suite definitions: veryquick, quick, ...), one a line, as paths
+# relative to the source tree (test/x.test, ext/fts5/test/y.test).
 # usage: testfixture list-suite.tcl TESTDIR SUITE
 # (run in a scratch directory: tester.tcl opens test.db in the current one)
 set testdir [lindex $argv 0]
@@ -10,5 +11,9 @@ set argv0 [file join $testdir list-suite]
 set argv {}
 source $testdir/permutations.test
 array set spec $::testspec($suite)
-foreach f $spec(-files) { puts [file tail $f] }
+set root [file normalize [file dirname $testdir]]
+foreach f $spec(-files) {
+  set f [file normalize $f]
+  puts [string range $f [string length $root/] end]
+}
 exit 0
