@@ -83,6 +83,7 @@ impl Group {
             n_pinned: 0,
             stats: CacheStats::default(),
             sub: (self.share_frames && sz_page < PAGE_SIZE).then(|| SubFrames::new(sz_page)),
+            key_bound: 0,
         };
         let id = self.take_id();
         let (s, ix) = place(id);
@@ -252,16 +253,16 @@ impl Group {
             // Another thread created the key meanwhile (SQLite serialises a
             // cache's calls, so only a misbehaving caller gets here): keep
             // theirs, drop ours.
-            c.map.insert(key, p);
+            c.insert(key, p);
             let mut out = Released::default();
             sh.remove_page(id, key, &self.acct, &mut out);
-            sh.cache_mut(id).map.insert(key, q);
+            sh.cache_mut(id).insert(key, q);
             sh.pin(id, q);
             drop(sh);
             self.release(out);
             return q.as_sqlite();
         }
-        c.map.insert(key, p);
+        c.insert(key, p);
         p.as_sqlite()
     }
 
@@ -340,7 +341,7 @@ impl Group {
         let c = sh.cache_mut(id);
         c.map.remove(&old);
         p.set_key(new);
-        c.map.insert(new, p);
+        c.insert(new, p);
         drop(sh);
         self.release(out);
     }
@@ -348,7 +349,12 @@ impl Group {
     /// `xTruncate`: drop every page with key >= `limit`, pinned ones too.
     pub(crate) fn truncate(&self, id: u32, limit: u32) {
         let mut sh = self.lock(place(id).0);
-        let keys: Vec<u32> = sh.cache(id).map.keys().copied().filter(|&k| k >= limit).collect();
+        let c = sh.cache_mut(id);
+        if u64::from(limit) >= c.key_bound {
+            return;
+        }
+        c.key_bound = u64::from(limit);
+        let keys: Vec<u32> = c.map.keys().copied().filter(|&k| k >= limit).collect();
         let mut out = Released::default();
         for k in keys {
             sh.remove_page(id, k, &self.acct, &mut out);
@@ -432,7 +438,7 @@ fn recycle_in_shard(sh: &mut Shard, p: PagePtr, id: u32, key: u32) -> *mut Sqlit
     p.set_cache(id);
     p.set_key(key);
     p.zero_extra_head();
-    sh.cache_mut(id).map.insert(key, p);
+    sh.cache_mut(id).insert(key, p);
     sh.pin(id, p);
     p.as_sqlite()
 }

@@ -22,8 +22,13 @@ fn check_cache(sh: &Shard, id: u32, sums: &mut Sums) -> Result<(Vec<PagePtr>, u6
     let c = sh.cache(id);
     let mut pinned = 0;
     for (&k, p) in &c.map {
-        if p.key() != k || p.cache() != id {
-            return Err(format!("cache {id}: page at key {k} says key {} cache {}", p.key(), p.cache()));
+        if p.key() != k || p.cache() != id || u64::from(k) >= c.key_bound {
+            return Err(format!(
+                "cache {id}: page at key {k} says key {} cache {} (key bound {})",
+                p.key(),
+                p.cache(),
+                c.key_bound
+            ));
         }
         let on_lru = p.hdr().on_lru.load(Relaxed);
         if p.pinned() {

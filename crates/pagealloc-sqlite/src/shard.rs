@@ -77,9 +77,19 @@ pub(crate) struct CacheState {
     pub(crate) stats: CacheStats,
     /// The shared frames, for pages smaller than a frame (when sharing).
     pub(crate) sub: Option<SubFrames>,
+    /// Above every key in the map (an upper bound, as pcache1's
+    /// `iMaxKey`): `xTruncate` past it, which SQLite calls at the end of
+    /// every write transaction, has nothing to drop and skips the walk.
+    pub(crate) key_bound: u64,
 }
 
 impl CacheState {
+    /// Map `key` to `p` (a page of this cache).
+    pub(crate) fn insert(&mut self, key: u32, p: PagePtr) {
+        self.map.insert(key, p);
+        self.key_bound = self.key_bound.max(u64::from(key) + 1);
+    }
+
     /// Bytes of one page's block (a whole frame for a page that shares one).
     pub(crate) fn block_bytes(&self) -> u64 {
         (PAGE_SIZE as u64) << self.order

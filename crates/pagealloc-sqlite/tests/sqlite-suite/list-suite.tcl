@@ -11,9 +11,14 @@ set argv0 [file join $testdir list-suite]
 set argv {}
 source $testdir/permutations.test
 array set spec $::testspec($suite)
+# Files of test/ come as bare names, the others as paths through testdir.
 set root [file normalize [file dirname $testdir]]
 foreach f $spec(-files) {
-  set f [file normalize $f]
-  puts [string range $f [string length $root/] end]
+  if {[file tail $f] eq $f} {
+    puts test/$f
+  } else {
+    set f [file normalize $f]
+    puts [string range $f [string length $root/] end]
+  }
 }
 exit 0
