@@ -51,7 +51,30 @@ pub(crate) const CACHE_GFP: Gfp = Gfp::RECLAIMABLE;
 pub(crate) struct Padded<T>(pub(crate) T);
 
 /// A shard's lock (see the crate's Cargo.toml for why a spin lock).
-pub(crate) type ShardLock = spin::mutex::SpinMutex<Shard, spin::relax::Yield>;
+pub(crate) type ShardLock = spin::mutex::SpinMutex<Shard, Backoff>;
+
+/// How a shard lock's waiter waits: spinning (the holder runs on another
+/// CPU and holds the lock for a few hundred nanoseconds at most), and at
+/// every 64th turn giving its CPU away, in case the holder was preempted.
+/// Waiting is rare: a shard's caches are used by one connection at a time
+/// each, and only eviction and the checker reach into other shards.
+pub(crate) struct Backoff;
+
+impl spin::relax::RelaxStrategy for Backoff {
+    #[inline]
+    fn relax() {
+        thread_local!(static TURNS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) });
+        let turn = TURNS.with(|t| {
+            t.set(t.get().wrapping_add(1));
+            t.get()
+        });
+        if turn.is_multiple_of(64) {
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
 /// A held shard lock.
 pub(crate) type ShardGuard<'a> = spin::mutex::SpinMutexGuard<'a, Shard>;
 
