@@ -149,6 +149,7 @@ fn summarise(ctx: &Ctx, r: &mut ExperimentResult, threads: usize) {
             ),
         );
         r.target(
+            crate::harness::TargetKind::Peer,
             format!("small pages, {sz} bytes: pagealloc resident bytes per page / pcache1's (<= 1.1)"),
             pa / p1,
             1.1,
