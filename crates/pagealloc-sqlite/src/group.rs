@@ -42,6 +42,9 @@ use std::sync::{Arc, Weak};
 /// every unpin, is seldom written (a tick per 64 unpins per busy shard).
 pub(crate) const TICK: u32 = 64;
 
+/// Evictions in a row that free no frame after which reclaim stops.
+const FRAMELESS: u32 = 16;
+
 /// Flags of every cache frame: reclaimable through our shrinker, as the
 /// kernel's slab caches with shrinkers are; not movable (nothing migrates them).
 pub(crate) const CACHE_GFP: Gfp = Gfp::RECLAIMABLE;
@@ -245,13 +248,16 @@ impl Group {
     /// With `steal` (a block order and extra size), when the oldest page
     /// has that geometry, take it whole instead (pcache1 recycles its
     /// group's LRU page in place the same way). Takes one shard lock at a
-    /// time; the caller holds none, and frees what comes back.
+    /// time; the caller holds none, and frees what comes back. Asked for
+    /// frames (reclaim), it stops after [`FRAMELESS`] evictions in a row
+    /// that free none (pages whose shared frames have pinned neighbours):
+    /// evicting more of them would empty the caches and free nothing.
     pub(crate) fn evict_global(&self, bytes: u64, frames: u64, steal: Option<(u32, usize)>) -> Evicted {
         let mut out = Released::default();
         // Each stale hint met is corrected, so the retries are bounded by
         // the shards whose oldest pages others take meanwhile.
-        let mut stale = 0;
-        while (out.bytes < bytes || out.frames < frames) && stale < 4 * SHARDS {
+        let (mut stale, mut frameless) = (0, 0);
+        while (out.bytes < bytes || out.frames < frames) && stale < 4 * SHARDS && frameless < FRAMELESS {
             let Some((s, bound)) = self.oldest_shard() else { break };
             let mut sh = self.lock(s);
             let real = sh.lru.first().map_or(u64::MAX, PagePtr::stamp);
@@ -267,8 +273,13 @@ impl Group {
                 }
             }
             // Evict from this shard while its oldest page is the group's.
-            while (out.bytes < bytes || out.frames < frames) && sh.lru.first().is_some_and(|p| p.stamp() <= bound) {
+            while (out.bytes < bytes || out.frames < frames)
+                && frameless < FRAMELESS
+                && sh.lru.first().is_some_and(|p| p.stamp() <= bound)
+            {
+                let before = out.frames;
                 sh.evict_oldest(&self.acct, &mut out);
+                frameless = if frames > 0 && out.frames == before { frameless + 1 } else { 0 };
             }
             self.heads[s].store(sh.lru.first().map_or(u64::MAX, PagePtr::stamp), Relaxed);
         }

@@ -2,6 +2,7 @@
 //! are all unpinned; sharing can be turned off.
 
 use super::{assert_conserved, close, open, tag, tag_of, ARENA};
+use crate::group::Evicted;
 use crate::{page_charge, Config, Group};
 use std::sync::Arc;
 
@@ -145,4 +146,33 @@ fn the_checker_sees_a_frame_count_drift() {
 fn p_slot(p: *mut crate::ffi::Sqlite3PcachePage) -> u32 {
     // SAFETY: a live page of this test's cache.
     unsafe { crate::page::PagePtr::from_sqlite(p) }.slot()
+}
+
+#[test]
+fn reclaim_stops_when_no_frame_can_be_freed() {
+    let g = group(None, true);
+    let c = open(&g, 512, true);
+    // 8 frames of 8 pages, one pinned in each: no frame can be freed.
+    let ps: Vec<_> = (0..64).map(|k| c.fetch(k, 2)).collect();
+    for (k, &p) in ps.iter().enumerate() {
+        if k % 8 != 0 {
+            c.unpin(p, false);
+        }
+    }
+    let Evicted::Freed(out) = g.evict_global(0, 4, None) else { panic!("no steal was asked") };
+    assert_eq!(out.frames, 0);
+    let evicted = out.evicted;
+    assert!((1..=16).contains(&evicted), "{evicted} pages evicted for nothing");
+    g.release(out);
+    assert_eq!((c.pagecount() as u64, g.used_frames()), (64 - evicted, 8));
+    // With the pinned pages unpinned, reclaim frees whole frames.
+    for &p in ps.iter().step_by(8) {
+        c.unpin(p, false);
+    }
+    let Evicted::Freed(out) = g.evict_global(0, 4, None) else { panic!("no steal was asked") };
+    assert!(out.frames >= 4, "{} frames", out.frames);
+    g.release(out);
+    g.check_invariants().unwrap();
+    c.destroy();
+    assert_conserved(&g);
 }
