@@ -49,6 +49,8 @@ enum Cmd {
         page_fault1: experiments::page_fault1::Args,
         #[command(flatten)]
         scaling: experiments::scaling::Args,
+        #[command(flatten)]
+        sqlite: experiments::sqlite::Args,
     },
     /// Replay a kernel allocation trace (scripts/capture-trace) through pagealloc.
     Replay(replay::Args),
@@ -105,8 +107,8 @@ fn main() {
         Cmd::BurstPeer { peer, blocks, idle_ms } => std::process::exit(burst_peer::run(peer, blocks, idle_ms)),
         Cmd::SqliteChild(args) => std::process::exit(sqlite_child::run(&args)),
         Cmd::Bench { action: Some(BenchCmd::Compare { old, new }), .. } => compare(&old, &new),
-        Cmd::Bench { action: None, experiment, full, json, quiet, verbose, out, page_fault1, scaling } => {
-            let chosen = choose(experiment.as_deref(), &page_fault1, &scaling);
+        Cmd::Bench { action: None, experiment, full, json, quiet, verbose, out, page_fault1, scaling, sqlite } => {
+            let chosen = choose(experiment.as_deref(), &page_fault1, &scaling, &sqlite);
             bench(chosen, full, json, quiet, verbose, &out);
         }
     }
@@ -118,16 +120,18 @@ fn choose(
     experiment: Option<&str>,
     page_fault1: &experiments::page_fault1::Args,
     scaling: &experiments::scaling::Args,
+    sqlite: &experiments::sqlite::Args,
 ) -> Vec<Box<dyn harness::Experiment>> {
     let all = experiments::all(page_fault1);
     match experiment {
         None => all,
         Some(n) => {
-            let v: Vec<_> = all.into_iter().chain(experiments::on_demand(scaling)).filter(|e| e.name() == n).collect();
+            let v: Vec<_> =
+                all.into_iter().chain(experiments::on_demand(scaling, sqlite)).filter(|e| e.name() == n).collect();
             if v.is_empty() {
                 let names: Vec<_> = experiments::all(page_fault1)
                     .iter()
-                    .chain(&experiments::on_demand(scaling))
+                    .chain(&experiments::on_demand(scaling, sqlite))
                     .map(|e| e.name())
                     .collect();
                 eprintln!("unknown experiment {n:?}; known: {}", names.join(", "));

@@ -11,7 +11,13 @@
 //!   memory as pagealloc's budget;
 //! - `pagealloc`: pagealloc's cache installed with the whole budget shared,
 //!   page reporting on, and each connection's `cache_size` set to the whole
-//!   budget so that only the shared budget limits it.
+//!   budget so that only the shared budget limits it;
+//! - `pagealloc-noshare`: the same with `share_frames` off (each page under
+//!   4 KiB takes a frame of its own).
+//!
+//! `--scan` first reads every row of every database (twice), and reports
+//! the pages that brought into the caches and the anonymous resident
+//! memory (RssAnon) they added: the bytes a cached page costs.
 //!
 //! Then `--threads` threads pick a database and a row by Zipf (`--skew`) and
 //! read it (`SELECT length(v)`, checked to be 200), or with probability
@@ -76,6 +82,9 @@ pub struct ChildArgs {
     /// Microseconds a page read of a database waits (0: no wait).
     #[arg(long, default_value_t = 0)]
     pub device_us: u64,
+    /// Read every database whole first, and report what it cost per page.
+    #[arg(long)]
+    pub scan: bool,
 }
 
 /// What one child measured.
@@ -122,6 +131,25 @@ pub struct ChildRun {
     pub anon_open: u64,
     /// See `anon_open`.
     pub anon_end: u64,
+    /// pagealloc only: the most bytes charged over the budget (createFlag
+    /// 2 with nothing left to evict), and the charges that went over.
+    #[serde(default)]
+    pub overdraft_peak: u64,
+    /// See `overdraft_peak`.
+    #[serde(default)]
+    pub overdraft_times: u64,
+    /// CPU seconds (user and system, all threads) the process used in the
+    /// measured interval: on a machine others load, CPU time per operation
+    /// compares caches where throughput cannot.
+    #[serde(default)]
+    pub cpu_secs: f64,
+    /// `--scan`: pages of the databases (all cached by the scan), and the
+    /// RssAnon (bytes) the scan added.
+    #[serde(default)]
+    pub scan_pages: u64,
+    /// See `scan_pages`.
+    #[serde(default)]
+    pub scan_anon: u64,
 }
 
 /// SQLite's extra area per page (Debian's 3.40.1, 64-bit), as
@@ -138,11 +166,12 @@ struct Conn {
 /// Open database `i` configured for `cache`.
 fn open(a: &ChildArgs, i: usize) -> Result<Conn, String> {
     let db = Db::open(&a.dir.join(format!("db{i}.sqlite")))?;
+    let size = db.prepare("PRAGMA page_size")?.run(0).ok().flatten().unwrap_or(4096).max(512) as u64;
     // pcache1 gets the budget's memory split evenly: its pages carry the
     // same per-page overhead (SQLite's extra area, a header, malloc's
     // chunk) that pagealloc charges to its budget (page_charge).
-    let charge = pagealloc_sqlite::page_charge(4096, SQLITE_EXTRA);
-    let pages = if a.cache == "pagealloc" { a.budget / 4096 } else { a.budget / charge / a.dbs as u64 };
+    let charge = pagealloc_sqlite::page_charge(size as usize, SQLITE_EXTRA);
+    let pages = if a.cache == "pcache1" { a.budget / charge / a.dbs as u64 } else { a.budget / size };
     // synchronous=OFF and an in-memory journal: the writes cost what the
     // cache costs, not fsyncs, and are the same in both children.
     db.exec(&format!("PRAGMA cache_size={pages}; PRAGMA synchronous=OFF; PRAGMA journal_mode=MEMORY;"))?;
@@ -160,9 +189,10 @@ fn install(a: &ChildArgs) -> Result<(), String> {
     let arena = (a.budget * 2).div_ceil(2 << 20) * (2 << 20);
     let cfg = pagealloc_sqlite::Config {
         arena_bytes: arena,
-        hugepages: false,
         budget_bytes: Some(a.budget),
         page_reporting: true,
+        share_frames: a.cache != "pagealloc-noshare",
+        ..pagealloc_sqlite::Config::default()
     };
     pagealloc_sqlite::install(&cfg).map(drop).map_err(|e| e.to_string())
 }
@@ -206,9 +236,10 @@ fn work(a: &ChildArgs, conns: &[Mutex<Conn>], stop: &AtomicBool, counting: &Atom
 
 /// Run the workload; the measured figures.
 fn measure(a: &ChildArgs) -> Result<ChildRun, String> {
-    if a.cache == "pagealloc" {
+    if a.cache.starts_with("pagealloc") {
         install(a)?;
-    } else if a.cache != "pcache1" {
+    }
+    if !["pcache1", "pagealloc", "pagealloc-noshare"].contains(&a.cache.as_str()) {
         return Err(format!("unknown cache {:?}", a.cache));
     }
     if a.device_us > 0 {
@@ -218,6 +249,12 @@ fn measure(a: &ChildArgs) -> Result<ChildRun, String> {
     let conns: Vec<Mutex<Conn>> = (0..a.dbs).map(|i| open(a, i).map(Mutex::new)).collect::<Result<_, _>>()?;
     run.rss_open = proc_status_bytes("VmRSS");
     run.anon_open = proc_status_bytes("RssAnon");
+    if a.scan {
+        scan(&conns, &mut run)?;
+        if a.secs <= 0.0 {
+            return Ok(run);
+        }
+    }
     workload(a, &conns, &mut run);
     for c in &conns {
         let c = c.lock().expect("connection");
@@ -233,6 +270,24 @@ fn measure(a: &ChildArgs) -> Result<ChildRun, String> {
     Ok(run)
 }
 
+/// Read every row of every database twice (the second pass from the
+/// caches); the pages the databases have and the RssAnon added, into `run`.
+fn scan(conns: &[Mutex<Conn>], run: &mut ChildRun) -> Result<(), String> {
+    for c in conns {
+        let c = c.lock().expect("connection");
+        // max(v) compares whole blobs: their overflow pages are read too.
+        for _ in 0..2 {
+            c.db.exec("SELECT max(v) FROM t")?;
+        }
+        let mut pages = c.db.prepare(
+            "SELECT (SELECT page_count FROM pragma_page_count()) - freelist_count FROM pragma_freelist_count()",
+        )?;
+        run.scan_pages += pages.run(0).ok().flatten().unwrap_or(0).max(0) as u64;
+    }
+    run.scan_anon = proc_status_bytes("RssAnon").saturating_sub(run.anon_open);
+    Ok(())
+}
+
 /// The warm-up and the measured interval into `run`.
 fn workload(a: &ChildArgs, conns: &[Mutex<Conn>], run: &mut ChildRun) {
     let (stop, counting, ops) = (AtomicBool::new(false), AtomicBool::new(false), AtomicU64::new(0));
@@ -245,11 +300,12 @@ fn workload(a: &ChildArgs, conns: &[Mutex<Conn>], run: &mut ChildRun) {
             c.db.status(ffi::SQLITE_DBSTATUS_CACHE_MISS, true);
         }
         let (reads0, slept0) = vfs::device_counts();
-        let t0 = Instant::now();
+        let (t0, cpu0) = (Instant::now(), cpu_secs());
         counting.store(true, Relaxed);
         std::thread::sleep(Duration::from_secs_f64(a.secs));
         counting.store(false, Relaxed);
         run.secs = t0.elapsed().as_secs_f64();
+        run.cpu_secs = cpu_secs() - cpu0;
         let (reads1, slept1) = vfs::device_counts();
         run.device_reads = reads1 - reads0;
         run.device_wait_us = (slept1 - slept0) as f64 / 1000.0 / run.device_reads.max(1) as f64;
@@ -259,11 +315,25 @@ fn workload(a: &ChildArgs, conns: &[Mutex<Conn>], run: &mut ChildRun) {
         if let Some(g) = pagealloc_sqlite::global() {
             run.charged = g.charged_bytes();
             run.frames_bytes = g.used_frames() * 4096;
+            let o = g.overdraft();
+            (run.overdraft_peak, run.overdraft_times) = (o.peak, o.times);
         }
         stop.store(true, Relaxed);
         run.errors = h.join().expect("workers");
     });
     run.ops = ops.load(Relaxed);
+}
+
+/// CPU seconds this process used so far (utime + stime of /proc/self/stat).
+fn cpu_secs() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command name's closing parenthesis start at
+    // field 3 (state); utime and stime are fields 14 and 15.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest.split_whitespace().skip(11).take(2).filter_map(|x| x.parse().ok()).collect();
+    // SAFETY: sysconf reads a constant of the system; no pointer involved.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    f.iter().sum::<u64>() as f64 / hz
 }
 
 /// (ms from now, VmRSS bytes) every 250 ms for `ms`, and once at the end.

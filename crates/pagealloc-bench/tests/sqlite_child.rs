@@ -72,3 +72,43 @@ fn both_caches_run_and_device_reads_are_charged() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A `--scan` run of `cache` with `secs` measured afterwards.
+fn scan(dir: &Path, cache: &str, secs: &str) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_pagealloc"))
+        .args(["sqlite-child", cache, dir.to_str().unwrap()])
+        .args(["--dbs", &DBS.to_string(), "--rows", &ROWS.to_string(), "--budget", "16777216"])
+        .args(["--threads", "1", "--secs", secs, "--warm-ms", "50", "--skew", "1", "--write-pct", "0"])
+        .args(["--idle-ms", "0", "--scan"])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_scan_counts_every_page_for_each_cache() {
+    let dir = std::env::temp_dir().join(format!("pagealloc-bench-sqlite-scan-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    populate(&dir);
+    let mut pages = Vec::new();
+    for cache in ["pcache1", "pagealloc", "pagealloc-noshare"] {
+        let out = scan(&dir, cache, "0");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{cache}: {text}");
+        let run: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+        assert!(run["scan_anon"].as_u64().unwrap() > 0, "{cache}: {run}");
+        assert_eq!(run["ops"], 0, "{cache}: --secs 0 stops after the scan");
+        pages.push(run["scan_pages"].as_u64().unwrap());
+    }
+    // 4 databases of 400 rows of about 215 bytes: more than 80 pages, the
+    // same count whatever the cache.
+    assert!(pages[0] > 80 && pages.iter().all(|&p| p == pages[0]), "{pages:?}");
+    // The measured interval reports the CPU time it used.
+    let out = scan(&dir, "pagealloc", "0.2");
+    let run: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    assert!(run["ops"].as_u64().unwrap() > 0 && run["cpu_secs"].as_f64().unwrap() > 0.0, "{run}");
+    let bad = scan(&dir, "pcache2", "0");
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stdout).contains("unknown cache"));
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -3,13 +3,13 @@
 //! cached page (every hit on an unpinned page) and unpinning it are a few
 //! pointer writes, with no allocation and no search.
 //!
-//! Each page header has two pairs of links ([`Kind`]): one for the group's
-//! global list and one for its cache's list. A page is on both or on
-//! neither; both are ordered oldest first, because a page joins both at the
-//! tail at the same moment and leaves both at once, so the oldest page of a
-//! cache is also the oldest of that cache's pages on the global list.
+//! Each page header has two pairs of links ([`Kind`]): one for its shard's
+//! list and one for its cache's list. A page is on both or on neither; both
+//! are ordered oldest first, because a page joins both at the tail at the
+//! same moment and leaves both at once, so the oldest page of a cache is
+//! also the oldest of that cache's pages on its shard's list.
 //!
-//! Invariants (under the group mutex): `len` is the number of pages linked;
+//! Invariants (under the shard's lock): `len` is the number of pages linked;
 //! `head` is None iff `tail` is None iff `len == 0`; following `next` from
 //! `head` reaches `tail` in `len - 1` steps with `prev` mirroring it.
 
@@ -62,6 +62,11 @@ impl Lru {
     /// The oldest page.
     pub(crate) fn first(&self) -> Option<PagePtr> {
         self.head
+    }
+
+    /// The newest page.
+    pub(crate) fn last(&self) -> Option<PagePtr> {
+        self.tail
     }
 
     /// Link `p` (on no list of this kind) as the newest page.

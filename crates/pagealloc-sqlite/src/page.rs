@@ -1,41 +1,51 @@
 //! A cached page's header ([`PageHdr`], reached through [`PagePtr`]): the
-//! `sqlite3_pcache_page` SQLite holds, the frame behind it, and the links of
-//! the two LRU lists it may be on ([`Kind`]; the lists are in `lru`).
+//! `sqlite3_pcache_page` SQLite holds, the frame behind it, the links of
+//! the two LRU lists it may be on ([`Kind`]; the lists are in `lru`), the
+//! clock stamp of its unpin, and, for a page that shares its frame, its
+//! place in that frame (`frames`).
 
 use crate::ffi::Sqlite3PcachePage;
 use pagealloc::Pfn;
 use std::alloc::Layout;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering::Relaxed};
 
 /// Which pair of links of a header a list uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
-    /// The group's list over every purgeable cache.
-    Global = 0,
+    /// The shard's list over its purgeable caches.
+    Shard = 0,
     /// The page's own cache's list.
     Cache = 1,
 }
 
+/// `slot` of a page that has its block to itself.
+pub(crate) const NO_SLOT: u32 = u32::MAX;
+
 /// One cached page. `base` comes first: the `sqlite3_pcache_page*` SQLite
 /// holds is the header's address. The mutable fields are atomics only so that
-/// a shared reference is sound; every access is made under the group mutex,
-/// which orders them (hence Relaxed).
+/// a shared reference is sound; every access is made under the lock of the
+/// page's shard, which orders them (hence Relaxed).
 #[repr(C)]
 pub(crate) struct PageHdr {
     pub(crate) base: Sqlite3PcachePage,
+    /// The block holding the page (the shared frame, for a page in a slot).
     pub(crate) pfn: Pfn,
+    /// LRU links, `[Kind][prev, next]`; null while not on that list.
+    links: [[AtomicPtr<PageHdr>; 2]; 2],
+    /// The group clock when the page was last unpinned (`group::clock`).
+    stamp: AtomicU64,
     key: AtomicU32,
+    /// The cache the page belongs to (global eviction finds it from here).
+    cache: AtomicU32,
+    /// `frame index * 8 + slot` in its cache's shared frames, or [`NO_SLOT`].
+    slot: AtomicU32,
+    /// Words behind `base.p_extra`, which follow the header in its block
+    /// (at least one, so the first 8 bytes exist).
+    extra_words: u32,
     pinned: AtomicBool,
     /// On the LRU lists (unpinned, purgeable cache).
     pub(crate) on_lru: AtomicBool,
-    /// The cache the page belongs to (global eviction finds it from here).
-    cache: AtomicU32,
-    /// LRU links, `[Kind][prev, next]`; null while not on that list.
-    links: [[AtomicPtr<PageHdr>; 2]; 2],
-    /// Words behind `base.p_extra`, which follow the header in its block
-    /// (at least one, so the first 8 bytes exist).
-    extra_words: usize,
 }
 
 /// glibc malloc's chunk for a request of `n` bytes: 8 bytes of size word,
@@ -75,14 +85,15 @@ pub(crate) const fn header_bytes(sz_extra: usize) -> u64 {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct PagePtr(NonNull<PageHdr>);
 
-// SAFETY: a header is plain data reached only under the group mutex (module
+// SAFETY: a header is plain data reached only under its shard's lock (module
 // invariants); the frame behind `p_buf` belongs to the group's allocator.
 unsafe impl Send for PagePtr {}
 
 impl PagePtr {
-    /// A new pinned page on frame `pfn` (at `buf`) with `sz_extra` bytes of
-    /// extra, all zero (SQLite needs the first 8 zero on a new page).
-    pub(crate) fn new(pfn: Pfn, buf: NonNull<u8>, cache: u32, key: u32, sz_extra: usize) -> Self {
+    /// A new pinned page at `buf` in block `pfn` (at `slot`, or [`NO_SLOT`])
+    /// with `sz_extra` bytes of extra, all zero (SQLite needs the first 8
+    /// zero on a new page).
+    pub(crate) fn new(pfn: Pfn, buf: NonNull<u8>, slot: u32, cache: u32, key: u32, sz_extra: usize) -> Self {
         // One block: the header, then the extra area, so that the extra
         // SQLite touches on every fetch sits beside the header (one cache
         // line apart, not another allocation) and malloc's overhead is paid
@@ -101,12 +112,14 @@ impl PagePtr {
             raw.write(PageHdr {
                 base: Sqlite3PcachePage { p_buf: buf.as_ptr().cast(), p_extra: extra },
                 pfn,
+                links: Default::default(),
+                stamp: AtomicU64::new(0),
                 key: AtomicU32::new(key),
+                cache: AtomicU32::new(cache),
+                slot: AtomicU32::new(slot),
+                extra_words: words as u32,
                 pinned: AtomicBool::new(true),
                 on_lru: AtomicBool::new(false),
-                cache: AtomicU32::new(cache),
-                links: Default::default(),
-                extra_words: words,
             });
         }
         PagePtr(hdr)
@@ -150,6 +163,16 @@ impl PagePtr {
     pub(crate) fn set_cache(self, id: u32) {
         self.hdr().cache.store(id, Relaxed);
     }
+    pub(crate) fn stamp(self) -> u64 {
+        self.hdr().stamp.load(Relaxed)
+    }
+    pub(crate) fn set_stamp(self, t: u64) {
+        self.hdr().stamp.store(t, Relaxed);
+    }
+    /// The page's slot in its cache's shared frames, or [`NO_SLOT`].
+    pub(crate) fn slot(self) -> u32 {
+        self.hdr().slot.load(Relaxed)
+    }
     /// Link `which` (0 prev, 1 next) of list `k`.
     pub(crate) fn link(self, k: Kind, which: usize) -> Option<PagePtr> {
         NonNull::new(self.hdr().links[k as usize][which].load(Relaxed)).map(PagePtr)
@@ -173,7 +196,7 @@ impl PagePtr {
     /// The page is in no map or LRU list, SQLite holds no pointer to it, and
     /// no copy of this `PagePtr` is used afterwards.
     pub(crate) unsafe fn free_header(self) {
-        let layout = block_layout(self.hdr().extra_words);
+        let layout = block_layout(self.hdr().extra_words as usize);
         // SAFETY: `new` allocated the block with this layout; the caller's
         // contract says nothing else points to it. PageHdr needs no drop.
         unsafe { std::alloc::dealloc(self.0.as_ptr().cast(), layout) };

@@ -10,9 +10,11 @@
 //! |-------------------------------|---------------------------------------|-----------|
 //! | `PAGEALLOC_SQLITE_ARENA`      | arena bytes (`K`/`M`/`G` suffixes)    | 512M      |
 //! | `PAGEALLOC_SQLITE_BUDGET`     | budget bytes, at most the arena       | the arena |
+//! | `PAGEALLOC_SQLITE_HARD_CAP`   | overdraft ceiling, budget..=arena     | the arena |
+//! | `PAGEALLOC_SQLITE_SHARE_FRAMES` | `0`: a frame for each page under 4 KiB | 1      |
 //! | `PAGEALLOC_SQLITE_HUGEPAGES`  | `1`: back the arena with hugepages    | 0         |
 //! | `PAGEALLOC_SQLITE_REPORTING`  | `1`: give long-free blocks back to the kernel | 0 |
-//! | `PAGEALLOC_SQLITE_STATS`      | `1`: one stats line on stderr at exit (processes that opened a database) | 0 |
+//! | `PAGEALLOC_SQLITE_STATS`      | `1`: one stats line on stderr at exit (processes that opened a database); an absolute path: appended to that file instead | 0 |
 //!
 //! The constructor acts only when `LD_PRELOAD` names this library: a program
 //! that links the library (or the Rust crate) installs it itself, with
@@ -52,6 +54,8 @@ fn config_from_env() -> Result<Config, String> {
         cfg.arena_bytes = a;
     }
     cfg.budget_bytes = bytes("PAGEALLOC_SQLITE_BUDGET")?;
+    cfg.hard_cap_bytes = bytes("PAGEALLOC_SQLITE_HARD_CAP")?;
+    cfg.share_frames = !std::env::var("PAGEALLOC_SQLITE_SHARE_FRAMES").is_ok_and(|v| v.trim() == "0");
     cfg.hugepages = env_flag("PAGEALLOC_SQLITE_HUGEPAGES");
     cfg.page_reporting = env_flag("PAGEALLOC_SQLITE_REPORTING");
     Ok(cfg)
@@ -99,6 +103,21 @@ pub extern "C" fn pagealloc_sqlite_install_from_env() -> c_int {
     }
 }
 
+/// C: the overdraft (module `budget`): bytes over the budget now, the
+/// peak, and the charges that went over, into `out`; 0, or -1 (out
+/// untouched) before the first cache.
+///
+/// # Safety
+/// `out` points to 3 writable `uint64_t`.
+#[no_mangle]
+pub unsafe extern "C" fn pagealloc_sqlite_overdraft(out: *mut u64) -> c_int {
+    let Some(g) = crate::global() else { return -1 };
+    let o = g.overdraft();
+    // SAFETY: the caller's contract.
+    unsafe { std::ptr::copy_nonoverlapping([o.current, o.peak, o.times].as_ptr(), out, 3) };
+    0
+}
+
 /// C: the totals since install (caches created, fetches, hits, misses,
 /// evictions) into `out`; 0, or -1 (out untouched) before the first cache.
 ///
@@ -114,30 +133,70 @@ pub unsafe extern "C" fn pagealloc_sqlite_totals(out: *mut u64) -> c_int {
 }
 
 /// The exit line: `pagealloc-sqlite: caches C fetches F hits H misses M
-/// evictions E`, then the budget and the frames in use.
+/// evictions E`, then the budget and the frames in use, then the
+/// overdraft: bytes over the budget now, the peak, the charges that went
+/// over; then the caches still open (a process may exit with connections
+/// open: their frames are in use, not leaked).
 #[must_use]
 pub fn stats_line() -> String {
-    let Some(g) = crate::global() else { return "pagealloc-sqlite: not installed".into() };
+    crate::global().map_or_else(|| "pagealloc-sqlite: not installed".into(), |g| group_stats_line(&g))
+}
+
+/// [`stats_line`] of group `g`.
+pub(crate) fn group_stats_line(g: &crate::Group) -> String {
     let (c, f, h, m, e) = g.totals();
+    let o = g.overdraft();
     format!(
-        "pagealloc-sqlite: caches {c} fetches {f} hits {h} misses {m} evictions {e} budget_frames {} used_frames {}",
+        "pagealloc-sqlite: caches {c} fetches {f} hits {h} misses {m} evictions {e} budget_frames {} used_frames {} \
+         overdraft_bytes {} overdraft_peak {} overdraft_times {} open_caches {}",
         g.budget_frames(),
-        g.used_frames()
+        g.used_frames(),
+        o.current,
+        o.peak,
+        o.times,
+        g.open_caches()
     )
+}
+
+/// Where the exit line goes: stderr (`PAGEALLOC_SQLITE_STATS=1`), or
+/// appended to a file (an absolute path: a program whose stderr is read,
+/// as SQLite's tests read a child testfixture's, is not disturbed).
+fn stats_target() -> Option<Option<std::path::PathBuf>> {
+    let v = std::env::var("PAGEALLOC_SQLITE_STATS").ok()?;
+    let v = v.trim();
+    if v.starts_with('/') {
+        Some(Some(v.into()))
+    } else {
+        (v == "1").then_some(None)
+    }
 }
 
 extern "C" fn print_stats_at_exit() {
     // A process that never opened a database (a shell the preload passed
     // through on its way to the program) says nothing.
-    if crate::global().is_some_and(|g| g.totals().0 > 0) {
-        eprintln!("{}", stats_line());
+    if crate::global().is_none_or(|g| g.totals().0 == 0) {
+        return;
+    }
+    match stats_target() {
+        Some(Some(path)) => {
+            use std::io::Write;
+            // One write of one line with O_APPEND: the lines of processes
+            // exiting together do not interleave.
+            let line = format!("{}\n", stats_line());
+            let f = std::fs::OpenOptions::new().create(true).append(true).open(&path);
+            if let Err(e) = f.and_then(|mut f| f.write_all(line.as_bytes())) {
+                eprintln!("pagealloc-sqlite: cannot append the stats line to {}: {e}", path.display());
+            }
+        }
+        Some(None) => eprintln!("{}", stats_line()),
+        None => {}
     }
 }
 
-/// With `PAGEALLOC_SQLITE_STATS=1`, print [`stats_line`] at exit (once).
+/// With `PAGEALLOC_SQLITE_STATS` set, print [`stats_line`] at exit (once).
 pub(crate) fn register_exit_stats() {
     static ONCE: Once = Once::new();
-    if env_flag("PAGEALLOC_SQLITE_STATS") {
+    if stats_target().is_some() {
         ONCE.call_once(|| {
             // SAFETY: atexit takes a function that lives as long as the
             // process: a plain extern "C" fn of this library, which is never

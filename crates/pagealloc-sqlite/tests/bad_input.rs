@@ -24,8 +24,7 @@ fn bad_page_and_extra_sizes_get_no_cache() {
     // A budget below one 4 KiB page is refused before SQLite is touched.
     let e = install(&Config { budget_bytes: Some(4095), ..Config::default() }).unwrap_err();
     assert!(matches!(e, InstallError::Budget { budget: 4095, .. }), "{e:?}");
-    let g =
-        install(&Config { arena_bytes: 8 << 20, hugepages: false, budget_bytes: None, page_reporting: false }).unwrap();
+    let g = install(&Config { arena_bytes: 8 << 20, ..Config::default() }).unwrap();
     let m = installed_methods();
     let (create, destroy) = (m.xCreate.unwrap(), m.xDestroy.unwrap());
     for (page, extra) in [(256, 100), (3000, 100), (131072, 100), (0, 100), (-4096, 100), (4096, 250), (4096, 4096)] {

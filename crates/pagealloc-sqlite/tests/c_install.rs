@@ -46,5 +46,5 @@ fn c_program_installs_with_one_call() {
     let run = Command::new(&out).env_remove("LD_PRELOAD").env_remove("LD_LIBRARY_PATH").output().unwrap();
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(run.status.success(), "{stdout}{}", String::from_utf8_lossy(&run.stderr));
-    assert!(stdout.starts_with("caches "), "{stdout}");
+    assert!(stdout.contains("\ncaches ") && stdout.starts_with("overdraft now 0 peak "), "{stdout}");
 }

@@ -36,8 +36,7 @@ fn workload(db: &mut Db, rows: i64) -> i64 {
 fn sqlite_runs_on_the_pagealloc_cache() {
     let bad = install(&Config { budget_bytes: Some(100), ..Config::default() });
     assert!(matches!(bad, Err(InstallError::Budget { .. })), "{bad:?}");
-    let g = install(&Config { arena_bytes: 64 << 20, hugepages: false, budget_bytes: None, page_reporting: false })
-        .unwrap();
+    let g = install(&Config { arena_bytes: 64 << 20, ..Config::default() }).unwrap();
     assert!(matches!(install(&Config::default()), Err(InstallError::AlreadyInstalled)));
     assert_eq!(pagealloc_sqlite::pagealloc_sqlite_install(64 << 20, 0, 0), 21, "SQLITE_MISUSE");
 

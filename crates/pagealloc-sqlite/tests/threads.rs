@@ -77,13 +77,7 @@ fn worker(t: u64, dir: std::path::PathBuf) {
 #[test]
 fn threads_on_many_databases_share_one_budget() {
     // 2 MiB (512 frames) for four threads' databases of ~200 pages each.
-    let g = install(&Config {
-        arena_bytes: 32 << 20,
-        hugepages: false,
-        budget_bytes: Some(2 << 20),
-        page_reporting: false,
-    })
-    .unwrap();
+    let g = install(&Config { arena_bytes: 32 << 20, budget_bytes: Some(2 << 20), ..Config::default() }).unwrap();
     let dir = temp_dir("threads");
     let hs: Vec<_> = (0..THREADS)
         .map(|t| {

@@ -22,6 +22,7 @@ pub mod reporting_cost;
 pub mod scaling;
 mod scaling_model;
 pub mod sqlite;
+pub mod sqlite_small;
 pub mod sqlite_speedtest;
 pub mod stress_highalloc;
 
@@ -44,8 +45,8 @@ pub fn all(page_fault1: &page_fault1::Args) -> Vec<Box<dyn Experiment>> {
 }
 
 /// Experiments run only when named (`pagealloc bench burst-idle`): they idle
-/// for seconds; scaling with its command-line flags.
-pub fn on_demand(scaling: &scaling::Args) -> Vec<Box<dyn Experiment>> {
+/// for seconds; scaling and sqlite with their command-line flags.
+pub fn on_demand(scaling: &scaling::Args, sqlite: &sqlite::Args) -> Vec<Box<dyn Experiment>> {
     vec![
         Box::new(burst_idle::BurstIdle),
         Box::new(hugepage::Hugepage),
@@ -57,7 +58,7 @@ pub fn on_demand(scaling: &scaling::Args) -> Vec<Box<dyn Experiment>> {
         Box::new(dd::Dd),
         Box::new(pagecache_map::PagecacheMap),
         Box::new(proactive_compaction::ProactiveCompaction),
-        Box::new(sqlite::Sqlite),
+        Box::new(sqlite::Sqlite(sqlite.clone())),
         Box::new(scaling::Scaling(scaling.clone())),
     ]
 }

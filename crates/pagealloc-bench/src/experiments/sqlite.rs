@@ -23,16 +23,29 @@
 //!    hold, `SQLITE_DBSTATUS_CACHE_USED`), then for 3.5 s after closing
 //!    every connection; pagealloc's cache has page reporting on (blocks
 //!    free for 2 s are madvised away), pcache1 frees into malloc.
+//! d. Pages under a frame ([`super::sqlite_small`]): resident bytes per
+//!    cached page of 512, 1024 and 2048 bytes, and hit rate and throughput
+//!    with frames shared against one page per frame.
 
-use super::sqlite_speedtest;
+use super::{sqlite_small, sqlite_speedtest};
 use crate::harness::{Ctx, Experiment, ExperimentResult, Figure, Plot};
 use crate::sqlite_child::ChildRun;
 use crate::sqlite_db::Db;
 use std::path::Path;
 use std::process::Command;
 
-/// The experiment.
-pub struct Sqlite;
+/// `pagealloc bench sqlite`'s own flags.
+#[derive(clap::Args, Clone, Debug, Default)]
+#[group(id = "sqlite")] // not `Args`, page-fault1's group
+pub struct Args {
+    /// sqlite: worker threads of the many-databases runs (default: twice
+    /// the CPUs).
+    #[arg(long)]
+    pub sqlite_threads: Option<usize>,
+}
+
+/// The experiment, with its flags.
+pub struct Sqlite(pub Args);
 
 /// Databases (quick and full alike: the point is many).
 const DBS: usize = 64;
@@ -52,42 +65,44 @@ const IDLE_MS: u64 = 3500;
 /// a datacenter NVMe SSD (Intel's SSD DC P4510 datasheet states 77 us).
 const DEVICE_US: u64 = 80;
 
-/// Create the databases in `dir` (SQLite's own cache: this process never
+/// Create `dbs` databases of `rows` 200-byte rows with pages of
+/// `page_size` bytes in `dir` (SQLite's own cache: this process never
 /// installs pagealloc's).
-fn populate(dir: &Path) -> Result<(), String> {
-    for i in 0..DBS {
+pub(super) fn populate(dir: &Path, dbs: usize, rows: u64, page_size: usize) -> Result<(), String> {
+    for i in 0..dbs {
         let path = dir.join(format!("db{i}.sqlite"));
         let _ = std::fs::remove_file(&path);
         let db = Db::open(&path)?;
         db.exec(&format!(
-            "PRAGMA synchronous=OFF; PRAGMA journal_mode=MEMORY;
+            "PRAGMA page_size={page_size}; PRAGMA synchronous=OFF; PRAGMA journal_mode=MEMORY;
              CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB);
-             WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < {ROWS})
+             WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < {rows})
              INSERT INTO t SELECT x, randomblob(200) FROM c;"
         ))?;
     }
     Ok(())
 }
 
-/// One child run of `cache`, with `device_us` per page read (0: warm
-/// kernel cache, with the idle phases; else without them).
-fn child(ctx: &Ctx, dir: &Path, cache: &str, threads: usize, device_us: u64) -> Result<ChildRun, String> {
+/// One `pagealloc sqlite-child CACHE DIR ARGS..` run: what it measured.
+pub(super) fn run_child(dir: &Path, cache: &str, args: &[String]) -> Result<ChildRun, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let secs = if ctx.full { 10.0 } else { 3.0 };
-    let out = Command::new(exe)
-        .arg("sqlite-child")
-        .arg(cache)
-        .arg(dir)
-        .args(["--dbs", &DBS.to_string(), "--rows", &ROWS.to_string(), "--budget", &BUDGET.to_string()])
-        .args(["--threads", &threads.to_string(), "--secs", &secs.to_string(), "--warm-ms", "1500"])
-        .args(["--skew", &SKEW.to_string(), "--write-pct", &WRITE_PCT.to_string()])
-        .args(["--idle-ms", &(if device_us == 0 { IDLE_MS } else { 0 }).to_string()])
-        .args(["--device-us", &device_us.to_string()])
-        .output()
-        .map_err(|e| e.to_string())?;
+    let out =
+        Command::new(exe).arg("sqlite-child").arg(cache).arg(dir).args(args).output().map_err(|e| e.to_string())?;
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text.lines().last().unwrap_or_default();
     serde_json::from_str(line).map_err(|_| format!("{cache} child: {} {}", line, String::from_utf8_lossy(&out.stderr)))
+}
+
+/// One child run of `cache`, with `device_us` per page read (0: warm
+/// kernel cache, with the idle phases; else without them).
+fn child(ctx: &Ctx, dir: &Path, cache: &str, threads: usize, device_us: u64) -> Result<ChildRun, String> {
+    let secs = if ctx.full { 10.0 } else { 3.0 };
+    let args = format!(
+        "--dbs {DBS} --rows {ROWS} --budget {BUDGET} --threads {threads} --secs {secs} --warm-ms 1500 --skew {SKEW} \
+         --write-pct {WRITE_PCT} --idle-ms {} --device-us {device_us}",
+        if device_us == 0 { IDLE_MS } else { 0 }
+    );
+    run_child(dir, cache, &args.split_whitespace().map(String::from).collect::<Vec<_>>())
 }
 
 /// Bytes to MiB.
@@ -114,6 +129,8 @@ fn record(all: &mut Vec<Sample>, v: &str, c: &ChildRun) {
     push("many-peak-over-base", "MiB", over(c.rss_peak), false);
     if c.charged > 0 {
         push("many-charged", "MiB", mib(c.charged as f64), false);
+        push("many-overdraft-peak", "MiB", mib(c.overdraft_peak as f64), false);
+        push("many-overdraft-times", "charges", c.overdraft_times as f64, false);
     }
     push("idle-rss-over-base", "MiB", over(idle_end), false);
     push("open-idle-rss-over-base", "MiB", over(open_end), false);
@@ -138,15 +155,16 @@ fn record_device(all: &mut Vec<Sample>, v: &str, c: &ChildRun) {
     push("device-wait-us", "us", c.device_wait_us, false);
 }
 
-/// Part b and c into `r`.
-fn many(ctx: &Ctx, r: &mut ExperimentResult) {
+/// Part b and c into `r`, with `threads` workers.
+fn many(ctx: &Ctx, r: &mut ExperimentResult, threads: usize) {
     let dir = std::env::temp_dir().join(format!("pagealloc-bench-sqlite-{}", std::process::id()));
-    if let Err(e) = std::fs::create_dir_all(&dir).map_err(|e| e.to_string()).and_then(|()| populate(&dir)) {
+    if let Err(e) =
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string()).and_then(|()| populate(&dir, DBS, ROWS, 4096))
+    {
         r.line(ctx, format!("many databases: not run: {e}"));
         let _ = std::fs::remove_dir_all(&dir);
         return;
     }
-    let threads = 2 * std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut all = Vec::new();
     let pb = ctx.bar("sqlite many-dbs", 4 * ctx.repeats as u64);
     for round in 0..ctx.repeats {
@@ -253,9 +271,11 @@ fn summarise(ctx: &Ctx, r: &mut ExperimentResult, threads: usize) {
     r.line(
         ctx,
         format!(
-            "  pagealloc charged to its budget at the end: {:.2} MiB (frames and headers); the rest of its growth \
-             is outside the cache (threads, statements, maps)",
-            get(r, "many-charged", "pagealloc")
+            "  pagealloc charged to its budget at the end: {:.2} MiB (frames and headers), overdraft peak {:.2} MiB \
+             ({:.0} charges over the budget); the rest of its growth is outside the cache (threads, statements, maps)",
+            get(r, "many-charged", "pagealloc"),
+            get(r, "many-overdraft-peak", "pagealloc"),
+            get(r, "many-overdraft-times", "pagealloc"),
         ),
     );
     let limit = budget * 1.05;
@@ -302,7 +322,10 @@ impl Experiment for Sqlite {
     fn run(&self, ctx: &Ctx) -> ExperimentResult {
         let mut r = ExperimentResult::new(self.name(), "sqlite: pagealloc's page cache against SQLite's pcache1", None);
         sqlite_speedtest::run(ctx, &mut r);
-        many(ctx, &mut r);
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = self.0.sqlite_threads.unwrap_or(2 * cpus).max(1);
+        many(ctx, &mut r, threads);
+        sqlite_small::run(ctx, &mut r, threads);
         r.notes.push(
             "resident memory is VmRSS over the child's own baseline (before its first connection); it includes \
              the per-page headers (charged to pagealloc's budget) and statement memory as well as the pages; live \

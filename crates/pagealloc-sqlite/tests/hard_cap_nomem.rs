@@ -1,6 +1,7 @@
-//! A budget without room for one page of each open cache: SQLite reports
+//! A hard cap without room for one page of each open cache: SQLite reports
 //! SQLITE_NOMEM ("out of memory") for the connection that cannot get a
-//! cache, and nothing crashes. One test: one install per process.
+//! cache, and nothing crashes. The hard cap is the only way to get it: the
+//! budget below it is overdrawn instead. One test: one install per process.
 
 mod common;
 use common::{assert_conserved, Db, SQLITE_NOMEM};
@@ -14,15 +15,16 @@ fn open_and_use(name: &str) -> Result<Db, common::Error> {
 }
 
 #[test]
-fn a_budget_below_one_page_per_cache_is_sqlite_nomem() {
-    // 32 KiB: each connection's cache reserves one page's charge (its
-    // frame and header, page_charge: about 4.4 KB), plus the pages it uses,
-    // so fewer than 8 connections fit.
+fn a_hard_cap_below_one_page_per_cache_is_sqlite_nomem() {
+    // A 32 KiB hard cap: each connection's cache reserves one page's
+    // charge (its frame and header, page_charge: about 4.4 KB), plus the
+    // pages it uses, so fewer than 8 connections fit. The budget, 16 KiB,
+    // is overdrawn on the way.
     let g = install(&Config {
         arena_bytes: 4 << 20,
-        hugepages: false,
-        budget_bytes: Some(8 * 4096),
-        page_reporting: false,
+        budget_bytes: Some(4 * 4096),
+        hard_cap_bytes: Some(8 * 4096),
+        ..Config::default()
     })
     .unwrap();
     let mut open = Vec::new();
@@ -31,7 +33,7 @@ fn a_budget_below_one_page_per_cache_is_sqlite_nomem() {
             Ok(db) => open.push(db),
             Err(e) => break e,
         }
-        assert!(open.len() <= 8, "the budget cannot hold more than 8 caches");
+        assert!(open.len() <= 8, "the hard cap cannot hold more than 8 caches");
     };
     assert_eq!(err.rc, SQLITE_NOMEM, "{err:?}");
     assert_eq!(err.msg, "out of memory");
@@ -42,7 +44,8 @@ fn a_budget_below_one_page_per_cache_is_sqlite_nomem() {
     }
     open.pop();
     open.push(open_and_use(":memory:").unwrap());
-    // A 64 KiB page needs 16 frames: more than the whole budget.
+    assert!(g.overdraft().times > 0, "the budget was overdrawn before the cap: {:?}", g.overdraft());
+    // A 64 KiB page needs 16 frames: more than the whole hard cap.
     drop(open);
     let mut db = Db::open(":memory:").unwrap();
     let e = db.exec("PRAGMA page_size = 65536; CREATE TABLE big(x);").unwrap_err();

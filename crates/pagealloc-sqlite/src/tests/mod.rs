@@ -1,5 +1,11 @@
 //! Every method through the C function pointers of [`METHODS`], each test on
 //! its own group (so its own allocator) so that conservation is exact.
+//! The budget and its overdraft are in `budget`, shared frames in `frames`,
+//! the shards in `shards`.
+
+mod budget;
+mod frames;
+mod shards;
 
 use crate::ffi::{Sqlite3Pcache, Sqlite3PcachePage};
 use crate::{cache_stats, page_charge, Config, CreateError, Group, InstallError, METHODS};
@@ -8,82 +14,103 @@ use std::sync::Arc;
 const ARENA: u64 = 8 << 20;
 
 /// A budget of `n` 4 KiB pages of the caches `open` makes (extra 200).
-fn pages(n: u64) -> Option<u64> {
+pub(super) fn pages(n: u64) -> Option<u64> {
     Some(n * page_charge(4096, 200))
 }
 
 fn group(budget: Option<u64>) -> Arc<Group> {
-    Group::new(&Config { arena_bytes: ARENA, hugepages: false, budget_bytes: budget, page_reporting: false }).unwrap()
+    Group::new(&Config { arena_bytes: ARENA, budget_bytes: budget, ..Config::default() }).unwrap()
+}
+
+/// A group whose hard cap is its budget: no overdraft.
+fn capped(budget: u64) -> Arc<Group> {
+    Group::new(&Config {
+        arena_bytes: ARENA,
+        budget_bytes: Some(budget),
+        hard_cap_bytes: Some(budget),
+        ..Config::default()
+    })
+    .unwrap()
 }
 
 /// The C entry points, unwrapped, over one cache.
-struct C(*mut Sqlite3Pcache);
+pub(super) struct C(*mut Sqlite3Pcache);
 
 impl C {
-    fn fetch(&self, key: u32, create: i32) -> *mut Sqlite3PcachePage {
+    pub(super) fn fetch(&self, key: u32, create: i32) -> *mut Sqlite3PcachePage {
         // SAFETY: self.0 is a live cache of the test's group.
         unsafe { METHODS.xFetch.unwrap()(self.0, key, create) }
     }
-    fn unpin(&self, p: *mut Sqlite3PcachePage, discard: bool) {
+    pub(super) fn unpin(&self, p: *mut Sqlite3PcachePage, discard: bool) {
         // SAFETY: p is a pinned page of this cache.
         unsafe { METHODS.xUnpin.unwrap()(self.0, p, i32::from(discard)) }
     }
-    fn rekey(&self, p: *mut Sqlite3PcachePage, old: u32, new: u32) {
+    pub(super) fn rekey(&self, p: *mut Sqlite3PcachePage, old: u32, new: u32) {
         // SAFETY: p is a page of this cache at `old`.
         unsafe { METHODS.xRekey.unwrap()(self.0, p, old, new) }
     }
-    fn truncate(&self, limit: u32) {
+    pub(super) fn truncate(&self, limit: u32) {
         // SAFETY: live cache.
         unsafe { METHODS.xTruncate.unwrap()(self.0, limit) }
     }
-    fn shrink(&self) {
+    pub(super) fn shrink(&self) {
         // SAFETY: live cache.
         unsafe { METHODS.xShrink.unwrap()(self.0) }
     }
-    fn cachesize(&self, n: i32) {
+    pub(super) fn cachesize(&self, n: i32) {
         // SAFETY: live cache.
         unsafe { METHODS.xCachesize.unwrap()(self.0, n) }
     }
-    fn pagecount(&self) -> i32 {
+    pub(super) fn pagecount(&self) -> i32 {
         // SAFETY: live cache.
         unsafe { METHODS.xPagecount.unwrap()(self.0) }
     }
-    fn stats(&self) -> crate::CacheStats {
+    pub(super) fn stats(&self) -> crate::CacheStats {
         // SAFETY: live cache.
         unsafe { cache_stats(self.0) }
     }
-    fn destroy(self) {
+    pub(super) fn destroy(self) {
         // SAFETY: live cache, not used again.
         unsafe { METHODS.xDestroy.unwrap()(self.0) }
     }
 }
 
-fn open(g: &Arc<Group>, sz_page: usize, purgeable: bool) -> C {
+pub(super) fn open(g: &Arc<Group>, sz_page: usize, purgeable: bool) -> C {
     let c = C(g.create_cache(sz_page, 200, purgeable).unwrap());
     c.cachesize(1000);
     c
 }
 
 /// Write a tag into the page's buffer and check it reads back.
-fn tag(p: *mut Sqlite3PcachePage, v: u8, len: usize) {
+pub(super) fn tag(p: *mut Sqlite3PcachePage, v: u8, len: usize) {
     // SAFETY: a pinned page's buffer has `len` (its page size) bytes.
     unsafe { std::ptr::write_bytes((*p).p_buf.cast::<u8>(), v, len) }
 }
-fn tag_of(p: *mut Sqlite3PcachePage, len: usize) -> Vec<u8> {
+pub(super) fn tag_of(p: *mut Sqlite3PcachePage, len: usize) -> Vec<u8> {
     // SAFETY: as in tag.
     unsafe { std::slice::from_raw_parts((*p).p_buf.cast::<u8>(), len).to_vec() }
 }
-fn extra_head(p: *mut Sqlite3PcachePage) -> u64 {
+pub(super) fn extra_head(p: *mut Sqlite3PcachePage) -> u64 {
     // SAFETY: the extra area has at least 8 bytes, 8-aligned.
     unsafe { (*p).p_extra.cast::<u64>().read() }
 }
-fn set_extra_head(p: *mut Sqlite3PcachePage, v: u64) {
+pub(super) fn set_extra_head(p: *mut Sqlite3PcachePage, v: u64) {
     // SAFETY: as in extra_head.
     unsafe { (*p).p_extra.cast::<u64>().write(v) }
 }
 
+/// Unpin `pages` of `c`, destroy it, and check that every frame is back
+/// (the group's only cache).
+pub(super) fn close(g: &Group, c: C, pages: impl IntoIterator<Item = *mut Sqlite3PcachePage>) {
+    for p in pages {
+        c.unpin(p, false);
+    }
+    c.destroy();
+    assert_conserved(g);
+}
+
 /// Every frame is back: nothing leaked, nothing freed twice.
-fn assert_conserved(g: &Group) {
+pub(super) fn assert_conserved(g: &Group) {
     g.check_invariants().unwrap();
     assert_eq!(g.used_frames(), 0);
     assert_eq!(g.charged_bytes(), 0);
@@ -182,14 +209,17 @@ fn cachesize_is_a_soft_limit_that_recycles() {
     let g = group(None);
     let c = open(&g, 4096, true);
     c.cachesize(4);
-    for k in 0..4 {
+    // pcache1's rule: a page that would bring the cache to its limit
+    // recycles the oldest instead, so 3 pages are made ...
+    for k in 0..3 {
         let p = c.fetch(k, 2);
         set_extra_head(p, 0xdead);
         c.unpin(p, false);
     }
     let used = g.used_frames();
+    // ... and the fourth recycles.
     let p = c.fetch(100, 2);
-    assert_eq!(c.pagecount(), 4, "at the limit the oldest page is recycled");
+    assert_eq!(c.pagecount(), 3, "at the limit the oldest page is recycled");
     assert_eq!(g.used_frames(), used, "recycling allocates nothing");
     assert_eq!(extra_head(p), 0, "a recycled page is new: extra head zeroed");
     assert!(c.fetch(0, 0).is_null(), "key 0 was the oldest");
@@ -198,10 +228,14 @@ fn cachesize_is_a_soft_limit_that_recycles() {
     assert!(more.iter().all(|p| !p.is_null()));
     // ... but a cheap creation is refused once 90% of the limit is pinned.
     assert!(c.fetch(300, 1).is_null());
+    // Unpinned over the limit, pages are freed at once (pcache1 does so).
+    assert_eq!(c.pagecount(), 7);
     for q in more {
         c.unpin(q, false);
     }
+    assert_eq!(c.pagecount(), 4);
     c.unpin(p, false);
+    assert_eq!(c.pagecount(), 4);
     c.cachesize(2);
     assert_eq!(c.pagecount(), 2, "lowering the limit drops unpinned pages");
     c.destroy();
@@ -234,33 +268,31 @@ fn bad_page_sizes_are_refused() {
 }
 
 #[test]
-fn budget_below_one_page_per_cache_refuses_creation() {
+fn hard_cap_below_one_page_per_cache_refuses_creation() {
     // 3 pages: two 4 KiB caches fit, a third does not, nor a 64 KiB one.
-    let g = group(pages(3));
+    let cap = pages(3).unwrap();
+    let g = capped(cap);
     let a = open(&g, 4096, true);
     let b = open(&g, 4096, true);
     let need = 2 * page_charge(4096, 200) + page_charge(65536, 100);
     let e = g.create_cache(65536, 100, true).unwrap_err();
-    assert_eq!(e, CreateError::Budget { need, budget: pages(3).unwrap() });
+    assert_eq!(e, CreateError::HardCap { need, cap });
     let c = open(&g, 4096, true);
-    assert!(matches!(g.create_cache(4096, 200, true), Err(CreateError::Budget { .. })));
+    assert!(matches!(g.create_cache(4096, 200, true), Err(CreateError::HardCap { .. })));
+    // A 512-byte page's cache reserves a whole frame: its first page takes one.
+    assert!(matches!(g.create_cache(512, 200, true), Err(CreateError::HardCap { .. })));
     g.check_invariants().unwrap();
     for x in [a, b, c] {
         x.destroy();
     }
-    assert!(matches!(
-        Group::new(&Config { arena_bytes: ARENA, hugepages: false, budget_bytes: Some(100), page_reporting: false }),
-        Err(InstallError::Budget { .. })
-    ));
-    assert!(matches!(
-        Group::new(&Config {
-            arena_bytes: ARENA,
-            hugepages: false,
-            budget_bytes: Some(2 * ARENA),
-            page_reporting: false
-        }),
-        Err(InstallError::Budget { .. })
-    ));
+    let bad = |budget, cap| {
+        Group::new(&Config { arena_bytes: ARENA, budget_bytes: budget, hard_cap_bytes: cap, ..Config::default() })
+    };
+    assert!(matches!(bad(Some(100), None), Err(InstallError::Budget { .. })));
+    assert!(matches!(bad(Some(2 * ARENA), None), Err(InstallError::Budget { .. })));
+    assert!(matches!(bad(Some(ARENA / 2), Some(ARENA / 4)), Err(InstallError::HardCap { .. })));
+    assert!(matches!(bad(Some(ARENA / 2), Some(2 * ARENA)), Err(InstallError::HardCap { .. })));
+    assert!(matches!(bad(None, Some(ARENA / 2)), Err(InstallError::HardCap { .. })));
     assert!(matches!(Group::new(&Config { arena_bytes: 12345, ..Config::default() }), Err(InstallError::Arena(12345))));
     assert!(matches!(Group::new(&Config { arena_bytes: 0, ..Config::default() }), Err(InstallError::Arena(0))));
     assert!(matches!(
@@ -272,7 +304,7 @@ fn budget_below_one_page_per_cache_refuses_creation() {
 
 #[test]
 fn budget_recycles_the_groups_coldest_page() {
-    let g = group(pages(8));
+    let g = capped(pages(8).unwrap());
     let a = open(&g, 4096, true);
     let b = open(&g, 4096, true);
     for k in 0..8 {
@@ -285,7 +317,9 @@ fn budget_recycles_the_groups_coldest_page() {
     assert_eq!(a.pagecount(), 7);
     assert!(a.fetch(0, 0).is_null(), "key 0 was the coldest");
     assert_eq!(a.stats().evictions, 1);
-    // All pinned: nothing to evict, so even every effort fails.
+    // All pinned: nothing to evict, and the hard cap is the budget: even
+    // every effort fails (SQLITE_NOMEM; with room under a hard cap it
+    // would overdraw: tests::budget).
     let pins: Vec<_> = (1..8).map(|k| a.fetch(k, 0)).collect();
     assert!(b.fetch(1, 1).is_null());
     assert!(b.fetch(1, 2).is_null());
@@ -343,6 +377,8 @@ fn destroy_frees_pinned_and_unpinned_pages() {
 #[test]
 fn recycling_follows_the_global_lru_across_caches() {
     let g = group(pages(3));
+    // Every unpin ticks the clock: the order across shards is exact.
+    g.set_tick(1);
     let a = open(&g, 4096, true);
     let b = open(&g, 4096, true);
     a.unpin(a.fetch(0, 2), false);
@@ -379,20 +415,26 @@ fn the_budget_charges_headers_and_the_checker_sees_drift() {
     assert!((4096 + 200 + 64..4096 + 512).contains(&charge), "{charge}");
     assert_eq!(page_charge(16384, 200) - page_charge(4096, 200), 3 * 4096);
     // A budget of 4 whole frames holds 3 pages once headers are charged.
-    let g = group(Some(4 * 4096));
+    let g = capped(4 * 4096);
     let c = open(&g, 4096, true);
     let held: Vec<_> = (0..4).map(|k| c.fetch(k, 2)).collect();
     assert!(held[..3].iter().all(|p| !p.is_null()) && held[3].is_null());
     assert_eq!((g.used_frames(), g.charged_bytes()), (3, 3 * charge));
     g.check_invariants().unwrap();
     // Bookkeeping drift is caught: a frame counted that no page holds.
-    g.state.lock().used += 1;
-    assert!(g.check_invariants().unwrap_err().contains("counters"));
-    g.state.lock().used -= 1;
+    assert!(g.acct.try_charge(1, 0, u64::MAX));
+    assert!(g.check_invariants().unwrap_err().contains("account"));
+    g.acct.uncharge(1, 0);
     // A pin count that disagrees with the pages.
-    g.state.lock().cache_mut(0).n_pinned += 1;
+    g.lock(0).cache_mut(0).n_pinned += 1;
     assert!(g.check_invariants().unwrap_err().contains("pinned"));
-    g.state.lock().cache_mut(0).n_pinned -= 1;
+    g.lock(0).cache_mut(0).n_pinned -= 1;
+    // A head hint over its shard's oldest stamp: eviction would skip it.
+    c.unpin(held[0], false);
+    let head = g.heads[0].swap(u64::MAX - 1, std::sync::atomic::Ordering::Relaxed);
+    assert!(g.check_invariants().unwrap_err().contains("head hint"));
+    g.heads[0].store(head, std::sync::atomic::Ordering::Relaxed);
+    let held: Vec<_> = std::iter::once(c.fetch(0, 0)).chain(held.into_iter().skip(1)).collect();
     for p in held.into_iter().filter(|p| !p.is_null()) {
         c.unpin(p, false);
     }
