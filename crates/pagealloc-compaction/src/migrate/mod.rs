@@ -303,8 +303,11 @@ impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
         if !copies {
             // `p` is isolated by its owner; `target` is our private target
             // (the core checks that one).
-            let copied = self.mm.copy_to_target(from, Pfn::new(target));
-            debug_assert!(copied || self.mm.page_address(from).is_none(), "migration copy of {p:#x} refused");
+            // A refused copy (a target that is not one) moves nothing.
+            if !self.mm.copy_to_target(from, Pfn::new(target)) && self.mm.page_address(from).is_some() {
+                self.unisolate(p);
+                return self.putback_failed(&*ops, from, caught);
+            }
         }
         // Freeze: fails if a lock, writeback or anything else came meanwhile.
         if d.flags.compare_exchange(ISOLATED, flags::ISOLATED_MIGRATE, Ordering::AcqRel, Ordering::Relaxed).is_err() {

@@ -23,6 +23,7 @@ mod depot;
 mod filler;
 mod isolate;
 mod lock;
+mod seqcount;
 mod table;
 mod wmark;
 
@@ -35,7 +36,7 @@ pub(crate) use wmark::{clamp_min_free_kbytes, compute_watermarks, default_min_fr
 use crate::list::PfnList;
 use crate::lockstat::{ticks, Batch, LockStat};
 use crate::memmap::{MemMap, Pageblocks};
-use crate::sync::{fence, AtomicU64, FutexGuard, FutexMutex, LockedCounter, Ordering};
+use crate::sync::{AtomicU64, FutexGuard, FutexMutex, LockedCounter, Ordering};
 use crate::types::{
     Gfp, MigrateType, Order, ZoneIdx, ZoneType, MIGRATE_PCPTYPES, MIGRATE_TYPES, NR_ORDERS, PAGEBLOCK_ORDER,
     PAGEBLOCK_PAGES,
@@ -379,11 +380,7 @@ pub struct ZoneGuard<'a> {
 impl<'a> ZoneGuard<'a> {
     #[inline(always)]
     fn enter(zone: &'a Zone, mm: &'a MemMap, area: FutexGuard<'a, FreeArea>, entered: u64) -> Self {
-        let s = zone.stats.seq.load(Ordering::Relaxed);
-        zone.stats.seq.store(s.wrapping_add(1), Ordering::Relaxed);
-        // Pairs with the Acquire fence in a consistent snapshot: the odd value is
-        // visible before any counter this section changes.
-        fence(Ordering::Release);
+        seqcount::write_begin(&zone.stats.seq);
         Self { zone, mm, area, took_reported: false, entered, batch: Batch::None, ops: 0 }
     }
 
@@ -535,11 +532,7 @@ impl Drop for ZoneGuard<'_> {
         if self.entered != 0 {
             self.zone.lockstat.held_locked(ticks().saturating_sub(self.entered), self.batch, self.ops);
         }
-        let s = self.zone.stats.seq.load(Ordering::Relaxed);
-        // Pairs with the Acquire load that starts a consistent snapshot: every
-        // counter written in this section is visible to a reader that sees the
-        // even value.
-        self.zone.stats.seq.store(s.wrapping_add(1), Ordering::Release);
+        seqcount::write_end(&self.zone.stats.seq);
     }
 }
 

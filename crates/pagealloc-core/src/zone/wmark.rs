@@ -3,7 +3,6 @@
 //! watermark checks; and the free-block counts they and their callers read.
 
 use super::{AllocFlags, Zone, ZoneGuard};
-use crate::sync::{fence, Ordering};
 use crate::types::{Gfp, Order, ZoneType, MIGRATE_PCPTYPES, NR_ORDERS};
 
 impl Zone {
@@ -37,21 +36,12 @@ impl Zone {
     /// caught halfway, and without taking the lock. None when writers kept
     /// it busy for every try.
     pub fn watermark_ok_consistent(&self, order: Order, af: AllocFlags, gfp: Gfp) -> Option<bool> {
-        for _ in 0..4 {
-            // Acquire: pairs with the Release store that ended the last
-            // critical section, so its counters are seen.
-            let s = self.stats.seq.load(Ordering::Acquire);
-            if s & 1 == 0 {
-                let ok = self.watermark_ok(order, af, gfp);
-                // The counters are read before the seqcount again.
-                fence(Ordering::Acquire);
-                if self.stats.seq.load(Ordering::Relaxed) == s {
-                    return Some(ok);
-                }
-            }
-            core::hint::spin_loop();
+        // Under loom the counters are not modelled (see `seqcount`): no
+        // answer, and the caller takes the lock.
+        if cfg!(loom) {
+            return None;
         }
-        None
+        super::seqcount::read(&self.stats.seq, 4, || self.watermark_ok(order, af, gfp))
     }
 
     /// Free blocks per order (isolated included, as the kernel's

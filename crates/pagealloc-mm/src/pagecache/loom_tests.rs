@@ -62,6 +62,19 @@ fn cached_cold(a: &PageAllocator, m: &Mapping, index: u64) -> Pfn {
     pfn
 }
 
+/// A migration target, as compaction takes one (`MIGRATE_TARGET`: the
+/// page copy refuses any other page).
+fn alloc_target(a: &PageAllocator) -> Pfn {
+    a.core.alloc_pages(Gfp::MOVABLE, 0, pagealloc_core::page::flags::MIGRATE_TARGET).unwrap()
+}
+
+/// Give back a target migration did not use, as compaction does (a plain
+/// store of `PCP`: nobody else writes a target's word).
+fn free_target(a: &PageAllocator, t: Pfn) {
+    a.core.mm.page(t.as_u64()).set_flags(pagealloc_core::page::flags::PCP);
+    a.core.free_as_is(t.as_u64(), pagealloc_core::page::flags::PCP);
+}
+
 /// A live reference on `pfn`: still an allocated head with a count, and its
 /// bytes (read under the page lock) are the ones the fill wrote.
 fn check_held(a: &PageAllocator, h: &super::PageHandle<'_>) {
@@ -219,7 +232,7 @@ fn loom_pagecache_lookup_races_migration() {
     model(|| {
         let (a, cache, m) = world();
         let from = cached_cold(&a, &m, 0);
-        let to = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+        let to = alloc_target(&a);
         let (m2, a2) = (again(&cache), a.clone());
         let t = loom::thread::spawn(move || {
             let h = m2.find_get(0).unwrap().expect("a cached page is always found");
@@ -237,7 +250,7 @@ fn loom_pagecache_lookup_races_migration() {
             }
             _ => {
                 assert_eq!(now, from);
-                a.free_pages(to, 0).unwrap();
+                free_target(&a, to);
             }
         }
         conserved(&a, cache, 1);
@@ -253,7 +266,7 @@ fn loom_pagecache_write_races_migration() {
     model(|| {
         let (a, cache, m) = world();
         let from = cached_cold(&a, &m, 0);
-        let to = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+        let to = alloc_target(&a);
         let m2 = again(&cache);
         let t = loom::thread::spawn(move || {
             m2.write(PAGE_SIZE as u64 - 2, &[0x11, 0x22]).unwrap();
@@ -266,7 +279,7 @@ fn loom_pagecache_write_races_migration() {
         assert_eq!(b, [0x11, 0x22], "a write was lost to a migration");
         drop(h);
         if moved != pagealloc_compaction::movable::Moved::Yes {
-            a.free_pages(to, 0).unwrap();
+            free_target(&a, to);
         }
         conserved(&a, cache, 1);
     });
@@ -280,14 +293,14 @@ fn loom_pagecache_delete_races_migration() {
     model(|| {
         let (a, cache, m) = world();
         let from = cached_cold(&a, &m, 0);
-        let to = a.alloc_pages(Gfp::MOVABLE, 0).unwrap();
+        let to = alloc_target(&a);
         let m2 = again(&cache);
         let t = loom::thread::spawn(move || assert!(m2.delete(0)));
         let moved = super::migrate::migrate(&cache.inner, from.as_u64(), to.as_u64());
         t.join().unwrap();
         assert!(m.find_get(0).unwrap().is_none());
         if moved != pagealloc_compaction::movable::Moved::Yes {
-            a.free_pages(to, 0).unwrap();
+            free_target(&a, to);
         }
         conserved(&a, cache, 0);
     });

@@ -84,8 +84,14 @@ pub(crate) fn migrate(c: &CacheInner, from: u64, to: u64) -> Moved {
     };
     // Frozen: nobody reads, writes, marks or references `from` now. Its
     // state is the word the freeze replaced (which only we held locked).
-    let copied = core.mm.copy_to_target(Pfn::new(from), Pfn::new(to));
-    debug_assert!(copied || core.mm.page_address(Pfn::new(from)).is_none(), "copy of {from:#x} refused");
+    // The copy refuses a target that is not one (`MIGRATE_TARGET`): then
+    // nothing moves, rather than the mapping pointing at a frame without
+    // the page's bytes. Without backing there is nothing to copy.
+    if !core.mm.copy_to_target(Pfn::new(from), Pfn::new(to)) && core.mm.page_address(Pfn::new(from)).is_some() {
+        d.flags.store(old, Ordering::Release);
+        core.events.count(VmEvent::PgmigrateFail, 1);
+        return back(lock, Moved::Failed);
+    }
     let keep = old & (UPTODATE | DIRTY | REFERENCED | ACTIVE);
     c.owners[to as usize].store(CacheInner::owner_word(m.slot, index), Ordering::Release);
     let td = core.mm.page(to);
