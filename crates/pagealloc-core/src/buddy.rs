@@ -17,6 +17,7 @@
 //! - REPORTED (free page reporting): a merged block is marked only when both
 //!   halves were; both halves of a split block keep the mark of the block.
 
+use crate::page::NIL;
 use crate::types::{MigrateType, Order, MIGRATE_PCPTYPES, PAGEBLOCK_PAGES};
 use crate::vmevent::VmEvent;
 use crate::zone::{Took, ZoneGuard};
@@ -129,6 +130,43 @@ impl<'a> ZoneGuard<'a> {
             }
         }
         None
+    }
+
+    /// Take up to `max` blocks of `order` off the head of `mt`'s own list
+    /// while they are resident (not REPORTED: released blocks sit at a
+    /// list's tail), handing each pfn to `out`; returns how many. One walk,
+    /// one head update and one update of each counter, where taking them
+    /// one at a time unlinks each and updates every counter each time. For
+    /// a refill that wants single blocks: no split, no merge to undo.
+    pub(crate) fn take_resident_heads(
+        &mut self,
+        order: Order,
+        mt: MigrateType,
+        max: u32,
+        mut out: impl FnMut(u64),
+    ) -> u32 {
+        let mm = self.mm;
+        let mut k = 0u32;
+        let mut p = self.first_free(order, mt).map_or(NIL, |p| p as u32);
+        while k < max && p != NIL {
+            let d = mm.page(p as u64);
+            if d.flags() & crate::page::flags::REPORTED != 0 {
+                break;
+            }
+            let next = d.next.get();
+            // No longer a free head: a merge looking at its buddy skips it.
+            d.clear();
+            self.filler_account(p as u64, order, false);
+            out(p as u64);
+            k += 1;
+            p = next;
+        }
+        if k > 0 {
+            self.area.lists[order.idx()][mt.index()].cut_head(mm, p);
+            self.account_n(order, mt, k as u64, false);
+            self.ops = self.ops.wrapping_add(k);
+        }
+        k
     }
 
     /// The kernel's `__rmqueue`: own lists, then claim a fallback block, then steal.
@@ -362,5 +400,66 @@ impl<'a> ZoneGuard<'a> {
             fb[..MIGRATE_PCPTYPES].iter().any(|c| c.get_racy() != 0)
                 || (highatomic && fb[MigrateType::HighAtomic.index()].get_racy() != 0)
         })
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use crate::memmap::MemMap;
+    use crate::page::flags::REPORTED;
+    use crate::types::{MigrateType, Order, ZoneIdx, ZoneType};
+    use crate::zone::{new_pageblocks, Zone};
+
+    /// Order-0 blocks at the even pfns of 0..2*n (their buddies allocated:
+    /// nothing merges), the last `reported` of them released at the tail.
+    fn zone_with_singles(n: u64, reported: u64) -> (MemMap, Zone) {
+        let mm = MemMap::new(1024, crate::Backing::None, new_pageblocks(2)).unwrap();
+        let z = Zone::new(ZoneIdx::FIRST, 0, ZoneType::Normal, 0, 1024, &new_pageblocks(2));
+        {
+            let mut g = z.lock(&mm);
+            for i in 0..n {
+                g.add_to_free_list_marked(2 * i, Order::ZERO, MigrateType::Movable, true, i >= n - reported);
+            }
+        }
+        (mm, z)
+    }
+
+    /// The list and the counters agree, and hold exactly `want`.
+    fn holds(mm: &MemMap, z: &Zone, want: &[u64]) {
+        let g = z.lock(mm);
+        let on: Vec<u64> = g.area.lists[0][MigrateType::Movable.index()].iter(mm).collect();
+        assert_eq!(on, want);
+        assert_eq!(z.stats.free_blocks[0][MigrateType::Movable.index()].get_racy(), want.len() as u64);
+        assert_eq!(z.stats.nr_free_pages.get_racy(), want.len() as u64);
+        let reported = want.iter().filter(|&&p| mm.page(p).flags() & REPORTED != 0).count();
+        assert_eq!(z.stats.nr_reported.get_racy(), reported as u64);
+    }
+
+    #[test]
+    fn resident_heads_stop_at_the_first_released_block() {
+        let (mm, z) = zone_with_singles(10, 3);
+        let mut got = Vec::new();
+        let k = z.lock(&mm).take_resident_heads(Order::ZERO, MigrateType::Movable, 100, |p| got.push(p));
+        assert_eq!(k, 7);
+        assert_eq!(got, [0, 2, 4, 6, 8, 10, 12]);
+        assert!(got.iter().all(|&p| mm.page(p).flags() == 0), "a taken block still looks free");
+        holds(&mm, &z, &[14, 16, 18]);
+    }
+
+    #[test]
+    fn resident_heads_take_at_most_what_is_asked() {
+        let (mm, z) = zone_with_singles(5, 0);
+        let mut got = Vec::new();
+        assert_eq!(z.lock(&mm).take_resident_heads(Order::ZERO, MigrateType::Movable, 2, |p| got.push(p)), 2);
+        holds(&mm, &z, &[4, 6, 8]);
+        // The rest, to the end of the list (head and tail both emptied).
+        assert_eq!(z.lock(&mm).take_resident_heads(Order::ZERO, MigrateType::Movable, 9, |p| got.push(p)), 3);
+        assert_eq!(got, [0, 2, 4, 6, 8]);
+        holds(&mm, &z, &[]);
+        // An empty list, and a list whose head is released: nothing taken.
+        assert_eq!(z.lock(&mm).take_resident_heads(Order::ZERO, MigrateType::Movable, 9, |_| unreachable!()), 0);
+        let (mm, z) = zone_with_singles(2, 2);
+        assert_eq!(z.lock(&mm).take_resident_heads(Order::ZERO, MigrateType::Movable, 9, |_| unreachable!()), 0);
+        holds(&mm, &z, &[0, 2]);
     }
 }

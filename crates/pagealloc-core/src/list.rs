@@ -89,6 +89,20 @@ impl PfnList {
         }
     }
 
+    /// Drop every element before `new_head` (NIL: all of them), which the
+    /// caller walked from the head by `next` and takes over: one head update
+    /// instead of an unlink each. The dropped elements' links are left as
+    /// they were (their new owner rewrites them).
+    #[inline(always)]
+    pub(crate) fn cut_head(&mut self, mm: &MemMap, new_head: u32) {
+        self.head = new_head;
+        if new_head == NIL {
+            self.tail = NIL;
+        } else {
+            mm.page(new_head as u64).prev.set(NIL);
+        }
+    }
+
     #[cfg(test)]
     #[cfg(any(test, feature = "testing"))]
     #[inline(always)]

@@ -183,6 +183,15 @@ impl PcpLists {
                     max_run = filler_run(&g, order, mt, max_run);
                 }
                 let run = resident_run(&g, order, mt, max_run, &mut cap);
+                if run == 0 && !self.filler {
+                    // Single blocks wanted and the head of this type's own
+                    // list is resident: as many as wanted in one walk.
+                    let k = g.take_resident_heads(order, mt, n - got, |p| runs.push(block_key(p, order)));
+                    if k > 0 {
+                        got += k;
+                        continue;
+                    }
+                }
                 // Runs are at most the pageblock's order: always an order.
                 let up = |run: u32| order.raised(run).unwrap_or(order);
                 let taken = if self.filler { g.rmqueue_fullest(up(run), mt) } else { g.rmqueue_smallest(up(run), mt) };

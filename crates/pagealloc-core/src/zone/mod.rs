@@ -374,7 +374,7 @@ pub struct ZoneGuard<'a> {
     /// lock statistics (set by the drain or refill that holds it).
     pub batch: Batch,
     /// Free-list operations this hold did (lock statistics).
-    ops: u32,
+    pub(crate) ops: u32,
 }
 
 impl<'a> ZoneGuard<'a> {
@@ -415,23 +415,30 @@ impl<'a> ZoneGuard<'a> {
 
     #[inline(always)]
     fn account(&self, order: Order, mt: MigrateType, add: bool) {
+        self.account_n(order, mt, 1, add);
+    }
+
+    /// [`Self::account`] for `n` blocks of `order` at once.
+    #[inline(always)]
+    pub(crate) fn account_n(&self, order: Order, mt: MigrateType, n: u64, add: bool) {
         let s = &self.zone.stats;
         let fb = &s.free_blocks[order.idx()][mt.index()];
+        let pages = n << order.get();
         if add {
-            fb.add_locked(1);
+            fb.add_locked(n);
             if mt != MigrateType::Isolate {
-                s.nr_free_pages.add_locked(order.pages());
+                s.nr_free_pages.add_locked(pages);
             }
             if mt == MigrateType::HighAtomic {
-                s.nr_free_highatomic.add_locked(order.pages());
+                s.nr_free_highatomic.add_locked(pages);
             }
         } else {
-            fb.sub_locked(1);
+            fb.sub_locked(n);
             if mt != MigrateType::Isolate {
-                s.nr_free_pages.sub_locked(order.pages());
+                s.nr_free_pages.sub_locked(pages);
             }
             if mt == MigrateType::HighAtomic {
-                s.nr_free_highatomic.sub_locked(order.pages());
+                s.nr_free_highatomic.sub_locked(pages);
             }
         }
     }
