@@ -222,9 +222,17 @@ impl PcpLists {
             }
             g.batch = crate::lockstat::Batch::Refill(got << order.get());
         }
-        // Refilled pages go to the cold end, each run's lowest pfn coldest.
+        self.list_runs(mm, &runs, (order, mt, pi));
+        runs.clear();
+        self.scratch = runs;
+        got
+    }
+
+    /// Mark and list the blocks of `runs` (taken by a refill, the zone lock
+    /// dropped) at the cold end of list `pi`, each run's lowest pfn coldest.
+    fn list_runs(&mut self, mm: &MemMap, runs: &[u64], (order, mt, pi): (Order, MigrateType, usize)) {
         let descs = mm.descs();
-        for &r in &runs {
+        for &r in runs {
             let (p, k) = unkey(r & !(1 << 63));
             let mark = flags::PCP | if r >> 63 != 0 { flags::REPORTED } else { 0 };
             let mut q = p + k.pages();
@@ -236,9 +244,6 @@ impl PcpLists {
                 self.lists[pi].push_front(q as u32);
             }
         }
-        runs.clear();
-        self.scratch = runs;
-        got
     }
 
     /// Push one claimed block (flags already PCP, private set) on list `pi`,
