@@ -12,7 +12,10 @@ fn reporters() -> usize {
         .count()
 }
 
-/// The count once it settles (a new thread names itself after it starts).
+/// The count once it settles (a new thread names itself after it starts;
+/// a joined one leaves `/proc/self/task` a moment after the join returns:
+/// the kernel wakes the joiner when it clears the thread's tid, before it
+/// releases the task, and on a loaded host the gap shows).
 fn settled(want: usize) -> usize {
     for _ in 0..100 {
         if reporters() == want {
@@ -35,12 +38,12 @@ fn dropping_the_allocator_stops_its_reporter() {
     drop(a);
     assert_eq!(reporters(), 1, "a clone still holds the allocator");
     drop(b);
-    assert_eq!(reporters(), 0, "the drop joined the reporter");
+    assert_eq!(settled(0), 0, "the drop joined the reporter");
     // Switched on at run time: started then, stopped with the allocator.
     let c = PageAllocator::new(Config::new().arena_bytes(4 << 20).page_reporting(false)).unwrap();
     assert_eq!(reporters(), 0);
     assert!(c.reporting().set_page_reporting(true));
     assert_eq!(settled(1), 1);
     drop(c);
-    assert_eq!(reporters(), 0);
+    assert_eq!(settled(0), 0);
 }
