@@ -33,7 +33,7 @@ use crate::lockstat::Batch;
 use crate::memmap::MemMap;
 #[allow(unused_imports)]
 use crate::prelude::*;
-use crate::types::{MigrateType, Order, MIGRATE_PCPTYPES};
+use crate::types::{MigrateType, Order, MIGRATE_PCPTYPES, PAGEBLOCK_ORDER};
 use crate::vmevent::VmEvent;
 use crate::zone::{Wmark, Zone, ZoneGuard};
 
@@ -113,6 +113,7 @@ impl PcpLists {
             if merged_early {
                 let n = merge(mm, &mut blocks, sorted, |_, _| true);
                 blocks.truncate(n);
+                prefetch_buddies(mm, &blocks);
             }
             (freed, zone.lock_batch(mm))
         };
@@ -212,12 +213,28 @@ fn free_merged_slice(
 pub(crate) fn free_blocks_to_buddy(z: &Zone, mm: &MemMap, blocks: &mut [u64], pages: u32, events: &[(VmEvent, u64)]) {
     blocks.sort_unstable();
     let n = merge(mm, blocks, true, |_, _| true);
+    prefetch_buddies(mm, &blocks[..n]);
     let mut g = z.lock_batch(mm);
     free_merged_slice(&mut g, &mut blocks[..n], false, false, true);
     g.batch = Batch::Drain(pages);
     z.stats.events.add_owner(VmEvent::PcpDrain, 1);
     for &(ev, k) in events.iter().filter(|e| e.1 != 0) {
         z.stats.events.add_owner(ev, k);
+    }
+}
+
+/// Before the zone lock: bring in the descriptors of each merged block's
+/// buddy (and of the block's buddy one order up), which the merge under
+/// the lock reads first. Another CPU often wrote them last (it allocated
+/// those pages); their misses would otherwise be served inside the hold.
+fn prefetch_buddies(mm: &MemMap, blocks: &[u64]) {
+    for &r in blocks {
+        let (p, k) = unkey(r);
+        let o = k.get();
+        mm.prefetch_desc(p ^ (1 << o));
+        if o + 1 < PAGEBLOCK_ORDER {
+            mm.prefetch_desc((p & !((2 << o) - 1)) ^ (2 << o));
+        }
     }
 }
 
