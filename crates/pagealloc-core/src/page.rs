@@ -154,10 +154,8 @@ pub struct PageDesc {
     #[doc(hidden)]
     pub flags: AtomicU32,
     private: LockedU32,
-    #[doc(hidden)]
-    pub next: LockedU32,
-    #[doc(hidden)]
-    pub prev: LockedU32,
+    pub(crate) next: LockedU32,
+    pub(crate) prev: LockedU32,
 }
 
 #[cfg(not(loom))]
@@ -291,6 +289,15 @@ impl PageDesc {
         if self.private.get() != w {
             self.private.set(w);
         }
+    }
+
+    /// The block after this one on its free list (read under the zone
+    /// lock that owns the list; None at the tail). Read-only: the links are
+    /// the list's.
+    #[inline(always)]
+    pub fn list_next(&self) -> Option<u64> {
+        let next = self.next.get();
+        (next != NIL).then_some(next as u64)
     }
 
     #[inline(always)]

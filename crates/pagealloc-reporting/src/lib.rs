@@ -333,7 +333,7 @@ impl Reporting {
                     break;
                 }
                 let d = mm.page(q);
-                p = next_on_list(mm, q);
+                p = mm.page(q).list_next();
                 walked += 1;
                 budget -= 1;
                 if d.flags() & flags::REPORTED != 0 || !ages.old(d.stamp()) {
@@ -345,7 +345,7 @@ impl Reporting {
                     grow_run(z, mm, min_order, ages, batch - done, &mut run);
                     // The walk goes on from a block that stays where it is.
                     while let Some(x) = p.filter(|x| run.iter().any(|&(b, _)| b == *x)) {
-                        p = next_on_list(mm, x);
+                        p = mm.page(x).list_next();
                     }
                 }
                 done += run.len();
@@ -408,12 +408,6 @@ impl Ages {
         self.soonest = Some(self.soonest.map_or(left, |t| t.min(left)));
         false
     }
-}
-
-/// The block after `q` on its free list.
-fn next_on_list(mm: &MemMap, q: u64) -> Option<u64> {
-    let next = mm.page(q).next.get();
-    (next != pagealloc_core::page::NIL).then_some(next as u64)
 }
 
 /// Whether the free block with its head at `pfn` (if any) may join a run.

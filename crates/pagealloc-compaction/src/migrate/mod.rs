@@ -295,22 +295,16 @@ impl<H: CompactionHost + ?Sized> Compaction<'_, H> {
             }
         }
         // The owner has isolated the page: every failure from here on tells
-        // it to use the page again.
-        let Some(copies) = owner_call(caught, || ops.copies_data()) else {
-            self.unisolate(p);
-            return self.putback_failed(&*ops, from, caught);
-        };
-        if !copies {
-            // `p` is isolated by its owner; `target` is our private target
-            // (the core checks that one).
-            // A refused copy (a target that is not one) moves nothing.
-            if !self.mm.copy_to_target(from, Pfn::new(target)) && self.mm.page_address(from).is_some() {
-                self.unisolate(p);
-                return self.putback_failed(&*ops, from, caught);
-            }
-        }
-        // Freeze: fails if a lock, writeback or anything else came meanwhile.
-        if d.flags.compare_exchange(ISOLATED, flags::ISOLATED_MIGRATE, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+        // it to use the page again. Unless the owner copies the data itself,
+        // we copy it (`target` is our private target; the core checks that
+        // one, and a refused copy moves nothing); then the freeze, which
+        // fails if a lock, writeback or anything else came meanwhile.
+        let copied = owner_call(caught, || ops.copies_data()).is_some_and(|copies| {
+            copies || self.mm.copy_to_target(from, Pfn::new(target)) || self.mm.page_address(from).is_none()
+        });
+        if !copied
+            || d.flags.compare_exchange(ISOLATED, flags::ISOLATED_MIGRATE, Ordering::AcqRel, Ordering::Relaxed).is_err()
+        {
             self.unisolate(p);
             return self.putback_failed(&*ops, from, caught);
         }

@@ -87,10 +87,14 @@ pub(crate) fn migrate(c: &CacheInner, from: u64, to: u64) -> Moved {
     // The copy refuses a target that is not one (`MIGRATE_TARGET`): then
     // nothing moves, rather than the mapping pointing at a frame without
     // the page's bytes. Without backing there is nothing to copy.
-    if !core.mm.copy_to_target(Pfn::new(from), Pfn::new(to)) && core.mm.page_address(Pfn::new(from)).is_some() {
+    // Thawed with the word the freeze replaced: the page stays where it is.
+    let thaw = |lock: CacheLock<'_>| {
         d.flags.store(old, Ordering::Release);
         core.events.count(VmEvent::PgmigrateFail, 1);
-        return back(lock, Moved::Failed);
+        back(lock, Moved::Failed)
+    };
+    if !core.mm.copy_to_target(Pfn::new(from), Pfn::new(to)) && core.mm.page_address(Pfn::new(from)).is_some() {
+        return thaw(lock);
     }
     let keep = old & (UPTODATE | DIRTY | REFERENCED | ACTIVE);
     c.owners[to as usize].store(CacheInner::owner_word(m.slot, index), Ordering::Release);
@@ -103,9 +107,7 @@ pub(crate) fn migrate(c: &CacheInner, from: u64, to: u64) -> Moved {
         // undone all the same): the target is the caller's again.
         td.flags.store(pagealloc_core::page::flags::MIGRATE_TARGET, Ordering::Release);
         c.owners[to as usize].store(0, Ordering::Release);
-        d.flags.store(old, Ordering::Release);
-        core.events.count(VmEvent::PgmigrateFail, 1);
-        return back(lock, Moved::Failed);
+        return thaw(lock);
     }
     c.owners[from as usize].store(0, Ordering::Release);
     // The dirty, active and referenced state moved with the data (the
