@@ -169,6 +169,24 @@ pub const NR_STACKS: usize = MIGRATE_PCPTYPES + 1;
 /// The stacks of one slot.
 pub type Stacks = [FrontStack; NR_STACKS];
 
+/// Stack `t` of `stacks` (`t < NR_STACKS`), reached through branches on `t`
+/// rather than an address computed from it. On the free paths `t` comes
+/// from the freed page's descriptor, a load that depends on the pfn; with
+/// the address computed from it, the stack's `len` load waits for that load
+/// (and a multiply), which puts both on the pair's loop-carried chain. A
+/// branch is predicted, so the `len` load starts at once.
+#[inline(always)]
+pub fn stack_by_branch(stacks: &mut Stacks, t: usize) -> &mut FrontStack {
+    debug_assert!(t < NR_STACKS);
+    let [s0, s1, s2, s3] = stacks;
+    match t {
+        0 => s0,
+        1 => s1,
+        2 => s2,
+        _ => s3,
+    }
+}
+
 /// A thread's front cache for one allocator. `repr(C)`: the C API's
 /// header-inline fast path reaches the protocol words, stacks and counters
 /// from the slot's address (see [`raw`]).

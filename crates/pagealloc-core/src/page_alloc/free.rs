@@ -80,7 +80,7 @@ impl Core {
             return true;
         };
         let (stacks, events) = g.split();
-        let s = &mut stacks[t];
+        let s = crate::front::stack_by_branch(stacks, t);
         // The stack's key says zone, type and isolation in one compare: it
         // fails also when the block's type is not the word's (a fallback
         // allocation) and for HighAtomic's stack, which never adopts.
@@ -133,7 +133,7 @@ impl Core {
             return false;
         };
         let (stacks, events) = g.split();
-        let s = &mut stacks[t];
+        let s = crate::front::stack_by_branch(stacks, t);
         let len = s.len as usize;
         if s.key != zone::pb_key(w) || len >= FRONT_CAP {
             return false;
