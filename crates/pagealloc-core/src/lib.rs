@@ -33,8 +33,7 @@ mod prelude {
     pub use alloc::vec::Vec;
 }
 
-#[doc(hidden)]
-pub mod buddy;
+mod buddy;
 #[doc(hidden)]
 pub mod config;
 #[doc(hidden)]

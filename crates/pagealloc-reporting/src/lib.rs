@@ -333,7 +333,7 @@ impl Reporting {
                     break;
                 }
                 let d = mm.page(q);
-                p = mm.page(q).list_next();
+                p = d.list_next();
                 walked += 1;
                 budget -= 1;
                 if d.flags() & flags::REPORTED != 0 || !ages.old(d.stamp()) {
